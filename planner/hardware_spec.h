@@ -1,0 +1,34 @@
+// GpuSpec: one accelerator (or a CPU profile) as the cost model sees it.
+//
+// Units are SI and sit in the names: bytes, FLOP/s, bytes/s, seconds.
+// The YAML files in configs/hardware/ use TB/s, TFLOP/s and GB and are converted
+// once at load (planner/config_loader.h). Efficiencies are fractions in (0, 1]
+// of the peak that real kernels reach; `meshplan calibrate` fits them.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+namespace meshplan {
+
+enum class Precision;  // planner/training_spec.h
+
+struct GpuSpec {
+  std::string name;
+  int64_t memory_bytes = 0;               // device memory capacity
+  double peak_flops_fp32 = 0;             // dense, no sparsity
+  double peak_flops_tf32 = 0;             // 0 = not supported
+  double peak_flops_bf16 = 0;             // dense bf16/fp16 tensor-core peak
+  double peak_flops_fp8 = 0;              // 0 = not supported
+  double memory_bandwidth_Bps = 0;        // HBM/DRAM bandwidth
+  double matmul_efficiency = 0.70;        // fraction of peak reached by large GEMMs
+  double attention_efficiency = 0.50;     // fraction of peak reached by attention kernels
+  double memory_bandwidth_efficiency = 0.80;  // fraction of bandwidth by elementwise ops
+  double kernel_overhead_s = 0;           // fixed cost per launched op (CPU profile: dispatch)
+  std::string source;                     // data sheet or "calibrated on ..." note
+
+  // Peak dense FLOP/s for the precision the matmuls run in (bf16 for bf16 and mixed).
+  double PeakFlops(Precision precision) const;
+};
+
+}  // namespace meshplan

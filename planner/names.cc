@@ -1,0 +1,58 @@
+#include "planner/names.h"
+
+#include <array>
+#include <utility>
+
+namespace meshplan {
+namespace {
+
+template <typename Enum, size_t N>
+using NameTable = std::array<std::pair<Enum, const char*>, N>;
+
+constexpr NameTable<BlockKind, 2> kBlockKinds{{{BlockKind::kLlama, "llama"}, {BlockKind::kGpt, "gpt"}}};
+constexpr NameTable<Precision, 3> kPrecisions{
+    {{Precision::kBf16, "bf16"}, {Precision::kMixed, "mixed"}, {Precision::kFp32, "fp32"}}};
+constexpr NameTable<Recompute, 3> kRecomputes{
+    {{Recompute::kNone, "none"}, {Recompute::kSelective, "selective"}, {Recompute::kFull, "full"}}};
+constexpr NameTable<PipelineSchedule, 4> kSchedules{{{PipelineSchedule::kGpipe, "gpipe"},
+                                                     {PipelineSchedule::k1F1B, "1f1b"},
+                                                     {PipelineSchedule::kInterleaved, "interleaved"},
+                                                     {PipelineSchedule::kZeroBubbleH1, "zb_h1"}}};
+
+template <typename Enum, size_t N>
+const char* NameOf(const NameTable<Enum, N>& table, Enum value) {
+  for (const auto& [v, name] : table)
+    if (v == value) return name;
+  return "?";
+}
+
+template <typename Enum, size_t N>
+bool Lookup(const NameTable<Enum, N>& table, const std::string& name, Enum* out) {
+  for (const auto& [v, n] : table)
+    if (name == n) {
+      *out = v;
+      return true;
+    }
+  return false;
+}
+
+}  // namespace
+
+const char* ToString(BlockKind kind) { return NameOf(kBlockKinds, kind); }
+const char* ToString(Precision precision) { return NameOf(kPrecisions, precision); }
+const char* ToString(Recompute recompute) { return NameOf(kRecomputes, recompute); }
+const char* ToString(PipelineSchedule schedule) { return NameOf(kSchedules, schedule); }
+
+bool ParseBlockKind(const std::string& name, BlockKind* out) { return Lookup(kBlockKinds, name, out); }
+bool ParsePrecision(const std::string& name, Precision* out) { return Lookup(kPrecisions, name, out); }
+bool ParseRecompute(const std::string& name, Recompute* out) { return Lookup(kRecomputes, name, out); }
+bool ParsePipelineSchedule(const std::string& name, PipelineSchedule* out) {
+  return Lookup(kSchedules, name, out);
+}
+
+const char* AllowedBlockKinds() { return "llama, gpt"; }
+const char* AllowedPrecisions() { return "bf16, mixed, fp32"; }
+const char* AllowedRecomputes() { return "none, selective, full"; }
+const char* AllowedPipelineSchedules() { return "gpipe, 1f1b, interleaved, zb_h1"; }
+
+}  // namespace meshplan

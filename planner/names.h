@@ -1,0 +1,30 @@
+// The one spelling of every enum value, used by YAML files, flags, JSON and tables.
+//
+// Parse* return false on an unknown name; Allowed* list the accepted spellings
+// for error messages ("one of: none, selective, full").
+#pragma once
+
+#include <string>
+
+#include "planner/model_spec.h"
+#include "planner/parallel_plan.h"
+#include "planner/training_spec.h"
+
+namespace meshplan {
+
+const char* ToString(BlockKind kind);            // llama | gpt
+const char* ToString(Precision precision);       // bf16 | mixed | fp32
+const char* ToString(Recompute recompute);       // none | selective | full
+const char* ToString(PipelineSchedule schedule); // gpipe | 1f1b | interleaved | zb_h1
+
+bool ParseBlockKind(const std::string& name, BlockKind* out);
+bool ParsePrecision(const std::string& name, Precision* out);
+bool ParseRecompute(const std::string& name, Recompute* out);
+bool ParsePipelineSchedule(const std::string& name, PipelineSchedule* out);
+
+const char* AllowedBlockKinds();
+const char* AllowedPrecisions();
+const char* AllowedRecomputes();
+const char* AllowedPipelineSchedules();
+
+}  // namespace meshplan
