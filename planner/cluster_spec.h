@@ -16,6 +16,7 @@ struct NetworkTier {
   std::string name;          // "NVLink4", "PCIe4", "InfiniBand NDR", ...
   double bandwidth_Bps = 0;  // per GPU, per direction
   double latency_s = 0;      // per ring step
+  bool operator==(const NetworkTier&) const = default;
 };
 
 struct ClusterSpec {
@@ -27,6 +28,7 @@ struct ClusterSpec {
   NetworkTier inter_node;
 
   int64_t world_size() const { return nodes * gpus_per_node; }
+  bool operator==(const ClusterSpec&) const = default;
 };
 
 }  // namespace meshplan

@@ -29,6 +29,7 @@ struct GpuSpec {
 
   // Peak dense FLOP/s for the precision the matmuls run in (bf16 for bf16 and mixed).
   double PeakFlops(Precision precision) const;
+  bool operator==(const GpuSpec&) const = default;
 };
 
 }  // namespace meshplan

@@ -29,6 +29,7 @@ struct ModelSpec {
 
   int64_t head_dim() const { return hidden / heads; }         // D
   int64_t kv_hidden() const { return kv_heads * head_dim(); }  // K * D
+  bool operator==(const ModelSpec&) const = default;
 };
 
 }  // namespace meshplan

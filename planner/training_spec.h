@@ -19,6 +19,7 @@ struct TrainingSpec {
   double learning_rate = 3e-4;  // AdamW (the only optimizer)
 
   int64_t tokens_per_step() const { return global_batch * seq_len; }
+  bool operator==(const TrainingSpec&) const = default;
 };
 
 }  // namespace meshplan
