@@ -1,0 +1,131 @@
+// `meshplan estimate` end to end: runs the built binary, parses its JSON, checks exit codes.
+#include <catch2/catch.hpp>
+#include <sys/wait.h>
+
+#include <cstdio>
+#include <nlohmann/json.hpp>
+#include <string>
+
+namespace meshplan {
+namespace {
+
+struct Result {
+  int exit_code = -1;
+  std::string output;  // stdout and stderr together
+};
+
+Result RunCli(const std::string& args) {
+  const std::string command = std::string("'") + MESHPLAN_BINARY + "' " + args + " 2>&1";
+  Result r;
+  FILE* pipe = popen(command.c_str(), "r");
+  REQUIRE(pipe != nullptr);
+  char buffer[4096];
+  size_t n = 0;
+  while ((n = fread(buffer, 1, sizeof(buffer), pipe)) > 0) r.output.append(buffer, n);
+  const int status = pclose(pipe);
+  r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  return r;
+}
+
+nlohmann::json RunJson(const std::string& args) {
+  const Result r = RunCli("estimate --format json " + args);
+  INFO(r.output);
+  REQUIRE(r.exit_code == 0);
+  return nlohmann::json::parse(r.output);
+}
+
+TEST_CASE("estimate --format json has every documented field", "[planner][cli][estimate]") {
+  const nlohmann::json j = RunJson(
+      "--model llama2-7b --cluster 8xH100 --plan dp=2,tp=4,sp=1,zero=1 --global-batch 64 "
+      "--seq 4096");
+  for (const char* key : {"params_total", "params_per_rank", "flops_per_step", "step_time_s",
+                          "tokens_per_s", "mfu", "mfu_no_attention", "hfu", "fits", "reason"})
+    CHECK(j.contains(key));
+  CHECK(j["params_total"].get<int64_t>() == 6'738'415'616);  // Llama 2 7B
+  for (const char* key : {"params_bytes", "grads_bytes", "optimizer_bytes", "activations_bytes",
+                          "logits_bytes", "comm_buffer_bytes", "gathered_params_bytes",
+                          "transient_bytes"})
+    CHECK(j["memory"]["breakdown"].contains(key));
+  CHECK(j["memory"]["total_bytes"].get<double>() > 0);
+  CHECK(j["memory"]["peak_phase"].is_string());
+  for (const char* dim : {"dp", "tp", "cp", "pp"}) {
+    CHECK(j["comm_bytes_per_step"].contains(dim));
+    CHECK(j["time"]["exposed_comm_s"].contains(dim));
+  }
+  for (const char* key : {"compute_s", "bubble_s", "optimizer_s"}) CHECK(j["time"].contains(key));
+  // tokens/s is the step's tokens over its time.
+  CHECK(j["tokens_per_s"].get<double>() * j["step_time_s"].get<double>() == Approx(64.0 * 4096));
+  CHECK(j["mfu"].get<double>() > 0);
+  CHECK(j["mfu"].get<double>() < 1);
+  CHECK(j["fits"].get<bool>());
+  CHECK(j["setup"]["gpus"].get<int64_t>() == 8);
+}
+
+TEST_CASE("estimate reproduces SPEC 2(c): ZeRO-3 moves 1.5x the DP bytes of ZeRO-1",
+          "[planner][cli][estimate][spec]") {
+  const std::string common =
+      "--model spec-7b --cluster 2xa40-pcie --global-batch 2 --seq 256 --precision bf16 ";
+  const nlohmann::json z1 = RunJson(common + "--plan dp=2,zero=1");
+  const nlohmann::json z3 = RunJson(common + "--plan dp=2,zero=3");
+  const double P = 7'257'206'784.0;
+  CHECK(z1["comm_bytes_per_step"]["dp"].get<double>() == Approx(2 * P * 0.5 * 2));
+  CHECK(z3["comm_bytes_per_step"]["dp"].get<double>() == Approx(3 * P * 0.5 * 2));
+  // SPEC 2(a): replicated in pure bf16 it needs ~60 GB; sharding over both cards fits.
+  const nlohmann::json z0 = RunJson(common + "--plan dp=2,zero=0 --memory-model seed");
+  CHECK_FALSE(z0["fits"].get<bool>());
+  CHECK(z0["reason"].get<std::string>().find("GPU has") != std::string::npos);
+  CHECK(z3["fits"].get<bool>());
+}
+
+TEST_CASE("estimate reads a plan file", "[planner][cli][estimate]") {
+  const std::string file = std::string(MESHPLAN_SOURCE_DIR) + "/configs/plans/example-7b-8xh100.yaml";
+  const nlohmann::json j = RunJson("--plan-file '" + file + "'");
+  CHECK(j["setup"]["model"] == "llama2-7b");
+  CHECK(j["step_time_s"].get<double>() > 0);
+  // The plan file supplies the plan: --plan beside it is refused.
+  const Result both = RunCli("estimate --plan-file '" + file + "' --plan dp=8");
+  CHECK(both.exit_code == 2);
+  CHECK(both.output.find("--plan-file") != std::string::npos);
+}
+
+TEST_CASE("estimate table output", "[planner][cli][estimate]") {
+  const Result r = RunCli(
+      "estimate --model llama2-7b --cluster 8xH100 --plan dp=8,zero=1 --global-batch 64 --seq 2048");
+  INFO(r.output);
+  CHECK(r.exit_code == 0);
+  for (const char* text : {"Parameters", "Memory per GPU", "FLOPs per step", "Communication",
+                           "Step time", "tokens/s", "MFU", "fits: "})
+    CHECK(r.output.find(text) != std::string::npos);
+}
+
+TEST_CASE("estimate rejects bad input with exit code 2", "[planner][cli][estimate]") {
+  const std::string setup = "--cluster 8xH100 --global-batch 64 --seq 2048 ";
+  SECTION("malformed --plan") {
+    const Result r = RunCli("estimate --model llama2-7b " + setup + "--plan dp=two");
+    CHECK(r.exit_code == 2);
+    CHECK(r.output.find("dp") != std::string::npos);
+  }
+  SECTION("unknown --plan key") {
+    const Result r = RunCli("estimate --model llama2-7b " + setup + "--plan ddp=8");
+    CHECK(r.exit_code == 2);
+    CHECK(r.output.find("allowed") != std::string::npos);
+  }
+  SECTION("unknown model") {
+    const Result r = RunCli("estimate --model no-such-model " + setup + "--plan dp=8");
+    CHECK(r.exit_code == 2);
+    CHECK(r.output.find("no-such-model") != std::string::npos);
+  }
+  SECTION("plan that breaks the rules") {
+    const Result r = RunCli("estimate --model llama2-7b " + setup + "--plan dp=2,tp=3");
+    CHECK(r.exit_code == 2);
+    CHECK(r.output.find("world_size") != std::string::npos);
+    CHECK(r.output.find("tp_divides_heads") != std::string::npos);
+  }
+  SECTION("bad --memory-model") {
+    const Result r = RunCli("estimate --model llama2-7b " + setup + "--memory-model guess");
+    CHECK(r.exit_code == 2);
+  }
+}
+
+}  // namespace
+}  // namespace meshplan

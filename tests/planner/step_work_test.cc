@@ -1,0 +1,185 @@
+// StepWork (the shared description of a step's work) and the overlap clock.
+#include <catch2/catch.hpp>
+
+#include <algorithm>
+
+#include "planner/flops.h"
+#include "planner/step_time.h"
+#include "planner/step_work.h"
+#include "tests/planner/cost_test_specs.h"
+
+namespace meshplan {
+namespace {
+
+using testing::Spec7b;
+using testing::Training;
+
+double Flops(const ComputeWork& w) { return w.matmul_flops + w.attention_flops; }
+double PartFlops(const PartWork& p, Recompute r) {
+  return Flops(p.forward) + Flops(p.backward_input) + Flops(p.backward_weight) +
+         Flops(p.recompute[static_cast<int>(r)]);
+}
+
+int Count(const PartWork& part, MeshDim dim, StepPhase phase) {
+  int n = 0;
+  for (const Collective& c : part.collectives)
+    if (c.dim == dim && c.phase == phase) n += static_cast<int>(c.count);
+  return n;
+}
+
+TEST_CASE("the work of every rank adds up to the step's hardware FLOPs", "[planner][step_work]") {
+  const ModelSpec m = Spec7b();
+  const TrainingSpec t = Training(16, 2048);
+  ParallelPlan p;
+  p.tp = GENERATE(1, 2, 8);
+  p.cp = GENERATE(1, 2);
+  p.pp = GENERATE(1, 4);
+  p.dp = 2;
+  p.micro_batch = 2;
+  p.recompute = GENERATE(Recompute::kNone, Recompute::kSelective, Recompute::kFull);
+  const StepWork w = BuildStepWork(m, t, p);
+  CHECK(w.micro_batches == 4);
+  CHECK(w.tokens_per_microbatch == 2 * 2048 / p.cp);
+  // Sum over stages of one rank's work, times the ranks that split each stage's tokens
+  // and weights (dp * cp * tp) and the micro-batches.
+  const double per_replica = static_cast<double>(m.layers) * PartFlops(w.block, p.recompute) +
+                             PartFlops(w.embedding, p.recompute) + PartFlops(w.head, p.recompute);
+  const double total = per_replica * static_cast<double>(p.dp * p.cp * p.tp * w.micro_batches);
+  // The FLOPs convention also counts 6 per norm weight (not a matmul) and the unpadded
+  // vocabulary: a relative difference far below 1e-3.
+  CHECK_THAT(total, Catch::Matchers::WithinRel(StepFlopsOf(m, t, p.recompute).hardware, 1e-3));
+}
+
+TEST_CASE("TP: two all-reduces per block forward and two backward, SP swaps each for AG + RS",
+          "[planner][step_work]") {
+  const ModelSpec m = Spec7b();
+  ParallelPlan p;
+  p.tp = 4;
+  const StepWork plain = BuildStepWork(m, Training(8, 1024), p);
+  CHECK(Count(plain.block, MeshDim::kTp, StepPhase::kForward) == 2);
+  CHECK(Count(plain.block, MeshDim::kTp, StepPhase::kBackward) == 2);
+  CHECK(Count(plain.block, MeshDim::kTp, StepPhase::kRecompute) == 0);
+  for (const Collective& c : plain.block.collectives)
+    if (c.dim == MeshDim::kTp) CHECK(c.kind == CollectiveKind::kAllReduce);
+
+  p.sequence_parallel = true;
+  p.recompute = Recompute::kFull;
+  const StepWork sp = BuildStepWork(m, Training(8, 1024), p);
+  CHECK(Count(sp.block, MeshDim::kTp, StepPhase::kForward) == 4);
+  CHECK(Count(sp.block, MeshDim::kTp, StepPhase::kBackward) == 4);
+  CHECK(Count(sp.block, MeshDim::kTp, StepPhase::kRecompute) == 4);  // full recompute replays them
+  const double buffer = 1.0 * 1024 * 4096 * 2;  // (T, E) bf16
+  for (const Collective& c : sp.block.collectives) CHECK(c.bytes == buffer);
+}
+
+TEST_CASE("DP sync per ZeRO stage", "[planner][step_work]") {
+  const ModelSpec m = Spec7b();
+  ParallelPlan p;
+  p.dp = 8;
+  auto dp_collectives = [&](int zero) {
+    p.zero_stage = zero;
+    const StepWork w = BuildStepWork(m, Training(8, 1024), p);
+    std::vector<Collective> out;
+    for (const Collective& c : w.block.collectives)
+      if (c.dim == MeshDim::kDp) out.push_back(c);
+    return out;
+  };
+  const auto z0 = dp_collectives(0);
+  REQUIRE(z0.size() == 1);
+  CHECK(z0[0].kind == CollectiveKind::kAllReduce);
+  CHECK(z0[0].cadence == Cadence::kPerStep);
+  CHECK(z0[0].overlappable);
+  const auto z1 = dp_collectives(1);
+  REQUIRE(z1.size() == 2);
+  CHECK(z1[0].kind == CollectiveKind::kReduceScatter);
+  CHECK(z1[1].kind == CollectiveKind::kAllGather);
+  CHECK(z1[1].position == CollectivePosition::kAfterOptimizer);
+  const auto z2 = dp_collectives(2);
+  REQUIRE(z2.size() == 2);
+  CHECK(z2[0].cadence == Cadence::kPerMicrobatch);  // only a gradient shard is kept
+  const auto z3 = dp_collectives(3);
+  REQUIRE(z3.size() == 3);
+  CHECK(z3[0].kind == CollectiveKind::kAllGather);
+  CHECK(z3[0].phase == StepPhase::kForward);
+  CHECK(z3[1].kind == CollectiveKind::kAllGather);
+  CHECK(z3[1].phase == StepPhase::kBackward);
+  CHECK(z3[2].kind == CollectiveKind::kReduceScatter);
+  for (const Collective& c : z3) CHECK(c.group.size() == 8);
+}
+
+TEST_CASE("the busiest block fits the fixed collective list", "[planner][step_work]") {
+  ParallelPlan p;
+  p.tp = 2;
+  p.cp = 2;
+  p.dp = 2;
+  p.sequence_parallel = true;
+  p.recompute = Recompute::kFull;
+  p.zero_stage = 3;
+  const StepWork w = BuildStepWork(Spec7b(), Training(8, 1024), p);
+  CHECK(w.block.collectives.size == 12 + 3 + 3);  // TP fwd/bwd/recompute, CP, ZeRO-3
+  CHECK(w.block.collectives.size <= kMaxCollectivesPerPart);
+  CHECK(w.head.collectives.size <= kMaxCollectivesPerPart);
+  CHECK(w.embedding.collectives.size <= kMaxCollectivesPerPart);
+}
+
+TEST_CASE("pipeline sends per micro-batch and stage", "[planner][step_work]") {
+  ParallelPlan p;
+  p.pp = 4;
+  p.virtual_stages = 2;
+  p.schedule = PipelineSchedule::kInterleaved;
+  const StepWork w = BuildStepWork(Spec7b(), Training(8, 1024), p);
+  CHECK(PpActivationSends(w, 0) == 2);
+  CHECK(PpActivationSends(w, 3) == 1);  // the last chunk's output goes to the loss
+  CHECK(PpGradientSends(w, 0) == 1);    // the first chunk's input gradient goes nowhere
+  CHECK(PpGradientSends(w, 3) == 2);
+  CHECK(w.pp_activation.bytes == 1024.0 * 4096 * 2);
+  CHECK(w.blocks_per_stage == 12);
+}
+
+// Reference: the two streams simulated chunk by chunk.
+OverlapClock Simulated(bool prefetch, int64_t n, double compute, double comm, OverlapClock c) {
+  for (int64_t j = 0; j < n; ++j) {
+    if (prefetch) {
+      c.comm_end += comm;
+      c.compute_end = std::max(c.compute_end, c.comm_end) + compute;
+    } else {
+      c.compute_end += compute;
+      c.comm_end = std::max(c.comm_end, c.compute_end) + comm;
+    }
+    c.compute_sum += compute;
+  }
+  return c;
+}
+
+TEST_CASE("the overlap clock's closed forms match a chunk-by-chunk simulation",
+          "[planner][step_time]") {
+  const bool prefetch = GENERATE(true, false);
+  const int64_t n = GENERATE(1, 2, 7, 32);
+  const double compute = GENERATE(1.0, 3.0);
+  const double comm = GENERATE(0.5, 1.0, 2.5, 6.0);
+  const double start_comm = GENERATE(0.0, 4.0);
+  OverlapClock start;
+  start.compute_end = 2.0;
+  start.comm_end = start_comm;
+  start.compute_sum = 2.0;
+  OverlapClock fast = start;
+  if (prefetch) fast.Prefetch(n, compute, comm);
+  else fast.Drain(n, compute, comm);
+  const OverlapClock slow = Simulated(prefetch, n, compute, comm, start);
+  CHECK(fast.compute_end == Approx(slow.compute_end));
+  CHECK(fast.comm_end == Approx(slow.comm_end));
+  CHECK(fast.exposed() == Approx(slow.exposed()));
+}
+
+TEST_CASE("gradient buckets: only the last bucket's tail shows when comm is shorter",
+          "[planner][step_time]") {
+  OverlapClock c;
+  c.Drain(10, 1.0, 0.4);
+  CHECK(c.exposed() == Approx(0.4));
+  OverlapClock slow;
+  slow.Drain(10, 1.0, 2.0);  // sync longer than the backward after the first bucket
+  CHECK(slow.exposed() == Approx(10 * 2.0 - 9 * 1.0));
+}
+
+}  // namespace
+}  // namespace meshplan
