@@ -7,6 +7,9 @@
 
 namespace meshplan {
 
+// Exit code of `meshplan search` when valid plans exist but none fits in memory.
+inline constexpr int kExitNoPlanFits = 3;
+
 void AddEstimateCommand(CLI::App& app, int* exit_code);
 void AddSearchCommand(CLI::App& app, int* exit_code);
 void AddSimulateCommand(CLI::App& app, int* exit_code);

@@ -13,67 +13,130 @@ std::string Str(int64_t v) { return std::to_string(v); }
 
 }  // namespace
 
-std::vector<PlanViolation> Validate(const ParallelPlan& plan, const ModelSpec& model,
-                                    const TrainingSpec& training, int64_t world_size) {
-  std::vector<PlanViolation> out;
-  auto fail = [&out](const char* constraint, std::string message) {
-    out.push_back({constraint, std::move(message)});
+const char* ConstraintId(PlanConstraint constraint) {
+  constexpr const char* kIds[kNumPlanConstraints] = {
+      "factors_positive", "zero_stage_range",   "world_size",      "tp_within_node",
+      "tp_divides_heads", "tp_divides_kv_heads", "tp_divides_ffn", "pp_divides_layers",
+      "cp_divides_seq",   "seq_within_max",     "sp_needs_tp",     "tp_divides_seq",
+      "batch_divides",    "vpp_needs_interleaved", "interleaved_needs_pp_vpp",
+      "interleaved_microbatches"};
+  const int i = static_cast<int>(constraint);
+  return i >= 0 && i < kNumPlanConstraints ? kIds[i] : "?";
+}
+
+PlanConstraintMask CheckPlan(const ParallelPlan& plan, const ModelSpec& model,
+                             const TrainingSpec& training, int64_t world_size,
+                             int64_t gpus_per_node) {
+  using C = PlanConstraint;
+  if (plan.dp < 1 || plan.tp < 1 || plan.pp < 1 || plan.cp < 1 || plan.micro_batch < 1 ||
+      plan.virtual_stages < 1)
+    return MaskOf(C::kFactorsPositive);  // the divisibility checks below need positive factors
+  PlanConstraintMask out = 0;
+  auto fail_if = [&out](bool broken, C c) {
+    if (broken) out |= MaskOf(c);
   };
-
-  const std::pair<const char*, int64_t> factors[] = {
-      {"dp", plan.dp}, {"tp", plan.tp}, {"pp", plan.pp}, {"cp", plan.cp},
-      {"mbs", plan.micro_batch}, {"vpp", plan.virtual_stages}};
-  for (const auto& [name, value] : factors)
-    if (value < 1) fail("factors_positive", std::string(name) + "=" + Str(value) + " must be >= 1");
-  if (!out.empty()) return out;  // the divisibility checks below need positive factors
-
-  if (plan.zero_stage < 0 || plan.zero_stage > 3)
-    fail("zero_stage_range", "zero=" + Str(plan.zero_stage) + " must be one of 0, 1, 2, 3");
-  if (world_size > 0 && plan.world_size() != world_size)
-    fail("world_size", "dp*tp*pp*cp = " + Str(plan.dp) + "*" + Str(plan.tp) + "*" + Str(plan.pp) +
-                           "*" + Str(plan.cp) + " = " + Str(plan.world_size()) +
-                           ", but the cluster has " + Str(world_size) + " GPUs");
-  if (model.heads % plan.tp != 0)
-    fail("tp_divides_heads", "tp=" + Str(plan.tp) + " does not divide heads=" + Str(model.heads));
-  if (model.kv_heads % plan.tp != 0)
-    fail("tp_divides_kv_heads",
-         "tp=" + Str(plan.tp) + " does not divide kv_heads=" + Str(model.kv_heads));
-  if (model.ffn_hidden % plan.tp != 0)
-    fail("tp_divides_ffn",
-         "tp=" + Str(plan.tp) + " does not divide ffn_hidden=" + Str(model.ffn_hidden));
-  if (model.layers % (plan.pp * plan.virtual_stages) != 0)
-    fail("pp_divides_layers", "pp*vpp=" + Str(plan.pp) + "*" + Str(plan.virtual_stages) +
-                                  " does not divide layers=" + Str(model.layers));
+  fail_if(plan.zero_stage < 0 || plan.zero_stage > 3, C::kZeroStageRange);
+  fail_if(world_size > 0 && plan.world_size() != world_size, C::kWorldSize);
+  fail_if(gpus_per_node > 0 && gpus_per_node % plan.tp != 0, C::kTpWithinNode);
+  fail_if(model.heads % plan.tp != 0, C::kTpDividesHeads);
+  fail_if(model.kv_heads % plan.tp != 0, C::kTpDividesKvHeads);
+  fail_if(model.ffn_hidden % plan.tp != 0, C::kTpDividesFfn);
+  fail_if(model.layers % (plan.pp * plan.virtual_stages) != 0, C::kPpDividesLayers);
   // Causal load balancing gives each cp rank one early and one late chunk: 2*cp chunks.
   const int64_t cp_chunks = plan.cp > 1 ? 2 * plan.cp : 1;
-  if (training.seq_len % cp_chunks != 0)
-    fail("cp_divides_seq", "seq=" + Str(training.seq_len) + " is not divisible by 2*cp=" +
-                               Str(cp_chunks) + " (load-balanced context parallel)");
-  if (plan.sequence_parallel && plan.tp == 1)
-    fail("sp_needs_tp", "sp=1 needs tp > 1 (sequence parallel shards over the tp group)");
-  if (plan.sequence_parallel && (training.seq_len / plan.cp) % plan.tp != 0)
-    fail("tp_divides_seq", "sp=1 shards seq/cp=" + Str(training.seq_len / plan.cp) +
-                               " over tp=" + Str(plan.tp) + ", which does not divide it");
-  if (training.global_batch % (plan.dp * plan.micro_batch) != 0)
-    fail("batch_divides", "global_batch=" + Str(training.global_batch) +
-                              " is not divisible by dp*mbs=" + Str(plan.dp) + "*" +
-                              Str(plan.micro_batch));
+  fail_if(training.seq_len % cp_chunks != 0, C::kCpDividesSeq);
+  fail_if(model.max_seq > 0 && training.seq_len > model.max_seq, C::kSeqWithinMax);
+  fail_if(plan.sequence_parallel && plan.tp == 1, C::kSpNeedsTp);
+  fail_if(plan.sequence_parallel && (training.seq_len / plan.cp) % plan.tp != 0, C::kTpDividesSeq);
+  const bool batch_divides = training.global_batch % (plan.dp * plan.micro_batch) == 0;
+  fail_if(!batch_divides, C::kBatchDivides);
   const bool interleaved = plan.schedule == PipelineSchedule::kInterleaved;
-  if (plan.virtual_stages > 1 && !interleaved)
-    fail("vpp_needs_interleaved", "vpp=" + Str(plan.virtual_stages) +
-                                      " needs schedule=interleaved (schedule is " +
-                                      ToString(plan.schedule) + ")");
-  if (interleaved && (plan.pp < 2 || plan.virtual_stages < 2))
-    fail("interleaved_needs_pp_vpp", "schedule=interleaved needs pp >= 2 and vpp >= 2 (pp=" +
-                                         Str(plan.pp) + ", vpp=" + Str(plan.virtual_stages) + ")");
-  if (interleaved && plan.pp > 1 && training.global_batch % (plan.dp * plan.micro_batch) == 0 &&
-      plan.num_microbatches(training.global_batch) % plan.pp != 0)
-    fail("interleaved_microbatches",
-         "schedule=interleaved needs micro-batches=" +
-             Str(plan.num_microbatches(training.global_batch)) + " divisible by pp=" + Str(plan.pp));
-  if (model.max_seq > 0 && training.seq_len > model.max_seq)
-    fail("seq_within_max", "seq=" + Str(training.seq_len) + " exceeds the model's max_seq=" +
-                               Str(model.max_seq));
+  fail_if(plan.virtual_stages > 1 && !interleaved, C::kVppNeedsInterleaved);
+  fail_if(interleaved && (plan.pp < 2 || plan.virtual_stages < 2), C::kInterleavedNeedsPpVpp);
+  fail_if(interleaved && plan.pp > 1 && batch_divides &&
+              plan.num_microbatches(training.global_batch) % plan.pp != 0,
+          C::kInterleavedMicrobatches);
+  return out;
+}
+
+namespace {
+
+// The message for one broken rule; the rule itself lives in CheckPlan().
+std::string ViolationMessage(PlanConstraint c, const ParallelPlan& plan, const ModelSpec& model,
+                             const TrainingSpec& training, int64_t world_size,
+                             int64_t gpus_per_node) {
+  using C = PlanConstraint;
+  switch (c) {
+    case C::kFactorsPositive: {
+      std::string msg;
+      const std::pair<const char*, int64_t> factors[] = {
+          {"dp", plan.dp}, {"tp", plan.tp}, {"pp", plan.pp}, {"cp", plan.cp},
+          {"mbs", plan.micro_batch}, {"vpp", plan.virtual_stages}};
+      for (const auto& [name, value] : factors)
+        if (value < 1) msg += (msg.empty() ? "" : "; ") + std::string(name) + "=" + Str(value);
+      return msg + " must be >= 1";
+    }
+    case C::kZeroStageRange:
+      return "zero=" + Str(plan.zero_stage) + " must be one of 0, 1, 2, 3";
+    case C::kWorldSize:
+      return "dp*tp*pp*cp = " + Str(plan.dp) + "*" + Str(plan.tp) + "*" + Str(plan.pp) + "*" +
+             Str(plan.cp) + " = " + Str(plan.world_size()) + ", but the cluster has " +
+             Str(world_size) + " GPUs";
+    case C::kTpWithinNode:
+      return "tp=" + Str(plan.tp) + " does not divide the " + Str(gpus_per_node) +
+             " GPUs of a node, so a tp group would cross nodes (allow with "
+             "--allow-tp-across-nodes)";
+    case C::kTpDividesHeads:
+      return "tp=" + Str(plan.tp) + " does not divide heads=" + Str(model.heads);
+    case C::kTpDividesKvHeads:
+      return "tp=" + Str(plan.tp) + " does not divide kv_heads=" + Str(model.kv_heads);
+    case C::kTpDividesFfn:
+      return "tp=" + Str(plan.tp) + " does not divide ffn_hidden=" + Str(model.ffn_hidden);
+    case C::kPpDividesLayers:
+      return "pp*vpp=" + Str(plan.pp) + "*" + Str(plan.virtual_stages) +
+             " does not divide layers=" + Str(model.layers);
+    case C::kCpDividesSeq:
+      return "seq=" + Str(training.seq_len) + " is not divisible by 2*cp=" + Str(2 * plan.cp) +
+             " (load-balanced context parallel)";
+    case C::kSeqWithinMax:
+      return "seq=" + Str(training.seq_len) + " exceeds the model's max_seq=" + Str(model.max_seq);
+    case C::kSpNeedsTp:
+      return "sp=1 needs tp > 1 (sequence parallel shards over the tp group)";
+    case C::kTpDividesSeq:
+      return "sp=1 shards seq/cp=" + Str(training.seq_len / plan.cp) + " over tp=" +
+             Str(plan.tp) + ", which does not divide it";
+    case C::kBatchDivides:
+      return "global_batch=" + Str(training.global_batch) + " is not divisible by dp*mbs=" +
+             Str(plan.dp) + "*" + Str(plan.micro_batch);
+    case C::kVppNeedsInterleaved:
+      return "vpp=" + Str(plan.virtual_stages) + " needs schedule=interleaved (schedule is " +
+             ToString(plan.schedule) + ")";
+    case C::kInterleavedNeedsPpVpp:
+      return "schedule=interleaved needs pp >= 2 and vpp >= 2 (pp=" + Str(plan.pp) +
+             ", vpp=" + Str(plan.virtual_stages) + ")";
+    case C::kInterleavedMicrobatches:
+      return "schedule=interleaved needs micro-batches=" +
+             Str(plan.num_microbatches(training.global_batch)) + " divisible by pp=" +
+             Str(plan.pp);
+    case C::kCount:
+      break;
+  }
+  return "?";
+}
+
+}  // namespace
+
+std::vector<PlanViolation> Validate(const ParallelPlan& plan, const ModelSpec& model,
+                                    const TrainingSpec& training, int64_t world_size,
+                                    int64_t gpus_per_node) {
+  const PlanConstraintMask mask = CheckPlan(plan, model, training, world_size, gpus_per_node);
+  std::vector<PlanViolation> out;
+  for (int i = 0; i < kNumPlanConstraints; ++i) {
+    const auto c = static_cast<PlanConstraint>(i);
+    if (mask & MaskOf(c))
+      out.push_back({ConstraintId(c),
+                     ViolationMessage(c, plan, model, training, world_size, gpus_per_node)});
+  }
   return out;
 }
 
@@ -140,6 +203,24 @@ std::string ToPlanString(const ParallelPlan& p) {
                   ",schedule=" + ToString(p.schedule) + ",vpp=" + Str(p.virtual_stages);
   if (p.tp_comm_overlap) s += ",tp_overlap=1";
   return s;
+}
+
+std::string ToShortPlanString(const ParallelPlan& p) {
+  const ParallelPlan d;
+  std::string s;
+  auto add = [&s](const std::string& item) { s += (s.empty() ? "" : ",") + item; };
+  if (p.dp != d.dp) add("dp=" + Str(p.dp));
+  if (p.tp != d.tp) add("tp=" + Str(p.tp));
+  if (p.pp != d.pp) add("pp=" + Str(p.pp));
+  if (p.cp != d.cp) add("cp=" + Str(p.cp));
+  if (p.zero_stage != d.zero_stage) add("zero=" + Str(p.zero_stage));
+  if (p.sequence_parallel != d.sequence_parallel) add(p.sequence_parallel ? "sp=1" : "sp=0");
+  if (p.micro_batch != d.micro_batch) add("mbs=" + Str(p.micro_batch));
+  if (p.recompute != d.recompute) add(std::string("recompute=") + ToString(p.recompute));
+  if (p.schedule != d.schedule) add(std::string("schedule=") + ToString(p.schedule));
+  if (p.virtual_stages != d.virtual_stages) add("vpp=" + Str(p.virtual_stages));
+  if (p.tp_comm_overlap != d.tp_comm_overlap) add(p.tp_comm_overlap ? "tp_overlap=1" : "tp_overlap=0");
+  return s.empty() ? "dp=1" : s;
 }
 
 }  // namespace meshplan

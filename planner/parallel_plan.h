@@ -2,8 +2,9 @@
 //
 // Rank layout (Megatron order, SPEC.md section 3): tp innermost, then cp, then pp,
 // dp outermost: rank = ((dp_i * pp + pp_i) * cp + cp_i) * tp + tp_i.
-// Validate() checks every divisibility rule once and names each factor that is off;
-// the search, the CLI and the executor all call it rather than re-checking.
+// CheckPlan() checks every divisibility rule once (a bit mask, no allocation) and
+// Validate() names each factor that is off from the same checks; the search, the
+// CLI and the executor all call them rather than re-checking.
 #pragma once
 
 #include <cstdint>
@@ -41,6 +42,36 @@ struct ParallelPlan {
   bool operator==(const ParallelPlan&) const = default;
 };
 
+// The rules a plan can break, in the order they are checked (outer mesh factors
+// first, then sequence, batch and schedule). The search counts rejections by them.
+enum class PlanConstraint : uint8_t {
+  kFactorsPositive,         // dp, tp, pp, cp, mbs, vpp >= 1
+  kZeroStageRange,          // zero in 0..3
+  kWorldSize,               // dp*tp*pp*cp == GPUs
+  kTpWithinNode,            // tp divides gpus_per_node (checked only when asked)
+  kTpDividesHeads,          // H % tp
+  kTpDividesKvHeads,        // K % tp
+  kTpDividesFfn,            // F % tp
+  kPpDividesLayers,         // L % (pp*vpp)
+  kCpDividesSeq,            // S % (2*cp) (load-balanced causal context parallel)
+  kSeqWithinMax,            // S <= max_seq
+  kSpNeedsTp,               // sp only with tp > 1
+  kTpDividesSeq,            // sp: (S/cp) % tp
+  kBatchDivides,            // global_batch % (dp*mbs)
+  kVppNeedsInterleaved,     // vpp > 1 only with schedule=interleaved
+  kInterleavedNeedsPpVpp,   // interleaved needs pp >= 2 and vpp >= 2
+  kInterleavedMicrobatches, // interleaved: micro-batches % pp
+  kCount
+};
+inline constexpr int kNumPlanConstraints = static_cast<int>(PlanConstraint::kCount);
+// A set of PlanConstraint, bit i = constraint i broken; 0 means valid.
+using PlanConstraintMask = uint32_t;
+constexpr PlanConstraintMask MaskOf(PlanConstraint c) {
+  return PlanConstraintMask{1} << static_cast<int>(c);
+}
+// The stable id of a constraint ("tp_divides_heads"): what PlanViolation::constraint holds.
+const char* ConstraintId(PlanConstraint constraint);
+
 // Why a plan is invalid. `constraint` is a stable id that the search counts by
 // (e.g. "tp_divides_heads"); `message` names the factors and their values.
 struct PlanViolation {
@@ -49,14 +80,27 @@ struct PlanViolation {
 };
 
 // Every rule of SPEC.md section 3 that the plan breaks for this model, batch and
-// world size (world_size <= 0 skips the product check). Empty means valid.
+// world size (world_size <= 0 skips the product check), as a bit mask. Allocates
+// nothing: this is what the search calls on every candidate. gpus_per_node > 0
+// adds the placement rule that a tp group stays inside one node (tp divides it).
+// With a factor below 1 only kFactorsPositive is reported (the rest need division).
+PlanConstraintMask CheckPlan(const ParallelPlan& plan, const ModelSpec& model,
+                             const TrainingSpec& training, int64_t world_size,
+                             int64_t gpus_per_node = 0);
+
+// The same rules with messages naming the factors and their values: one violation
+// per bit of CheckPlan(), in PlanConstraint order. Empty means valid.
 std::vector<PlanViolation> Validate(const ParallelPlan& plan, const ModelSpec& model,
-                                    const TrainingSpec& training, int64_t world_size);
+                                    const TrainingSpec& training, int64_t world_size,
+                                    int64_t gpus_per_node = 0);
 
 // "dp=2,tp=4,pp=1,cp=1,zero=1,sp=1,mbs=1,recompute=none,schedule=1f1b,vpp=1";
 // omitted keys keep their defaults. Throws InputError naming the key and the
 // allowed values. `source` names where the string came from in the error.
 ParallelPlan ParsePlanString(const std::string& text, const std::string& source = "--plan");
 std::string ToPlanString(const ParallelPlan& plan);
+// Only the keys that differ from a default ParallelPlan, in ToPlanString order
+// ("dp=8,zero=1,mbs=2"); ParsePlanString reads it back to the same plan.
+std::string ToShortPlanString(const ParallelPlan& plan);
 
 }  // namespace meshplan

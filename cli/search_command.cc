@@ -1,0 +1,506 @@
+// `meshplan search`: every valid plan for a setup, ranked by predicted tokens/s.
+//
+// Exit codes: 0 at least one plan fits; 2 bad input (unknown model, a world size or
+// batch that no plan can split, a bad flag); 3 valid plans exist but none fits in
+// memory (the output then says what would make one fit).
+#include <fmt/format.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <iostream>
+#include <nlohmann/json.hpp>
+
+#include "cli/commands.h"
+#include "cli/setup_options.h"
+#include "planner/config_loader.h"
+#include "planner/cost_report.h"
+#include "planner/input_error.h"
+#include "planner/names.h"
+#include "planner/search.h"
+#include "planner/search_advice.h"
+#include "planner/search_benchmarks.h"
+#if MESHPLAN_SIMULATOR_ENABLED
+#include "cli/search_simulate.h"
+#endif
+
+namespace meshplan {
+namespace {
+
+struct SearchCommandOptions {
+  SetupOptions setup;
+  int top = 10;
+  std::string format = "table";
+  std::string out;
+  bool explain = false;
+  std::string explain_plan;
+  bool pareto = false;
+  double headroom = 0.05;
+  std::string memory_model = "detailed";
+  int threads = 0;
+  bool bench = false;
+  bool allow_tp_across_nodes = false;
+  std::string only;
+  bool setup_given = false;  // any of --model, --cluster, --global-batch, --seq, --precision
+  int simulate_top = 0;      // re-rank the best K by simulation (cli/search_simulate.h)
+};
+
+// ---------------------------------------------------------------------------
+// Formatting helpers
+
+std::string Gb(double bytes) { return fmt::format("{:.1f} GB", bytes / 1e9); }
+
+std::string Seconds(double s) {
+  if (s == 0) return "0";
+  if (s >= 1) return fmt::format("{:.2f} s", s);
+  if (s >= 1e-3) return fmt::format("{:.1f} ms", s * 1e3);
+  return fmt::format("{:.0f} us", s * 1e6);
+}
+
+std::string Count(int64_t n) { return GroupDigits(n); }
+
+double StatesBytes(const MemoryBreakdown& m) {
+  return m.params_bytes + m.grads_bytes + m.optimizer_bytes;
+}
+double OtherBytes(const MemoryBreakdown& m) {
+  return m.logits_bytes + m.comm_buffer_bytes + m.gathered_params_bytes + m.transient_bytes;
+}
+
+double UsableBytes(const ClusterSpec& cluster, double headroom) {
+  return static_cast<double>(cluster.gpu.memory_bytes) * (1 - headroom);
+}
+
+std::string SetupLine(const Setup& s, const SearchOptions& options) {
+  std::string line = fmt::format(
+      "{} on {} ({} x {}, {} each), global batch {} x {} tokens, {} precision", s.model.name,
+      s.cluster.name, s.cluster.world_size(), s.cluster.gpu.name,
+      Gb(static_cast<double>(s.cluster.gpu.memory_bytes)), s.training.global_batch,
+      s.training.seq_len, ToString(s.training.precision));
+  if (!options.space.pins.empty()) line += ", only " + options.space.pins.ToString();
+  return line;
+}
+
+// The ranked plans as a table: memory with its main parts, the step time split, speed.
+void PrintPlanTable(const std::vector<RankedPlan>& plans, const ClusterSpec& cluster,
+                    const char* first_column, bool number_rows) {
+  size_t plan_width = 4;
+  for (const RankedPlan& r : plans) plan_width = std::max(plan_width, ToShortPlanString(r.plan).size());
+  const double capacity = static_cast<double>(cluster.gpu.memory_bytes);
+  fmt::print("{:>4}  {:<{}}  {:>16}  {:>8}  {:>8}  {:>8}  {:>9}  {:>9}  {:>9}  {:>9}  {:>9}  {:>11}  {:>5}\n",
+             first_column, "plan", plan_width, "memory/GPU", "states", "activ.", "other", "compute",
+             "exp.comm", "bubble", "optim.", "step", "tokens/s", "MFU");
+  int row = 0;
+  for (const RankedPlan& r : plans) {
+    ++row;
+    const MemoryBreakdown& m = r.cost.memory;
+    const StepTimeBreakdown& t = r.cost.time;
+    const std::string memory =
+        fmt::format("{} {:>3.0f}%", Gb(m.total_bytes), 100 * m.total_bytes / capacity);
+    fmt::print("{:>4}  {:<{}}  {:>16}  {:>8}  {:>8}  {:>8}  {:>9}  {:>9}  {:>9}  {:>9}  {:>9}  {:>11}  {:>4.1f}%\n",
+               number_rows ? std::to_string(row) : std::string(""), ToShortPlanString(r.plan),
+               plan_width, memory, Gb(StatesBytes(m)), Gb(m.activations_bytes), Gb(OtherBytes(m)),
+               Seconds(t.compute_s), Seconds(t.exposed_comm_s.sum()), Seconds(t.bubble_s),
+               Seconds(t.optimizer_s), Seconds(t.total_s), Count(static_cast<int64_t>(r.cost.tokens_per_s)),
+               100 * r.cost.mfu);
+  }
+}
+
+void PrintExplain(const SearchResult& r, const Setup& s, const SearchOptions& options) {
+  fmt::print("\nWhy candidates were removed (each counted under the first rule it breaks, in "
+             "check order;\n'in all' counts every candidate that breaks the rule):\n");
+  fmt::print("  {:<26} {:>14}\n", "candidates", Count(r.candidates));
+  for (int c = 0; c < kNumPlanConstraints; ++c) {
+    const ConstraintTally& tally = r.constraints[c];
+    if (tally.violated == 0) continue;
+    const auto constraint = static_cast<PlanConstraint>(c);
+    fmt::print("  {:<26} {:>14}  ({} in all){}\n", ConstraintId(constraint),
+               "-" + Count(tally.removed), Count(tally.violated),
+               tally.removed > 0
+                   ? "  e.g. " + ExampleMessage(r, constraint, s.model, s.cluster, s.training, options)
+                   : std::string());
+  }
+  fmt::print("  {:<26} {:>14}  (each evaluated with the cost model)\n", "valid", Count(r.valid));
+  fmt::print("  {:<26} {:>14}  (peak memory above {} usable)\n", "memory_limit",
+             "-" + Count(r.removed_by_memory), Gb(UsableBytes(s.cluster, options.memory_headroom)));
+  fmt::print("  {:<26} {:>14}\n", "fitting", Count(r.fitting));
+}
+
+void PrintProbe(const ProbeReport& p, const SearchResult& r, const Setup& s,
+                const SearchOptions& options) {
+  fmt::print("\nPlan {}:\n", ToShortPlanString(p.plan));
+  if (!(p.candidate == p.plan))
+    fmt::print("  the search counts it as {} (the same plan: a single stage has no schedule; "
+               "ZeRO over one rank shards nothing)\n",
+               ToShortPlanString(p.candidate));
+  if (!p.violations.empty()) {
+    fmt::print("  rejected: it breaks {} rule{}:\n", p.violations.size(),
+               p.violations.size() == 1 ? "" : "s");
+    for (const PlanViolation& v : p.violations)
+      fmt::print("    {}: {}\n", v.constraint, v.message);
+    return;
+  }
+  if (!p.in_space)
+    fmt::print("  valid, but outside the searched space (--only {})\n",
+               options.space.pins.ToString());
+  const PlanCost& cost = *p.cost;
+  if (!cost.fits) {
+    const MemoryBreakdown& m = cost.memory;
+    fmt::print("  does not fit: needs {}, has {} ({} minus {:.0f}% headroom)\n", Gb(m.total_bytes),
+               Gb(UsableBytes(s.cluster, options.memory_headroom)),
+               Gb(static_cast<double>(s.cluster.gpu.memory_bytes)), 100 * options.memory_headroom);
+    fmt::print("  memory: states {} (params {}, grads {}, optimizer {}), activations {}, other {}"
+               " (peak in {})\n",
+               Gb(StatesBytes(m)), Gb(m.params_bytes), Gb(m.grads_bytes), Gb(m.optimizer_bytes),
+               Gb(m.activations_bytes), Gb(OtherBytes(m)), m.peak_phase);
+    return;
+  }
+  if (p.rank) {
+    fmt::print("  fits ({} of {} usable); rank {} of {} fitting plans: {} tokens/s, MFU {:.1f}%\n",
+               Gb(cost.memory.total_bytes), Gb(UsableBytes(s.cluster, options.memory_headroom)),
+               Count(*p.rank), Count(r.fitting), Count(static_cast<int64_t>(cost.tokens_per_s)),
+               100 * cost.mfu);
+  } else {
+    fmt::print("  fits ({}): {} tokens/s, MFU {:.1f}%\n", Gb(cost.memory.total_bytes),
+               Count(static_cast<int64_t>(cost.tokens_per_s)), 100 * cost.mfu);
+  }
+  if (!r.top.empty() && !(r.top.front().plan == p.candidate))
+    fmt::print("  the best plan {} reaches {} tokens/s ({:.2f}x)\n",
+               ToShortPlanString(r.top.front().plan),
+               Count(static_cast<int64_t>(r.top.front().cost.tokens_per_s)),
+               r.top.front().cost.tokens_per_s / cost.tokens_per_s);
+}
+
+void PrintNoFit(const FitAdvice& advice, const SearchResult& r, const Setup& s,
+                const SearchOptions& options) {
+  fmt::print("\nNo plan fits: all {} valid plans need more than the {} usable per GPU ({} "
+             "minus {:.0f}% headroom).\n",
+             Count(r.valid), Gb(advice.usable_bytes),
+             Gb(static_cast<double>(s.cluster.gpu.memory_bytes)), 100 * options.memory_headroom);
+  if (advice.smallest) {
+    const MemoryBreakdown& m = advice.smallest->cost.memory;
+    fmt::print("The smallest is {}: {} per GPU (states {}, activations {}, other {})",
+               ToShortPlanString(advice.smallest->plan), Gb(m.total_bytes), Gb(StatesBytes(m)),
+               Gb(m.activations_bytes), Gb(OtherBytes(m)));
+    if (!advice.levers.empty()) {
+      std::string levers;
+      for (const std::string& l : advice.levers) levers += (levers.empty() ? "" : ", ") + l;
+      fmt::print(",\nalready using {}", levers);
+    }
+    fmt::print(".\n");
+  }
+  if (advice.suggestions.empty()) {
+    fmt::print("Nothing tried makes a plan fit (up to 64x the GPUs, 1/64 of the sequence, bf16, "
+               "no headroom).\n");
+    return;
+  }
+  fmt::print("What would make one fit (each found by searching again with one change):\n");
+  for (const FitSuggestion& f : advice.suggestions)
+    fmt::print("  {:<28} {}\n", f.change, f.why);
+}
+
+// ---------------------------------------------------------------------------
+// JSON
+
+nlohmann::json PlanFieldsToJson(const ParallelPlan& p) {
+  return {{"dp", p.dp},
+          {"tp", p.tp},
+          {"pp", p.pp},
+          {"cp", p.cp},
+          {"zero", p.zero_stage},
+          {"sp", p.sequence_parallel},
+          {"mbs", p.micro_batch},
+          {"recompute", ToString(p.recompute)},
+          {"schedule", ToString(p.schedule)},
+          {"vpp", p.virtual_stages}};
+}
+
+nlohmann::json RankedToJson(const RankedPlan& r) {
+  return {{"plan", ToPlanString(r.plan)},
+          {"plan_short", ToShortPlanString(r.plan)},
+          {"fields", PlanFieldsToJson(r.plan)},
+          {"cost", CostToJson(r.cost)}};
+}
+
+nlohmann::json ResultToJson(const SearchResult& r, const Setup& s, const SearchOptions& options) {
+  nlohmann::json j;
+  j["setup"] = {{"model", s.model.name},
+                {"cluster", s.cluster.name},
+                {"gpu", s.cluster.gpu.name},
+                {"gpus", s.cluster.world_size()},
+                {"gpu_memory_bytes", s.cluster.gpu.memory_bytes},
+                {"global_batch", s.training.global_batch},
+                {"seq", s.training.seq_len},
+                {"precision", ToString(s.training.precision)},
+                {"memory_model", options.memory_model == MemoryModel::kSeed ? "seed" : "detailed"},
+                {"headroom", options.memory_headroom},
+                {"usable_bytes", UsableBytes(s.cluster, options.memory_headroom)},
+                {"allow_tp_across_nodes", options.space.allow_tp_across_nodes},
+                {"only", options.space.pins.ToString()}};
+  j["candidates"] = r.candidates;
+  j["valid"] = r.valid;
+  j["evaluated"] = r.valid;
+  j["fitting"] = r.fitting;
+  j["wall_s"] = r.wall_s;
+  j["cpu_s"] = r.cpu_s;
+  j["evaluations_per_s"] = r.evaluations_per_s;
+  j["threads"] = r.threads;
+  nlohmann::json constraints = nlohmann::json::array();
+  for (int c = 0; c < kNumPlanConstraints; ++c) {
+    const ConstraintTally& t = r.constraints[c];
+    const auto constraint = static_cast<PlanConstraint>(c);
+    nlohmann::json e = {{"id", ConstraintId(constraint)},
+                        {"removed", t.removed},
+                        {"violated", t.violated}};
+    if (t.example) {
+      e["example_plan"] = ToShortPlanString(*t.example);
+      e["example"] = ExampleMessage(r, constraint, s.model, s.cluster, s.training, options);
+    }
+    constraints.push_back(std::move(e));
+  }
+  j["explain"] = {{"constraints", std::move(constraints)},
+                  {"memory_limit", r.removed_by_memory}};
+  nlohmann::json top = nlohmann::json::array();
+  for (size_t i = 0; i < r.top.size(); ++i) {
+    nlohmann::json e = RankedToJson(r.top[i]);
+    e["rank"] = i + 1;
+    top.push_back(std::move(e));
+  }
+  j["top"] = std::move(top);
+  nlohmann::json pareto = nlohmann::json::array();
+  for (const RankedPlan& p : r.pareto)
+    pareto.push_back({{"plan", ToPlanString(p.plan)},
+                      {"plan_short", ToShortPlanString(p.plan)},
+                      {"memory_bytes", p.cost.memory.total_bytes},
+                      {"tokens_per_s", p.cost.tokens_per_s},
+                      {"mfu", p.cost.mfu}});
+  j["pareto"] = std::move(pareto);
+  if (r.smallest) j["smallest"] = RankedToJson(*r.smallest);
+  if (r.probe) {
+    const ProbeReport& p = *r.probe;
+    nlohmann::json violations = nlohmann::json::array();
+    for (const PlanViolation& v : p.violations)
+      violations.push_back({{"constraint", v.constraint}, {"message", v.message}});
+    j["probe"] = {{"plan", ToPlanString(p.plan)},
+                  {"candidate", ToPlanString(p.candidate)},
+                  {"valid", p.violations.empty()},
+                  {"violations", std::move(violations)},
+                  {"in_space", p.in_space}};
+    if (p.cost) {
+      j["probe"]["fits"] = p.cost->fits;
+      j["probe"]["cost"] = CostToJson(*p.cost);
+    }
+    if (p.rank) j["probe"]["rank"] = *p.rank;
+  }
+  return j;
+}
+
+nlohmann::json AdviceToJson(const FitAdvice& advice) {
+  nlohmann::json suggestions = nlohmann::json::array();
+  for (const FitSuggestion& f : advice.suggestions)
+    suggestions.push_back({{"change", f.change},
+                           {"why", f.why},
+                           {"best", RankedToJson(f.best)},
+                           {"fitting", f.search.fitting}});
+  nlohmann::json j = {{"usable_bytes", advice.usable_bytes},
+                      {"levers_used", advice.levers},
+                      {"suggestions", std::move(suggestions)}};
+  if (advice.smallest) j["smallest"] = RankedToJson(*advice.smallest);
+  return j;
+}
+
+// ---------------------------------------------------------------------------
+// Benchmark
+
+int RunBench(const SearchCommandOptions& o, const SearchOptions& base) {
+  constexpr int kRepeats = 3;
+  nlohmann::json results = nlohmann::json::array();
+  const bool json = o.format == "json";
+  if (!json)
+    fmt::print("Plan-search benchmark: exhaustive search, median wall time of {} runs\n\n",
+               kRepeats);
+  for (const SearchBenchmarkCase& c : SearchBenchmarkCases()) {
+    SetupOptions so;
+    so.model = c.model;
+    so.cluster = c.cluster;
+    so.global_batch = c.global_batch;
+    so.seq = c.seq_len;
+    const Setup s = ResolveSetup(so);
+    std::vector<SearchResult> runs;
+    for (int i = 0; i < kRepeats; ++i) runs.push_back(Search(s.model, s.cluster, s.training, base));
+    std::sort(runs.begin(), runs.end(),
+              [](const SearchResult& a, const SearchResult& b) { return a.wall_s < b.wall_s; });
+    const SearchResult& r = runs[kRepeats / 2];
+    if (json) {
+      results.push_back({{"name", c.name},
+                         {"model", c.model},
+                         {"cluster", c.cluster},
+                         {"gpus", s.cluster.world_size()},
+                         {"global_batch", c.global_batch},
+                         {"seq", c.seq_len},
+                         {"candidates", r.candidates},
+                         {"evaluated", r.valid},
+                         {"fitting", r.fitting},
+                         {"wall_s", r.wall_s},
+                         {"cpu_s", r.cpu_s},
+                         {"evaluations_per_s", r.evaluations_per_s},
+                         {"threads", r.threads},
+                         {"best", r.top.empty() ? nlohmann::json() : RankedToJson(r.top.front())}});
+      continue;
+    }
+    fmt::print("{}: {} ({} GPUs), global batch {} x {} tokens\n", c.name, c.model,
+               s.cluster.world_size(), c.global_batch, c.seq_len);
+    fmt::print("  candidates {}, evaluated {} (valid), fitting {}\n", Count(r.candidates),
+               Count(r.valid), Count(r.fitting));
+    fmt::print("  wall {:.3f} s on {} thread{} ({:.3f} s of CPU), {} evaluations/s\n", r.wall_s,
+               r.threads, r.threads == 1 ? "" : "s", r.cpu_s,
+               Count(static_cast<int64_t>(r.evaluations_per_s)));
+    if (!r.top.empty())
+      fmt::print("  best: {} ({} tokens/s, MFU {:.1f}%, {} per GPU)\n\n",
+                 ToShortPlanString(r.top.front().plan),
+                 Count(static_cast<int64_t>(r.top.front().cost.tokens_per_s)),
+                 100 * r.top.front().cost.mfu, Gb(r.top.front().cost.memory.total_bytes));
+  }
+  if (json) std::cout << nlohmann::json{{"benchmarks", results}}.dump(2) << "\n";
+  return 0;
+}
+
+// ---------------------------------------------------------------------------
+
+int RunSearch(const SearchCommandOptions& o) {
+  const InputLocation flags{"<command line>"};
+  SearchOptions options;
+  options.top_k = std::max(o.top, o.simulate_top);  // --simulate-top K keeps K plans
+  if (o.top < 1) throw InputError(flags, "--top", "must be >= 1, got " + std::to_string(o.top));
+  if (o.simulate_top < 0)
+    throw InputError(flags, "--simulate-top", "must be >= 0, got " + std::to_string(o.simulate_top));
+  if (!(o.headroom >= 0 && o.headroom < 1))
+    throw InputError(flags, "--headroom", fmt::format("must be in [0, 1), got {}", o.headroom));
+  if (o.threads < 0)
+    throw InputError(flags, "--threads", "must be >= 0 (0 = all cores), got " +
+                                             std::to_string(o.threads));
+  options.memory_headroom = o.headroom;
+  options.memory_model = o.memory_model == "seed" ? MemoryModel::kSeed : MemoryModel::kDetailed;
+  options.threads = o.threads;
+  options.space.allow_tp_across_nodes = o.allow_tp_across_nodes;
+  options.space.pins = ParsePlanPins(o.only, "--only");
+  if (!o.explain_plan.empty()) options.probe = ParsePlanString(o.explain_plan, "--explain-plan");
+  if (o.bench) return RunBench(o, options);
+
+  const Setup s = ResolveSetup(o.setup);
+  const bool json = o.format == "json";
+  if (!json && isatty(STDERR_FILENO)) {
+    options.progress = [](int64_t done, int64_t total) {
+      fmt::print(stderr, "\rsearching: {}/{} meshes ({:.0f}%)", done, total,
+                 total > 0 ? 100.0 * done / total : 100.0);
+      if (done == total) fmt::print(stderr, "\r{:60}\r", "");
+      std::fflush(stderr);
+    };
+  }
+  const SearchResult r = Search(s.model, s.cluster, s.training, options);
+  if (r.valid == 0)
+    throw InputError(flags, "search", DescribeNoValidPlan(r, s.model, s.cluster, s.training, options));
+
+  std::optional<FitAdvice> advice;
+  if (r.fitting == 0) advice = AdviseFit(s.model, s.cluster, s.training, options, r);
+#if MESHPLAN_SIMULATOR_ENABLED
+  const std::vector<SimulatedPlan> simulated =
+      SimulateTopPlans(s, r.top, o.simulate_top, o.threads);
+#endif
+  if (!o.out.empty() && !r.top.empty())
+    SavePlanFile(o.out, PlanFile{s.model, s.cluster, s.training, r.top.front().plan});
+
+  if (json) {
+    nlohmann::json j = ResultToJson(r, s, options);
+    if (advice) j["no_fit"] = AdviceToJson(*advice);
+#if MESHPLAN_SIMULATOR_ENABLED
+    if (o.simulate_top > 0) j["simulated"] = SimulatedRankingToJson(simulated);
+#endif
+    if (!o.out.empty() && !r.top.empty()) j["out"] = o.out;
+    std::cout << j.dump(2) << "\n";
+    return advice ? kExitNoPlanFits : 0;
+  }
+
+  fmt::print("meshplan search: {}\n", SetupLine(s, options));
+  fmt::print("{} candidates, {} valid, {} fit in {} per GPU; {:.3f} s on {} thread{} ({} plans/s)\n",
+             Count(r.candidates), Count(r.valid), Count(r.fitting),
+             Gb(UsableBytes(s.cluster, options.memory_headroom)), r.wall_s, r.threads,
+             r.threads == 1 ? "" : "s", Count(static_cast<int64_t>(r.evaluations_per_s)));
+  if (!r.top.empty()) {
+    fmt::print("\n");
+    // --simulate-top K may have kept more than --top plans: print --top of them.
+    const std::vector<RankedPlan> shown(
+        r.top.begin(), r.top.begin() + std::min<size_t>(r.top.size(), static_cast<size_t>(o.top)));
+    PrintPlanTable(shown, s.cluster, "rank", true);
+  }
+#if MESHPLAN_SIMULATOR_ENABLED
+  if (!simulated.empty()) PrintSimulatedRanking(simulated);
+#endif
+  if (o.pareto && !r.pareto.empty()) {
+    fmt::print("\nPareto frontier (no other plan uses less memory AND runs faster), by memory:\n");
+    PrintPlanTable(r.pareto, s.cluster, "", false);
+  }
+  if (o.explain) PrintExplain(r, s, options);
+  if (r.probe) PrintProbe(*r.probe, r, s, options);
+  if (advice) {
+    PrintNoFit(*advice, r, s, options);
+    return kExitNoPlanFits;
+  }
+  if (!o.out.empty())
+    fmt::print("\nWrote the best plan to {} (meshplan run / compare / estimate read it).\n", o.out);
+  if (!o.setup_given && !o.explain && !o.pareto && o.explain_plan.empty() && o.out.empty()) {
+    fmt::print("\nThis is the built-in default setup. Next:\n"
+               "  meshplan search --explain                 why the other candidates were removed\n"
+               "  meshplan search --pareto                  the memory vs tokens/s trade-off\n"
+               "  meshplan search --out plan.yaml           save the best plan for run / compare\n"
+               "  meshplan search --model llama3-70b --cluster 64xH100 --global-batch 512\n");
+  }
+  return 0;
+}
+
+}  // namespace
+
+void AddSearchCommand(CLI::App& app, int* exit_code) {
+  auto options = std::make_shared<SearchCommandOptions>();
+  CLI::App* cmd = app.add_subcommand(
+      "search",
+      "Search every valid parallel plan (dp x tp x pp x cp, ZeRO 0-3, sp, micro-batch, "
+      "recompute, pipeline schedule) and rank the ones that fit by predicted tokens/s.\n"
+      "Exit codes: 0 plans found, 2 bad input or no valid plan, 3 valid plans exist but none "
+      "fits in memory.");
+  AddSetupOptions(cmd, &options->setup);
+  cmd->add_option("--top", options->top, "how many plans to print")->capture_default_str();
+  AddFormatOption(cmd, &options->format);
+  cmd->add_option("--out", options->out,
+                  "write the best plan (with model, cluster, training) to this YAML plan file");
+  cmd->add_flag("--explain", options->explain,
+                "print how many candidates each rule and the memory limit removed");
+  cmd->add_option("--explain-plan", options->explain_plan,
+                  "say why this plan (a plan string, e.g. \"dp=2,tp=4\") was rejected, or its rank");
+  cmd->add_flag("--pareto", options->pareto, "print the memory-vs-tokens/s Pareto frontier");
+#if MESHPLAN_SIMULATOR_ENABLED
+  cmd->add_option("--simulate-top", options->simulate_top,
+                  "re-rank the best K plans by simulating one step of each (meshplan simulate)")
+      ->capture_default_str();
+#endif
+  cmd->add_option("--headroom", options->headroom,
+                  "fraction of GPU memory kept free (0.05: plans may use 95%)")
+      ->capture_default_str();
+  cmd->add_option("--memory-model", options->memory_model, "seed | detailed")
+      ->check(CLI::IsMember({"seed", "detailed"}))
+      ->capture_default_str();
+  cmd->add_option("--threads", options->threads, "worker threads (0 = all cores)")
+      ->capture_default_str();
+  cmd->add_flag("--allow-tp-across-nodes", options->allow_tp_across_nodes,
+                "let a tensor-parallel group span nodes (default: tp divides the GPUs per node)");
+  cmd->add_option("--only", options->only,
+                  "pin plan keys, search the rest (e.g. \"tp=1,pp=1\" or \"zero=3\")");
+  cmd->add_flag("--bench", options->bench,
+                "run the two built-in benchmark searches (530B on 5120 A100, 405B on 16384 H100)");
+  cmd->callback([cmd, options, exit_code] {
+    for (const char* flag : {"--model", "--cluster", "--global-batch", "--seq", "--precision"})
+      if (cmd->count(flag) > 0) options->setup_given = true;
+    *exit_code = RunSearch(*options);
+  });
+}
+
+}  // namespace meshplan

@@ -1,0 +1,57 @@
+#include "planner/mesh_layout.h"
+
+#include <stdexcept>
+#include <string>
+
+namespace meshplan {
+
+int64_t MeshDimSize(const ParallelPlan& plan, MeshDim dim) {
+  switch (dim) {
+    case MeshDim::kDp: return plan.dp;
+    case MeshDim::kPp: return plan.pp;
+    case MeshDim::kCp: return plan.cp;
+    case MeshDim::kTp: return plan.tp;
+  }
+  return 1;
+}
+
+MeshCoords CoordsOfRank(const ParallelPlan& plan, int64_t rank) {
+  if (rank < 0 || rank >= plan.world_size())
+    throw std::out_of_range("rank " + std::to_string(rank) + " is outside a mesh of " +
+                            std::to_string(plan.world_size()) + " ranks");
+  // Peel rank = ((dp_i * pp + pp_i) * cp + cp_i) * tp + tp_i from the inside.
+  MeshCoords c;
+  int64_t rest = rank;
+  c[MeshDim::kTp] = rest % plan.tp;
+  rest /= plan.tp;
+  c[MeshDim::kCp] = rest % plan.cp;
+  rest /= plan.cp;
+  c[MeshDim::kPp] = rest % plan.pp;
+  c[MeshDim::kDp] = rest / plan.pp;
+  return c;
+}
+
+int64_t RankOfCoords(const ParallelPlan& plan, const MeshCoords& coords) {
+  int64_t rank = 0;
+  for (const MeshDim dim : kAllMeshDims) {
+    if (coords[dim] < 0 || coords[dim] >= MeshDimSize(plan, dim))
+      throw std::out_of_range(std::string(ToString(dim)) + " coordinate " +
+                              std::to_string(coords[dim]) + " is outside 0.." +
+                              std::to_string(MeshDimSize(plan, dim) - 1));
+    rank = rank * MeshDimSize(plan, dim) + coords[dim];
+  }
+  return rank;
+}
+
+std::vector<int64_t> MeshGroupMembers(const ParallelPlan& plan, int64_t rank, MeshDim dim) {
+  MeshCoords c = CoordsOfRank(plan, rank);
+  std::vector<int64_t> members;
+  members.reserve(static_cast<size_t>(MeshDimSize(plan, dim)));
+  for (int64_t i = 0; i < MeshDimSize(plan, dim); ++i) {
+    c[dim] = i;
+    members.push_back(RankOfCoords(plan, c));
+  }
+  return members;
+}
+
+}  // namespace meshplan

@@ -1,0 +1,38 @@
+// Mesh layout: where each rank sits on the device mesh, and who shares a group.
+//
+// The placement of SPEC.md section 3 (Megatron): tp innermost, then cp, then pp,
+// dp outermost:  rank = ((dp_i * pp + pp_i) * cp + cp_i) * tp + tp_i.
+// The group of a rank along one dimension is the ranks that share every other
+// coordinate, ordered by their coordinate along that dimension (so a rank's
+// coordinate is its rank inside that group). Pure functions: the executor's
+// DeviceMesh builds communicators from them, the simulator places groups on nodes.
+// Ranks outside 0..world_size()-1 are a programming error (std::out_of_range).
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <vector>
+
+#include "planner/parallel_plan.h"
+#include "planner/plan_cost.h"
+
+namespace meshplan {
+
+// One coordinate per mesh dimension, indexed by MeshDim.
+struct MeshCoords {
+  std::array<int64_t, kNumMeshDims> index{};
+  int64_t& operator[](MeshDim d) { return index[static_cast<int>(d)]; }
+  int64_t operator[](MeshDim d) const { return index[static_cast<int>(d)]; }
+  bool operator==(const MeshCoords&) const = default;
+};
+
+// The plan's factor for `dim` (dp, pp, cp or tp).
+int64_t MeshDimSize(const ParallelPlan& plan, MeshDim dim);
+
+MeshCoords CoordsOfRank(const ParallelPlan& plan, int64_t rank);
+int64_t RankOfCoords(const ParallelPlan& plan, const MeshCoords& coords);
+
+// World ranks of the group along `dim` that contains `rank`, by coordinate along `dim`.
+std::vector<int64_t> MeshGroupMembers(const ParallelPlan& plan, int64_t rank, MeshDim dim);
+
+}  // namespace meshplan
