@@ -3,6 +3,7 @@
 #include "planner/config_loader.h"
 #include "planner/input_error.h"
 #include "planner/names.h"
+#include "planner/parallel_plan.h"
 
 namespace meshplan {
 
@@ -37,6 +38,57 @@ Setup ResolveSetup(const SetupOptions& options) {
     throw InputError(flags, "--precision", "expected one of: " + std::string(AllowedPrecisions()) +
                                                "; got '" + options.precision + "'");
   return setup;
+}
+
+void AddPlanInputOptions(CLI::App* command, PlanInputOptions* options) {
+  command->add_option("--plan", options->plan,
+                      "the plan, e.g. \"dp=2,tp=4,pp=1,cp=1,zero=1,sp=1,mbs=1,recompute=none,"
+                      "schedule=1f1b,vpp=1,tp_overlap=0\" (omitted keys keep their defaults; "
+                      "no --plan: dp = all GPUs)");
+  command->add_option("--plan-file", options->plan_file,
+                      "a plan YAML (as `meshplan search --out` writes): supplies model, cluster, "
+                      "training and plan");
+}
+
+namespace {
+
+// Flags that a plan file replaces; giving one beside --plan-file is an error, not a guess.
+constexpr const char* kPlanFileReplaces[] = {"--model", "--cluster", "--global-batch", "--seq",
+                                             "--precision", "--plan"};
+
+}  // namespace
+
+PlanFile ResolvePlanInput(const CLI::App& command, const SetupOptions& setup_options,
+                          const PlanInputOptions& options) {
+  const InputLocation flags{"<command line>"};
+  PlanFile input;
+  if (!options.plan_file.empty()) {
+    for (const char* flag : kPlanFileReplaces)
+      if (command.count(flag) > 0)
+        throw InputError(flags, flag,
+                         "cannot be combined with --plan-file (the plan file supplies the model, "
+                         "cluster, training and plan)");
+    input = LoadPlanFile(options.plan_file);
+  } else {
+    Setup setup = ResolveSetup(setup_options);
+    input.model = std::move(setup.model);
+    input.cluster = std::move(setup.cluster);
+    input.training = setup.training;
+    input.plan = ParsePlanString(options.plan, "--plan");
+    // An empty --plan means plain data parallel over every GPU.
+    if (command.count("--plan") == 0) input.plan.dp = input.cluster.world_size();
+  }
+  const std::vector<PlanViolation> violations =
+      Validate(input.plan, input.model, input.training, input.cluster.world_size());
+  if (!violations.empty()) {
+    std::string message = "the plan " + ToPlanString(input.plan) + " is invalid for " +
+                          input.model.name + " on " + std::to_string(input.cluster.world_size()) +
+                          " GPUs:";
+    for (const PlanViolation& v : violations) message += "\n  " + v.constraint + ": " + v.message;
+    throw InputError({options.plan_file.empty() ? "<command line>" : options.plan_file}, "plan",
+                     message);
+  }
+  return input;
 }
 
 void AddFormatOption(CLI::App* command, std::string* format) {

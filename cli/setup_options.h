@@ -8,6 +8,7 @@
 #include <string>
 
 #include "planner/cluster_spec.h"
+#include "planner/config_loader.h"
 #include "planner/model_spec.h"
 #include "planner/training_spec.h"
 
@@ -37,6 +38,19 @@ struct Setup {
 };
 // Loads and validates; throws InputError naming the flag and the allowed values.
 Setup ResolveSetup(const SetupOptions& options);
+
+// The plan of estimate and simulate: --plan (a plan string, with the setup flags) or
+// --plan-file (a plan YAML that supplies model, cluster, training and plan).
+struct PlanInputOptions {
+  std::string plan;       // ParsePlanString syntax; empty: all defaults (dp = GPUs)
+  std::string plan_file;  // a plan YAML
+};
+// Adds --plan and --plan-file to `command`.
+void AddPlanInputOptions(CLI::App* command, PlanInputOptions* options);
+// The setup and plan the flags name, validated: a setup flag beside --plan-file, a
+// malformed plan or one that breaks a rule of Validate() throws InputError.
+PlanFile ResolvePlanInput(const CLI::App& command, const SetupOptions& setup,
+                          const PlanInputOptions& options);
 
 // "table" | "json", checked by CLI11 (exit code 2 on anything else).
 void AddFormatOption(CLI::App* command, std::string* format);

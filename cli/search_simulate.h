@@ -1,0 +1,31 @@
+// `meshplan search --simulate-top K`: the best K plans of the analytic search re-ranked
+// by the event simulator (simulator/rerank.h), as a table and as JSON. Only built with
+// the simulator (MESHPLAN_SIMULATOR_ENABLED); search_command.cc calls it.
+#pragma once
+
+#if MESHPLAN_SIMULATOR_ENABLED
+
+#include <nlohmann/json.hpp>
+#include <vector>
+
+#include "cli/setup_options.h"
+#include "planner/pareto.h"
+#include "simulator/rerank.h"
+
+namespace meshplan {
+
+// Simulates the first k of `top` (analytic order) on `threads` threads (0 = all cores).
+std::vector<SimulatedPlan> SimulateTopPlans(const Setup& setup, const std::vector<RankedPlan>& top,
+                                            int k, int threads);
+
+// "Re-ranked by simulation": simulated rank, analytic rank, plan, both step times and
+// their difference, simulated tokens/s and MFU.
+void PrintSimulatedRanking(const std::vector<SimulatedPlan>& ranked);
+
+// [{rank, analytic_rank, plan, plan_short, analytic_step_s, simulated_step_s,
+//   tokens_per_s, mfu, slowest_stage, time {...}}], best first.
+nlohmann::json SimulatedRankingToJson(const std::vector<SimulatedPlan>& ranked);
+
+}  // namespace meshplan
+
+#endif  // MESHPLAN_SIMULATOR_ENABLED

@@ -1,0 +1,174 @@
+// `meshplan simulate`: one training step of a plan played out event by event
+// (simulator/simulate.h), beside the analytic estimate of the same plan.
+//
+//   meshplan simulate --model llama2-7b --cluster 8xH100 --plan "dp=2,tp=4,sp=1"
+//       --global-batch 64 --seq 4096 [--precision mixed] [--trace out.json] [--format table|json]
+//   meshplan simulate --plan-file plan.yaml
+//
+// The same setup and plan flags as `estimate`; bad input is an InputError (exit code 2).
+#if MESHPLAN_SIMULATOR_ENABLED
+
+#include <fmt/format.h>
+
+#include <CLI/CLI.hpp>
+#include <iostream>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <string>
+
+#include "cli/commands.h"
+#include "cli/setup_options.h"
+#include "planner/cost_model.h"
+#include "planner/cost_report.h"
+#include "planner/flops.h"
+#include "planner/input_error.h"
+#include "simulator/simulate.h"
+#include "simulator/trace_export.h"
+
+namespace meshplan {
+namespace {
+
+struct SimulateCommandOptions {
+  SetupOptions setup;
+  PlanInputOptions input;
+  std::string trace;
+  std::string format = "table";
+};
+
+nlohmann::json TimeToJson(const StepTimeBreakdown& t) {
+  return {{"compute_s", t.compute_s},
+          {"recompute_s", t.recompute_s},
+          {"exposed_comm_s", PerMeshDimToJson(t.exposed_comm_s)},
+          {"bubble_s", t.bubble_s},
+          {"optimizer_s", t.optimizer_s},
+          {"total_s", t.total_s}};
+}
+
+nlohmann::json SimToJson(const SimResult& sim, double tokens_per_s, double mfu) {
+  nlohmann::json stages = nlohmann::json::array();
+  for (const SimStage& s : sim.stages) {
+    nlohmann::json streams;
+    for (int i = 0; i < kNumSimStreams; ++i)
+      streams[ToString(static_cast<SimStream>(i))] = {{"busy_s", s.streams[i].busy_s},
+                                                      {"utilisation", s.streams[i].utilisation}};
+    stages.push_back({{"stage", s.stage},
+                      {"rank", s.global_rank},
+                      {"time", TimeToJson(s.time)},
+                      {"streams", std::move(streams)}});
+  }
+  return {{"step_time_s", sim.time.total_s},
+          {"time", TimeToJson(sim.time)},
+          {"tokens_per_s", tokens_per_s},
+          {"mfu", mfu},
+          {"slowest_stage", sim.slowest_stage},
+          {"stages", std::move(stages)},
+          {"ops", sim.ops},
+          {"events", sim.events}};
+}
+
+std::string Ms(double s) { return fmt::format("{:.3f} ms", s * 1e3); }
+
+std::string Delta(double analytic, double simulated) {
+  if (analytic == simulated) return "";
+  if (analytic == 0) return "new";
+  return fmt::format("{:+.1f}%", 100 * (simulated - analytic) / analytic);
+}
+
+void PrintTable(const PlanFile& in, const PlanCost& cost, const SimResult& sim,
+                double sim_tokens_per_s, double sim_mfu) {
+  fmt::print("meshplan simulate: {} on {} ({} GPUs), plan {}\n", in.model.name, in.cluster.name,
+             in.cluster.world_size(), ToShortPlanString(in.plan).empty()
+                                          ? std::string("(defaults)")
+                                          : ToShortPlanString(in.plan));
+  fmt::print("global batch {} x {} tokens; simulated {} ops on {} stage{}, {} events\n\n",
+             in.training.global_batch, in.training.seq_len, sim.ops, sim.stages.size(),
+             sim.stages.size() == 1 ? "" : "s", sim.events);
+  const StepTimeBreakdown& a = cost.time;
+  const StepTimeBreakdown& s = sim.time;
+  fmt::print("{:<32}{:>14}{:>14}{:>9}\n", "step time (slowest stage*)", "analytic", "simulated",
+             "delta");
+  auto line = [](const std::string& name, double x, double y) {
+    fmt::print("{:<32}{:>14}{:>14}{:>9}\n", name, Ms(x), Ms(y), Delta(x, y));
+  };
+  line("compute", a.compute_s, s.compute_s);
+  if (a.recompute_s > 0 || s.recompute_s > 0) line("  of which recompute", a.recompute_s, s.recompute_s);
+  for (MeshDim d : kAllMeshDims)
+    if (a.exposed_comm_s[d] > 0 || s.exposed_comm_s[d] > 0)
+      line(fmt::format("exposed {} communication", ToString(d)), a.exposed_comm_s[d],
+           s.exposed_comm_s[d]);
+  line("pipeline bubble", a.bubble_s, s.bubble_s);
+  line("optimizer", a.optimizer_s, s.optimizer_s);
+  line("total", a.total_s, s.total_s);
+  fmt::print("{:<32}{:>14}{:>14}{:>9}\n", "tokens/s",
+             GroupDigits(static_cast<int64_t>(cost.tokens_per_s)),
+             GroupDigits(static_cast<int64_t>(sim_tokens_per_s)),
+             Delta(cost.tokens_per_s, sim_tokens_per_s));
+  fmt::print("{:<32}{:>13.1f}%{:>13.1f}%\n", "MFU", 100 * cost.mfu, 100 * sim_mfu);
+  if (sim.stages.size() > 1)
+    fmt::print("* analytic: the stage with the most work; simulated: the stage that ends last "
+               "(its idle time\n  waiting for the others counts as bubble).\n");
+
+  fmt::print("\nStreams, busy share of the step (stage {} is the slowest):\n", sim.slowest_stage);
+  fmt::print("{:>6} {:>7} {:>10}", "stage", "rank", "end");
+  for (int i = 0; i < kNumSimStreams; ++i) fmt::print(" {:>8}", ToString(static_cast<SimStream>(i)));
+  fmt::print("\n");
+  for (const SimStage& st : sim.stages) {
+    fmt::print("{:>6} {:>7} {:>10}", st.stage, st.global_rank, Ms(st.time.total_s));
+    for (const StreamUse& u : st.streams) fmt::print(" {:>7.1f}%", 100 * u.utilisation);
+    fmt::print("\n");
+  }
+}
+
+int RunSimulate(const CLI::App& command, const SimulateCommandOptions& options) {
+  const PlanFile in = ResolvePlanInput(command, options.setup, options.input);
+  const PlanCost cost = Estimate(in.model, in.cluster, in.training, in.plan);
+  const SimResult sim = Simulate(in.model, in.cluster, in.training, in.plan,
+                                 {.timeline = !options.trace.empty()});
+  const double seconds = sim.time.total_s;
+  const double tokens_per_s =
+      seconds > 0 ? static_cast<double>(in.training.tokens_per_step()) / seconds : 0;
+  const double mfu = Utilization(cost.model_flops_per_step, in.plan.world_size(),
+                                 in.cluster.gpu.PeakFlops(in.training.precision), seconds);
+  if (!options.trace.empty()) {
+    try {
+      WriteTrace(sim, options.trace, ToPlanString(in.plan));
+    } catch (const std::runtime_error& e) {
+      throw InputError({"<command line>"}, "--trace", e.what());
+    }
+  }
+  if (options.format == "json") {
+    const CostSetup setup{in.model, in.cluster, in.training, in.plan};
+    nlohmann::json out;
+    out["setup"] = SetupToJson(setup);
+    out["analytic"] = CostToJson(cost);
+    out["simulated"] = SimToJson(sim, tokens_per_s, mfu);
+    if (!options.trace.empty()) out["trace"] = options.trace;
+    std::cout << out.dump(2) << "\n";
+    return 0;
+  }
+  PrintTable(in, cost, sim, tokens_per_s, mfu);
+  if (!options.trace.empty())
+    fmt::print("\nWrote the trace to {} (open it in ui.perfetto.dev or chrome://tracing).\n",
+               options.trace);
+  return 0;
+}
+
+}  // namespace
+
+void AddSimulateCommand(CLI::App& app, int* exit_code) {
+  auto options = std::make_shared<SimulateCommandOptions>();
+  CLI::App* command = app.add_subcommand(
+      "simulate", "play one training step of a plan out in time (compute and communication "
+                  "streams per rank, pipeline schedule, shared network tiers) and compare it "
+                  "with the analytic estimate");
+  AddSetupOptions(command, &options->setup);
+  AddPlanInputOptions(command, &options->input);
+  command->add_option("--trace", options->trace,
+                      "write a Chrome/Perfetto trace (JSON) of the simulated step to this file");
+  AddFormatOption(command, &options->format);
+  command->callback([command, options, exit_code] { *exit_code = RunSimulate(*command, *options); });
+}
+
+}  // namespace meshplan
+
+#endif  // MESHPLAN_SIMULATOR_ENABLED

@@ -1,0 +1,46 @@
+#include "simulator/rerank.h"
+
+#include <algorithm>
+#include <atomic>
+#include <exception>
+#include <mutex>
+#include <thread>
+
+namespace meshplan {
+
+std::vector<SimulatedPlan> RerankBySimulation(const ModelSpec& model, const ClusterSpec& cluster,
+                                              const TrainingSpec& training,
+                                              const std::vector<RankedPlan>& plans, int threads) {
+  std::vector<SimulatedPlan> out(plans.size());
+  std::atomic<size_t> next{0};
+  std::exception_ptr error;
+  std::mutex error_mutex;
+  auto work = [&] {
+    for (size_t i = next++; i < plans.size(); i = next++) try {
+      const SimResult sim = Simulate(model, cluster, training, plans[i].plan, {.timeline = false});
+      SimulatedPlan& p = out[i];
+      p.analytic = plans[i];
+      p.analytic_rank = static_cast<int>(i) + 1;
+      p.simulated = sim.time;
+      p.slowest_stage = sim.slowest_stage;
+      if (sim.time.total_s > 0)
+        p.tokens_per_s = static_cast<double>(training.tokens_per_step()) / sim.time.total_s;
+    } catch (...) {
+      const std::lock_guard<std::mutex> lock(error_mutex);
+      if (!error) error = std::current_exception();
+    }
+  };
+  unsigned n = threads > 0 ? static_cast<unsigned>(threads) : std::thread::hardware_concurrency();
+  n = std::max(1u, std::min<unsigned>(n, static_cast<unsigned>(plans.size())));
+  std::vector<std::thread> pool;
+  for (unsigned t = 1; t < n; ++t) pool.emplace_back(work);
+  work();
+  for (std::thread& t : pool) t.join();
+  if (error) std::rethrow_exception(error);
+  std::stable_sort(out.begin(), out.end(), [](const SimulatedPlan& a, const SimulatedPlan& b) {
+    return a.simulated.total_s < b.simulated.total_s;
+  });
+  return out;
+}
+
+}  // namespace meshplan

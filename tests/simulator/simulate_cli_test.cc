@@ -1,0 +1,104 @@
+// `meshplan simulate` and `meshplan search --simulate-top` end to end: runs the built
+// binary, parses its JSON, checks the trace file and the exit codes.
+#include <catch2/catch.hpp>
+#include <sys/wait.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+namespace meshplan {
+namespace {
+
+struct Result {
+  int exit_code = -1;
+  std::string output;  // stdout and stderr together
+};
+
+Result RunCli(const std::string& args) {
+  const std::string command = std::string("'") + MESHPLAN_BINARY + "' " + args + " 2>&1";
+  Result r;
+  FILE* pipe = popen(command.c_str(), "r");
+  REQUIRE(pipe != nullptr);
+  char buffer[4096];
+  size_t n = 0;
+  while ((n = fread(buffer, 1, sizeof(buffer), pipe)) > 0) r.output.append(buffer, n);
+  const int status = pclose(pipe);
+  r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  return r;
+}
+
+TEST_CASE("simulate --format json puts the analytic and the simulated step side by side",
+          "[simulator][cli]") {
+  const std::string trace = std::string(MESHPLAN_BINARY) + ".simulate_cli_test.json";
+  const Result r = RunCli(
+      "simulate --format json --model llama2-7b --cluster 16xH100 --plan "
+      "dp=2,tp=4,pp=2,sp=1,zero=1,schedule=interleaved,vpp=2 --global-batch 16 --seq 4096 "
+      "--trace '" + trace + "'");
+  INFO(r.output);
+  REQUIRE(r.exit_code == 0);
+  const nlohmann::json j = nlohmann::json::parse(r.output);
+  const nlohmann::json& sim = j["simulated"];
+  CHECK(j["analytic"]["step_time_s"].get<double>() > 0);
+  const double step = sim["step_time_s"].get<double>();
+  CHECK(step > 0);
+  CHECK(sim["time"]["total_s"].get<double>() == step);
+  CHECK(sim["tokens_per_s"].get<double>() * step == Approx(16.0 * 4096));
+  // Within a few percent of the analytic estimate for this ordinary plan.
+  CHECK(step == Approx(j["analytic"]["step_time_s"].get<double>()).epsilon(0.1));
+  REQUIRE(sim["stages"].size() == 2);
+  for (const nlohmann::json& stage : sim["stages"])
+    for (const char* stream : {"compute", "dp", "pp", "cp", "tp"})
+      CHECK(stage["streams"][stream]["utilisation"].get<double>() >= 0);
+  CHECK(sim["stages"][1]["rank"] == 4);  // stage 1 starts at rank tp * cp
+  std::ifstream in(trace);
+  REQUIRE(in);
+  const nlohmann::json events = nlohmann::json::parse(in)["traceEvents"];
+  CHECK(events.size() > 100);
+  std::remove(trace.c_str());
+}
+
+TEST_CASE("simulate prints analytic and simulated columns", "[simulator][cli]") {
+  const Result r = RunCli("simulate --model tiny-llama --cluster 2xH100 --plan tp=2 "
+                          "--global-batch 4 --seq 256");
+  INFO(r.output);
+  REQUIRE(r.exit_code == 0);
+  CHECK(r.output.find("analytic") != std::string::npos);
+  CHECK(r.output.find("simulated") != std::string::npos);
+  CHECK(r.output.find("exposed tp communication") != std::string::npos);
+}
+
+TEST_CASE("simulate rejects a bad plan with exit code 2", "[simulator][cli]") {
+  const Result r = RunCli("simulate --model llama2-7b --cluster 8xH100 --plan dp=3,tp=4");
+  CHECK(r.exit_code == 2);
+  CHECK(r.output.find("world_size") != std::string::npos);
+}
+
+TEST_CASE("search --simulate-top K re-ranks the best K plans by simulated step time",
+          "[simulator][cli]") {
+  const Result r = RunCli("search --format json --model llama2-7b --cluster 16xH100 "
+                          "--global-batch 64 --seq 4096 --top 2 --simulate-top 5 --threads 1");
+  INFO(r.output);
+  REQUIRE(r.exit_code == 0);
+  const nlohmann::json j = nlohmann::json::parse(r.output);
+  const nlohmann::json& sim = j["simulated"];
+  REQUIRE(sim.size() == 5);
+  std::vector<int> analytic_ranks;
+  for (size_t i = 0; i < sim.size(); ++i) {
+    CHECK(sim[i]["rank"] == i + 1);
+    if (i > 0)
+      CHECK(sim[i]["simulated_step_s"].get<double>() >= sim[i - 1]["simulated_step_s"].get<double>());
+    analytic_ranks.push_back(sim[i]["analytic_rank"]);
+    // The analytic step of the plan it names is the search's.
+    const int a = sim[i]["analytic_rank"];
+    CHECK(sim[i]["plan"] == j["top"][a - 1]["plan"]);
+  }
+  std::sort(analytic_ranks.begin(), analytic_ranks.end());
+  CHECK(analytic_ranks == std::vector<int>{1, 2, 3, 4, 5});
+}
+
+}  // namespace
+}  // namespace meshplan
