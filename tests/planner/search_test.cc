@@ -366,7 +366,7 @@ TEST_CASE("the documents' story: 7.2B does not fit one A40 and fits two with sha
   CHECK(full.top.front().plan.dp == 2);
 }
 
-TEST_CASE("--explain-plan: a plan's violations, stand-in, fit and rank", "[planner][search]") {
+TEST_CASE("explain-plan: a plan's violations, stand-in, fit and rank", "[planner][search]") {
   const ModelSpec model = LoadModel("llama2-7b");
   const ClusterSpec cluster = LoadCluster("8xH100");
   const TrainingSpec training = Training(64, 4096);

@@ -83,7 +83,7 @@ TEST_CASE("two transfers that overlap on one tier share its bandwidth", "[simula
   CHECK(shared.end_s[1] == Approx(20.0));
 }
 
-TEST_CASE("DP traffic sharing NVLink with TP slows the step; on another tier it does not",
+TEST_CASE("DP traffic sharing NVLink with TP slows the step, on another tier it does not",
           "[simulator][network]") {
   // dp=2 x tp=2: on one node both use NVLink; on two nodes of 2 the dp all-reduce crosses
   // nodes. Equal bandwidths and latencies, so only the sharing differs.
