@@ -8,7 +8,9 @@ packages=(
   libyaml-cpp-dev nlohmann-json3-dev libfmt-dev libcli11-dev libeigen3-dev
   catch2 libbenchmark-dev
   libtorch-dev libgloo-dev
-  libimgui-dev libglfw3-dev libgl-dev xvfb xauth
+  libopenblas0-openmp  # LibTorch's BLAS through Debian's alternatives (netlib's reference BLAS is ~10x slower)
+  libimgui-dev libglfw3-dev libgl-dev libstb-dev fonts-dejavu-core
+  xvfb xauth libgl1-mesa-dri  # the explorer's screenshot test: Xvfb + Mesa software OpenGL
 )
 
 missing=()

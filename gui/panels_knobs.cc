@@ -1,0 +1,115 @@
+// DrawKnobsPanel: one row of buttons per plan knob; only valid values can be
+// clicked (the others are greyed, with the broken rule in a tooltip). A click
+// sets the plan, and the next frame shows its consequences everywhere.
+#include <imgui.h>
+#include <imgui_stdlib.h>
+
+#include "gui/imgui_util.h"
+#include "gui/panels.h"
+
+namespace meshplan {
+namespace {
+
+const char* KnobTitle(Knob knob) {
+  switch (knob) {
+    case Knob::kDp: return "data par.";
+    case Knob::kTp: return "tensor par.";
+    case Knob::kPp: return "pipeline par.";
+    case Knob::kCp: return "context par.";
+    case Knob::kZero: return "ZeRO stage";
+    case Knob::kSequenceParallel: return "sequence par.";
+    case Knob::kMicroBatch: return "micro-batch";
+    case Knob::kRecompute: return "recompute";
+    case Knob::kSchedule: return "schedule";
+    case Knob::kVirtualStages: return "virtual stages";
+  }
+  return "?";
+}
+
+const char* KnobHelp(Knob knob) {
+  switch (knob) {
+    case Knob::kDp: return "dp: model replicas; trades against tp (dp*tp*pp*cp = GPUs)";
+    case Knob::kTp: return "tp: Megatron tensor parallel inside a node; trades against dp";
+    case Knob::kPp: return "pp: pipeline stages; takes GPUs from dp";
+    case Knob::kCp: return "cp: context parallel (ring attention); takes GPUs from dp";
+    case Knob::kZero: return "ZeRO: 0 plain DP, 1 optimizer sharded, 2 + grads, 3 + params (FSDP)";
+    case Knob::kSequenceParallel: return "sp: Megatron sequence parallel over the tp group";
+    case Knob::kMicroBatch: return "mbs: sequences per micro-batch per dp rank";
+    case Knob::kRecompute: return "activation recomputation in the backward pass";
+    case Knob::kSchedule: return "pipeline schedule (pp > 1)";
+    case Knob::kVirtualStages: return "vpp: model chunks per pipeline rank (interleaved)";
+  }
+  return "";
+}
+
+void DrawKnobRow(ExplorerState& state, Knob knob) {
+  const std::vector<KnobOption>& options = state.derived.knob_options[static_cast<int>(knob)];
+  const int64_t current = KnobValue(state.inputs.plan, knob);
+  ImGui::TableNextRow();
+  ImGui::TableNextColumn();
+  ImGui::AlignTextToFramePadding();
+  ImGui::TextUnformatted(KnobTitle(knob));
+  TooltipOnHover(KnobHelp(knob));
+  ImGui::TableNextColumn();
+  const float right = ImGui::GetCursorScreenPos().x + ImGui::GetContentRegionAvail().x;
+  ImGui::PushID(static_cast<int>(knob));
+  bool first = true;
+  for (const KnobOption& option : options) {
+    const float width = ImGui::CalcTextSize(option.label.c_str()).x +
+                        ImGui::GetStyle().FramePadding.x * 2;
+    if (!first) SameLineIfFits(width, right);
+    first = false;
+    const bool is_current = option.value == current;
+    if (is_current) {
+      ImGui::PushStyleColor(ImGuiCol_Button, ImGui::GetStyleColorVec4(ImGuiCol_ButtonActive));
+      ImGui::PushStyleColor(ImGuiCol_Text, ImVec4(1, 1, 1, 1));
+    }
+    ImGui::BeginDisabled(!option.valid);
+    ImGui::PushID(static_cast<int>(option.value));
+    if (ImGui::Button(option.label.c_str()) && option.valid && !is_current)
+      SetPlan(state, option.plan);
+    ImGui::PopID();
+    ImGui::EndDisabled();
+    if (is_current) ImGui::PopStyleColor(2);
+    if (!option.valid)
+      TooltipOnHover("not valid: " + option.note);
+    else if (!option.note.empty() && !is_current)
+      TooltipOnHover("also sets " + option.note);
+  }
+  ImGui::PopID();
+}
+
+}  // namespace
+
+void DrawKnobsPanel(ExplorerState& state) {
+  const ParallelPlan& p = state.inputs.plan;
+  ImGui::TextDisabled("%lld GPUs = dp %lld x tp %lld x pp %lld x cp %lld; greyed: not valid",
+                      static_cast<long long>(state.inputs.cluster.world_size()),
+                      static_cast<long long>(p.dp), static_cast<long long>(p.tp),
+                      static_cast<long long>(p.pp), static_cast<long long>(p.cp));
+  const ImGuiTableFlags flags = ImGuiTableFlags_SizingFixedFit | ImGuiTableFlags_RowBg;
+  if (ImGui::BeginTable("knobs", 2, flags)) {
+    ImGui::TableSetupColumn("knob", ImGuiTableColumnFlags_WidthFixed,
+                            ImGui::CalcTextSize("virtual stages").x);
+    ImGui::TableSetupColumn("values", ImGuiTableColumnFlags_WidthStretch);
+    for (Knob knob : kAllKnobs) DrawKnobRow(state, knob);
+    ImGui::EndTable();
+  }
+
+  bool overlap = state.inputs.plan.tp_comm_overlap;
+  if (ImGui::Checkbox("overlap TP communication with compute", &overlap)) {
+    ParallelPlan plan = state.inputs.plan;
+    plan.tp_comm_overlap = overlap;
+    SetPlan(state, plan);
+  }
+
+  ImGui::Spacing();
+  ImGui::TextDisabled("plan (edit and press Enter):");
+  ImGui::SetNextItemWidth(-1);
+  if (ImGui::InputText("##plan", &state.ui.plan_text, ImGuiInputTextFlags_EnterReturnsTrue))
+    SetPlanFromString(state, state.ui.plan_text);
+  for (const PlanViolation& v : state.derived.violations) ColoredText(kColorErrorText, v.message);
+  if (!state.derived.error.empty()) ColoredText(kColorErrorText, state.derived.error);
+}
+
+}  // namespace meshplan

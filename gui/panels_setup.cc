@@ -1,0 +1,99 @@
+// DrawSetupPanel: model and cluster (from configs/, a file, a HF config.json or
+// NxGPU), global batch, sequence length and precision.
+#include <imgui.h>
+#include <imgui_stdlib.h>
+
+#include <fmt/format.h>
+
+#include "gui/format.h"
+#include "gui/imgui_util.h"
+#include "gui/panels.h"
+#include "planner/names.h"
+#include "planner/param_count.h"
+
+namespace meshplan {
+namespace {
+
+// A combo over `names`; picking one calls `load(name)`.
+template <typename Load>
+void NameCombo(const char* label, const std::string& current,
+               const std::vector<std::string>& names, Load load) {
+  if (!ImGui::BeginCombo(label, current.c_str())) return;
+  for (const std::string& name : names) {
+    const bool selected = name == current;
+    if (ImGui::Selectable(name.c_str(), selected) && !selected) load(name);
+    if (selected) ImGui::SetItemDefaultFocus();
+  }
+  ImGui::EndCombo();
+}
+
+void DrawModelSummary(const ModelSpec& m) {
+  ColoredText(kColorDimText,
+              fmt::format("{}, {} params; E={} L={} H={} K={} F={} V={}", ToString(m.block),
+                          FormatCount(static_cast<double>(CountParams(m))), m.hidden, m.layers,
+                          m.heads, m.kv_heads, m.ffn_hidden, m.vocab_size));
+}
+
+void DrawClusterSummary(const ClusterSpec& c) {
+  ColoredText(kColorDimText,
+              fmt::format("{} x {} {}, {} each, {:.0f} TFLOP/s bf16; {} {:.0f} GB/s, {} {:.0f} "
+                          "GB/s per GPU",
+                          c.nodes, c.gpus_per_node, c.gpu.name,
+                          FormatGB(static_cast<double>(c.gpu.memory_bytes)),
+                          c.gpu.peak_flops_bf16 / 1e12, c.intra_node.name,
+                          c.intra_node.bandwidth_Bps / 1e9, c.inter_node.name,
+                          c.inter_node.bandwidth_Bps / 1e9));
+}
+
+}  // namespace
+
+void DrawSetupPanel(ExplorerState& state) {
+  const ExplorerInputs& in = state.inputs;
+  ImGui::PushItemWidth(-ImGui::GetFontSize() * 6.5f);
+
+  // --- model -----------------------------------------------------------------
+  NameCombo("model", in.model_source, state.model_names,
+            [&](const std::string& name) { LoadModelInto(state, name); });
+  ImGui::InputTextWithHint("##hf", "path to a HF config.json or YAML", &state.ui.hf_config_path);
+  ImGui::SameLine();
+  if (ImGui::Button("load model") && !state.ui.hf_config_path.empty())
+    LoadModelInto(state, state.ui.hf_config_path);
+  DrawModelSummary(in.model);
+  ImGui::Spacing();
+
+  // --- cluster -----------------------------------------------------------------
+  NameCombo("cluster", in.cluster_source, state.cluster_names,
+            [&](const std::string& name) { LoadClusterInto(state, name); });
+  ImGui::InputTextWithHint("##nx", "NxGPU, e.g. 64xh100-sxm, or a path", &state.ui.cluster_shorthand);
+  ImGui::SameLine();
+  if (ImGui::Button("load cluster") && !state.ui.cluster_shorthand.empty())
+    LoadClusterInto(state, state.ui.cluster_shorthand);
+  DrawClusterSummary(in.cluster);
+  ImGui::Spacing();
+
+  // --- training ---------------------------------------------------------------
+  TrainingSpec training = in.training;
+  const int64_t step_one = 1, step_seq = 512;
+  bool changed = false;
+  changed |= ImGui::InputScalar("global batch", ImGuiDataType_S64, &training.global_batch,
+                                &step_one, nullptr, "%lld", ImGuiInputTextFlags_EnterReturnsTrue);
+  changed |= ImGui::InputScalar("sequence", ImGuiDataType_S64, &training.seq_len, &step_seq,
+                                nullptr, "%lld", ImGuiInputTextFlags_EnterReturnsTrue);
+  if (ImGui::BeginCombo("precision", ToString(training.precision))) {
+    for (Precision p : {Precision::kBf16, Precision::kMixed, Precision::kFp32})
+      if (ImGui::Selectable(ToString(p), p == training.precision)) {
+        training.precision = p;
+        changed = true;
+      }
+    ImGui::EndCombo();
+  }
+  if (changed && training.global_batch > 0 && training.seq_len > 0) SetTraining(state, training);
+  ImGui::PopItemWidth();
+  ImGui::TextDisabled("%s tokens per step",
+                      FormatCount(static_cast<double>(in.training.tokens_per_step())).c_str());
+
+  if (!state.ui.error.empty()) ColoredText(kColorErrorText, state.ui.error);
+  if (!state.ui.status.empty()) ColoredText(kColorDimText, state.ui.status);
+}
+
+}  // namespace meshplan

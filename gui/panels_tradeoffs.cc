@@ -1,0 +1,133 @@
+// DrawTradeoffsPanel: the current plan across ZeRO 0-3 and across tp = 1, 2, 4, 8,
+// side by side: a stacked memory bar per GPU against the capacity line and the
+// predicted tokens/s under each bar, then the numbers in a table. Clicking a
+// column loads that plan into the knobs.
+#include <imgui.h>
+
+#include <algorithm>
+#include <fmt/format.h>
+
+#include "gui/draw_memory.h"
+#include "gui/format.h"
+#include "gui/imgui_util.h"
+#include "gui/memory_view.h"
+#include "gui/panels.h"
+
+namespace meshplan {
+namespace {
+
+constexpr ImU32 kPlotBackground = IM_COL32(24, 26, 32, 255);
+constexpr ImU32 kCurrentHighlight = IM_COL32(255, 255, 255, 40);
+
+// One small chart: a bar per row, capacity line, labels and tokens/s under the bars.
+void DrawRowsChart(ExplorerState& state, const char* id, const char* title,
+                   const std::vector<TradeoffRow>& rows, ImVec2 size) {
+  const double capacity = static_cast<double>(state.inputs.cluster.gpu.memory_bytes);
+  ImDrawList* draw = ImGui::GetWindowDrawList();
+  const ImVec2 origin = ImGui::GetCursorScreenPos();
+  const float line = ImGui::GetTextLineHeight();
+  draw->AddText(origin, ImGui::GetColorU32(ImGuiCol_Text), title);
+  const ImVec2 plot0(origin.x, origin.y + line * 1.3f);
+  const ImVec2 plot1(origin.x + size.x, origin.y + size.y - line * 2.3f);
+  std::vector<double> totals;
+  for (const TradeoffRow& r : rows)
+    if (r.valid) totals.push_back(r.cost.memory.total_bytes);
+  const MemoryAxis axis{plot0.y, plot1.y, MemoryAxisMax(totals, capacity)};
+  draw->AddRectFilled(plot0, plot1, kPlotBackground);
+
+  const float slot = (plot1.x - plot0.x) / std::max<size_t>(rows.size(), 1);
+  for (size_t i = 0; i < rows.size(); ++i) {
+    const TradeoffRow& row = rows[i];
+    const float sx0 = plot0.x + slot * i, centre = sx0 + slot * 0.5f;
+    const float half = std::min(slot * 0.3f, line * 1.6f);
+    if (row.is_current)
+      draw->AddRectFilled(ImVec2(sx0 + 1, plot0.y), ImVec2(sx0 + slot - 1, plot1.y),
+                          kCurrentHighlight);
+    if (row.valid)
+      DrawMemoryBar(draw, std::round(centre - half), std::round(centre + half), axis,
+                    row.cost.memory, capacity, nullptr);
+    else
+      draw->AddText(ImVec2(centre - ImGui::CalcTextSize("n/a").x * 0.5f, plot1.y - line * 1.2f),
+                    ImGui::GetColorU32(ImGuiCol_TextDisabled), "n/a");
+    const std::string speed = row.valid ? FormatTokensPerS(row.cost.tokens_per_s) + " t/s" : "-";
+    const ImU32 text = row.valid && !row.cost.fits ? ToImU32(kColorDoesNotFit)
+                                                   : ImGui::GetColorU32(ImGuiCol_Text);
+    draw->AddText(ImVec2(centre - ImGui::CalcTextSize(row.label.c_str()).x * 0.5f, plot1.y + 2),
+                  ImGui::GetColorU32(ImGuiCol_Text), row.label.c_str());
+    draw->AddText(ImVec2(centre - ImGui::CalcTextSize(speed.c_str()).x * 0.5f, plot1.y + 2 + line),
+                  text, speed.c_str());
+    // Hover explains, click loads the plan.
+    ImGui::SetCursorScreenPos(ImVec2(sx0, plot0.y));
+    ImGui::PushID(id);
+    ImGui::InvisibleButton(fmt::format("col{}", i).c_str(),
+                           ImVec2(std::max(1.0f, slot), plot1.y - plot0.y + line * 2));
+    ImGui::PopID();
+    if (ImGui::IsItemHovered()) {
+      if (row.valid)
+        MemoryTooltip(row.label + ": " + ToShortPlanString(row.plan), row.cost.memory, capacity);
+      else
+        TooltipOnHover("not valid: " + row.note);
+    }
+    if (ImGui::IsItemClicked() && row.valid && !row.is_current) SetPlan(state, row.plan);
+  }
+  DrawCapacityLine(draw, plot0.x, plot1.x, axis, capacity, "");
+  ImGui::SetCursorScreenPos(origin);
+  ImGui::Dummy(size);
+}
+
+void DrawRowsTable(const std::vector<TradeoffRow>& zero, const std::vector<TradeoffRow>& tp) {
+  const ImGuiTableFlags flags = ImGuiTableFlags_SizingFixedFit | ImGuiTableFlags_RowBg |
+                                ImGuiTableFlags_ScrollY | ImGuiTableFlags_BordersInnerV;
+  if (!ImGui::BeginTable("tradeoff table", 6, flags, ImGui::GetContentRegionAvail())) return;
+  ImGui::TableSetupScrollFreeze(0, 1);
+  for (const char* title : {"", "mem/GPU", "tokens/s", "MFU", "step", "also changes"})
+    ImGui::TableSetupColumn(title);
+  ImGui::TableHeadersRow();
+  for (const auto* rows : {&zero, &tp})
+    for (const TradeoffRow& r : *rows) {
+      ImGui::TableNextRow();
+      if (r.is_current)
+        ImGui::TableSetBgColor(ImGuiTableBgTarget_RowBg1, ImGui::GetColorU32(ImGuiCol_Header));
+      ImGui::TableNextColumn();
+      ImGui::TextUnformatted(r.label.c_str());
+      if (!r.valid) {
+        ImGui::TableNextColumn();
+        ImGui::TextDisabled("not valid");
+        TooltipOnHover(r.note);
+        continue;
+      }
+      ImGui::TableNextColumn();
+      if (r.cost.fits)
+        ImGui::TextUnformatted(FormatGB(r.cost.memory.total_bytes).c_str());
+      else
+        ColoredLabel(kColorDoesNotFit, FormatGB(r.cost.memory.total_bytes));
+      ImGui::TableNextColumn();
+      ImGui::TextUnformatted(FormatTokensPerS(r.cost.tokens_per_s).c_str());
+      ImGui::TableNextColumn();
+      ImGui::TextUnformatted(FormatPercent(r.cost.mfu).c_str());
+      ImGui::TableNextColumn();
+      ImGui::TextUnformatted(FormatSeconds(r.cost.time.total_s).c_str());
+      ImGui::TableNextColumn();
+      ImGui::TextDisabled("%s", r.note.c_str());
+    }
+  ImGui::EndTable();
+}
+
+}  // namespace
+
+void DrawTradeoffsPanel(ExplorerState& state) {
+  const ExplorerDerived& d = state.derived;
+  if (!d.valid || !d.error.empty()) {
+    ImGui::TextWrapped("No trade-offs: the plan is not valid (see Knobs).");
+    return;
+  }
+  const ImVec2 avail = ImGui::GetContentRegionAvail();
+  const float gap = ImGui::GetStyle().ItemSpacing.x * 2;
+  const ImVec2 chart((avail.x - gap) * 0.5f, avail.y * 0.55f);
+  DrawRowsChart(state, "zero", "ZeRO stage (memory per GPU, tokens/s)", d.zero_rows, chart);
+  ImGui::SameLine(0, gap);
+  DrawRowsChart(state, "tp", "tensor parallel (dp rebalanced)", d.tp_rows, chart);
+  DrawRowsTable(d.zero_rows, d.tp_rows);
+}
+
+}  // namespace meshplan
