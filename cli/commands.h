@@ -16,6 +16,7 @@ void AddSimulateCommand(CLI::App& app, int* exit_code);
 void AddRunCommand(CLI::App& app, int* exit_code);
 void AddCompareCommand(CLI::App& app, int* exit_code);
 void AddCalibrateCommand(CLI::App& app, int* exit_code);
+void AddMeasurementsCommand(CLI::App& app, int* exit_code);
 void AddGuiCommand(CLI::App& app, int* exit_code);
 
 }  // namespace meshplan

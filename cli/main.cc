@@ -12,7 +12,20 @@ int main(int argc, char** argv) {
       "whether it fits, how fast it runs, and whether reality agrees."};
   app.require_subcommand(1);
   int exit_code = 0;
-  // meshplan::AddEstimateCommand(app, &exit_code);
+  meshplan::AddEstimateCommand(app, &exit_code);
+  meshplan::AddSearchCommand(app, &exit_code);
+#if MESHPLAN_SIMULATOR_ENABLED
+  meshplan::AddSimulateCommand(app, &exit_code);
+#endif
+#if MESHPLAN_GUI_ENABLED
+  meshplan::AddGuiCommand(app, &exit_code);
+#endif
+#if MESHPLAN_EXECUTOR_ENABLED
+  meshplan::AddRunCommand(app, &exit_code);
+  meshplan::AddCalibrateCommand(app, &exit_code);
+#endif
+  meshplan::AddCompareCommand(app, &exit_code);
+  meshplan::AddMeasurementsCommand(app, &exit_code);
 
   try {
     app.parse(argc, argv);

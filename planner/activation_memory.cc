@@ -120,17 +120,22 @@ SavedTensorList AllBlockTensors(const ModelSpec& model, const ActivationShape& s
   }
   out.Add({"wo", "input: attention output (B,Sc,Ht*D)", q, A});
   if (gpt) out.Add({"attention.residual_dropout", "mask (B,Sn,E) 1 byte", normed, kMaskBytes});
-  AddNorm(out, model, sh, "ffn_norm", /*layer_input=*/false);
+  SavedTensorList mlp;
+  AddNorm(mlp, model, sh, "ffn_norm", /*layer_input=*/false);
   if (gpt) {
-    out.Add({"fc1", "input: normed h (B,Sn,E)", normed, A});
-    out.Add({"gelu", "input: fc1 output (B,Sc,Ft)", inner, A});
-    out.Add({"fc2", "input: GeLU output (B,Sc,Ft)", inner, A});
-    out.Add({"mlp.residual_dropout", "mask (B,Sn,E) 1 byte", normed, kMaskBytes});
+    mlp.Add({"fc1", "input: normed h (B,Sn,E)", normed, A});
+    mlp.Add({"gelu", "input: fc1 output (B,Sc,Ft)", inner, A});
+    mlp.Add({"fc2", "input: GeLU output (B,Sc,Ft)", inner, A});
+    mlp.Add({"mlp.residual_dropout", "mask (B,Sn,E) 1 byte", normed, kMaskBytes});
   } else {
-    out.Add({"w_up/w_gate", "input: normed h (B,Sn,E)", normed, A});
-    out.Add({"swiglu", "gate output (B,Sc,Ft)", inner, A});
-    out.Add({"swiglu", "up output (B,Sc,Ft)", inner, A});
-    out.Add({"w_down", "input: silu(gate)*up (B,Sc,Ft)", inner, A});
+    mlp.Add({"w_up/w_gate", "input: normed h (B,Sn,E)", normed, A});
+    mlp.Add({"swiglu", "gate output (B,Sc,Ft)", inner, A});
+    mlp.Add({"swiglu", "up output (B,Sc,Ft)", inner, A});
+    mlp.Add({"w_down", "input: silu(gate)*up (B,Sc,Ft)", inner, A});
+  }
+  for (SavedTensor t : mlp) {
+    t.mlp_half = true;
+    out.Add(t);
   }
   return out;
 }
@@ -162,8 +167,8 @@ SavedTensorList BlockRecomputedTensors(const ModelSpec& model, const ActivationS
   return out;
 }
 
-SavedTensorList BlockBackwardWorkspace(const ModelSpec& model, const ActivationShape& sh,
-                                       AttentionImpl impl) {
+SavedTensorList BlockBackwardStepWorkspace(const ModelSpec& model, const ActivationShape& sh,
+                                           AttentionImpl impl, BlockHalf half) {
   const bool naive = impl == AttentionImpl::kNaive;
   const double A = sh.act_bytes, b = double(sh.b), Sc = double(sh.s_local);
   const double Skv = naive ? double(sh.s) : Sc;
@@ -174,6 +179,8 @@ SavedTensorList BlockBackwardWorkspace(const ModelSpec& model, const ActivationS
 
   SavedTensorList attention;
   if (naive) {
+    // executor/ops.h AttentionBackward: dv, then dP and a temporary of the same shape.
+    attention.Add({"attention.pv backward", "dv (B,Kt,Sc,D)", kv, A});
     attention.Add({"attention.pv backward", "dP (B,Ht,Sc,Skv)", probs, A});
     attention.Add({"attention.softmax backward", "dScores (B,Ht,Sc,Skv)", probs, A});
   } else {
@@ -187,15 +194,22 @@ SavedTensorList BlockBackwardWorkspace(const ModelSpec& model, const ActivationS
     ffn.Add({"fc2 backward", "d(fc2 input) (B,Sc,Ft)", inner, A});
     ffn.Add({"gelu backward", "d(fc1 output) (B,Sc,Ft)", inner, A});
   } else {
+    // executor/ops.h SwiGLUBackward: d up first holds sigmoid(gate) (no extra buffer).
     ffn.Add({"w_down backward", "d(down input) (B,Sc,Ft)", inner, A});
-    ffn.Add({"swiglu backward", "silu(gate) recomputed (B,Sc,Ft)", inner, A});
     ffn.Add({"swiglu backward", "d gate (B,Sc,Ft)", inner, A});
     ffn.Add({"swiglu backward", "d up (B,Sc,Ft)", inner, A});
   }
-  SavedTensorList out = attention.TotalBytes() >= ffn.TotalBytes() ? attention : ffn;
+  SavedTensorList out = half == BlockHalf::kAttention ? attention : ffn;
   out.Add({"block backward", "grad of the residual stream (B,Sn,E)", b * sh.s_norm * sh.hidden, A});
   out.Add({"block backward", "grad of the branch output (B,Sc,E)", b * Sc * sh.hidden, A});
   return out;
+}
+
+SavedTensorList BlockBackwardWorkspace(const ModelSpec& model, const ActivationShape& sh,
+                                       AttentionImpl impl) {
+  SavedTensorList attention = BlockBackwardStepWorkspace(model, sh, impl, BlockHalf::kAttention);
+  SavedTensorList mlp = BlockBackwardStepWorkspace(model, sh, impl, BlockHalf::kMlp);
+  return attention.TotalBytes() >= mlp.TotalBytes() ? attention : mlp;
 }
 
 SavedTensorList FirstStageSavedTensors(const ModelSpec& model, const ActivationShape& sh) {
@@ -218,16 +232,15 @@ SavedTensorList LastStageSavedTensors(const ModelSpec& model, const ActivationSh
 
 SavedTensorList LossSavedTensors(const ActivationShape& sh) {
   SavedTensorList out;
-  out.Add({"cross_entropy.log_softmax", "log-probabilities (B,Sc,Vt) fp32",
+  out.Add({"cross_entropy.softmax", "logits, softmaxed in place (B,Sc,Vt) fp32",
            double(sh.b) * sh.s_local * sh.vocab, kFp32Bytes});
   return out;
 }
 
-SavedTensorList LossBackwardWorkspace(const ActivationShape& sh) {
-  const double logits = double(sh.b) * sh.s_local * sh.vocab;
+SavedTensorList HeadBackwardWorkspace(const ActivationShape& sh) {
   SavedTensorList out;
-  out.Add({"cross_entropy.nll backward", "d log-probabilities (B,Sc,Vt) fp32", logits, kFp32Bytes});
-  out.Add({"cross_entropy.log_softmax backward", "d logits (B,Sc,Vt) fp32", logits, kFp32Bytes});
+  out.Add({"lm_head backward", "d(normed h) (B,Sn,E)", double(sh.b) * sh.s_norm * sh.hidden,
+           sh.act_bytes});
   return out;
 }
 

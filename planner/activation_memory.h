@@ -82,6 +82,8 @@ struct SavedTensor {
   bool layer_input = false;     // the block's input: the one tensor kept under full recompute
   bool core_attention = false;  // recomputed under selective recompute
   bool row_statistic = false;   // a per-row norm/softmax statistic (Megatron's formula omits it)
+  bool mlp_half = false;        // saved by the FFN half of the block (ffn_norm onward): freed
+                                // once the backward reaches the attention half
   double bytes() const { return elements * bytes_per_element; }
 };
 
@@ -110,11 +112,15 @@ SavedTensorList BlockSavedTensors(const ModelSpec& model, const ActivationShape&
 // tensor but the layer input; selective: the core-attention entries; none: nothing).
 SavedTensorList BlockRecomputedTensors(const ModelSpec& model, const ActivationShape& shape,
                                        AttentionImpl impl, Recompute recompute);
-// The temporaries of one block's backward at its largest step: the gradient of the
-// residual stream and of the branch output, plus the larger of the attention
-// backward (naive: dP and dScores, (B,Ht,Sc,Skv) each; fused: dq, dk, dv and the
-// fp32 dq accumulator) and the FFN backward (llama: d(down input), d gate, d up,
-// recomputed silu(gate); gpt: d(fc2 input), d(fc1 output)).
+// The temporaries of one step of a block's backward: the gradient of the residual
+// stream and of the branch output, plus the attention backward (naive: dv, and dP
+// and dScores (B,Ht,Sc,Skv) each; fused: dq, dk, dv and the fp32 dq accumulator) or
+// the FFN backward (llama: d(down input), d gate, d up (which first holds sigmoid(gate)); gpt:
+// d(fc2 input), d(fc1 output)).
+enum class BlockHalf { kAttention, kMlp };
+SavedTensorList BlockBackwardStepWorkspace(const ModelSpec& model, const ActivationShape& shape,
+                                           AttentionImpl impl, BlockHalf half);
+// The larger of the two steps above.
 SavedTensorList BlockBackwardWorkspace(const ModelSpec& model, const ActivationShape& shape,
                                        AttentionImpl impl);
 
@@ -123,14 +129,14 @@ SavedTensorList FirstStageSavedTensors(const ModelSpec& model, const ActivationS
 // Last stage, per micro-batch, before the loss: final norm input and statistics,
 // the lm_head input, target ids (int64).
 SavedTensorList LastStageSavedTensors(const ModelSpec& model, const ActivationShape& shape);
-// The loss, per micro-batch on the last stage. Executor contract: logits (B,Sc,Vt)
-// come out of the lm_head in A, are cast to fp32 and go through log_softmax + NLL
-// (cross-entropy in fp32); log_softmax keeps its fp32 output (B,Sc,Vt) for backward;
-// the step does not hold the logits themselves after the loss is computed.
+// The loss, per micro-batch on the last stage. Executor contract (executor/ops.h): the
+// lm_head writes the logits (B,Sc,Vt) into an fp32 buffer, cross-entropy softmaxes it in
+// place and keeps it as the probabilities for backward; the backward turns it, in place,
+// into the gradient of the logits (probs - onehot), so the loss backward allocates
+// nothing more and the buffer is freed after the lm_head backward.
 SavedTensorList LossSavedTensors(const ActivationShape& shape);
-// The cross-entropy backward's peak: NLL's gradient w.r.t. the log-probabilities and
-// log_softmax's gradient w.r.t. the logits, fp32 (B,Sc,Vt) each, while the saved
-// log-probabilities are still alive.
-SavedTensorList LossBackwardWorkspace(const ActivationShape& shape);
+// The lm_head backward's one new tensor: the gradient of its input (B,Sn,E) in A (the
+// weight gradient is accumulated straight into the flat gradient buffer).
+SavedTensorList HeadBackwardWorkspace(const ActivationShape& shape);
 
 }  // namespace meshplan

@@ -236,6 +236,18 @@ GpuSpec LoadGpu(const std::string& name_or_path) {
   return ci::LoadGpuAt(name_or_path, {}, {}, "gpu").gpu;
 }
 
+std::optional<ClusterSpec> LoadGpuNetwork(const std::string& name_or_path) {
+  const ci::GpuConfig config = ci::LoadGpuAt(name_or_path, {}, {}, "gpu");
+  if (!config.network) return std::nullopt;
+  ClusterSpec node;
+  node.name = config.gpu.name + " node";
+  node.gpu = config.gpu;
+  node.gpus_per_node = config.network->gpus_per_node;
+  node.intra_node = config.network->intra_node;
+  node.inter_node = config.network->inter_node;
+  return node;
+}
+
 ClusterSpec LoadCluster(const std::string& name_or_path_or_shorthand) {
   return ci::LoadClusterAt(name_or_path_or_shorthand, {}, {}, "cluster");
 }

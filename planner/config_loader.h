@@ -9,6 +9,7 @@
 #pragma once
 
 #include <filesystem>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -33,6 +34,9 @@ ModelSpec LoadModel(const std::string& name_or_path);
 ModelSpec LoadHfConfig(const std::string& path);
 // A name (file stem or alias, any case) from configs/hardware/ or a YAML path.
 GpuSpec LoadGpu(const std::string& name_or_path);
+// The hardware file's network block (the defaults of NxGPU shorthand clusters) as one node:
+// gpus_per_node, intra_node, inter_node, gpu = the hardware; nullopt when it has none.
+std::optional<ClusterSpec> LoadGpuNetwork(const std::string& name_or_path);
 // A name from configs/clusters/, a YAML path, or the shorthand "NxGPU"
 // ("64xH100": N GPUs of configs/hardware/GPU, found by file name or alias, any case;
 // nodes of the GPU's network.gpus_per_node (8 for H100), fewer than that: one node of N;

@@ -3,6 +3,7 @@
 // (planner/memory_model.h lists the phases, planner/activation_memory.h the
 // activations op by op). Each term below is named after the tensor it counts.
 #include <algorithm>
+#include <cmath>
 
 #include "planner/activation_memory.h"
 #include "planner/memory_model.h"
@@ -13,12 +14,20 @@
 namespace meshplan {
 namespace {
 
-// The largest weight matrix of one block on one tp rank, elements.
-double LargestBlockMatrix(const ModelSpec& m, int64_t tp) {
-  const double E = double(m.hidden), F = double(m.ffn_hidden), KD = double(m.kv_hidden());
-  const double attention = m.block == BlockKind::kGpt ? E * (E + 2 * KD)  // fused QKV
-                                                      : std::max(E * E, E * KD);
-  return std::max(attention, E * F) / double(tp);
+// `elements` rounded up to a multiple of n: the executor pads each parameter group's flat
+// buffer so that every one of the n ZeRO ranks owns an equal shard (executor/param_layout.h).
+double PadTo(double elements, int64_t n) {
+  const double groups = std::ceil(elements / double(n));
+  return groups * double(n);
+}
+
+// The model's buffers, allocated once (executor/llama_model.h): the causal mask (S,S) bool,
+// and for llama the RoPE cos and sin tables (S, D/2) fp32 each.
+double ModelBufferBytes(const ModelSpec& model, int64_t seq_len) {
+  const double S = double(seq_len);
+  const double mask = S * S * 1.0;
+  const double rope = model.block == BlockKind::kGpt ? 0.0 : 2.0 * S * (model.head_dim() / 2) * 4.0;
+  return mask + rope;
 }
 
 // What is alive in one phase besides the model states.
@@ -44,22 +53,34 @@ MemoryBreakdown DetailedStageMemory(const ModelSpec& model, const TrainingSpec& 
   // ZeRO shards over the ranks that hold the same weights: dp x cp (as
   // planner/step_work.h). Over a single such rank it shards, gathers and sends nothing.
   const int64_t weight_replicas = plan.dp * plan.cp;
+  const double n = double(weight_replicas);
   const int zero = weight_replicas > 1 ? plan.zero_stage : 0;
   const StageParams stage_params = CountStageParams(model, plan, stage);
-  const double rank_params = double(stage_params.total());
   const BytesPerParam bytes = BytesPerParamFor(training.precision);
-  const ModelStateBytes states = ShardedModelStates(rank_params, bytes, zero, weight_replicas);
+  const double stage_layers = double(model.layers) / plan.pp;
+
+  // ---- Parameter groups (executor/param_layout.h; also the ZeRO-3 units): the
+  // embedding, each block, the final norm + lm_head; each padded to a multiple of n.
+  const double embed_group = PadTo(double(stage_params.embedding), weight_replicas);
+  const double block_group = PadTo(double(BlockParamsPerTpRank(model, plan.tp)), weight_replicas);
+  const double head_group =
+      PadTo(double(stage_params.final_norm + stage_params.lm_head), weight_replicas);
+  const double padded_params = embed_group + stage_layers * block_group + head_group;
+  const ModelStateBytes states = ExecutorModelStates(padded_params, bytes, zero, weight_replicas);
+  const double model_buffers = ModelBufferBytes(model, training.seq_len);
 
   // ---- Activations: the op list times the micro-batches in flight.
   const AttentionImpl impl = ResolveAttentionImpl(options.attention, model, training.precision);
   const ActivationShape shape = MakeActivationShape(model, training, plan);
-  const double stage_layers = double(model.layers) / plan.pp;
-  const double block_bytes = BlockSavedTensors(model, shape, impl, plan.recompute).TotalBytes();
+  const SavedTensorList block_saved = BlockSavedTensors(model, shape, impl, plan.recompute);
+  const SavedTensorList block_recomputed =
+      BlockRecomputedTensors(model, shape, impl, plan.recompute);
+  const double block_bytes = block_saved.TotalBytes();
   const double first_bytes = first ? FirstStageSavedTensors(model, shape).TotalBytes() : 0;
   const double last_bytes = last ? LastStageSavedTensors(model, shape).TotalBytes() : 0;
   const double loss_bytes = last ? LossSavedTensors(shape).TotalBytes() : 0;  // per micro-batch
-  const MicrobatchesInFlight in_flight =
-      CountMicrobatchesInFlight(plan, plan.num_microbatches(training.global_batch), stage);
+  const int64_t microbatches = plan.num_microbatches(training.global_batch);
+  const MicrobatchesInFlight in_flight = CountMicrobatchesInFlight(plan, microbatches, stage);
   const double stage_activations_per_mb = stage_layers * block_bytes;
   const double activations = in_flight.blocks * stage_activations_per_mb +
                              double(in_flight.first_stage) * first_bytes +
@@ -67,64 +88,58 @@ MemoryBreakdown DetailedStageMemory(const ModelSpec& model, const TrainingSpec& 
   const double logits_all = double(in_flight.last_stage) * loss_bytes;
   const double logits_but_current = double(in_flight.last_stage - 1) * loss_bytes;
 
-  // ---- Buffers.
-  const double vocab_shard = double(PaddedVocab(model, plan.tp) / plan.tp) * model.hidden;
-  const double block_params = double(BlockParamsPerTpRank(model, plan.tp));
-  // ZeRO-3 / FSDP units: each block, the embedding, the final norm + lm_head.
-  const double head_unit = double(stage_params.final_norm + stage_params.lm_head);
-  const double largest_unit =
-      std::max({stage_layers > 1 ? block_params : 0.0, double(stage_params.embedding), head_unit});
-  // Gathered: the unit computing now and the prefetched next one, in the param dtype.
-  const double gathered = zero == 3 ? bytes.param * (block_params + largest_unit) : 0.0;
-  const double full_grads_bytes = rank_params * bytes.grad;
-  double comm_backward = 0;
-  if (zero == 3) {
-    comm_backward = bytes.grad * largest_unit;  // a unit's full gradient before reduce-scatter
-  } else if (weight_replicas > 1) {
-    comm_backward = std::min(options.ddp_bucket_bytes, full_grads_bytes);  // one grad bucket
-  }
+  // ---- Gradient communication (executor/zero_engine.h): ZeRO 0/1 all-reduce /
+  // reduce-scatter each group's gradient in place in the flat gradient buffer (no bucket
+  // copy). ZeRO 2/3 hold a group's full gradient while it is computed and while its async
+  // reduce-scatter is in flight (freed when the next group's gradient is ready); from the
+  // second micro-batch on, the reduce-scatter lands in a temporary shard (group / n).
+  // ZeRO-3 gathers only the group being computed (no prefetch).
+  const bool grads_per_group = zero >= 2;
+  auto full_grad = [&](double group) { return grads_per_group ? bytes.grad * group : 0.0; };
+  auto gathered = [&](double group) { return zero == 3 ? bytes.param * group : 0.0; };
+  const double partial_shard = microbatches > 1 ? 1.0 / n : 0.0;  // temporary shard per group
+  double ring_kv = 0;
   if (plan.cp > 1) {  // ring attention: the K and V chunks being sent and received
-    comm_backward += 2.0 * 2.0 * double(shape.b) * shape.s_local * shape.kv_heads * shape.head_dim *
-                     shape.act_bytes;
+    ring_kv = 2.0 * 2.0 * double(shape.b) * shape.s_local * shape.kv_heads * shape.head_dim *
+              shape.act_bytes;
   }
-  // ZeRO-1/2 all-gather the updated parameters after the step, bucket by bucket.
-  const double comm_optimizer = (zero == 1 || zero == 2)
-                                    ? std::min(options.ddp_bucket_bytes, rank_params * bytes.param)
-                                    : 0.0;
-  // A weight's new gradient before it is added into .grad (ZeRO-0..2; under ZeRO-3 it
-  // is written into the unit's full gradient, counted in comm_backward).
-  auto weight_grad_temp = [&](double elements) { return zero == 3 ? 0.0 : elements * bytes.grad; };
 
   // ---- Phases.
-  Phase phases[5];
+  Phase phases[4];
   int num_phases = 0;
-  {  // Start of the backward of the last micro-batch: the stage's last block.
+  {  // The backward of the stage's last block in the last micro-batch in flight. The
+     // current micro-batch's final-norm / lm_head tensors and logits are freed by now.
+     // Two steps: the FFN backward (all recomputed tensors alive) and the attention
+     // backward (the FFN half's saved and recomputed tensors freed).
     Phase p{"layer_backward"};
-    p.activations_bytes = activations;
+    double saved_mlp = 0, recomputed_mlp = 0;
+    for (const SavedTensor& t : block_saved)
+      if (t.mlp_half) saved_mlp += t.bytes();
+    for (const SavedTensor& t : block_recomputed)
+      if (t.mlp_half) recomputed_mlp += t.bytes();
+    const double recomputed = block_recomputed.TotalBytes();
+    const double mlp_step =
+        recomputed + BlockBackwardStepWorkspace(model, shape, impl, BlockHalf::kMlp).TotalBytes();
+    const double attention_step =
+        recomputed - recomputed_mlp +
+        BlockBackwardStepWorkspace(model, shape, impl, BlockHalf::kAttention).TotalBytes();
+    const bool attention_peak = attention_step - saved_mlp > mlp_step;
+    p.activations_bytes = activations - last_bytes - (attention_peak ? saved_mlp : 0.0);
     p.logits_bytes = logits_but_current;
-    p.comm_buffer_bytes = comm_backward;
-    p.gathered_params_bytes = gathered;
-    p.transient_bytes = BlockRecomputedTensors(model, shape, impl, plan.recompute).TotalBytes() +
-                        BlockBackwardWorkspace(model, shape, impl).TotalBytes() +
-                        weight_grad_temp(LargestBlockMatrix(model, plan.tp));
+    // The block's full gradient; on the last stage the head's is still in flight.
+    p.comm_buffer_bytes = full_grad(block_group) +
+                          (last ? full_grad(head_group) * (1.0 + partial_shard) : 0.0) + ring_kv;
+    p.gathered_params_bytes = gathered(block_group);
+    p.transient_bytes = attention_peak ? attention_step : mlp_step;
     phases[num_phases++] = p;
   }
-  if (last) {
-    Phase ce{"cross_entropy"};
-    ce.activations_bytes = activations;
-    ce.logits_bytes = logits_all;
-    ce.comm_buffer_bytes = comm_backward;
-    ce.gathered_params_bytes = gathered;
-    ce.transient_bytes = LossBackwardWorkspace(shape).TotalBytes();
-    phases[num_phases++] = ce;
-
+  if (last) {  // the lm_head backward: the logits buffer holds their gradient (in place)
     Phase head{"head_backward"};
     head.activations_bytes = activations;
-    head.logits_bytes = logits_but_current;
-    head.comm_buffer_bytes = comm_backward;
-    head.gathered_params_bytes = gathered;
-    const double grad_logits = double(shape.b) * shape.s_local * shape.vocab * shape.act_bytes;
-    head.transient_bytes = grad_logits + weight_grad_temp(vocab_shard);
+    head.logits_bytes = logits_all;
+    head.comm_buffer_bytes = full_grad(head_group) + ring_kv;
+    head.gathered_params_bytes = gathered(head_group);
+    head.transient_bytes = HeadBackwardWorkspace(shape).TotalBytes();
     phases[num_phases++] = head;
   }
   if (first) {  // the micro-batch's blocks are done; the others in flight remain
@@ -134,20 +149,21 @@ MemoryBreakdown DetailedStageMemory(const ModelSpec& model, const TrainingSpec& 
                               double(in_flight.first_stage - 1) * first_bytes +
                               (last ? double(in_flight.last_stage - 1) * last_bytes : 0.0);
     embed.logits_bytes = logits_but_current;
-    embed.comm_buffer_bytes = comm_backward;
-    embed.gathered_params_bytes = zero == 3 ? bytes.param * largest_unit : 0.0;
-    embed.transient_bytes = weight_grad_temp(vocab_shard);  // dense embedding gradient
+    // The embedding's full gradient, block 0's still in flight. The embedding backward
+    // scatters into the gradient buffer and allocates nothing.
+    embed.comm_buffer_bytes = full_grad(embed_group) + full_grad(block_group) * (1.0 + partial_shard);
+    embed.gathered_params_bytes = gathered(embed_group);
     phases[num_phases++] = embed;
   }
-  {  // AdamW, parameter by parameter: sqrt(v) and its scaled copy (+ fp32 grad for mixed).
+  {  // AdamW, group by group (executor/adamw.h): one temporary the size of the group's
+     // (shard of the) parameters, the denominator, in the state dtype (+ the fp32 copy of
+     // the gradient for mixed). ZeRO-1/2 all-gather the updated shard in place.
     Phase opt{"optimizer"};
-    double largest = LargestBlockMatrix(model, plan.tp);
-    if (stage_params.embedding > 0 || stage_params.lm_head > 0)
-      largest = std::max(largest, vocab_shard);
-    if (zero >= 1) largest /= double(weight_replicas);
-    opt.comm_buffer_bytes = comm_optimizer;
+    double largest = stage_layers > 0 ? block_group : 0.0;
+    largest = std::max({largest, embed_group, head_group});
+    if (zero >= 1) largest /= n;
     opt.transient_bytes =
-        largest * (2.0 * bytes.state + (training.precision == Precision::kMixed ? 4.0 : 0.0));
+        largest * (bytes.state + (training.precision == Precision::kMixed ? 4.0 : 0.0));
     phases[num_phases++] = opt;
   }
 
@@ -155,7 +171,7 @@ MemoryBreakdown DetailedStageMemory(const ModelSpec& model, const TrainingSpec& 
       std::max_element(phases, phases + num_phases,
                        [](const Phase& a, const Phase& b) { return a.sum() < b.sum(); });
   MemoryBreakdown out;
-  out.params_bytes = states.params_bytes;
+  out.params_bytes = states.params_bytes + model_buffers;
   out.grads_bytes = states.grads_bytes;
   out.optimizer_bytes = states.optimizer_bytes;
   out.activations_bytes = peak->activations_bytes;
@@ -163,7 +179,7 @@ MemoryBreakdown DetailedStageMemory(const ModelSpec& model, const TrainingSpec& 
   out.comm_buffer_bytes = peak->comm_buffer_bytes;
   out.gathered_params_bytes = peak->gathered_params_bytes;
   out.transient_bytes = peak->transient_bytes;
-  out.total_bytes = states.total() + peak->sum();
+  out.total_bytes = states.total() + model_buffers + peak->sum();
   out.peak_phase = peak->name;
   out.worst_stage = stage;
   return out;

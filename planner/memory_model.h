@@ -6,36 +6,45 @@
 //
 // The breakdown is a snapshot at the peak: its fields are what is alive in the
 // phase named by peak_phase, and total_bytes is their sum. Phases (short ids):
-//   "layer_backward"  start of the backward of the last micro-batch in flight: all
-//                     in-flight activations + the first block's recompute and
-//                     backward temporaries (planner/activation_memory.h);
-//   "cross_entropy"   last stage: the loss backward, fp32 log-probabilities and
-//                     their two fp32 gradients (B,Sc,Vt);
-//   "head_backward"   last stage: the lm_head backward, gradient of the logits and
-//                     the lm_head weight-gradient temporary;
-//   "embed_backward"  stage 0: the embedding backward's dense weight gradient;
-//   "optimizer"       the AdamW step: no activations, Adam's temporaries;
+//   "layer_backward"  backward of the stage's last block in the last micro-batch in
+//                     flight: all in-flight activations but the current micro-batch's
+//                     final-norm / lm_head tensors and logits (freed by then), plus the
+//                     block's recompute and backward temporaries at the larger of its
+//                     FFN step and its attention step (the FFN half's tensors freed)
+//                     (planner/activation_memory.h);
+//   "head_backward"   last stage: the lm_head backward: the fp32 logits buffer, which the
+//                     cross-entropy softmaxes and then turns into its gradient in place,
+//                     and the gradient of the lm_head input (B,Sn,E);
+//   "embed_backward"  stage 0: the embedding backward (scatters into the gradient buffer);
+//   "optimizer"       the AdamW step: no activations, Adam's temporary;
 //   "seed"            the seed model (no phases).
 //
-// Detailed model (the default), one rank of one stage; executor contract in brackets:
-//   * model states: planner/model_state_memory.h per precision, ZeRO over dp x cp
-//     (the ranks holding the same weights, as step_work.h), P =
-//     CountStageParams(stage).total() [gradients persist between steps: zero_grad
-//     zeroes them, it does not free them];
+// Detailed model (the default), one rank of one stage; it counts what the executor
+// (executor/zero_engine.h, executor/ops.h) allocates, executor contract in brackets:
+//   * model states: planner/model_state_memory.h ExecutorModelStates per precision, ZeRO
+//     over dp x cp (the ranks holding the same weights, as step_work.h); P = the stage's
+//     parameter groups (the embedding, each block, the final norm + lm_head) each padded
+//     to a multiple of dp x cp [one flat buffer per group, equal shards]; ZeRO-1 keeps a
+//     gradient shard (P/n) besides the full gradients [the reduce-scatter's output];
+//     gradients persist between steps [zero_grad zeroes them, it does not free them];
+//   * model buffers (counted in params_bytes): the causal mask (S,S) bool and, for llama,
+//     the RoPE cos/sin tables (S,D/2) fp32 each;
 //   * activations: planner/activation_memory.h's op list per block, times the stage's
 //     layers and its micro-batches in flight, plus token ids (stage 0) and the final
-//     norm / lm_head inputs (last stage); logits: the fp32 log-probabilities;
-//   * comm buffers: one DDP bucket (kDdpBucketBytes) for dp > 1 and ZeRO 0-2 [grads
-//     are copied into a flat bucket, reduced, copied back]; ZeRO-3: the full gradient
-//     of the largest unit before its reduce-scatter; cp > 1: the K/V chunks sent and
-//     received by ring attention. Pipeline send/recv buffers are the activations
-//     themselves (not counted twice);
-//   * gathered params (ZeRO-3): the unit computing now + the prefetched next one
-//     (units: each block, the embedding, the final norm + lm_head), param dtype;
-//   * transients: a weight's new gradient before it is added into .grad (ZeRO 0-2),
-//     the block's recompute and backward temporaries, the loss backward, and
-//     AdamW's per-parameter temporaries [LibTorch's loop: sqrt(v) and its scaled copy
-//     in the state dtype, plus the fp32 copy of the gradient for mixed].
+//     norm / lm_head inputs (last stage); logits: the fp32 logits buffer per micro-batch;
+//   * comm buffers: ZeRO 0-1 none [each group's gradient is all-reduced / reduce-scattered
+//     in place in the flat gradient buffer, after its backward in the last micro-batch];
+//     ZeRO 2-3: the full gradient of the group being computed, plus the previous group's
+//     while its async reduce-scatter is in flight (the head's during the last block's
+//     backward) and, from the second micro-batch on, that reduce-scatter's temporary
+//     shard (group / n); cp > 1: the K/V chunks sent and received by ring attention.
+//     Pipeline send/recv buffers are the activations themselves (not counted twice);
+//   * gathered params (ZeRO-3): only the group being computed (the executor does not
+//     prefetch; planner/step_time.h times the all-gather prefetched one part ahead), param dtype;
+//   * transients: the block's recompute and backward temporaries, the gradient of the
+//     lm_head input, and AdamW's one temporary per group (the denominator, state dtype;
+//     + the fp32 copy of the gradient for mixed). Weight gradients are accumulated
+//     straight into the flat gradient buffer: no weight-gradient temporaries.
 //
 // Seed model on a plan (--memory-model seed): SPEC.md 2(a)-(b) applied to one rank.
 //   * model states: 2(b)'s ZeRO table over N = dp with P = this rank's parameters
@@ -61,15 +70,9 @@
 
 namespace meshplan {
 
-// PyTorch DDP's default gradient bucket (bucket_cap_mb = 25): the executor's data
-// parallel and ZeRO-1/2 wrappers all-reduce / reduce-scatter gradients in flat
-// buckets of this size, one bucket staged at a time.
-inline constexpr double kDdpBucketBytes = 25e6;
-
 // Knobs of the detailed model that are not part of the plan.
 struct MemoryOptions {
   AttentionImpl attention = AttentionImpl::kAuto;  // auto: naive for fp32/gpt, else fused
-  double ddp_bucket_bytes = kDdpBucketBytes;
 };
 
 // One rank of pipeline stage `stage` (0 <= stage < plan.pp). The plan must be valid.

@@ -25,4 +25,11 @@ ModelStateBytes ShardedModelStates(double params, const BytesPerParam& bytes, in
   return out;
 }
 
+ModelStateBytes ExecutorModelStates(double padded_params, const BytesPerParam& bytes,
+                                    int zero_stage, int64_t n) {
+  ModelStateBytes out = ShardedModelStates(padded_params, bytes, zero_stage, n);
+  if (zero_stage == 1) out.grads_bytes += bytes.grad * padded_params / static_cast<double>(n);
+  return out;
+}
+
 }  // namespace meshplan

@@ -38,4 +38,10 @@ struct ModelStateBytes {
 ModelStateBytes ShardedModelStates(double params, const BytesPerParam& bytes, int zero_stage,
                                    int64_t n);
 
+// What the executor holds (executor/zero_engine.h), `padded_params` = the parameter
+// groups' numel each padded to a multiple of n: ShardedModelStates, except that ZeRO-1
+// keeps the reduce-scattered gradient shard (P/n) besides the full gradients (P).
+ModelStateBytes ExecutorModelStates(double padded_params, const BytesPerParam& bytes,
+                                    int zero_stage, int64_t n);
+
 }  // namespace meshplan

@@ -36,6 +36,7 @@ enum class MemoryModel { kSeed, kDetailed };
 struct MemoryBreakdown {
   double params_bytes = 0;           // this rank's resident parameters (all precisions' copies
                                      // that live in the model: bf16 weights, or fp32 weights)
+                                     // + the model's buffers (RoPE tables, causal mask)
   double grads_bytes = 0;            // gradient storage
   double optimizer_bytes = 0;        // fp32 master weights + Adam m and v (or bf16 m, v)
   double activations_bytes = 0;      // saved for backward, for all micro-batches in flight

@@ -65,11 +65,11 @@ TEST_CASE("the configs folder is found and lists every shipped config", "[planne
       "llama2-13b", "llama2-70b", "llama2-7b",  "llama3-70b",    "llama3-8b",   "llama3.1-405b",
       "mt-nlg-530b", "spec-194m-tied", "spec-246m", "spec-7b", "tiny-llama"};
   CHECK(ListModels() == expected_models);
-  CHECK(ListGpus() == std::vector<std::string>{"a100-40gb", "a100-80gb", "a40", "b200", "h100-pcie",
-                                               "h100-sxm", "h200"});
+  CHECK(ListGpus() == std::vector<std::string>{"a100-40gb", "a100-80gb", "a40", "b200", "cpu-ci",
+                                               "h100-pcie", "h100-sxm", "h200"});
   CHECK(ListClusters() ==
         std::vector<std::string>{"1024xh100-ib", "16384xh100-ib", "2xa40-pcie", "5120xa100-ib",
-                                 "64xa100-ib", "64xh100-ib", "8xh100-nvlink"});
+                                 "64xa100-ib", "64xh100-ib", "8xh100-nvlink", "cpu-1x"});
 }
 
 TEST_CASE("every shipped model loads and is well formed", "[planner][config]") {
@@ -124,8 +124,29 @@ TEST_CASE("published models have their published parameter counts", "[planner][c
   CHECK(tiny.vocab_size == 8192);
 }
 
+// CPU profiles (written by `meshplan calibrate`, names starting with "cpu") are measured,
+// not data-sheet values: they get their own checks below.
+bool IsCpuProfile(const std::string& name) { return name.rfind("cpu", 0) == 0; }
+
+std::vector<std::string> DataSheetGpus() {
+  std::vector<std::string> out;
+  for (const auto& name : ListGpus())
+    if (!IsCpuProfile(name)) out.push_back(name);
+  return out;
+}
+
+TEST_CASE("the shipped CPU profile loads with measured, positive rates", "[planner][config]") {
+  const GpuSpec g = LoadGpu("cpu-ci");
+  CHECK(g.memory_bytes > 0);
+  CHECK(g.peak_flops_fp32 > 1e9);
+  CHECK(g.memory_bandwidth_Bps > 1e9);
+  CHECK(g.matmul_efficiency > 0);
+  CHECK(g.matmul_efficiency <= 1);
+  CHECK(g.source.find("meshplan calibrate") != std::string::npos);
+}
+
 TEST_CASE("every shipped GPU loads with SI units and sane numbers", "[planner][config]") {
-  const std::string name = GENERATE(from_range(ListGpus()));
+  const std::string name = GENERATE(from_range(DataSheetGpus()));
   CAPTURE(name);
   const GpuSpec g = LoadGpu(name);
   CHECK(g.name == name);
@@ -169,7 +190,7 @@ TEST_CASE("GPU aliases are unique and match case-insensitively", "[planner][conf
   // No alias may name two GPUs, and none may shadow another GPU's file name.
   const std::vector<std::string> stems = ListGpus();
   std::set<std::string> seen;
-  for (const auto& name : stems) {
+  for (const auto& name : DataSheetGpus()) {  // CPU profiles carry no aliases
     const std::string text = ReadText(ConfigsDir() / "hardware" / (name + ".yaml"));
     const auto begin = text.find("aliases: [");
     REQUIRE(begin != std::string::npos);
@@ -192,11 +213,16 @@ TEST_CASE("every shipped cluster loads and its size matches its name", "[planner
   CAPTURE(name);
   const ClusterSpec c = LoadCluster(name);
   CHECK(c.name == name);
-  CHECK(std::to_string(c.world_size()) == name.substr(0, name.find('x')));
+  // "<N>x<gpu>-<network>", or "cpu-<N>x" for a CPU profile's cluster.
+  const std::string size = IsCpuProfile(name) ? name.substr(4, name.find('x') - 4)
+                                              : name.substr(0, name.find('x'));
+  CHECK(std::to_string(c.world_size()) == size);
   CHECK(c.intra_node.bandwidth_Bps > 0);
   CHECK(c.inter_node.bandwidth_Bps > 0);
   CHECK(c.intra_node.bandwidth_Bps >= c.inter_node.bandwidth_Bps);
-  CHECK(c.intra_node.latency_s < 1e-4);
+  // GPU interconnects: microseconds; a CPU profile's ranks talk Gloo over loopback TCP,
+  // measured by meshplan calibrate at 0.1-0.2 ms per ring step.
+  CHECK(c.intra_node.latency_s < (IsCpuProfile(name) ? 1e-3 : 1e-4));
   CHECK_FALSE(c.intra_node.name.empty());
   CHECK_FALSE(c.inter_node.name.empty());
   CHECK(c.gpu == LoadGpu(c.gpu.name));

@@ -1,6 +1,8 @@
 // The detailed memory model: Megatron's activation formula from the op list,
 // the Llama op list, pipeline micro-batches in flight, ZeRO, buffers and phases.
 #include <catch2/catch.hpp>
+
+#include <cmath>
 #include <cstdio>
 
 #include "planner/activation_memory.h"
@@ -250,7 +252,7 @@ TEST_CASE("ZeRO stages decrease model-state memory monotonically", "[planner][me
   }
 }
 
-TEST_CASE("seed and detailed agree on model states", "[planner][memory][zero]") {
+TEST_CASE("detailed model states: the seed's plus the executor's layout", "[planner][memory][zero]") {
   const ModelSpec m = Llama(4096, 32, 48, 6144);
   const int zero = GENERATE(0, 1, 2, 3);
   TrainingSpec training{.global_batch = 64, .seq_len = 2048, .precision = Precision::kMixed};
@@ -259,17 +261,22 @@ TEST_CASE("seed and detailed agree on model states", "[planner][memory][zero]") 
   plan.tp = 2;
   plan.pp = 2;
   plan.zero_stage = zero;
+  // Model buffers: causal mask (S,S) bool + RoPE cos/sin (S, D/2) fp32 (D = 128).
+  const double buffers = 2048.0 * 2048 + 2 * 2048.0 * 64 * 4;
+  // Padding: each group (embedding, 24 blocks, head) to a multiple of 8, 2-byte weights.
+  const double padding = 26 * 7 * 2.0;
   for (int64_t stage = 0; stage < 2; ++stage) {
     const MemoryBreakdown d = Detailed(m, training, plan, stage);
     const MemoryBreakdown s = EstimateStageMemory(m, training, plan, MemoryModel::kSeed, stage);
-    CHECK(d.params_bytes == s.params_bytes);
-    CHECK(d.grads_bytes == s.grads_bytes);
-    CHECK(d.optimizer_bytes == s.optimizer_bytes);
+    CHECK(d.params_bytes - s.params_bytes >= buffers);
+    CHECK(d.params_bytes - s.params_bytes <= buffers + padding);
+    // ZeRO-1 keeps the reduce-scattered gradient shard besides the full gradients.
+    const double shard = zero == 1 ? s.grads_bytes / 8 : 0.0;
+    CHECK(d.grads_bytes - s.grads_bytes - shard >= 0);
+    CHECK(d.grads_bytes - s.grads_bytes - shard <= padding);
     const double rank_params = double(CountStageParams(m, plan, stage).total());
-    CHECK(d.params_bytes + d.grads_bytes + d.optimizer_bytes ==
-          Approx(SeedZeroStateBytes(rank_params, zero, 8)).epsilon(1e-15));
     // Mixed precision: the fp32 master, m and v are 12 bytes per (sharded) parameter.
-    CHECK(d.optimizer_bytes == Approx(12 * rank_params / (zero >= 1 ? 8 : 1)).epsilon(1e-15));
+    CHECK(d.optimizer_bytes == Approx(12 * rank_params / (zero >= 1 ? 8 : 1)).epsilon(1e-6));
   }
 }
 
@@ -290,22 +297,24 @@ TEST_CASE("memory decreases with tensor parallel", "[planner][memory]") {
   }
 }
 
-TEST_CASE("buffers: DDP bucket, ZeRO-3 gathered blocks", "[planner][memory][zero]") {
+TEST_CASE("buffers: in-place gradient all-reduce, ZeRO-3 gathers only the computing group",
+          "[planner][memory][zero]") {
   const ModelSpec m = Llama(4096, 32, 48, 6144);
   TrainingSpec training{.global_batch = 64, .seq_len = 2048, .precision = Precision::kMixed};
   ParallelPlan plan;
   plan.dp = 8;
   const MemoryBreakdown ddp = Detailed(m, training, plan, 0);
-  CHECK(ddp.comm_buffer_bytes == kDdpBucketBytes);
+  CHECK(ddp.comm_buffer_bytes == 0);  // each group's gradient is all-reduced in place
   CHECK(ddp.gathered_params_bytes == 0);
   plan.zero_stage = 3;
   const MemoryBreakdown z3 = Detailed(m, training, plan, 0);
-  // The block computing now + the largest unit (here the final norm + the 50257 x 4096
-  // lm_head), bf16.
-  const double head_unit = 4096 + 50257.0 * 4096;
-  CHECK(z3.gathered_params_bytes == 2.0 * (BlockParams(m) + head_unit));
-  CHECK(z3.comm_buffer_bytes == 2.0 * head_unit);  // that unit's full bf16 gradient
-  plan.dp = 1;                                     // nothing to shard with one data-parallel rank
+  // The lm_head backward: only the head group (final norm + the 50257 x 4096 lm_head,
+  // padded to a multiple of 8) is gathered (no prefetch), bf16, and its full bf16 gradient.
+  const double head_unit = std::ceil((4096 + 50257.0 * 4096) / 8) * 8;
+  REQUIRE(z3.peak_phase == "head_backward");
+  CHECK(z3.gathered_params_bytes == 2.0 * head_unit);
+  CHECK(z3.comm_buffer_bytes == 2.0 * head_unit);
+  plan.dp = 1;  // nothing to shard with one data-parallel rank
   const MemoryBreakdown single = Detailed(m, training, plan, 0);
   CHECK(single.gathered_params_bytes == 0);
   CHECK(single.comm_buffer_bytes == 0);
@@ -328,9 +337,9 @@ TEST_CASE("the peak phase is named and the fields sum to it", "[planner][memory]
     const MemoryBreakdown b = Detailed(m, training, plan, 0);
     CHECK(b.peak_phase == "optimizer");
     CHECK(b.activations_bytes == 0);
-    // sqrt(v) and its scaled copy (fp32) + the fp32 gradient: 12 bytes per element of the
-    // largest parameter, the 50257 x 1024 embedding.
-    CHECK(b.transient_bytes == 12.0 * 50257 * 1024);
+    // Adam's denominator (fp32) + the fp32 gradient: 8 bytes per element of the largest
+    // parameter group, the head (final norm + the 50257 x 1024 lm_head).
+    CHECK(b.transient_bytes == 8.0 * (1024 + 50257 * 1024));
     CHECK(b.total_bytes == FieldSum(b));
   }
   SECTION("small model, large vocabulary: the loss on the last stage") {
@@ -339,9 +348,10 @@ TEST_CASE("the peak phase is named and the fields sum to it", "[planner][memory]
     TrainingSpec training{.global_batch = 4, .seq_len = 1024, .precision = Precision::kBf16};
     plan.micro_batch = 4;
     const MemoryBreakdown b = Detailed(m, training, plan, 0, AttentionImpl::kFused);
-    CHECK(b.peak_phase == "cross_entropy");
-    CHECK(b.logits_bytes == 4.0 * 4 * 1024 * 256'000);         // fp32 log-probabilities
-    CHECK(b.transient_bytes == 2 * 4.0 * 4 * 1024 * 256'000);  // and their two gradients
+    CHECK(b.peak_phase == "head_backward");
+    // The fp32 logits buffer (softmax and its gradient in place) ...
+    CHECK(b.logits_bytes == 4.0 * 4 * 1024 * 256'000);
+    CHECK(b.transient_bytes == 2.0 * 4 * 1024 * 256);  // ... and the bf16 grad of the lm_head input
     CHECK(b.total_bytes == FieldSum(b));
   }
 }

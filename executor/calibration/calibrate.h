@@ -1,0 +1,65 @@
+// RunCalibration: what `meshplan calibrate` does, as a library call.
+//
+// Runs the micro-benchmarks of executor/calibration/micro_benchmarks.h on one device for
+// the shapes of a model, fits the cost model's rates (planner/calibration_fit.h), and
+// returns the calibrated GpuSpec beside every sample (measured and fitted) and a few
+// whole-block checks (not fitted: how well the fitted rates add up to a real block).
+//
+// CPU: the profile describes ONE process with `threads` intra-op threads (LibTorch's
+// default: one per core). Ranks that share the CPU each get cores / nproc threads
+// (the launcher sets OMP_NUM_THREADS so), so a profile for N ranks on one machine is
+// calibrated with --threads cores/N: the rates per rank then already account for the
+// sharing (and each rank's memory share is RAM / N; see configs/clusters/cpu-1x.yaml).
+// Peaks are measured (largest GEMM, large copy). CUDA: peaks come from the base
+// hardware file (data sheet); only efficiencies and the kernel overhead are fitted.
+// Throws std::runtime_error when the device is not available, InputError on bad options.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "executor/calibration/micro_benchmarks.h"
+#include "planner/calibration_fit.h"
+#include "planner/cluster_spec.h"
+#include "planner/hardware_spec.h"
+#include "planner/model_spec.h"
+#include "planner/training_spec.h"
+
+namespace meshplan {
+
+struct CalibrationOptions {
+  std::string device = "cpu";              // cpu | cuda
+  Precision precision = Precision::kFp32;  // CPU: fp32 only; CUDA: bf16 or mixed (bf16 matmuls)
+  ModelSpec model;                         // whose shapes are benchmarked
+  std::vector<BenchShape> shapes;          // empty: DefaultCalibrationShapes
+  bool quick = false;                      // fewer shapes and repeats (CI: a few seconds)
+  int threads = 0;                         // CPU intra-op threads (0: LibTorch's default)
+  GpuSpec base;                            // name, memory and (CUDA) data-sheet peaks
+  // Ranks for the collective benchmarks (threads over Gloo on CPU); < 2: none.
+  int collective_ranks = 0;
+};
+
+struct CalibrationResult {
+  GpuSpec gpu;                              // the calibrated spec (source line included)
+  std::optional<NetworkTier> network;       // measured when collective_ranks >= 2
+  CalibrationFit fit;
+  MeasuredPeaks peaks;
+  std::vector<CalibrationSample> samples;   // fitted, in fit order (fit.predicted_s)
+  std::vector<CalibrationSample> checks;    // whole blocks, not fitted
+  std::vector<double> check_predicted_s;    // TimeOf(check.work, fit.rates)
+  std::vector<std::string> warnings;
+  std::string host;
+  std::string date;                         // YYYY-MM-DD (UTC)
+  std::string device_name;                  // "cpu (N threads)" or the CUDA device name
+  int threads = 0;
+  double seconds = 0;                       // wall time of the whole calibration
+};
+
+std::vector<BenchShape> DefaultCalibrationShapes(const std::string& device, const ModelSpec& model,
+                                                 bool quick);
+
+CalibrationResult RunCalibration(const CalibrationOptions& options);
+
+}  // namespace meshplan

@@ -1,0 +1,369 @@
+// Micro-benchmarks of the executor's ops (see micro_benchmarks.h).
+#include "executor/calibration/micro_benchmarks.h"
+
+#include <fmt/format.h>
+
+#include <cmath>
+#include <utility>
+
+#include "executor/llama_model.h"
+#include "executor/ops.h"
+#include "executor/param_layout.h"
+#include "executor/single_rank_communicator.h"
+#include "executor/zero_engine.h"
+#include "planner/parallel_plan.h"
+#include "planner/step_work.h"
+
+namespace meshplan {
+
+std::string BenchShape::ToString() const { return fmt::format("{}x{}", batch, seq); }
+
+namespace {
+
+// The cost model's work of one micro-batch of `shape` on one rank (no parallelism).
+StepWork WorkOf(const ModelSpec& model, const BenchShape& shape, Precision precision,
+                Recompute recompute = Recompute::kNone) {
+  TrainingSpec training;
+  training.global_batch = shape.batch;
+  training.seq_len = shape.seq;
+  training.precision = precision;
+  ParallelPlan plan;
+  plan.micro_batch = shape.batch;
+  plan.recompute = recompute;
+  return BuildStepWork(model, training, plan);
+}
+
+// The memory-bound share of one phase of a part: its bytes, and its kernels less the
+// matmuls (as many as the part's weight-gradient kernels) and the attention kernel.
+ComputeWork MemoryShare(const PartWork& part, const ComputeWork& phase) {
+  ComputeWork w;
+  w.memory_bytes = phase.memory_bytes;
+  w.kernels = phase.kernels - part.backward_weight.kernels - (phase.attention_flops > 0 ? 1 : 0);
+  return w;
+}
+
+at::Tensor Randn(at::IntArrayRef sizes, const BenchContext& ctx, double scale = 1.0) {
+  return at::randn(sizes, at::TensorOptions().dtype(at::kFloat)).mul_(scale).to(ctx.device, ctx.dtype);
+}
+
+at::Tensor Ones(at::IntArrayRef sizes, const BenchContext& ctx) {
+  return at::ones(sizes, at::TensorOptions().device(ctx.device).dtype(ctx.dtype));
+}
+
+CalibrationSample Sample(std::string name, const ComputeWork& work, double seconds) {
+  CalibrationSample s;
+  s.name = std::move(name);
+  s.work = work;
+  s.seconds = seconds;
+  return s;
+}
+
+StepSample InStep(CalibrationSample sample, const BenchShape& shape, double per_microbatch,
+                  bool detail = true) {
+  return {std::move(sample), shape.ToString(), per_microbatch, detail};
+}
+
+// RoPE tables as LlamaModel builds them (fp32, (S, D/2)); the values do not matter here.
+std::pair<at::Tensor, at::Tensor> RopeTables(int64_t seq, int64_t head_dim, const BenchContext& ctx) {
+  const at::Tensor angles =
+      at::rand({seq, head_dim / 2}, at::TensorOptions().dtype(at::kFloat)).mul_(3.0);
+  return {angles.cos().to(ctx.device), angles.sin().to(ctx.device)};
+}
+
+}  // namespace
+
+// ---------------------------------------------------------------------------------------
+// Matmuls
+
+std::vector<StepSample> BenchmarkMatmuls(const ModelSpec& m, const std::vector<BenchShape>& shapes,
+                                         const BenchContext& ctx) {
+  struct Weight {
+    const char* name;
+    int64_t in, out;
+    double per_microbatch;  // how many of this shape a micro-batch multiplies by
+  };
+  const int64_t E = m.hidden, KD = m.kv_hidden(), F = m.ffn_hidden, V = m.vocab_size;
+  const double L = static_cast<double>(m.layers);
+  std::vector<Weight> weights;
+  if (KD == E) {
+    weights.push_back({"q/k/v/o", E, E, 4 * L});
+  } else {
+    weights.push_back({"q/o", E, E, 2 * L});
+    weights.push_back({"k/v", E, KD, 2 * L});
+  }
+  weights.push_back({"up/gate", E, F, 2 * L});
+  weights.push_back({"down", F, E, L});
+  weights.push_back({"lm_head", E, V, 1});
+  std::vector<StepSample> out;
+  for (const BenchShape& shape : shapes) {
+    const int64_t N = shape.batch * shape.seq;
+    for (const Weight& wt : weights) {
+      const at::Tensor x = Randn({N, wt.in}, ctx);
+      const at::Tensor w = Randn({wt.out, wt.in}, ctx, 0.02);
+      const at::Tensor dy = Randn({N, wt.out}, ctx);
+      at::Tensor dw = at::zeros_like(w);
+      const double flops = 2.0 * static_cast<double>(N * wt.in * wt.out);  // (N,in) x (in,out)
+      // In a step the input activation (forward) or the output gradient (backward) was
+      // just written: warm; the weights and the saved input come from further away.
+      const double fwd = MedianSeconds([&] { LinearForward(x, w); }, ctx.device, ctx.timing,
+                                       [&] { Touch({x}); });
+      const double bwd = MedianSeconds([&] { LinearBackward(dy, x, w, dw); }, ctx.device,
+                                       ctx.timing, [&] { Touch({dy}); });
+      const std::string tag = fmt::format("{} N={}", wt.name, N);
+      out.push_back(InStep(Sample("linear_fwd " + tag, {flops, 0, 0, 1}, fwd), shape, wt.per_microbatch));
+      out.push_back(
+          InStep(Sample("linear_bwd " + tag, {2 * flops, 0, 0, 2}, bwd), shape, wt.per_microbatch));
+    }
+  }
+  return out;
+}
+
+// ---------------------------------------------------------------------------------------
+// Attention core
+
+namespace {
+
+struct AttentionInputs {
+  at::Tensor q, k, v, dout, mask;
+  double flops = 0;  // the cost model's forward attention FLOPs of one block: 4*N*E*S
+};
+
+AttentionInputs MakeAttentionInputs(const ModelSpec& m, const BenchShape& shape, const BenchContext& ctx) {
+  const int64_t H = m.heads, K = m.kv_heads, D = m.head_dim(), B = shape.batch, S = shape.seq;
+  AttentionInputs in;
+  in.q = Randn({B, H, S, D}, ctx);
+  in.k = Randn({B, K, S, D}, ctx);
+  in.v = Randn({B, K, S, D}, ctx);
+  in.dout = Randn({B, H, S, D}, ctx);
+  in.mask = at::ones({S, S}, at::TensorOptions().dtype(at::kBool)).triu_(1).to(ctx.device);
+  in.flops = WorkOf(m, shape, ctx.precision).block.forward.attention_flops;
+  return in;
+}
+
+}  // namespace
+
+std::vector<StepSample> BenchmarkAttention(const ModelSpec& m, const std::vector<BenchShape>& shapes,
+                                           const BenchContext& ctx) {
+  std::vector<StepSample> out;
+  for (const BenchShape& shape : shapes) {
+    const AttentionInputs in = MakeAttentionInputs(m, shape, ctx);
+    const double seconds = MedianSeconds([&] {
+      at::Tensor probs;
+      AttentionForward(in.q, in.k, in.v, in.mask, &probs);
+      AttentionBackward(in.dout, in.q, in.k, in.v, std::move(probs));
+    }, ctx.device, ctx.timing, [&] { Touch({in.q, in.k, in.v, in.dout}); });
+    out.push_back(InStep(Sample("attention_fwd_bwd " + shape.ToString(), {0, 3 * in.flops, 0, 2}, seconds),
+                         shape, static_cast<double>(m.layers)));
+  }
+  return out;
+}
+
+CalibrationSample BenchmarkAttentionForward(const ModelSpec& m, const BenchShape& shape,
+                                            const BenchContext& ctx) {
+  const AttentionInputs in = MakeAttentionInputs(m, shape, ctx);
+  const double seconds = MedianSeconds([&] {
+    at::Tensor probs;
+    AttentionForward(in.q, in.k, in.v, in.mask, &probs);
+  }, ctx.device, ctx.timing, [&] { Touch({in.q, in.k, in.v}); });
+  return Sample("attention_fwd " + shape.ToString(), {0, in.flops, 0, 1}, seconds);
+}
+
+// ---------------------------------------------------------------------------------------
+// Memory-bound ops
+
+std::vector<StepSample> BenchmarkMemoryOps(const ModelSpec& m, const std::vector<BenchShape>& shapes,
+                                           const BenchContext& ctx) {
+  const int64_t H = m.heads, K = m.kv_heads, D = m.head_dim(), E = m.hidden, KD = m.kv_hidden(),
+                F = m.ffn_hidden, V = m.vocab_size;
+  const double L = static_cast<double>(m.layers);
+  std::vector<StepSample> out;
+  for (const BenchShape& shape : shapes) {
+    const int64_t B = shape.batch, S = shape.seq, N = B * S;
+    const StepWork work = WorkOf(m, shape, ctx.precision);
+    const auto [cos, sin] = RopeTables(S, D, ctx);
+    const at::Tensor norm_w = Ones({E}, ctx);
+    at::Tensor dnorm_w = at::zeros_like(norm_w);
+
+    // One block's forward, memory-bound ops in LlamaModel::BlockForward's order.
+    const at::Tensor x = Randn({B, S, E}, ctx), q_proj = Randn({B, S, E}, ctx),
+                     k_proj = Randn({B, S, KD}, ctx), v_proj = Randn({B, S, KD}, ctx),
+                     attn = Randn({B, H, S, D}, ctx), o_out = Randn({B, S, E}, ctx),
+                     gate = Randn({B, S, F}, ctx), up = Randn({B, S, F}, ctx),
+                     down_out = Randn({B, S, E}, ctx);
+    at::Tensor rstd1, rstd2;
+    const double block_fwd = MedianSeconds([&] {
+      RMSNormForward(x, norm_w, &rstd1);
+      RopeForward(q_proj, H, cos, sin);
+      RopeForward(k_proj, K, cos, sin);
+      SplitHeads(v_proj, K);
+      MergeHeads(attn);
+      const at::Tensor x2 = ResidualForward(x, o_out);
+      RMSNormForward(x2, norm_w, &rstd2);
+      SwiGLUForward(gate, up);
+      ResidualForward(x2, down_out);
+    }, ctx.device, ctx.timing, [&] { Touch({x, q_proj, k_proj, v_proj, attn, o_out, gate, up, down_out}); });
+    out.push_back(InStep(Sample("block_memory_fwd " + shape.ToString(),
+                                MemoryShare(work.block, work.block.forward), block_fwd),
+                         shape, L));
+
+    // Its backward, in LlamaModel::BlockBackward's order.
+    const at::Tensor dy = Randn({B, S, E}, ctx), dact = Randn({B, S, F}, ctx),
+                     dh = Randn({B, S, E}, ctx), dattn = Randn({B, S, E}, ctx),
+                     dq = Randn({B, H, S, D}, ctx), dk = Randn({B, K, S, D}, ctx),
+                     dv = Randn({B, K, S, D}, ctx);
+    const double block_bwd = MedianSeconds([&] {
+      SwiGLUBackward(dact, gate, up);
+      at::Tensor dx2 = RMSNormBackward(dh, x, rstd2, norm_w, dnorm_w);
+      dx2.add_(dy);
+      SplitHeads(dattn, H);
+      RopeBackward(dq, cos, sin);
+      RopeBackward(dk, cos, sin);
+      MergeHeads(dv);
+      at::Tensor dx = RMSNormBackward(dh, x, rstd1, norm_w, dnorm_w);
+      dx.add_(dx2);
+    }, ctx.device, ctx.timing, [&] { Touch({dact, dh, dy, dattn, dq, dk, dv}); });  // stash cold
+    out.push_back(InStep(Sample("block_memory_bwd " + shape.ToString(),
+                                MemoryShare(work.block, work.block.backward_input), block_bwd),
+                         shape, L));
+
+    // The head: final RMSNorm and cross-entropy over (N, V) (LlamaModel::HeadForward/Backward).
+    const at::Tensor targets =
+        at::randint(V, {N}, at::TensorOptions().dtype(at::kLong)).to(ctx.device);
+    const at::Tensor logits_act = Randn({N, V}, ctx);
+    at::Tensor logits = logits_act.to(at::kFloat).clone();
+    at::Tensor rstd_head;
+    const double head_fwd = MedianSeconds([&] {
+      RMSNormForward(x, norm_w, &rstd_head);
+      if (ctx.dtype != at::kFloat) logits = logits_act.to(at::kFloat);  // the model's up-cast
+      CrossEntropyForward(logits, targets);
+    }, ctx.device, ctx.timing, [&] { Touch({x, logits_act}); });
+    out.push_back(InStep(Sample("head_memory_fwd " + shape.ToString(),
+                                MemoryShare(work.head, work.head.forward), head_fwd),
+                         shape, 1));
+    const double head_bwd = MedianSeconds([&] {
+      CrossEntropyBackward(logits, targets, 1.0);
+      RMSNormBackward(dh, x, rstd_head, norm_w, dnorm_w);
+    }, ctx.device, ctx.timing, [&] { Touch({dh}); });  // the saved probs and x are cold
+    out.push_back(InStep(Sample("head_memory_bwd " + shape.ToString(),
+                                MemoryShare(work.head, work.head.backward_input), head_bwd),
+                         shape, 1));
+
+    // The embedding lookup and its weight gradient.
+    const at::Tensor ids = targets.view({B, S});
+    const at::Tensor wte = Randn({V, E}, ctx, 0.02);
+    at::Tensor dwte = at::zeros_like(wte);
+    const double emb_fwd = MedianSeconds([&] { EmbeddingForward(ids, wte); }, ctx.device,
+                                         ctx.timing, [&] { Touch({ids}); });
+    const double emb_bwd = MedianSeconds([&] { EmbeddingBackward(dy, ids, dwte); }, ctx.device,
+                                         ctx.timing, [&] { Touch({dy, ids}); });
+    out.push_back(
+        InStep(Sample("embedding_fwd " + shape.ToString(), work.embedding.forward, emb_fwd), shape, 1,
+               /*detail=*/false));
+    out.push_back(InStep(
+        Sample("embedding_bwd " + shape.ToString(), work.embedding.backward_weight, emb_bwd), shape, 1,
+        /*detail=*/false));
+  }
+  return out;
+}
+
+StepSample BenchmarkOptimizer(const ModelSpec& m, const BenchContext& ctx) {
+  const StepWork work = WorkOf(m, {1, 1}, ctx.precision);
+  SingleRankCommunicator single("dp");
+  ZeroEngine engine(BuildParamLayout(m, 1), /*zero_stage=*/0, single, AdamWOptions{}, /*seed=*/1);
+  const double seconds = MedianSeconds([&] { engine.Step(); }, ctx.device, ctx.timing);
+  return {Sample("optimizer_step", OptimizerWork(work, PartsOfStage(work, 0)), seconds), "", 0, false};
+}
+
+// ---------------------------------------------------------------------------------------
+// A whole block (a check of the fit, not a sample of it)
+
+std::vector<StepSample> BenchmarkBlock(const ModelSpec& m, const BenchShape& shape,
+                                       const BenchContext& ctx) {
+  const StepWork work = WorkOf(m, shape, ctx.precision);
+  const ParamLayout layout = BuildParamLayout(m, 1);
+  const ParamGroup& group = layout.groups[static_cast<size_t>(layout.first_block_group)];
+  const at::Tensor flat = InitGroup(group, 1).to(ctx.device, ctx.dtype);
+  const at::Tensor dflat = at::zeros_like(flat);
+  const LlamaModel model(m, shape.seq);
+  const at::Tensor x = Randn({shape.batch, shape.seq, m.hidden}, ctx),
+                   dy = Randn({shape.batch, shape.seq, m.hidden}, ctx);
+  // As the trainer runs a block: weight views made for the forward, and again (with the
+  // gradient views) for the backward.
+  const double fwd = MedianSeconds([&] {
+    BlockStash stash;
+    model.BlockForward(BlockViews(group, flat), x, Recompute::kNone, &stash);
+  }, ctx.device, ctx.timing, [&] { Touch({x}); });
+  BlockStash stash;
+  TimingOptions timing = ctx.timing;
+  timing.flush_bytes = 0;  // flushed in `before`, after the untimed forward
+  const double bwd = MedianSeconds([&] {
+    BlockWeights dw = BlockViews(group, dflat);
+    model.BlockBackward(BlockViews(group, flat), dw, dy, std::move(stash));
+  }, ctx.device, timing, [&] {
+    model.BlockForward(BlockViews(group, flat), x, Recompute::kNone, &stash);
+    if (!ctx.device.is_cuda()) FlushCaches(ctx.timing.flush_bytes);
+    Touch({dy});
+  });
+  ComputeWork backward = work.block.backward_input;
+  backward += work.block.backward_weight;
+  const double L = static_cast<double>(m.layers);
+  return {InStep(Sample("block_fwd " + shape.ToString(), work.block.forward, fwd), shape, L, false),
+          InStep(Sample("block_bwd " + shape.ToString(), backward, bwd), shape, L, false)};
+}
+
+std::vector<StepSample> BenchmarkHead(const ModelSpec& m, const BenchShape& shape,
+                                      const BenchContext& ctx) {
+  const StepWork work = WorkOf(m, shape, ctx.precision);
+  const ParamLayout layout = BuildParamLayout(m, 1);
+  const ParamGroup& group = layout.groups[static_cast<size_t>(layout.head_group)];
+  const at::Tensor flat = InitGroup(group, 1).to(ctx.device, ctx.dtype);
+  const at::Tensor dflat = at::zeros_like(flat);
+  // A tied model's lm_head is the embedding matrix: a (V,E) weight all the same.
+  const at::Tensor wte = m.tied_embeddings ? Randn({m.vocab_size, m.hidden}, ctx, 0.02) : at::Tensor();
+  const at::Tensor dwte = m.tied_embeddings ? at::zeros_like(wte) : at::Tensor();
+  const LlamaModel model(m, shape.seq);
+  const at::Tensor x = Randn({shape.batch, shape.seq, m.hidden}, ctx);
+  const at::Tensor targets =
+      at::randint(m.vocab_size, {shape.batch, shape.seq}, at::TensorOptions().dtype(at::kLong)).to(ctx.device);
+  const auto lm_head = [&] { return m.tied_embeddings ? wte : SlotView(flat, group.slot("lm_head")); };
+  const double fwd = MedianSeconds([&] {
+    HeadStash stash;
+    model.HeadForward(SlotView(flat, group.slot("final_norm")), lm_head(), x, targets, &stash);
+  }, ctx.device, ctx.timing, [&] { Touch({x}); });
+  HeadStash stash;
+  TimingOptions timing = ctx.timing;
+  timing.flush_bytes = 0;  // flushed in `before`, after the untimed forward
+  const double bwd = MedianSeconds([&] {
+    at::Tensor dfinal = SlotView(dflat, group.slot("final_norm"));
+    at::Tensor dlm = m.tied_embeddings ? dwte : SlotView(dflat, group.slot("lm_head"));
+    model.HeadBackward(SlotView(flat, group.slot("final_norm")), lm_head(), dfinal, dlm, 1.0,
+                       std::move(stash));
+  }, ctx.device, timing, [&] {
+    model.HeadForward(SlotView(flat, group.slot("final_norm")), lm_head(), x, targets, &stash);
+    if (!ctx.device.is_cuda()) FlushCaches(ctx.timing.flush_bytes);
+  });
+  ComputeWork backward = work.head.backward_input;
+  backward += work.head.backward_weight;
+  return {InStep(Sample("head_fwd " + shape.ToString(), work.head.forward, fwd), shape, 1, false),
+          InStep(Sample("head_bwd " + shape.ToString(), backward, bwd), shape, 1, false)};
+}
+
+// ---------------------------------------------------------------------------------------
+// Peaks
+
+double MeasureMatmulFlops(int64_t n, const BenchContext& ctx) {
+  const at::Tensor a = Randn({n, n}, ctx), b = Randn({n, n}, ctx);
+  at::Tensor c = at::empty({n, n}, a.options());
+  const double seconds = MedianSeconds([&] { at::mm_out(c, a, b); }, ctx.device, ctx.timing);
+  return 2.0 * std::pow(static_cast<double>(n), 3) / seconds;
+}
+
+double MeasureCopyBandwidth(int64_t bytes, const BenchContext& ctx) {
+  const auto options = at::TensorOptions().device(ctx.device).dtype(at::kFloat);
+  const at::Tensor src = at::ones({bytes / 4}, options);
+  at::Tensor dst = at::empty_like(src);
+  const double seconds = MedianSeconds([&] { dst.copy_(src); }, ctx.device, ctx.timing);
+  return 2.0 * static_cast<double>(src.nbytes()) / seconds;
+}
+
+}  // namespace meshplan

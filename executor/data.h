@@ -1,0 +1,62 @@
+// Training data: a stream of sequences of S+1 token ids (inputs = the first S, targets =
+// the last S), and each rank's share of every global batch.
+//
+// Sequence n of the stream is a pure function of n (no iterator state), so a resumed run
+// continues from its step count alone. Global batch `step` (0-based) is sequences
+// [step * G, (step+1) * G), G = global_batch; dp rank r takes the contiguous G/dp of them
+// starting at r * G/dp, split into micro-batches of B = micro_batch sequences in order.
+// The union over ranks and micro-batches is exactly the single-process batch.
+//
+// Sources:
+//  - synthetic (the default): sequence n is an arithmetic progression modulo V with a
+//    start and a stride (1..16) drawn from hash(seed, n): random to the eye, learnable
+//    (the loss falls), identical on every machine.
+//  - a token file: flat little-endian uint16 or uint32 ids; sequence n is the window of
+//    S+1 tokens at (n mod W) * (S+1), W = file tokens / (S+1) windows. A missing file, a
+//    size that is not a multiple of the id width, fewer windows than one global batch, or
+//    an id >= V throws InputError naming the file.
+// Thread-safe for concurrent reads (const, pread).
+#pragma once
+
+#include <ATen/ATen.h>
+
+#include <cstdint>
+#include <memory>
+#include <string>
+
+namespace meshplan {
+
+class TokenSource {
+ public:
+  virtual ~TokenSource() = default;
+  // Writes sequence n (S+1 ids, each in [0, V)) to out.
+  virtual void Sequence(int64_t n, int64_t* out) const = 0;
+  virtual int64_t seq_len() const = 0;  // S
+};
+
+std::unique_ptr<TokenSource> MakeSyntheticTokens(uint64_t seed, int64_t vocab, int64_t seq_len);
+
+enum class TokenDtype { kUint16, kUint32 };
+// "uint16" | "uint32"; anything else throws InputError on field `field`.
+TokenDtype ParseTokenDtype(const std::string& name, const std::string& field = "--data-dtype");
+// min_sequences: the windows one global batch needs.
+std::unique_ptr<TokenSource> OpenTokenFile(const std::string& path, TokenDtype dtype,
+                                           int64_t vocab, int64_t seq_len, int64_t min_sequences);
+
+// Which sequences a rank's micro-batch holds (see the header comment).
+struct BatchShard {
+  int64_t global_batch = 1;  // G
+  int64_t dp_rank = 0;
+  int64_t dp_size = 1;
+  int64_t micro_batch = 1;   // B
+  int64_t microbatches() const { return global_batch / (dp_size * micro_batch); }
+  int64_t FirstSequence(int64_t step, int64_t micro_index) const {
+    return step * global_batch + dp_rank * (global_batch / dp_size) + micro_index * micro_batch;
+  }
+};
+
+// (B, S+1) int64 ids of micro-batch `micro_index` of global batch `step` on this rank.
+at::Tensor MicroBatchTokens(const TokenSource& source, const BatchShard& shard, int64_t step,
+                            int64_t micro_index);
+
+}  // namespace meshplan

@@ -1,0 +1,114 @@
+// LlamaModel: the model of SPEC.md section 1 (llama block, GQA, tied or untied lm_head)
+// as forward/backward functions over flat parameter groups (executor/param_layout.h).
+// The model owns no parameters: whoever holds them (the ZeroEngine: full, sharded or
+// gathered) passes a group's flat buffer in, and a flat gradient buffer to accumulate into.
+//
+//   x0 = EmbeddingForward(ids)                          (B,S,E)
+//   x_{l+1} = BlockForward(x_l)                         l = 0..L-1
+//   loss = HeadForward(x_L, targets)                    final RMSNorm -> lm_head -> CE
+// and backward in reverse, block by block.
+//
+// What each micro-batch keeps between its forward and backward (activation dtype "act",
+// fp32 on CPU; shapes per ops.h; N = B*S):
+//   per block, recompute none:
+//     rstd1 (B,S) fp32 | h1 = norm1(x) (B,S,E) | q (B,H,S,D) | k (B,K,S,D) | v (B,K,S,D)
+//     | probs (B,H,S,S) | attn = merged attention output (B,S,E) | x2 = x + wo(attn) (B,S,E)
+//     | rstd2 (B,S) fp32 | h2 = norm2(x2) (B,S,E) | gate (B,S,F) | up (B,S,F) | act (B,S,F)
+//     and the block output x_{l+1} (B,S,E), kept by the next consumer (block l+1's x, or
+//     the head's x). The block input x_l is the previous block's output (not a copy).
+//   recompute selective: the same without probs (recomputed in backward from q, k).
+//   recompute full: only the block input x_l; the block's forward is re-run inside its
+//     backward, so one block's full stash exists transiently during that block's backward.
+//   embedding: its output x_0 (B,S,E) (block 0's input) and the ids (B,S) int64.
+//   head: x_L (B,S,E), rstd (B,S) fp32, hf = final_norm(x_L) (B,S,E), probs (N,V) fp32
+//     (the logits buffer, softmaxed in place by CrossEntropyForward), targets (N) int64.
+// Backward frees each saved tensor as soon as its last reader is done (so memory falls
+// inside a block's backward, from the FFN down to the attention):
+//   head: dlogits = the probs buffer (in place) -> dhf (B,S,E) allocated -> probs freed
+//     -> final-norm backward (xhat + dx) -> hf freed.
+//   block (dy moved in): dact (B,S,F); act freed | dgate, dup; gate, up freed | dh2; h2
+//     freed | dx2 = norm2 backward + dy; x2 freed; dy freed | dattn; attn freed | dout
+//     = split heads (B,H,S,D); dattn freed | [selective: probs recomputed] attention
+//     backward (dv, dprobs, one (B,H,S,S) temporary; probs freed) | dq, dk, dv through
+//     RoPE / merge into dh1; q, k, v freed | dx = norm1 backward + dx2; h1 freed.
+//   full recompute: the block's forward runs first (its output is dropped at once), then
+//     the same sequence.
+// Model buffers (allocated once per model): RoPE cos and sin (S, D/2) fp32 each and the
+// causal mask (S,S) bool.
+#pragma once
+
+#include <ATen/ATen.h>
+
+#include "executor/param_layout.h"
+#include "planner/model_spec.h"
+#include "planner/parallel_plan.h"
+
+namespace meshplan {
+
+// The weights (or gradients: same layout) of one block: views into its flat buffer.
+struct BlockWeights {
+  at::Tensor attn_norm, wq, wk, wv, wo, ffn_norm, w_up, w_gate, w_down;
+};
+BlockWeights BlockViews(const ParamGroup& group, const at::Tensor& flat);
+
+// What one block keeps for its backward (see the header comment). Undefined tensors are
+// not kept under the recompute mode.
+struct BlockStash {
+  at::Tensor x;              // block input (B,S,E): every mode
+  at::Tensor rstd1, h1;      // (B,S) fp32, (B,S,E)
+  at::Tensor q, k, v;        // (B,H,S,D), (B,K,S,D), (B,K,S,D)
+  at::Tensor probs;          // (B,H,S,S): recompute none only
+  at::Tensor attn;           // (B,S,E) merged attention output (wo input)
+  at::Tensor x2;             // (B,S,E) residual after attention
+  at::Tensor rstd2, h2;      // (B,S) fp32, (B,S,E)
+  at::Tensor gate, up, act;  // (B,S,F) each
+};
+
+// What the head keeps (final norm, lm_head, cross-entropy).
+struct HeadStash {
+  at::Tensor x;        // x_L (B,S,E)
+  at::Tensor rstd;     // (B,S) fp32
+  at::Tensor hf;       // final_norm(x_L) (B,S,E), the lm_head input
+  at::Tensor probs;    // (N,V) fp32 softmax (the logits buffer)
+  at::Tensor targets;  // (N) int64
+};
+
+class LlamaModel {
+ public:
+  // seq_len: the training sequence length S (sizes the RoPE tables and the mask).
+  LlamaModel(const ModelSpec& model, int64_t seq_len);
+
+  const ModelSpec& spec() const { return model_; }
+
+  // ids (B,S) int64 -> x0 (B,S,E).
+  at::Tensor EmbeddingForward(const at::Tensor& ids, const at::Tensor& wte) const;
+  // dwte (V,E) += scatter of dx0.
+  void EmbeddingBackward(const at::Tensor& dx0, const at::Tensor& ids, at::Tensor& dwte) const;
+
+  // x (B,S,E) -> block output (B,S,E); fills *stash according to `recompute`.
+  at::Tensor BlockForward(const BlockWeights& w, const at::Tensor& x, Recompute recompute,
+                          BlockStash* stash) const;
+  // dy (B,S,E) -> dx (B,S,E); accumulates into dw. Consumes dy and the stash: pass them
+  // with std::move so each is freed inside as soon as its last reader is done.
+  at::Tensor BlockBackward(const BlockWeights& w, BlockWeights& dw, at::Tensor dy,
+                           BlockStash stash) const;
+
+  // x_L (B,S,E), targets (B,S) int64 -> mean cross-entropy over the B*S tokens (fp32
+  // scalar). lm_head (V,E) is the head group's lm_head or, when tied, the embedding's wte.
+  at::Tensor HeadForward(const at::Tensor& final_norm, const at::Tensor& lm_head,
+                         const at::Tensor& x, const at::Tensor& targets, HeadStash* stash) const;
+  // d(loss)/d(x_L) for a loss scaled by dloss; accumulates into dfinal_norm and dlm_head.
+  at::Tensor HeadBackward(const at::Tensor& final_norm, const at::Tensor& lm_head,
+                          at::Tensor& dfinal_norm, at::Tensor& dlm_head, double dloss,
+                          HeadStash stash) const;
+
+  // The model buffers (for the memory accounting): RoPE tables and mask bytes.
+  int64_t buffer_bytes() const;
+
+ private:
+  ModelSpec model_;
+  at::Tensor cos_, sin_;  // (S, D/2) fp32
+  at::Tensor mask_;       // (S,S) bool, true above the diagonal (masked)
+};
+
+}  // namespace meshplan

@@ -1,0 +1,82 @@
+// ParamLayout: where every weight of a model stage lives inside its flat parameter groups,
+// and the deterministic initialisation of those groups from a seed.
+//
+// A stage's parameters are split into groups, each ONE flat 1-D buffer (ZeRO shards,
+// all-gathers, reduce-scatters and snapshots a group as one tensor; DDP all-reduces a
+// group as one bucket):
+//   "embedding"  : wte (V,E)
+//   "block<l>"   : attn_norm (E), wq (H*D,E), wk (K*D,E), wv (K*D,E), wo (E,H*D),
+//                  ffn_norm (E), w_up (F,E), w_gate (F,E), w_down (E,F)     (one per block l)
+//   "head"       : final_norm (E) [, lm_head (V,E) when untied; tied: the head reads wte]
+// Each group's numel is padded with zeros to a multiple of `shards` (the dp size) so every
+// rank owns an equal shard of shard_numel = padded_numel / shards elements.
+//
+// Initialisation is a pure function of (seed, weight name): each weight is drawn whole
+// from its own generator seeded by hash(seed, "block3.wq"), so values do not depend on the
+// world size, the sharding or the stage split. Matrices ~ N(0, 0.02); the two projections
+// that write into the residual stream (wo, w_down) ~ N(0, 0.02 / sqrt(2 L)); norm weights 1.
+#pragma once
+
+#include <ATen/ATen.h>
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "planner/model_spec.h"
+
+namespace meshplan {
+
+struct ParamSlot {
+  std::string name;            // "wq", "lm_head", ...
+  std::vector<int64_t> shape;  // e.g. {H*D, E}
+  int64_t offset = 0;          // elements from the start of the group's flat buffer
+  int64_t numel = 0;
+  double init_std = 0;         // N(0, init_std); 0 means "ones" (norm weights)
+};
+
+enum class GroupKind { kEmbedding, kBlock, kHead };
+
+struct ParamGroup {
+  std::string name;            // "embedding", "block3", "head"
+  GroupKind kind = GroupKind::kBlock;
+  int64_t block = -1;          // the block index for kBlock
+  std::vector<ParamSlot> slots;
+  int64_t numel = 0;           // sum of the slots
+  int64_t padded_numel = 0;    // numel rounded up to a multiple of shards
+  int64_t shard_numel = 0;     // padded_numel / shards
+
+  const ParamSlot& slot(const std::string& slot_name) const;  // throws if absent
+};
+
+// The blocks [first_block, end_block) plus the embedding and/or the head: one pipeline
+// stage. The whole model (the only stage until pipeline parallelism) is the default.
+struct StageRange {
+  int64_t first_block = 0;
+  int64_t end_block = -1;  // -1: through the last block
+  bool embedding = true;
+  bool head = true;
+};
+
+struct ParamLayout {
+  ModelSpec model;
+  int64_t shards = 1;
+  std::vector<ParamGroup> groups;  // order: embedding?, blocks ascending, head?
+  int embedding_group = -1;        // index into groups, -1 if not on this stage
+  int first_block_group = -1;      // groups[first_block_group + i] is block first_block + i
+  int64_t num_blocks = 0;
+  int head_group = -1;
+
+  int64_t numel() const;         // sum of the groups' numel (unpadded)
+  int64_t padded_numel() const;  // sum of padded_numel
+};
+
+ParamLayout BuildParamLayout(const ModelSpec& model, int64_t shards, StageRange stage = {});
+
+// A view of one weight inside a group's flat buffer (parameters or gradients alike).
+at::Tensor SlotView(const at::Tensor& flat, const ParamSlot& slot);
+
+// The group's full padded flat buffer (padded_numel, fp32 on CPU), freshly initialised.
+at::Tensor InitGroup(const ParamGroup& group, uint64_t seed);
+
+}  // namespace meshplan

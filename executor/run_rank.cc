@@ -1,0 +1,118 @@
+// One rank of `meshplan run` (see run_rank.h).
+#include "executor/run_rank.h"
+
+#include <ATen/Parallel.h>
+#include <torch/version.h>  // TORCH_VERSION only (a tiny header)
+#include <unistd.h>
+
+#include <algorithm>
+#include <memory>
+#include <stdexcept>
+
+#include "executor/data.h"
+#include "executor/host_memory.h"
+#include "executor/memory_probe.h"
+#include "executor/snapshot.h"
+#include "executor/trainer.h"
+#include "planner/input_error.h"
+#include "planner/names.h"
+
+namespace meshplan {
+
+namespace {
+
+std::unique_ptr<TokenSource> MakeTokenSource(const PlanFile& pf, const RunOptions& options) {
+  if (options.data == "synthetic")
+    return MakeSyntheticTokens(options.seed, pf.model.vocab_size, pf.training.seq_len);
+  return OpenTokenFile(options.data, ParseTokenDtype(options.data_dtype), pf.model.vocab_size,
+                       pf.training.seq_len, pf.training.global_batch);
+}
+
+void MergePhasePeaks(std::vector<PhasePeak>& into, const std::vector<PhasePeak>& step) {
+  for (const PhasePeak& p : step) {
+    auto it = std::find_if(into.begin(), into.end(),
+                           [&](const PhasePeak& q) { return q.phase == p.phase; });
+    if (it == into.end()) into.push_back(p);
+    else it->peak_bytes = std::max(it->peak_bytes, p.peak_bytes);
+  }
+}
+
+}  // namespace
+
+std::vector<std::string> ExecutorLimitations(const PlanFile& pf) {
+  std::vector<std::string> reasons;
+  const ParallelPlan& plan = pf.plan;
+  if (pf.model.block != BlockKind::kLlama)
+    reasons.push_back(std::string("model.block: the executor builds llama blocks only, not ") +
+                      ToString(pf.model.block));
+  const auto refuse = [&](const char* name, int64_t value, const char* what) {
+    if (value > 1)
+      reasons.push_back(std::string(name) + "=" + std::to_string(value) + ": " + what +
+                        " is not in the executor yet (Executor II); use " + name + "=1");
+  };
+  refuse("tp", plan.tp, "tensor parallelism");
+  refuse("pp", plan.pp, "pipeline parallelism");
+  refuse("cp", plan.cp, "context parallelism");
+  if (plan.sequence_parallel)
+    reasons.push_back("sp=1: sequence parallelism is not in the executor yet (Executor II)");
+  if (pf.training.precision != Precision::kFp32)
+    reasons.push_back(std::string("training.precision: ") + ToString(pf.training.precision) +
+                      " needs a GPU; the CPU executor trains in fp32 (set precision: fp32)");
+  return reasons;
+}
+
+RankMeasurement RunRank(const PlanFile& pf, const RunOptions& options, Communicator& dp,
+                        int world_rank) {
+  const std::vector<std::string> limits = ExecutorLimitations(pf);
+  if (!limits.empty()) throw InputError({"<plan>"}, "plan", limits.front());
+  if (dp.size() != pf.plan.dp)
+    throw std::invalid_argument("RunRank: the dp group has " + std::to_string(dp.size()) +
+                                " ranks, the plan says dp=" + std::to_string(pf.plan.dp));
+  // Freed activations stay in the process: no page faults every step (host_memory.h).
+  RetainFreedHostMemory();
+  // The probe first: what is allocated before it is invisible to it.
+  MemoryProbe& probe = CpuMemoryProbe();
+  const std::unique_ptr<TokenSource> data = MakeTokenSource(pf, options);
+  Trainer trainer(pf.model, pf.training, pf.plan, dp, *data, options.seed, &probe);
+  if (!options.resume_dir.empty()) LoadSnapshot(options.resume_dir, trainer, dp);
+
+  RankMeasurement out;
+  out.rank = world_rank;
+  out.first_step = trainer.step();
+  out.resident_bytes = probe.live_bytes();
+  while (trainer.step() < options.steps) {
+    const StepLog log = trainer.Step();
+    out.losses.push_back(log.loss);
+    out.peak_memory_bytes = std::max(out.peak_memory_bytes, log.peak_bytes);
+    MergePhasePeaks(out.phase_peaks, log.phase_peaks);
+    if (options.save_every > 0 && log.step % options.save_every == 0)
+      SaveSnapshot(options.snapshot_dir, trainer, dp);
+    if (options.after_step) options.after_step(log.step);
+  }
+  out.step_times_s = trainer.timer().times_s();
+  return out;
+}
+
+MeasurementEnvironment CurrentEnvironment(const PlanFile& pf) {
+  MeasurementEnvironment e;
+  e.device = "cpu";
+  e.libtorch_version = TORCH_VERSION;
+  char host[256] = {0};
+  if (::gethostname(host, sizeof(host) - 1) == 0) e.hostname = host;
+  e.world_size = static_cast<int>(pf.plan.world_size());
+  e.intra_op_threads = at::get_num_threads();
+  e.model = pf.model.name;
+  e.plan = ToPlanString(pf.plan);
+  e.precision = ToString(pf.training.precision);
+  e.global_batch = pf.training.global_batch;
+  e.seq_len = pf.training.seq_len;
+  return e;
+}
+
+Measurement CombineRankMeasurements(const PlanFile& pf, const RunOptions& options,
+                                    const std::vector<RankMeasurement>& ranks) {
+  return CombineRanks(CurrentEnvironment(pf), options.warmup_steps,
+                      pf.training.tokens_per_step(), ranks);
+}
+
+}  // namespace meshplan

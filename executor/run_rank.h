@@ -1,0 +1,49 @@
+// RunRank: everything one rank of `meshplan run` does, and what it reports.
+//
+// The run command (cli/run_command.cc) builds the device mesh and calls RunRank on every
+// rank with the dp communicator; RunRank installs the memory probe, builds the trainer
+// (executor/trainer.h), optionally resumes from a snapshot, runs the steps with timing and
+// memory figures, saves snapshots, and returns this rank's RankMeasurement. Rank 0 then
+// combines every rank's result with CombineRankMeasurements into measured.json.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "executor/communicator.h"
+#include "planner/config_loader.h"
+#include "planner/measurement.h"
+
+namespace meshplan {
+
+struct RunOptions {
+  int64_t steps = 10;          // the step count to reach (a resumed run does the rest)
+  int64_t warmup_steps = 2;    // first steps of this run left out of the timing
+  std::string data = "synthetic";   // "synthetic" or a token file path
+  std::string data_dtype = "uint16";  // token file ids: uint16 | uint32
+  int64_t save_every = 0;      // snapshot every K steps (0: never) into snapshot_dir
+  std::string snapshot_dir;
+  std::string resume_dir;      // resume from DIR/latest ("" : start from the seed)
+  uint64_t seed = 1234;        // initialisation and synthetic data
+  // Called after each step with its 1-based number (tests: fail at a step).
+  std::function<void(int64_t step)> after_step;
+};
+
+// Why this executor cannot run the plan yet (empty: it can): tp/pp/cp > 1 (issue 6), a
+// gpt block, a precision the device does not train in (CPU: fp32 only).
+std::vector<std::string> ExecutorLimitations(const PlanFile& plan_file);
+
+// One rank. dp.size() must equal plan.dp (std::invalid_argument otherwise); bad options
+// (data file, snapshot) throw InputError; communication failures std::runtime_error.
+RankMeasurement RunRank(const PlanFile& plan_file, const RunOptions& options, Communicator& dp,
+                        int world_rank);
+
+// The environment of this process (device, LibTorch version, host, threads) and the plan.
+MeasurementEnvironment CurrentEnvironment(const PlanFile& plan_file);
+// Rank 0: every rank's result (in world-rank order) -> measured.json's content.
+Measurement CombineRankMeasurements(const PlanFile& plan_file, const RunOptions& options,
+                                    const std::vector<RankMeasurement>& ranks);
+
+}  // namespace meshplan

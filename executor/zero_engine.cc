@@ -1,0 +1,164 @@
+// ZeRO 0-3 over flat parameter groups (see zero_engine.h for who holds what and when).
+#include "executor/zero_engine.h"
+
+#include <stdexcept>
+#include <utility>
+
+namespace meshplan {
+
+ZeroEngine::ZeroEngine(const ParamLayout& layout, int zero_stage, Communicator& dp,
+                       const AdamWOptions& adamw, uint64_t seed)
+    : layout_(layout), zero_stage_(zero_stage), dp_(dp), adamw_(adamw) {
+  if (zero_stage < 0 || zero_stage > 3)
+    throw std::invalid_argument("ZeroEngine: zero_stage must be 0..3");
+  if (layout.shards != dp.size())
+    throw std::invalid_argument("ZeroEngine: the layout is sharded " +
+                                std::to_string(layout.shards) + " ways, the dp group has " +
+                                std::to_string(dp.size()) + " ranks");
+  groups_.resize(layout_.groups.size());
+  const int64_t r = dp.rank();
+  for (size_t g = 0; g < groups_.size(); ++g) {
+    const ParamGroup& spec = layout_.groups[g];
+    Group& group = groups_[g];
+    const int64_t shard = spec.shard_numel;
+    if (zero_stage_ == 3) {
+      // Initialise the whole group (rank-independent values), keep this rank's shard.
+      group.params = InitGroup(spec, seed).narrow(0, r * shard, shard).clone();
+    } else {
+      group.params = InitGroup(spec, seed);
+    }
+    if (zero_stage_ <= 1) group.grad = at::zeros({spec.padded_numel}, at::kFloat);
+    if (zero_stage_ >= 1) group.grad_shard = at::zeros({shard}, at::kFloat);
+    const int64_t owned = zero_stage_ == 0 ? spec.padded_numel : shard;
+    group.m = at::zeros({owned}, at::kFloat);
+    group.v = at::zeros({owned}, at::kFloat);
+  }
+}
+
+// ---------------------------------------------------------------------------------------
+// Parameters
+
+at::Tensor ZeroEngine::ParamShardView(Group& group, const ParamGroup& spec) {
+  if (zero_stage_ == 3) return group.params;
+  return group.params.narrow(0, dp_.rank() * spec.shard_numel, spec.shard_numel);
+}
+
+at::Tensor ZeroEngine::AcquireParams(int g) {
+  Group& group = groups_[g];
+  if (zero_stage_ != 3) return group.params;
+  if (group.acquired++ == 0) {
+    group.gathered = at::empty({layout_.groups[g].padded_numel}, at::kFloat);
+    dp_.AllGather(group.params, group.gathered);
+  }
+  return group.gathered;
+}
+
+void ZeroEngine::ReleaseParams(int g) {
+  Group& group = groups_[g];
+  if (zero_stage_ != 3) return;
+  if (group.acquired <= 0) throw std::logic_error("ZeroEngine: release without acquire");
+  if (--group.acquired == 0) group.gathered.reset();
+}
+
+// ---------------------------------------------------------------------------------------
+// Gradients
+
+void ZeroEngine::BeginMicrobatch(int64_t index, int64_t count) {
+  microbatch_ = index;
+  microbatches_ = count;
+}
+
+at::Tensor ZeroEngine::GradBuffer(int g) {
+  Group& group = groups_[g];
+  if (!group.grad.defined()) group.grad = at::zeros({layout_.groups[g].padded_numel}, at::kFloat);
+  return group.grad;
+}
+
+void ZeroEngine::GradReady(int g) {
+  Group& group = groups_[g];
+  const bool last = microbatch_ == microbatches_ - 1;
+  if (zero_stage_ == 0) {
+    if (last) pending_.push_back({g, dp_.AllReduceSumAsync(group.grad), {}, {}});
+    return;
+  }
+  if (zero_stage_ == 1) {
+    if (last) pending_.push_back({g, dp_.ReduceScatterSumAsync(group.grad, group.grad_shard), {}, {}});
+    return;
+  }
+  // Stages 2-3: reduce-scatter every micro-batch; at most one in flight.
+  FinishPending();
+  Pending p;
+  p.group = g;
+  p.full_grad = std::move(group.grad);  // group.grad is now undefined
+  at::Tensor out = group.grad_shard;
+  if (microbatch_ > 0) out = p.partial = at::empty({layout_.groups[g].shard_numel}, at::kFloat);
+  p.handle = dp_.ReduceScatterSumAsync(p.full_grad, out);
+  pending_.push_back(std::move(p));
+}
+
+void ZeroEngine::FinishPending() {
+  for (Pending& p : pending_) {
+    p.handle->Wait();
+    if (p.partial.defined()) groups_[p.group].grad_shard.add_(p.partial);
+  }
+  pending_.clear();  // frees the full gradients and partial shards
+}
+
+void ZeroEngine::EndMicrobatch() {
+  if (zero_stage_ >= 2 || microbatch_ == microbatches_ - 1) FinishPending();
+}
+
+// ---------------------------------------------------------------------------------------
+// Update
+
+void ZeroEngine::Step() {
+  FinishPending();
+  ++optimizer_steps_;
+  const double scale = 1.0 / static_cast<double>(dp_.size());
+  std::vector<std::unique_ptr<CommHandle>> gathers;
+  for (size_t g = 0; g < groups_.size(); ++g) {
+    Group& group = groups_[g];
+    const ParamGroup& spec = layout_.groups[g];
+    if (zero_stage_ == 0) {
+      group.grad.mul_(scale);
+      AdamWUpdate(group.params, group.grad, group.m, group.v, optimizer_steps_, adamw_);
+      group.grad.zero_();
+      continue;
+    }
+    group.grad_shard.mul_(scale);
+    at::Tensor shard = ParamShardView(group, spec);
+    AdamWUpdate(shard, group.grad_shard, group.m, group.v, optimizer_steps_, adamw_);
+    group.grad_shard.zero_();
+    if (zero_stage_ == 1) group.grad.zero_();
+    // Stages 1-2: every rank's updated shard back into everyone's full params.
+    if (zero_stage_ <= 2) gathers.push_back(dp_.AllGatherAsync(shard, group.params));
+  }
+  for (auto& handle : gathers) handle->Wait();
+}
+
+// ---------------------------------------------------------------------------------------
+// State
+
+ZeroEngine::OwnedState ZeroEngine::Owned(int g) {
+  Group& group = groups_[g];
+  const at::Tensor params =
+      zero_stage_ == 0 ? group.params : ParamShardView(group, layout_.groups[g]);
+  return {params, group.m, group.v};
+}
+
+void ZeroEngine::SyncParamsFromShards() {
+  if (zero_stage_ == 0 || zero_stage_ == 3) return;
+  for (size_t g = 0; g < groups_.size(); ++g) {
+    Group& group = groups_[g];
+    dp_.AllGather(ParamShardView(group, layout_.groups[g]), group.params);
+  }
+}
+
+at::Tensor ZeroEngine::FullParamsCopy(int g) {
+  const ParamGroup& spec = layout_.groups[g];
+  at::Tensor full = AcquireParams(g).narrow(0, 0, spec.numel).clone();
+  ReleaseParams(g);
+  return full;
+}
+
+}  // namespace meshplan

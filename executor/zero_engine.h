@@ -1,0 +1,126 @@
+// ZeroEngine: one rank's parameters, gradients and AdamW states for data parallelism with
+// ZeRO stage 0 (plain DDP) to 3 (FSDP full shard), over the dp Communicator.
+//
+// The unit of everything is a parameter group (executor/param_layout.h: the embedding, each
+// block, the head): one flat buffer, padded to a multiple of n = dp.size(), whose rank-r
+// shard is elements [r * shard, (r+1) * shard). What each rank holds (P = the padded numel
+// summed over groups, P_g one group's; fp32 on CPU, 4 bytes per element):
+//
+//   stage  params            gradients (persistent)    per group while in backward     Adam m, v
+//   0      full P            full P                    -                              full 2P
+//   1      full P            full P + shard P/n        -                              shard 2P/n
+//   2      full P            shard P/n                 full grad P_g                  shard 2P/n
+//   3      shard P/n         shard P/n                 gathered params P_g, grad P_g  shard 2P/n
+//
+// Communication (SPEC.md 2c), one bucket = one group:
+//   0: after a group's backward in the LAST micro-batch, async all-reduce of its gradient in
+//      place; all are waited for before the optimizer (overlapped with the rest of backward).
+//   1: the same timing, async reduce-scatter of the full gradient into the shard buffer;
+//      after AdamW on the shard, all-gather of the updated shard into the full params (in
+//      place: the input is this rank's slice of the output).
+//   2: after a group's backward in EVERY micro-batch, async reduce-scatter of its full
+//      gradient; the full gradient is freed when that reduce-scatter completes, which the
+//      engine waits for when the next group's gradient is ready (so at most two full group
+//      gradients exist at once: the one being computed and the one in flight). Micro-batch
+//      0 reduce-scatters straight into the shard; later ones into a temporary shard that is
+//      added and freed. Update and all-gather as in stage 1.
+//   3: as 2 for gradients; params are all-gathered into a temporary full buffer on
+//      AcquireParams (before a group's forward, again before its backward) and freed on the
+//      matching ReleaseParams (ref-counted: the head stays gathered from its forward
+//      through its backward; a tied embedding is held by the head too).
+// Gradients are summed over the dp ranks and then divided by n, so with the loss of each
+// of the m micro-batches scaled by 1/m the result is the gradient of the global-batch mean.
+// Communicator temporaries (GlooCommunicator: one shard-sized buffer per reduce-scatter
+// when n > 2) come on top.
+// Not thread-safe; every rank of the dp group must make the same calls in the same order.
+#pragma once
+
+#include <ATen/ATen.h>
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "executor/adamw.h"
+#include "executor/communicator.h"
+#include "executor/param_layout.h"
+
+namespace meshplan {
+
+class ZeroEngine {
+ public:
+  // Initialises every group from `seed` (InitGroup: the same values for any dp size) and
+  // keeps this rank's part. layout.shards must equal dp.size().
+  ZeroEngine(const ParamLayout& layout, int zero_stage, Communicator& dp,
+             const AdamWOptions& adamw, uint64_t seed);
+  ZeroEngine(const ZeroEngine&) = delete;
+  ZeroEngine& operator=(const ZeroEngine&) = delete;
+
+  const ParamLayout& layout() const { return layout_; }
+  int zero_stage() const { return zero_stage_; }
+  int64_t optimizer_steps() const { return optimizer_steps_; }
+
+  // --- forward and backward -------------------------------------------------------------
+  // The full flat params of group g (padded numel). Stage 3: all-gathers on the first
+  // acquire (blocking) and keeps them until the matching release.
+  at::Tensor AcquireParams(int g);
+  void ReleaseParams(int g);
+
+  // Call before each micro-batch's forward: `index` in 0..count-1.
+  void BeginMicrobatch(int64_t index, int64_t count);
+  // The full flat gradient of group g to accumulate into (stages 2-3: allocated zeroed on
+  // the first call in a micro-batch).
+  at::Tensor GradBuffer(int g);
+  // Group g's gradient for this micro-batch is complete: launch its communication.
+  void GradReady(int g);
+  // After the micro-batch's backward: waits for what must be complete by now.
+  void EndMicrobatch();
+
+  // --- update ---------------------------------------------------------------------------
+  // Averages the gradients over dp, AdamW on this rank's part (lr from `adamw`), stages
+  // 1-2 all-gather the updated params, and clears the gradients.
+  void Step();
+
+  // --- state (snapshots and tests) ------------------------------------------------------
+  // This rank's owned part of group g: the shard (stages 1-3) or everything (stage 0).
+  struct OwnedState {
+    at::Tensor params, m, v;  // views into the engine's buffers (write to restore)
+  };
+  OwnedState Owned(int g);
+  // Stages 1-2: all-gathers the owned param shards into the full params (after a restore).
+  // Collective: every rank calls it.
+  void SyncParamsFromShards();
+  void set_optimizer_steps(int64_t steps) { optimizer_steps_ = steps; }
+  // A copy of group g's full (unpadded) params. Stage 3: collective (all-gathers).
+  at::Tensor FullParamsCopy(int g);
+
+ private:
+  struct Group {
+    at::Tensor params;      // stages 0-2: full padded; stage 3: shard
+    at::Tensor gathered;    // stage 3: full params while acquired
+    int acquired = 0;
+    at::Tensor grad;        // full padded: stages 0-1 always; 2-3 during backward
+    at::Tensor grad_shard;  // stages 1-3
+    at::Tensor m, v;        // owned part
+  };
+  struct Pending {
+    int group = -1;
+    std::unique_ptr<CommHandle> handle;
+    at::Tensor full_grad;   // stages 2-3: kept alive until the reduce-scatter is done
+    at::Tensor partial;     // stages 2-3, micro-batch > 0: to add into grad_shard
+  };
+  at::Tensor ParamShardView(Group& group, const ParamGroup& spec);
+  void FinishPending();
+
+  ParamLayout layout_;
+  int zero_stage_;
+  Communicator& dp_;
+  AdamWOptions adamw_;
+  std::vector<Group> groups_;
+  std::vector<Pending> pending_;
+  int64_t microbatch_ = 0, microbatches_ = 1;
+  int64_t optimizer_steps_ = 0;
+};
+
+}  // namespace meshplan

@@ -1,0 +1,256 @@
+// `meshplan run` end to end on CPU: --nproc 2 trains a tiny plan and writes
+// measured.json; a rank that fails (hidden --fail-* flags) ends the whole run with
+// a message naming it, within the bound, leaving no process behind; bad plans and
+// a --nproc that is not the plan's world size exit 2 before any rank starts; the
+// binary also runs as ranks started by someone else (torchrun's variables).
+#include <catch2/catch.hpp>
+
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <signal.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <utility>
+#include <vector>
+
+namespace meshplan {
+namespace {
+
+namespace fs = std::filesystem;
+using Clock = std::chrono::steady_clock;
+
+// A scratch directory whose unique path also marks every process of one test run.
+struct Scratch {
+  fs::path dir;
+  Scratch() {
+    char pattern[] = "/tmp/meshplan_run_test_XXXXXX";
+    dir = ::mkdtemp(pattern);
+  }
+  ~Scratch() { fs::remove_all(dir); }
+  std::string Path(const std::string& name) const { return (dir / name).string(); }
+  std::string Read(const std::string& name) const {
+    std::ifstream in(dir / name);
+    std::stringstream ss;
+    ss << in.rdbuf();
+    return ss.str();
+  }
+  void Write(const std::string& name, const std::string& text) const {
+    std::ofstream(dir / name) << text;
+  }
+};
+
+// A tiny plan (tiny-llama, 4 sequences of 32 tokens, fp32): seconds on CPU.
+std::string TinyPlan(const std::string& plan_section) {
+  return "model: tiny-llama\n"
+         "cluster: 2xa40-pcie\n"
+         "training:\n"
+         "  global_batch: 4\n"
+         "  seq_len: 32\n"
+         "  precision: fp32\n"
+         "  steps: 4\n"
+         "plan:\n" +
+         plan_section;
+}
+
+struct Outcome {
+  int exit_code = -1;  // 128 + signal when killed
+  double elapsed_s = 0;
+  std::string out, err;
+};
+
+// Runs the meshplan binary with `args` (and extra environment), stdout/stderr into
+// files of `scratch` named by `tag`; kills it after 120 s so a hang fails the test
+// instead of blocking CTest.
+pid_t Start(const Scratch& scratch, const std::string& tag, const std::vector<std::string>& args,
+            const std::vector<std::pair<std::string, std::string>>& env = {}) {
+  std::vector<std::string> argv = {MESHPLAN_BINARY};
+  argv.insert(argv.end(), args.begin(), args.end());
+  const std::string out = scratch.Path(tag + ".out"), err = scratch.Path(tag + ".err");
+  const pid_t pid = ::fork();
+  if (pid == 0) {
+    const int o = ::open(out.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    const int e = ::open(err.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    ::dup2(o, 1);
+    ::dup2(e, 2);
+    for (const auto& [k, v] : env) ::setenv(k.c_str(), v.c_str(), 1);
+    std::vector<char*> c;
+    for (auto& a : argv) c.push_back(a.data());
+    c.push_back(nullptr);
+    ::execv(c[0], c.data());
+    ::_exit(127);
+  }
+  return pid;
+}
+
+Outcome Wait(const Scratch& scratch, const std::string& tag, pid_t pid, Clock::time_point start) {
+  Outcome outcome;
+  int status = 0;
+  for (;;) {
+    if (::waitpid(pid, &status, WNOHANG) == pid) break;
+    if (Clock::now() - start > std::chrono::seconds(120)) {
+      ::kill(pid, SIGKILL);
+      ::waitpid(pid, &status, 0);
+      break;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  outcome.elapsed_s = std::chrono::duration<double>(Clock::now() - start).count();
+  outcome.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+  outcome.out = scratch.Read(tag + ".out");
+  outcome.err = scratch.Read(tag + ".err");
+  return outcome;
+}
+
+Outcome Run(const Scratch& scratch, const std::vector<std::string>& args) {
+  const auto start = Clock::now();
+  return Wait(scratch, "run", Start(scratch, "run", args), start);
+}
+
+// Processes whose command line mentions `marker` (the scratch directory), not zombies.
+std::vector<std::string> ProcessesMentioning(const std::string& marker) {
+  std::vector<std::string> found;
+  for (const auto& entry : fs::directory_iterator("/proc")) {
+    const std::string name = entry.path().filename().string();
+    if (name.find_first_not_of("0123456789") != std::string::npos) continue;
+    std::ifstream cmdline(entry.path() / "cmdline", std::ios::binary);
+    std::string text((std::istreambuf_iterator<char>(cmdline)), std::istreambuf_iterator<char>());
+    if (text.find(marker) == std::string::npos) continue;
+    std::ifstream stat(entry.path() / "stat");
+    std::string line;
+    std::getline(stat, line);
+    const auto paren = line.rfind(')');
+    if (paren != std::string::npos && paren + 2 < line.size() && line[paren + 2] == 'Z') continue;
+    found.push_back(name);
+  }
+  return found;
+}
+
+// Waits up to 3 s for every process of this run to be gone.
+bool NothingLeft(const std::string& marker) {
+  for (int i = 0; i < 150; ++i) {
+    if (ProcessesMentioning(marker).empty()) return true;
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  return false;
+}
+
+TEST_CASE("meshplan run --nproc 2 trains a tiny plan and writes measured.json",
+          "[executor][launcher][run]") {
+  Scratch scratch;
+  scratch.Write("plan.yaml", TinyPlan("  dp: 2\n  zero: 1\n"));
+  const Outcome run = Run(scratch, {"run", scratch.Path("plan.yaml"), "--nproc", "2", "--steps",
+                                    "3", "--warmup", "1", "--out", scratch.Path("measured.json")});
+  INFO(run.out << run.err);
+  REQUIRE(run.exit_code == 0);
+  CHECK_THAT(run.out, Catch::Contains("[rank 0] "));  // rank 0's summary, prefixed
+  const nlohmann::json measured = nlohmann::json::parse(scratch.Read("measured.json"));
+  CHECK(measured.at("steps") == 3);
+  CHECK(measured.at("environment").at("world_size") == 2);
+  REQUIRE(measured.at("ranks").size() == 2);
+  for (const auto& rank : measured.at("ranks")) CHECK(rank.at("peak_memory_bytes") > 0);
+  CHECK(NothingLeft(scratch.dir.string()));
+}
+
+TEST_CASE("meshplan run: a rank that fails ends the run, named, within the bound",
+          "[executor][launcher][run]") {
+  Scratch scratch;
+  scratch.Write("plan.yaml", TinyPlan("  dp: 2\n"));
+  const auto [mode, cause] = GENERATE(std::make_pair(std::string("exit"), std::string("exited with code 3")),
+                                      std::make_pair(std::string("kill"), std::string("killed by signal 9")));
+  const Outcome run =
+      Run(scratch, {"run", scratch.Path("plan.yaml"), "--nproc", "2", "--steps", "4", "--out",
+                    scratch.Path("measured.json"), "--fail-rank", "1", "--fail-at-step", "1",
+                    "--fail-mode", mode});
+  INFO(run.out << run.err);
+  CHECK(run.exit_code != 0);
+  CHECK(run.elapsed_s < 20);
+  CHECK_THAT(run.err, Catch::Contains("rank 1") && Catch::Contains(cause));
+  CHECK_FALSE(fs::exists(scratch.Path("measured.json")));
+  CHECK(NothingLeft(scratch.dir.string()));
+}
+
+TEST_CASE("meshplan run: a rank that hangs makes its peer time out, and the run ends",
+          "[executor][launcher][run]") {
+  Scratch scratch;
+  scratch.Write("plan.yaml", TinyPlan("  dp: 2\n"));
+  const Outcome run =
+      Run(scratch, {"run", scratch.Path("plan.yaml"), "--nproc", "2", "--steps", "4", "--out",
+                    scratch.Path("measured.json"), "--comm-timeout", "3", "--fail-rank", "1",
+                    "--fail-at-step", "1", "--fail-mode", "hang"});
+  INFO(run.out << run.err);
+  CHECK(run.exit_code != 0);
+  CHECK(run.elapsed_s < 20);
+  CHECK_THAT(run.err, Catch::Contains("rank 0") && Catch::Contains("stopped ranks 1"));
+  CHECK(NothingLeft(scratch.dir.string()));
+}
+
+TEST_CASE("meshplan run refuses bad plans and a wrong --nproc before any rank starts",
+          "[executor][launcher][run]") {
+  Scratch scratch;
+  scratch.Write("plan.yaml", TinyPlan("  dp: 2\n"));
+  scratch.Write("bad_tp.yaml", TinyPlan("  tp: 3\n"));  // tiny-llama has 8 heads
+  const Outcome mismatch =
+      Run(scratch, {"run", scratch.Path("plan.yaml"), "--nproc", "3", "--out", scratch.Path("m.json")});
+  CHECK(mismatch.exit_code == 2);
+  CHECK_THAT(mismatch.err, Catch::Contains("world_size") && Catch::Contains("3"));
+  CHECK_THAT(mismatch.out + mismatch.err, !Catch::Contains("[rank"));
+
+  const Outcome bad = Run(scratch, {"run", scratch.Path("bad_tp.yaml"), "--out", scratch.Path("m.json")});
+  CHECK(bad.exit_code == 2);
+  CHECK_THAT(bad.err, Catch::Contains("tp_divides_heads"));
+  CHECK_THAT(bad.out + bad.err, !Catch::Contains("[rank"));
+
+  const Outcome missing = Run(scratch, {"run", scratch.Path("nope.yaml")});
+  CHECK(missing.exit_code == 2);
+}
+
+// A free TCP port on 127.0.0.1 (closed again: the rank 0 process binds it next).
+int FreePort() {
+  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  addr.sin_port = 0;
+  ::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr);
+  socklen_t len = sizeof addr;
+  ::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len);
+  ::close(fd);
+  return ntohs(addr.sin_port);
+}
+
+TEST_CASE("meshplan run as ranks started by another launcher (torchrun variables)",
+          "[executor][launcher][run]") {
+  Scratch scratch;
+  scratch.Write("plan.yaml", TinyPlan("  dp: 2\n"));
+  const std::string port = std::to_string(FreePort());
+  const auto start = Clock::now();
+  std::vector<pid_t> pids;
+  for (int r = 0; r < 2; ++r)
+    pids.push_back(Start(scratch, "rank" + std::to_string(r),
+                         {"run", scratch.Path("plan.yaml"), "--steps", "2", "--warmup", "0",
+                          "--out", scratch.Path("measured.json")},
+                         {{"RANK", std::to_string(r)},
+                          {"WORLD_SIZE", "2"},
+                          {"LOCAL_RANK", std::to_string(r)},
+                          {"MASTER_ADDR", "127.0.0.1"},
+                          {"MASTER_PORT", port}}));
+  for (int r = 0; r < 2; ++r) {
+    const Outcome rank = Wait(scratch, "rank" + std::to_string(r), pids[r], start);
+    INFO("rank " << r << ": " << rank.out << rank.err);
+    CHECK(rank.exit_code == 0);
+  }
+  const nlohmann::json measured = nlohmann::json::parse(scratch.Read("measured.json"));
+  CHECK(measured.at("environment").at("world_size") == 2);
+}
+
+}  // namespace
+}  // namespace meshplan

@@ -1,0 +1,132 @@
+// The detailed memory model (planner/memory_model.h) against the executor's measured peak.
+//
+// For 14 plans of a tiny-llama-like model (E=256, L=4, H=8, K=4, F=688, V=8192, S=256;
+// world 1/2/4, ZeRO 0-3, micro-batch 1/2/4, recompute none/full) this runs
+// `meshplan run --nproc N --steps 1` (one process per rank, so each rank's counting
+// allocator sees only its own tensors) and compares every rank's peak with
+// EstimateStageMemory(..., kDetailed, stage 0). The goal (issue 5) is 2%. A table of
+// predicted vs measured, with the measured peak of each phase and the predicted terms,
+// is printed for the reconciliation.
+#include <catch2/catch.hpp>
+#include <fmt/format.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <iostream>
+#include <string>
+#include <vector>
+
+#include "planner/config_loader.h"
+#include "planner/measurement.h"
+#include "planner/memory_model.h"
+
+namespace meshplan {
+namespace {
+
+namespace fs = std::filesystem;
+
+struct MemoryCase {
+  int64_t world;
+  int zero;
+  int64_t mbs;
+  int64_t microbatches;
+  Recompute recompute;
+};
+
+ModelSpec TinyLlamaLike() {
+  ModelSpec m;
+  m.name = "memory-test-llama";
+  m.vocab_size = 8192;
+  m.hidden = 256;
+  m.layers = 4;
+  m.heads = 8;
+  m.kv_heads = 4;
+  m.ffn_hidden = 688;
+  m.tied_embeddings = false;
+  m.max_seq = 1024;
+  return m;
+}
+
+PlanFile MakePlanFile(const MemoryCase& c) {
+  PlanFile pf;
+  pf.model = TinyLlamaLike();
+  pf.cluster = LoadCluster(std::to_string(c.world) + "xa40");
+  pf.training.global_batch = c.world * c.mbs * c.microbatches;
+  pf.training.seq_len = 256;
+  pf.training.precision = Precision::kFp32;
+  pf.training.steps = 1;
+  pf.plan.dp = c.world;
+  pf.plan.zero_stage = c.zero;
+  pf.plan.micro_batch = c.mbs;
+  pf.plan.recompute = c.recompute;
+  return pf;
+}
+
+std::string Mb(double bytes) { return fmt::format("{:.3f}", bytes / 1e6); }
+
+TEST_CASE("the detailed memory model predicts each rank's measured peak within 2%",
+          "[executor][memory_prediction]") {
+  const std::vector<MemoryCase> cases = {
+      {1, 0, 1, 1, Recompute::kNone}, {1, 0, 2, 2, Recompute::kNone},
+      {1, 0, 4, 1, Recompute::kFull}, {2, 0, 1, 1, Recompute::kNone},
+      {2, 0, 2, 1, Recompute::kFull}, {2, 1, 2, 1, Recompute::kNone},
+      {2, 1, 4, 1, Recompute::kFull}, {2, 2, 1, 2, Recompute::kFull},
+      {2, 3, 4, 1, Recompute::kNone}, {2, 3, 1, 1, Recompute::kFull},
+      {4, 0, 2, 1, Recompute::kFull}, {4, 1, 1, 1, Recompute::kNone},
+      {4, 2, 4, 1, Recompute::kFull}, {4, 3, 2, 2, Recompute::kNone},
+  };
+  const fs::path dir = fs::temp_directory_path() / fmt::format("meshplan_memory_{}", ::getpid());
+  fs::create_directories(dir);
+  std::string table = fmt::format(
+      "{:<44} {:>10} {:>10} {:>7}  {:<15} | measured MB: {:>9} {:>9} {:>9} {:>9} | predicted MB: "
+      "{:>8} {:>8} {:>8} {:>8} {:>8} {:>8} {:>8} {:>8}\n",
+      "plan", "predicted", "measured", "err %", "predicted phase", "resident", "forward",
+      "backward", "optimizer", "params", "grads", "optim", "activ", "logits", "comm", "gather",
+      "transnt");
+  for (size_t i = 0; i < cases.size(); ++i) {
+    const MemoryCase& c = cases[i];
+    const PlanFile pf = MakePlanFile(c);
+    const std::string plan_path = (dir / fmt::format("plan{}.yaml", i)).string();
+    const std::string out_path = (dir / fmt::format("measured{}.json", i)).string();
+    SavePlanFile(plan_path, pf);
+    const std::string command =
+        fmt::format("'{}' run '{}' --nproc {} --steps 1 --warmup 0 --out '{}' > '{}.log' 2>&1",
+                    MESHPLAN_BINARY, plan_path, c.world, out_path, out_path);
+    INFO(command);
+    REQUIRE(std::system(command.c_str()) == 0);
+    const Measurement measured = LoadMeasurement(out_path);
+    const MemoryBreakdown predicted =
+        EstimateStageMemory(pf.model, pf.training, pf.plan, MemoryModel::kDetailed, 0);
+    REQUIRE(measured.ranks.size() == static_cast<size_t>(c.world));
+    for (const RankMeasurement& rank : measured.ranks) {
+      const double error =
+          (predicted.total_bytes - double(rank.peak_memory_bytes)) / double(rank.peak_memory_bytes);
+      auto phase = [&](const char* name) {
+        for (const PhasePeak& p : rank.phase_peaks)
+          if (p.phase == name) return Mb(double(p.peak_bytes));
+        return std::string("-");
+      };
+      table += fmt::format(
+          "{:<44} {:>10} {:>10} {:>+7.2f}  {:<15} | measured MB: {:>9} {:>9} {:>9} {:>9} | "
+          "predicted MB: {:>8} {:>8} {:>8} {:>8} {:>8} {:>8} {:>8} {:>8}\n",
+          fmt::format("{} G={} rank {}", ToShortPlanString(pf.plan), pf.training.global_batch,
+                      rank.rank),
+          Mb(predicted.total_bytes), Mb(double(rank.peak_memory_bytes)), 100 * error,
+          predicted.peak_phase, Mb(double(rank.resident_bytes)), phase("forward"),
+          phase("backward"), phase("optimizer"), Mb(predicted.params_bytes),
+          Mb(predicted.grads_bytes), Mb(predicted.optimizer_bytes), Mb(predicted.activations_bytes),
+          Mb(predicted.logits_bytes), Mb(predicted.comm_buffer_bytes),
+          Mb(predicted.gathered_params_bytes), Mb(predicted.transient_bytes));
+      INFO(ToShortPlanString(pf.plan) << " rank " << rank.rank << ": predicted "
+                                      << predicted.total_bytes << " B, measured "
+                                      << rank.peak_memory_bytes << " B");
+      CHECK(std::abs(error) <= 0.02);
+    }
+  }
+  std::cout << "\nDetailed memory model vs measured peak (tiny-llama-like, S=256, fp32, CPU):\n"
+            << table << std::flush;
+  fs::remove_all(dir);
+}
+
+}  // namespace
+}  // namespace meshplan

@@ -1,0 +1,160 @@
+// Whole training steps: recompute modes and gradient accumulation on one process, and
+// DP / ZeRO-1/2/3 on 2 and 4 ranks (threads, each with its own Gloo communicator over one
+// HashStore) against the single-process run of the same global batch.
+#include "tests/executor/rank_threads.h"  // first: LibTorch before Catch2
+
+#include <torch/csrc/distributed/c10d/HashStore.hpp>
+
+#include <string>
+#include <vector>
+
+#include "executor/data.h"
+#include "executor/gloo_communicator.h"
+#include "executor/single_rank_communicator.h"
+#include "executor/trainer.h"
+#include "tests/executor/test_util.h"
+
+namespace meshplan {
+namespace {
+
+using test::RequireClose;
+using test::TinySpec;
+
+struct Trained {
+  std::vector<double> losses;
+  std::vector<at::Tensor> params;  // full, unpadded, per group
+};
+
+TrainingSpec Training(int64_t global_batch) {
+  TrainingSpec t;
+  t.global_batch = global_batch;
+  t.seq_len = 8;
+  t.precision = Precision::kFp32;
+  t.learning_rate = 1e-2;  // large enough that 3 steps move every weight visibly
+  return t;
+}
+
+Trained Train(const ModelSpec& m, const TrainingSpec& training, const ParallelPlan& plan,
+              Communicator& dp, int steps) {
+  const auto data = MakeSyntheticTokens(5, m.vocab_size, training.seq_len);
+  Trainer trainer(m, training, plan, dp, *data, /*seed=*/42, nullptr);
+  Trained out;
+  for (int s = 0; s < steps; ++s) {
+    const StepLog log = trainer.Step();
+    if (log.step != s + 1) throw std::runtime_error("step numbering");
+    out.losses.push_back(log.loss);
+  }
+  for (size_t g = 0; g < trainer.engine().layout().groups.size(); ++g)
+    out.params.push_back(trainer.engine().FullParamsCopy(static_cast<int>(g)));
+  return out;
+}
+
+Trained TrainSingle(const ModelSpec& m, const TrainingSpec& training, ParallelPlan plan, int steps) {
+  plan.dp = 1;
+  SingleRankCommunicator single;
+  return Train(m, training, plan, single, steps);
+}
+
+void RequireSameRun(const Trained& got, const Trained& want, double rtol, double atol,
+                    const std::string& what) {
+  REQUIRE(got.losses.size() == want.losses.size());
+  for (size_t s = 0; s < got.losses.size(); ++s) {
+    INFO(what << ": loss of step " << s + 1);
+    CHECK(got.losses[s] == Approx(want.losses[s]).epsilon(rtol).margin(atol));
+  }
+  REQUIRE(got.params.size() == want.params.size());
+  for (size_t g = 0; g < got.params.size(); ++g)
+    RequireClose(got.params[g], want.params[g], rtol, atol, what + ": params of group " + std::to_string(g));
+}
+
+ParallelPlan Plan(int64_t dp, int zero, int64_t mbs, Recompute recompute) {
+  ParallelPlan p;
+  p.dp = dp;
+  p.zero_stage = zero;
+  p.micro_batch = mbs;
+  p.recompute = recompute;
+  return p;
+}
+
+TEST_CASE("one process: recompute none, selective and full train identically",
+          "[executor][trainer]") {
+  const ModelSpec m = TinySpec(false, 2);
+  const Trained none = TrainSingle(m, Training(4), Plan(1, 0, 2, Recompute::kNone), 3);
+  CHECK(none.losses.back() < none.losses.front());  // it learns
+  for (Recompute r : {Recompute::kSelective, Recompute::kFull})
+    RequireSameRun(TrainSingle(m, Training(4), Plan(1, 0, 2, r), 3), none, 0, 0,
+                   std::string("recompute ") + (r == Recompute::kFull ? "full" : "selective"));
+}
+
+TEST_CASE("one process: 4 micro-batches of 1 equal one batch of 4", "[executor][trainer]") {
+  const ModelSpec m = TinySpec(true, 2);
+  const Trained one = TrainSingle(m, Training(4), Plan(1, 0, 4, Recompute::kNone), 3);
+  const Trained four = TrainSingle(m, Training(4), Plan(1, 0, 1, Recompute::kNone), 3);
+  RequireSameRun(four, one, 1e-5, 1e-6, "mbs=1 x 4 vs mbs=4 x 1");
+}
+
+// ---------------------------------------------------------------------------------------
+// Data parallel
+
+struct DpCase {
+  int64_t dp;
+  int zero;
+  int64_t mbs;
+  int64_t global_batch;
+  Recompute recompute;
+  bool tied;
+};
+
+std::string Describe(const DpCase& c) {
+  return "dp=" + std::to_string(c.dp) + " zero=" + std::to_string(c.zero) +
+         " mbs=" + std::to_string(c.mbs) + " G=" + std::to_string(c.global_batch) +
+         " micro-batches=" + std::to_string(c.global_batch / (c.dp * c.mbs)) +
+         (c.recompute == Recompute::kNone ? " none" : c.recompute == Recompute::kFull ? " full" : " selective") +
+         (c.tied ? " tied" : "");
+}
+
+std::vector<int> Iota(int n) {
+  std::vector<int> v(n);
+  for (int i = 0; i < n; ++i) v[i] = i;
+  return v;
+}
+
+TEST_CASE("DP and ZeRO-1/2/3 on 2 and 4 ranks equal the single-process run",
+          "[executor][trainer][dp]") {
+  const DpCase c = GENERATE(
+      // no accumulation, with accumulation, with recompute, on 2 and 4 ranks, each stage
+      DpCase{2, 0, 2, 4, Recompute::kNone, false}, DpCase{2, 0, 1, 4, Recompute::kFull, false},
+      DpCase{4, 0, 1, 8, Recompute::kSelective, false}, DpCase{4, 0, 2, 8, Recompute::kNone, true},
+      DpCase{2, 1, 2, 4, Recompute::kNone, false}, DpCase{2, 1, 1, 4, Recompute::kSelective, false},
+      DpCase{4, 1, 1, 8, Recompute::kFull, false}, DpCase{4, 1, 2, 8, Recompute::kNone, true},
+      DpCase{2, 2, 2, 4, Recompute::kFull, false}, DpCase{2, 2, 1, 4, Recompute::kNone, true},
+      DpCase{4, 2, 1, 8, Recompute::kNone, false}, DpCase{4, 2, 2, 8, Recompute::kSelective, false},
+      DpCase{2, 3, 2, 4, Recompute::kSelective, false}, DpCase{2, 3, 1, 4, Recompute::kNone, true},
+      DpCase{4, 3, 1, 8, Recompute::kFull, true}, DpCase{4, 3, 2, 8, Recompute::kNone, false});
+  INFO(Describe(c));
+  const ModelSpec m = TinySpec(c.tied, 2);
+  const TrainingSpec training = Training(c.global_batch);
+  const ParallelPlan plan = Plan(c.dp, c.zero, c.mbs, c.recompute);
+  const Trained want = TrainSingle(m, training, plan, 3);
+
+  auto store = c10::make_intrusive<c10d::HashStore>();
+  store->setTimeout(std::chrono::seconds(30));
+  std::vector<Trained> got(static_cast<size_t>(c.dp));
+  test::OnThreads(static_cast<int>(c.dp), [&](int r) {
+    GlooOptions options;
+    options.timeout = std::chrono::seconds(30);
+    GlooCommunicator dp(store, r, Iota(static_cast<int>(c.dp)), "dp", options);
+    got[static_cast<size_t>(r)] = Train(m, training, plan, dp, 3);
+  });
+  // Only the summation order differs from the single process (over ranks instead of over
+  // one batch), so losses agree to fp32 rounding. Parameters get atol = 1e-3 of one AdamW
+  // step (lr): Adam divides by |g|, so an element whose gradient is ~0 turns its rounding
+  // (1e-7 relative) into up to ~1e-4 of a step; every other element agrees to 1e-5.
+  const double step_tol = 1e-3 * training.learning_rate;
+  for (int64_t r = 0; r < c.dp; ++r)
+    RequireSameRun(got[static_cast<size_t>(r)], want, 1e-5, step_tol,
+                   Describe(c) + ", rank " + std::to_string(r));
+}
+
+}  // namespace
+}  // namespace meshplan

@@ -1,0 +1,176 @@
+// Compare: predicted vs measured per figure, the tolerance, figures without a
+// prediction, refusing a measurement of another plan, and the `meshplan compare` CLI
+// (exit 0 / 1 / 2) on files written here.
+#include <catch2/catch.hpp>
+
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+
+#include "planner/compare.h"
+#include "planner/cost_model.h"
+#include "planner/input_error.h"
+#include "planner/memory_model.h"
+#include "planner/names.h"
+#include "tests/planner/cost_test_specs.h"
+
+namespace meshplan {
+namespace {
+
+namespace fs = std::filesystem;
+
+// A small Llama on H100s, dp=2 x pp=2: ranks 0 and 2 hold stage 0, ranks 1 and 3 stage 1.
+PlanFile SmallPlan() {
+  PlanFile p;
+  p.model = testing::SpecLlama(256, 8, 4, 768);
+  p.model.name = "small";
+  p.model.vocab_size = 8192;
+  p.cluster = testing::H100Cluster(1, 4);
+  p.training = testing::Training(8, 256, Precision::kFp32);
+  p.plan.dp = 2;
+  p.plan.pp = 2;
+  return p;
+}
+
+double StagePeak(const PlanFile& p, int64_t stage) {
+  return EstimateStageMemory(p.model, p.training, p.plan, MemoryModel::kDetailed, stage).total_bytes;
+}
+
+// A measurement of `p` whose memory is `memory_factor` x the prediction and whose
+// time is `time_factor` x the predicted step time.
+Measurement MeasuredAs(const PlanFile& p, const std::string& device, double memory_factor,
+                       double time_factor) {
+  Measurement m;
+  MeasurementEnvironment& e = m.environment;
+  e.device = device;
+  e.world_size = static_cast<int>(p.plan.world_size());
+  e.model = p.model.name;
+  e.plan = ToPlanString(p.plan);
+  e.precision = ToString(p.training.precision);
+  e.global_batch = p.training.global_batch;
+  e.seq_len = p.training.seq_len;
+  for (int64_t rank = 0; rank < 4; ++rank)
+    m.peak_memory_bytes.push_back(static_cast<int64_t>(StagePeak(p, rank % 2) * memory_factor));
+  const PlanCost cost = Estimate(p.model, p.cluster, p.training, p.plan);
+  m.median_step_s = cost.time.total_s * time_factor;
+  m.tokens_per_s = static_cast<double>(p.training.tokens_per_step()) / m.median_step_s;
+  m.tokens_per_step = p.training.tokens_per_step();
+  return m;
+}
+
+const FigureComparison& Figure(const Comparison& c, const std::string& name) {
+  for (const FigureComparison& f : c.figures)
+    if (f.figure == name) return f;
+  FAIL("no figure " << name);
+  throw;
+}
+
+TEST_CASE("compare: memory per rank against its pipeline stage, error in %", "[planner][compare]") {
+  const PlanFile p = SmallPlan();
+  REQUIRE(StagePeak(p, 0) != StagePeak(p, 1));  // the stages really differ
+  const Comparison c = ComparePlan(p, MeasuredAs(p, "NVIDIA H100 80GB HBM3", 1.01, 1.05), 2.0);
+  REQUIRE(c.figures.size() == 6);  // 4 ranks + step time + tokens/s
+  const FigureComparison& rank3 = Figure(c, "peak memory rank 3 (stage 1)");
+  CHECK(rank3.predicted == Approx(StagePeak(p, 1)));
+  // predicted / (1.01 predicted) - 1 = -0.99%
+  CHECK(rank3.error_pct == Approx(-0.990).margin(0.01));
+  CHECK(rank3.status == FigureStatus::kWithin);
+  CHECK(Figure(c, "peak memory rank 2 (stage 0)").predicted == Approx(StagePeak(p, 0)));
+  // Step time 5% slower than predicted: -4.76%, outside 2%.
+  const FigureComparison& time = Figure(c, "step time");
+  CHECK(time.error_pct == Approx(-4.762).margin(0.01));
+  CHECK(time.status == FigureStatus::kOutside);
+  CHECK(Figure(c, "tokens/s").error_pct == Approx(5.0).margin(0.01));
+  REQUIRE(c.Failures().size() == 2);
+  CHECK_THAT(c.Failures()[0], Catch::Contains("step time") && Catch::Contains("-4.8%"));
+  CHECK(ComparePlan(p, MeasuredAs(p, "NVIDIA H100 80GB HBM3", 1.01, 1.05), 6.0).Failures().empty());
+}
+
+TEST_CASE("compare: memory outside the tolerance fails, naming the rank", "[planner][compare]") {
+  const PlanFile p = SmallPlan();
+  const Comparison c = ComparePlan(p, MeasuredAs(p, "NVIDIA H100 80GB HBM3", 0.9, 1.0), 2.0);
+  const auto failures = c.Failures();
+  REQUIRE(failures.size() == 4);
+  CHECK_THAT(failures[1], Catch::Contains("peak memory rank 1 (stage 1)") &&
+                              Catch::Contains("+11.1%"));
+}
+
+TEST_CASE("compare: a CPU run against GPU hardware has no time prediction and does not fail",
+          "[planner][compare]") {
+  const PlanFile p = SmallPlan();
+  const Comparison c = ComparePlan(p, MeasuredAs(p, "cpu", 1.0, 3.0), 2.0);
+  const FigureComparison& time = Figure(c, "step time");
+  CHECK(time.status == FigureStatus::kNoPrediction);
+  CHECK_THAT(time.note, Catch::Contains("h100") && Catch::Contains("cpu"));
+  CHECK(c.Failures().empty());
+  CHECK_THAT(FormatComparisonTable(c), Catch::Contains("no prediction") && Catch::Contains("note:"));
+  const nlohmann::json j = ComparisonToJson(c);
+  CHECK(j.at("figures").at(4).at("predicted").is_null());
+  CHECK(j.at("within_tolerance") == true);
+
+  // A CPU profile does describe the CPU.
+  PlanFile cpu = p;
+  cpu.cluster.gpu.name = "cpu-test";
+  const Comparison calibrated = ComparePlan(cpu, MeasuredAs(cpu, "cpu", 1.0, 1.0), 2.0);
+  CHECK(Figure(calibrated, "step time").status == FigureStatus::kWithin);
+}
+
+TEST_CASE("compare: hardware names and device names", "[planner][compare]") {
+  GpuSpec gpu;
+  gpu.name = "h100-sxm";
+  CHECK(HardwareDescribesDevice(gpu, "NVIDIA H100 80GB HBM3"));
+  CHECK_FALSE(HardwareDescribesDevice(gpu, "NVIDIA A100-SXM4-80GB"));
+  CHECK_FALSE(HardwareDescribesDevice(gpu, "cpu"));
+  gpu.name = "cpu-epyc";
+  CHECK(HardwareDescribesDevice(gpu, "cpu"));
+  CHECK_FALSE(HardwareDescribesDevice(gpu, "NVIDIA H100 80GB HBM3"));
+}
+
+TEST_CASE("compare refuses a measurement of another plan", "[planner][compare]") {
+  const PlanFile p = SmallPlan();
+  Measurement m = MeasuredAs(p, "cpu", 1.0, 1.0);
+  m.environment.plan = "dp=4,tp=1,pp=1,cp=1,zero=0,sp=0,mbs=1,recompute=none,schedule=1f1b,vpp=1";
+  CHECK_THROWS_AS(ComparePlan(p, m, 2.0), InputError);
+  m = MeasuredAs(p, "cpu", 1.0, 1.0);
+  m.environment.seq_len = 128;
+  CHECK_THROWS_WITH(ComparePlan(p, m, 2.0, "m.json"),
+                    Catch::Contains("m.json") && Catch::Contains("seq_len"));
+}
+
+// The CLI on files: exit 0 within, 1 outside (named on stderr), 2 for bad input.
+int RunCli(const std::string& args, const fs::path& err) {
+  const std::string command =
+      std::string(MESHPLAN_BINARY) + " " + args + " >/dev/null 2>" + err.string();
+  const int status = std::system(command.c_str());
+  return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+}
+
+TEST_CASE("meshplan compare exits 0, 1 or 2", "[planner][compare][cli]") {
+  char pattern[] = "/tmp/meshplan_compare_XXXXXX";
+  const fs::path dir = ::mkdtemp(pattern);
+  const PlanFile p = SmallPlan();
+  SavePlanFile((dir / "plan.yaml").string(), p);
+  const PlanFile loaded = LoadPlanFile((dir / "plan.yaml").string());
+  std::ofstream(dir / "good.json") << MeasurementToJson(MeasuredAs(loaded, "cpu", 1.005, 1.0)).dump();
+  std::ofstream(dir / "bad.json") << MeasurementToJson(MeasuredAs(loaded, "cpu", 0.8, 1.0)).dump();
+  std::ofstream(dir / "broken.json") << "{\"environment\": 3}";
+  const fs::path err = dir / "err.txt";
+  auto read_err = [&] {
+    std::ifstream in(err);
+    return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  };
+  const std::string plan = (dir / "plan.yaml").string();
+  CHECK(RunCli("compare " + plan + " " + (dir / "good.json").string() + " --tolerance 1", err) == 0);
+  CHECK(RunCli("compare " + plan + " " + (dir / "bad.json").string() + " --tolerance 1", err) == 1);
+  CHECK_THAT(read_err(), Catch::Contains("peak memory rank 0"));
+  CHECK(RunCli("compare " + plan + " " + (dir / "broken.json").string(), err) == 2);
+  CHECK(RunCli("compare " + plan + " " + (dir / "missing.json").string(), err) == 2);
+  CHECK(RunCli("compare " + plan + " " + (dir / "good.json").string() + " --format json", err) == 0);
+  fs::remove_all(dir);
+}
+
+}  // namespace
+}  // namespace meshplan

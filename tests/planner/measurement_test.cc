@@ -1,0 +1,72 @@
+// measured.json: combining rank results, the derived figures, and the JSON round trip.
+#include <catch2/catch.hpp>
+
+#include <filesystem>
+#include <fstream>
+#include <unistd.h>
+
+#include "planner/input_error.h"
+#include "planner/measurement.h"
+
+namespace meshplan {
+namespace {
+
+RankMeasurement Rank(int r, std::vector<double> times, int64_t peak) {
+  RankMeasurement m;
+  m.rank = r;
+  m.step_times_s = std::move(times);
+  m.losses = {5.0, 4.5, 4.25, 4.0};
+  m.resident_bytes = 100;
+  m.peak_memory_bytes = peak;
+  m.phase_peaks = {{"forward", peak - 10}, {"backward", peak}};
+  return m;
+}
+
+TEST_CASE("median after warm-up and tokens per second (divide, never multiply)",
+          "[planner][measurement]") {
+  CHECK(MedianAfterWarmup({9, 1, 3, 2}, 1) == 2);
+  CHECK(MedianAfterWarmup({9, 1, 3, 2, 4}, 1) == 2.5);
+  CHECK(MedianAfterWarmup({9}, 1) == 0);
+  // 3 timed steps of 1000 tokens in 1 + 3 + 2 = 6 s.
+  CHECK(TokensPerSecond({9, 1, 3, 2}, 1, 1000) == Approx(500.0));
+}
+
+TEST_CASE("ranks combine into the slowest step time and a peak per rank",
+          "[planner][measurement]") {
+  MeasurementEnvironment env;
+  env.world_size = 2;
+  const Measurement m = CombineRanks(env, 1, 1000, {Rank(0, {5, 1, 2, 1}, 300), Rank(1, {5, 2, 1, 1}, 310)});
+  CHECK(m.step_times_s == std::vector<double>{5, 2, 2, 1});
+  CHECK(m.median_step_s == 2);
+  CHECK(m.tokens_per_s == Approx(3000.0 / 5.0));
+  CHECK(m.peak_memory_bytes == std::vector<int64_t>{300, 310});
+  CHECK(m.max_peak_memory_bytes() == 310);
+  CHECK_THROWS(CombineRanks(env, 1, 1000, {Rank(0, {1, 1, 1, 1}, 1), Rank(1, {1, 1}, 1)}));
+  CHECK_THROWS(CombineRanks(env, 1, 1000, {Rank(1, {1, 1, 1, 1}, 1)}));
+}
+
+TEST_CASE("measured.json round-trips and names a bad field", "[planner][measurement]") {
+  MeasurementEnvironment env;
+  env.device = "cpu";
+  env.libtorch_version = "1.13.0";
+  env.world_size = 2;
+  env.model = "tiny";
+  env.plan = "dp=2";
+  env.precision = "fp32";
+  const Measurement m = CombineRanks(env, 1, 1000, {Rank(0, {5, 1, 2, 1}, 300), Rank(1, {5, 2, 1, 1}, 310)});
+  CHECK(MeasurementFromJson(MeasurementToJson(m), "x") == m);
+
+  const auto path = std::filesystem::temp_directory_path() / ("measured_" + std::to_string(::getpid()) + ".json");
+  nlohmann::json broken = MeasurementToJson(m);
+  broken["ranks"][1]["peak_memory_bytes"] = "lots";
+  std::ofstream(path) << broken.dump();
+  CHECK_THROWS_WITH(LoadMeasurement(path.string()),
+                    Catch::Contains("ranks[1].peak_memory_bytes") && Catch::Contains("an integer"));
+  std::ofstream(path) << "{not json";
+  CHECK_THROWS_AS(LoadMeasurement(path.string()), InputError);
+  std::filesystem::remove(path);
+  CHECK_THROWS_AS(LoadMeasurement(path.string()), InputError);
+}
+
+}  // namespace
+}  // namespace meshplan
