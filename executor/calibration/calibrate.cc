@@ -89,7 +89,7 @@ std::vector<BenchShape> DefaultCalibrationShapes(const std::string& device, cons
                                              {1, 4096}, {1, 8192}};
   } else {
     // The CPU executor's range: micro-batches of 64 to 1024 tokens.
-    shapes = quick ? std::vector<BenchShape>{{1, 64}, {2, 128}, {2, 256}}
+    shapes = quick ? std::vector<BenchShape>{{1, 64}, {2, 64}, {2, 128}, {2, 256}}
                    : std::vector<BenchShape>{{1, 64}, {2, 64}, {2, 128}, {1, 256}, {2, 256},
                                              {4, 256}};
   }

@@ -134,7 +134,7 @@ TEST_CASE("calibration: default shapes respect the model's max_seq", "[executor]
   for (const BenchShape& s : DefaultCalibrationShapes("cpu", m, false)) CHECK(s.seq <= 128);
   m.max_seq = 0;
   CHECK(DefaultCalibrationShapes("cuda", m, false).back().seq == 8192);
-  CHECK(DefaultCalibrationShapes("cpu", m, true).size() == 3);
+  CHECK(DefaultCalibrationShapes("cpu", m, true).size() == 4);
 }
 
 }  // namespace
