@@ -130,8 +130,8 @@ CalibrationResult RunCalibration(const CalibrationOptions& options) {
   result.threads = at::get_num_threads();
   result.device_name = ctx.device.is_cuda() ? CudaDeviceName(0)
                                             : fmt::format("cpu ({} threads)", result.threads);
-  ctx.timing.min_total_s = options.quick ? 0.02 : 0.1;
-  ctx.timing.min_repeats = options.quick ? 3 : 5;
+  ctx.timing.min_total_s = options.quick ? 0.04 : 0.1;
+  ctx.timing.min_repeats = 5;
   if (!ctx.device.is_cuda()) ctx.timing.flush_bytes = DefaultFlushBytes();  // step-like caches
 
   const std::vector<BenchShape> shapes =
