@@ -129,8 +129,12 @@ TEST_CASE("launcher: a rank killed by a signal is reported with the signal",
 TEST_CASE("launcher: a rank that ignores SIGTERM is killed after the grace period",
           "[executor][launcher]") {
   Scratch scratch;
+  // Rank 1 fails only once rank 0 ignores SIGTERM; otherwise the SIGTERM could land first.
+  const std::string ready = (scratch.dir / "ready").string();
   LaunchOptions options = Shell(
-      scratch, 2, "if [ \"$RANK\" = 1 ]; then exit 1; fi; trap '' TERM; sleep 60; sleep 60");
+      scratch, 2,
+      "if [ \"$RANK\" = 1 ]; then while [ ! -e " + ready + " ]; do sleep 0.02; done; exit 1; fi; "
+      "trap '' TERM; touch " + ready + "; sleep 60; sleep 60");
   options.stop_grace = std::chrono::milliseconds(500);
   const auto start = Clock::now();
   const LaunchResult result = LaunchLocalRanks(options);
