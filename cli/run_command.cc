@@ -194,7 +194,7 @@ int RunOneRank(const PlanFile& plan_file, const RunCommandOptions& options, cons
     run.resume_dir = options.resume;
     run.seed = options.seed;
     run.after_step = [&options, rank = env.rank](int64_t step) { MaybeFail(options, rank, step); };
-    const RankMeasurement mine = RunRank(plan_file, run, mesh.comm(MeshDim::kDp), env.rank);
+    const RankMeasurement mine = RunRank(plan_file, run, mesh);
 
     // Gather on rank 0 through the store (it outlives the ranks under a launcher).
     const std::string key_prefix = "meshplan/run/rank_result/";

@@ -57,8 +57,8 @@ std::unique_ptr<Communicator> MakeCommunicator(CommBackend backend,
 
 GroupFactory MakeGroupFactory(CommBackend backend, c10::intrusive_ptr<c10d::Store> store,
                               int world_rank, CommOptions options) {
-  return [=](MeshDim dim, const std::vector<int>& members) {
-    return MakeCommunicator(backend, store, world_rank, members, ToString(dim), options);
+  return [=](const std::string& name, const std::vector<int>& members) {
+    return MakeCommunicator(backend, store, world_rank, members, name, options);
   };
 }
 

@@ -15,23 +15,40 @@ DeviceMesh::DeviceMesh(const ParallelPlan& plan, int world_rank, const GroupFact
     if (members.size() == 1) {
       comm = std::make_unique<SingleRankCommunicator>(ToString(dim));
     } else {
-      comm = factory(dim, members);
-      if (!comm || comm->size() != static_cast<int>(members.size()) ||
-          comm->rank() != coords_[dim])
-        throw std::logic_error(std::string("DeviceMesh: the group factory returned a wrong ") +
-                               ToString(dim) + " communicator for world rank " +
-                               std::to_string(world_rank_));
+      comm = Join(factory, ToString(dim), members, coords_[dim]);
     }
     members_[Index(dim)] = std::move(members);
     comms_[Index(dim)] = std::move(comm);
   }
+  if (plan_.cp == 1) {
+    weight_replicas_ = comms_[Index(MeshDim::kDp)].get();
+  } else if (plan_.dp == 1) {
+    weight_replicas_ = comms_[Index(MeshDim::kCp)].get();
+  } else {
+    const auto members64 = WeightReplicaMembers(plan_, world_rank_);
+    own_weight_replicas_ = Join(factory, "dp_cp", {members64.begin(), members64.end()},
+                                WeightReplicaIndex(plan_, world_rank_));
+    weight_replicas_ = own_weight_replicas_.get();
+  }
+}
+
+std::unique_ptr<Communicator> DeviceMesh::Join(const GroupFactory& factory,
+                                               const std::string& name,
+                                               const std::vector<int>& members,
+                                               int64_t my_index) const {
+  std::unique_ptr<Communicator> comm = factory(name, members);
+  if (!comm || comm->size() != static_cast<int>(members.size()) || comm->rank() != my_index)
+    throw std::logic_error("DeviceMesh: the group factory returned a wrong " + name +
+                           " communicator for world rank " + std::to_string(world_rank_));
+  return comm;
 }
 
 GroupFactory GlooGroupFactory(c10::intrusive_ptr<c10d::Store> store, int world_rank,
                               GlooOptions options) {
   return [store = std::move(store), world_rank, options = std::move(options)](
-             MeshDim dim, const std::vector<int>& members) -> std::unique_ptr<Communicator> {
-    return std::make_unique<GlooCommunicator>(store, world_rank, members, ToString(dim), options);
+             const std::string& name,
+             const std::vector<int>& members) -> std::unique_ptr<Communicator> {
+    return std::make_unique<GlooCommunicator>(store, world_rank, members, name, options);
   };
 }
 

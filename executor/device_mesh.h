@@ -1,9 +1,12 @@
-// DeviceMesh: this rank's Communicator for each mesh dimension (dp, pp, cp, tp).
+// DeviceMesh: this rank's Communicator for each mesh dimension (dp, pp, cp, tp), and for
+// the dp x cp group of ranks that hold the same weights (gradient averaging and ZeRO).
 //
 // Groups follow planner/mesh_layout.h (tp innermost, dp outermost): the group of a
 // dimension is the ranks that share every other coordinate, and this rank's
 // coordinate along the dimension is its rank inside that group. Groups are created
-// in kAllMeshDims order on every rank, so joining cannot deadlock. A dimension of
+// in kAllMeshDims order on every rank, then the weight-replica group "dp_cp" (only when
+// both dp and cp exceed 1: otherwise it is the dp or the cp group itself), so joining
+// cannot deadlock. A dimension of
 // size 1 gets a SingleRankCommunicator (no network); the others come from a
 // GroupFactory (Gloo here, NCCL later), which must return a communicator of the
 // members' size in which this rank has its coordinate as rank (checked:
@@ -25,9 +28,10 @@
 
 namespace meshplan {
 
-// Makes the communicator of one group: `members` are world ranks in group-rank order.
-using GroupFactory =
-    std::function<std::unique_ptr<Communicator>(MeshDim dim, const std::vector<int>& members)>;
+// Makes the communicator of one group: `name` is "dp", "pp", "cp", "tp" or "dp_cp";
+// `members` are world ranks in group-rank order.
+using GroupFactory = std::function<std::unique_ptr<Communicator>(const std::string& name,
+                                                                 const std::vector<int>& members)>;
 
 class DeviceMesh {
  public:
@@ -43,15 +47,22 @@ class DeviceMesh {
   int64_t size(MeshDim dim) const { return MeshDimSize(plan_, dim); }
   const std::vector<int>& members(MeshDim dim) const { return members_[Index(dim)]; }
   Communicator& comm(MeshDim dim) const { return *comms_[Index(dim)]; }
+  // The dp x cp group (planner/mesh_layout.h WeightReplicaMembers); its rank is
+  // dp_i * cp + cp_i.
+  Communicator& weight_replicas() const { return *weight_replicas_; }
 
  private:
   static size_t Index(MeshDim dim) { return static_cast<size_t>(dim); }
+  std::unique_ptr<Communicator> Join(const GroupFactory& factory, const std::string& name,
+                                     const std::vector<int>& members, int64_t my_index) const;
 
   ParallelPlan plan_;
   int world_rank_;
   MeshCoords coords_;
   std::array<std::vector<int>, kNumMeshDims> members_;
   std::array<std::unique_ptr<Communicator>, kNumMeshDims> comms_;
+  std::unique_ptr<Communicator> own_weight_replicas_;  // when dp > 1 and cp > 1
+  Communicator* weight_replicas_ = nullptr;
 };
 
 // Gloo groups over one store, each named by its dimension ("dp", "pp", "cp", "tp").

@@ -61,23 +61,23 @@ std::vector<std::string> ExecutorLimitations(const PlanFile& pf) {
   return reasons;
 }
 
-RankMeasurement RunRank(const PlanFile& pf, const RunOptions& options, Communicator& dp,
-                        int world_rank) {
+RankMeasurement RunRank(const PlanFile& pf, const RunOptions& options, const DeviceMesh& mesh) {
   const std::vector<std::string> limits = ExecutorLimitations(pf);
   if (!limits.empty()) throw InputError({"<plan>"}, "plan", limits.front());
-  if (dp.size() != pf.plan.dp)
-    throw std::invalid_argument("RunRank: the dp group has " + std::to_string(dp.size()) +
-                                " ranks, the plan says dp=" + std::to_string(pf.plan.dp));
+  if (ToPlanString(mesh.plan()) != ToPlanString(pf.plan))
+    throw std::invalid_argument("RunRank: the mesh was built for " + ToPlanString(mesh.plan()) +
+                                ", the plan file says " + ToPlanString(pf.plan));
+  Communicator& dp = mesh.comm(MeshDim::kDp);
   // Freed activations stay in the process: no page faults every step (host_memory.h).
   RetainFreedHostMemory();
   // The probe first: what is allocated before it is invisible to it.
   MemoryProbe& probe = CpuMemoryProbe();
   const std::unique_ptr<TokenSource> data = MakeTokenSource(pf, options);
-  Trainer trainer(pf.model, pf.training, pf.plan, dp, *data, options.seed, &probe);
+  Trainer trainer(pf.model, pf.training, mesh, *data, options.seed, &probe);
   if (!options.resume_dir.empty()) LoadSnapshot(options.resume_dir, trainer, dp);
 
   RankMeasurement out;
-  out.rank = world_rank;
+  out.rank = mesh.world_rank();
   out.first_step = trainer.step();
   out.resident_bytes = probe.live_bytes();
   while (trainer.step() < options.steps) {

@@ -1,7 +1,7 @@
 // RunRank: everything one rank of `meshplan run` does, and what it reports.
 //
 // The run command (cli/run_command.cc) builds the device mesh and calls RunRank on every
-// rank with the dp communicator; RunRank installs the memory probe, builds the trainer
+// rank with its DeviceMesh; RunRank installs the memory probe, builds the trainer
 // (executor/trainer.h), optionally resumes from a snapshot, runs the steps with timing and
 // memory figures, saves snapshots, and returns this rank's RankMeasurement. Rank 0 then
 // combines every rank's result with CombineRankMeasurements into measured.json.
@@ -12,7 +12,7 @@
 #include <string>
 #include <vector>
 
-#include "executor/communicator.h"
+#include "executor/device_mesh.h"
 #include "planner/config_loader.h"
 #include "planner/measurement.h"
 
@@ -35,10 +35,10 @@ struct RunOptions {
 // gpt block, a precision the device does not train in (CPU: fp32 only).
 std::vector<std::string> ExecutorLimitations(const PlanFile& plan_file);
 
-// One rank. dp.size() must equal plan.dp (std::invalid_argument otherwise); bad options
-// (data file, snapshot) throw InputError; communication failures std::runtime_error.
-RankMeasurement RunRank(const PlanFile& plan_file, const RunOptions& options, Communicator& dp,
-                        int world_rank);
+// One rank. mesh.plan() must equal plan_file.plan (std::invalid_argument otherwise); bad
+// options (data file, snapshot) throw InputError; communication failures std::runtime_error.
+RankMeasurement RunRank(const PlanFile& plan_file, const RunOptions& options,
+                        const DeviceMesh& mesh);
 
 // The environment of this process (device, LibTorch version, host, threads) and the plan.
 MeasurementEnvironment CurrentEnvironment(const PlanFile& plan_file);

@@ -18,17 +18,19 @@ AdamWOptions AdamWFor(const TrainingSpec& training) {
 
 }  // namespace
 
-Trainer::Trainer(const ModelSpec& model, const TrainingSpec& training, const ParallelPlan& plan,
-                 Communicator& dp, const TokenSource& data, uint64_t seed, MemoryProbe* probe)
+Trainer::Trainer(const ModelSpec& model, const TrainingSpec& training, const DeviceMesh& mesh,
+                 const TokenSource& data, uint64_t seed, MemoryProbe* probe)
     : spec_(model),
       training_(training),
-      plan_(plan),
-      dp_(dp),
+      plan_(mesh.plan()),
+      mesh_(mesh),
+      dp_(mesh.comm(MeshDim::kDp)),
       data_(data),
       probe_(probe),
-      shard_{training.global_batch, dp.rank(), dp.size(), plan.micro_batch},
+      shard_{training.global_batch, dp_.rank(), dp_.size(), plan_.micro_batch},
       model_(model, training.seq_len),
-      engine_(BuildParamLayout(model, dp.size()), plan.zero_stage, dp, AdamWFor(training), seed) {}
+      engine_(BuildParamLayout(model, mesh.weight_replicas().size()), plan_.zero_stage,
+              mesh.weight_replicas(), AdamWFor(training), seed) {}
 
 void Trainer::set_step(int64_t step) {
   step_ = step;

@@ -21,6 +21,7 @@
 
 #include "executor/communicator.h"
 #include "executor/data.h"
+#include "executor/device_mesh.h"
 #include "executor/llama_model.h"
 #include "executor/memory_probe.h"
 #include "executor/step_timer.h"
@@ -42,9 +43,10 @@ struct StepLog {
 
 class Trainer {
  public:
-  // data must outlive the trainer. probe may be null (no memory figures).
-  Trainer(const ModelSpec& model, const TrainingSpec& training, const ParallelPlan& plan,
-          Communicator& dp, const TokenSource& data, uint64_t seed, MemoryProbe* probe);
+  // mesh and data must outlive the trainer (mesh.plan() is the plan trained). probe may be
+  // null (no memory figures).
+  Trainer(const ModelSpec& model, const TrainingSpec& training, const DeviceMesh& mesh,
+          const TokenSource& data, uint64_t seed, MemoryProbe* probe);
 
   StepLog Step();
 
@@ -73,6 +75,7 @@ class Trainer {
   ModelSpec spec_;
   TrainingSpec training_;
   ParallelPlan plan_;
+  const DeviceMesh& mesh_;
   Communicator& dp_;
   const TokenSource& data_;
   MemoryProbe* probe_;

@@ -54,4 +54,22 @@ std::vector<int64_t> MeshGroupMembers(const ParallelPlan& plan, int64_t rank, Me
   return members;
 }
 
+std::vector<int64_t> WeightReplicaMembers(const ParallelPlan& plan, int64_t rank) {
+  MeshCoords c = CoordsOfRank(plan, rank);
+  std::vector<int64_t> members;
+  members.reserve(static_cast<size_t>(plan.dp * plan.cp));
+  for (int64_t d = 0; d < plan.dp; ++d)
+    for (int64_t k = 0; k < plan.cp; ++k) {
+      c[MeshDim::kDp] = d;
+      c[MeshDim::kCp] = k;
+      members.push_back(RankOfCoords(plan, c));
+    }
+  return members;
+}
+
+int64_t WeightReplicaIndex(const ParallelPlan& plan, int64_t rank) {
+  const MeshCoords c = CoordsOfRank(plan, rank);
+  return c[MeshDim::kDp] * plan.cp + c[MeshDim::kCp];
+}
+
 }  // namespace meshplan

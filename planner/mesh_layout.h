@@ -35,4 +35,10 @@ int64_t RankOfCoords(const ParallelPlan& plan, const MeshCoords& coords);
 // World ranks of the group along `dim` that contains `rank`, by coordinate along `dim`.
 std::vector<int64_t> MeshGroupMembers(const ParallelPlan& plan, int64_t rank, MeshDim dim);
 
+// The ranks that hold the same weights as `rank` (same pp and tp coordinates): the dp x cp
+// group over which gradients are averaged and ZeRO shards. Ordered by dp_i * cp + cp_i,
+// which is a rank's index inside the group.
+std::vector<int64_t> WeightReplicaMembers(const ParallelPlan& plan, int64_t rank);
+int64_t WeightReplicaIndex(const ParallelPlan& plan, int64_t rank);
+
 }  // namespace meshplan

@@ -4,7 +4,7 @@
 #include <utility>
 
 #include "planner/flops.h"
-#include "simulator/pipeline_schedule.h"
+#include "planner/pipeline_schedule.h"
 
 namespace meshplan {
 

@@ -86,8 +86,8 @@ Attempt RunAndCompare(const PlanFile& pf, double reference_s) {
   options.after_step = [&](int64_t step) {
     if (step > options.warmup_steps) references.push_back(ReferenceSeconds(pf.model));
   };
-  SingleRankCommunicator dp("dp");
-  const RankMeasurement rank = RunRank(pf, options, dp, /*world_rank=*/0);
+  const DeviceMesh one(pf.plan, /*world_rank=*/0, nullptr);
+  const RankMeasurement rank = RunRank(pf, options, one);
   Attempt a;
   a.comparison = ComparePlan(pf, CombineRankMeasurements(pf, options, {rank}), kTolerancePct);
   for (const double r : references)

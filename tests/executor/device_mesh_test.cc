@@ -38,12 +38,12 @@ TEST_CASE("device mesh dp=2 pp=2 tp=2: each group holds the ranks sharing the ot
 
   OnThreads(8, [&](int r) {
     GroupFactory gloo = GlooGroupFactory(store, r, LocalOptions());
-    GroupFactory recording = [&, r](MeshDim dim, const std::vector<int>& members) {
+    GroupFactory recording = [&, r](const std::string& name, const std::vector<int>& members) {
       {
         std::lock_guard<std::mutex> lock(mu);
-        factory_calls.emplace_back(r, ToString(dim));
+        factory_calls.emplace_back(r, name);
       }
-      return gloo(dim, members);
+      return gloo(name, members);
     };
     DeviceMesh mesh(plan, r, recording);
     Expect(mesh.world_size() == 8, "world size");
@@ -77,9 +77,43 @@ TEST_CASE("device mesh dp=2 pp=2 tp=2: each group holds the ranks sharing the ot
   }
 }
 
+TEST_CASE("device mesh: the dp x cp weight-replica group holds the ranks with the same weights",
+          "[executor][mesh]") {
+  ParallelPlan plan;
+  plan.dp = 2;
+  plan.cp = 2;
+  plan.tp = 2;
+  auto store = c10::make_intrusive<c10d::HashStore>();
+  store->setTimeout(20s);
+  OnThreads(8, [&](int r) {
+    DeviceMesh mesh(plan, r, GlooGroupFactory(store, r, LocalOptions()));
+    Communicator& group = mesh.weight_replicas();
+    const auto want = WeightReplicaMembers(plan, r);
+    Expect(group.size() == 4, "dp x cp has 4 ranks");
+    Expect(group.rank() == mesh.coord(MeshDim::kDp) * 2 + mesh.coord(MeshDim::kCp),
+           "rank inside the group is dp_i * cp + cp_i");
+    torch::Tensor in = torch::full({1}, static_cast<float>(r));
+    torch::Tensor out = torch::zeros({4});
+    group.AllGather(in, out);
+    for (int i = 0; i < 4; ++i)
+      Expect(out[i].item<float>() == static_cast<float>(want[i]),
+             "weight-replica group of world rank " + std::to_string(r));
+    // Same tp coordinate everywhere in the group: the ranks hold the same weight shard.
+    Expect(want[0] % 2 == r % 2, "members share the tp coordinate");
+  });
+  ParallelPlan dp_only;
+  dp_only.dp = 2;
+  auto store2 = c10::make_intrusive<c10d::HashStore>();
+  store2->setTimeout(20s);
+  OnThreads(2, [&](int r) {
+    DeviceMesh mesh(dp_only, r, GlooGroupFactory(store2, r, LocalOptions()));
+    Expect(&mesh.weight_replicas() == &mesh.comm(MeshDim::kDp), "cp = 1: the dp group itself");
+  });
+}
+
 TEST_CASE("device mesh on one rank needs no factory", "[executor][mesh]") {
   ParallelPlan plan;  // 1x1x1x1
-  DeviceMesh mesh(plan, 0, [](MeshDim, const std::vector<int>&) -> std::unique_ptr<Communicator> {
+  DeviceMesh mesh(plan, 0, [](const std::string&, const std::vector<int>&) -> std::unique_ptr<Communicator> {
     throw std::logic_error("factory called for a group of one");
   });
   for (const MeshDim dim : kAllMeshDims) {

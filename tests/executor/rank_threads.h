@@ -1,13 +1,17 @@
 // Running the ranks of a distributed test as threads of one process.
 //
 // OnThreads(n, body) runs body(rank) on n threads and, after all joined, reports
-// each rank's exception as a Catch2 failure naming the rank. Catch2 assertions are
+// each rank's exception as a Catch2 failure naming the rank. OnMesh(plan, body) does the
+// same with one thread per rank of the plan, each handed its DeviceMesh (Gloo groups
+// over one in-process HashStore; a one-rank plan needs no network). Catch2 assertions are
 // not thread-safe, so bodies signal failure by throwing (Expect does that).
 #pragma once
 
 // LibTorch before Catch2: glog (pulled in by c10) defines a CHECK macro that would
 // replace Catch2's if catch.hpp came first.
 #include <torch/types.h>
+
+#include <torch/csrc/distributed/c10d/HashStore.hpp>
 
 #include <catch2/catch.hpp>
 
@@ -16,6 +20,8 @@
 #include <string>
 #include <thread>
 #include <vector>
+
+#include "executor/device_mesh.h"
 
 namespace meshplan::test {
 
@@ -36,6 +42,17 @@ inline void OnThreads(int n, const std::function<void(int)>& body) {
     INFO("rank " << r << " of " << n);
     CHECK(errors[r] == "");
   }
+}
+
+inline void OnMesh(const ParallelPlan& plan, const std::function<void(const DeviceMesh&)>& body) {
+  auto store = c10::make_intrusive<c10d::HashStore>();
+  store->setTimeout(std::chrono::seconds(60));
+  GlooOptions options;
+  options.timeout = std::chrono::seconds(60);
+  OnThreads(static_cast<int>(plan.world_size()), [&](int r) {
+    const DeviceMesh mesh(plan, r, GlooGroupFactory(store, r, options));
+    body(mesh);
+  });
 }
 
 inline void Expect(bool ok, const std::string& what) {

@@ -49,26 +49,11 @@ struct TempDir {
   ~TempDir() { fs::remove_all(path); }
 };
 
-std::vector<int> Iota(int n) {
-  std::vector<int> v(n);
-  for (int i = 0; i < n; ++i) v[i] = i;
-  return v;
-}
-
 // RunRank on dp ranks (threads with Gloo, or the single-rank communicator for dp = 1).
 std::vector<RankMeasurement> RunRanks(const PlanFile& pf, const RunOptions& options) {
-  const int n = static_cast<int>(pf.plan.dp);
-  std::vector<RankMeasurement> out(static_cast<size_t>(n));
-  if (n == 1) {
-    SingleRankCommunicator single;
-    out[0] = RunRank(pf, options, single, 0);
-    return out;
-  }
-  auto store = c10::make_intrusive<c10d::HashStore>();
-  store->setTimeout(std::chrono::seconds(30));
-  test::OnThreads(n, [&](int r) {
-    GlooCommunicator dp(store, r, Iota(n), "dp");
-    out[static_cast<size_t>(r)] = RunRank(pf, options, dp, r);
+  std::vector<RankMeasurement> out(static_cast<size_t>(pf.plan.world_size()));
+  test::OnMesh(pf.plan, [&](const DeviceMesh& mesh) {
+    out[static_cast<size_t>(mesh.world_rank())] = RunRank(pf, options, mesh);
   });
   return out;
 }
@@ -108,10 +93,11 @@ TEST_CASE("a resumed run continues the uninterrupted loss trajectory", "[executo
 TEST_CASE("a crash while saving leaves the previous snapshot loadable", "[executor][snapshot]") {
   const PlanFile pf = SmallPlan(1, 0);
   TempDir dir("meshplan_snapshot_crash_test");
-  SingleRankCommunicator single;
+  const DeviceMesh one(pf.plan, 0, nullptr);
+  Communicator& single = one.comm(MeshDim::kDp);
   const auto data = MakeSyntheticTokens(1234, pf.model.vocab_size, pf.training.seq_len);
   auto make = [&] {
-    return std::make_unique<Trainer>(pf.model, pf.training, pf.plan, single, *data, 1234, nullptr);
+    return std::make_unique<Trainer>(pf.model, pf.training, one, *data, 1234, nullptr);
   };
   std::vector<double> losses;  // the uninterrupted trajectory, steps 1..4
   {
@@ -153,16 +139,18 @@ TEST_CASE("a crash while saving leaves the previous snapshot loadable", "[execut
 
 TEST_CASE("resuming refuses a missing or mismatched snapshot", "[executor][snapshot]") {
   TempDir dir("meshplan_snapshot_refuse_test");
-  SingleRankCommunicator single;
   const PlanFile pf = SmallPlan(1, 0);
+  const DeviceMesh one(pf.plan, 0, nullptr);
+  Communicator& single = one.comm(MeshDim::kDp);
   const auto data = MakeSyntheticTokens(1, pf.model.vocab_size, pf.training.seq_len);
-  Trainer t(pf.model, pf.training, pf.plan, single, *data, 1, nullptr);
+  Trainer t(pf.model, pf.training, one, *data, 1, nullptr);
   CHECK_THROWS_AS(LoadSnapshot(dir.path.string(), t, single), InputError);
   t.Step();
   SaveSnapshot(dir.path.string(), t, single);
   ParallelPlan other = pf.plan;
   other.zero_stage = 1;
-  Trainer u(pf.model, pf.training, other, single, *data, 1, nullptr);
+  const DeviceMesh other_mesh(other, 0, nullptr);
+  Trainer u(pf.model, pf.training, other_mesh, *data, 1, nullptr);
   CHECK_THROWS_WITH(LoadSnapshot(dir.path.string(), u, single),
                     Catch::Contains("saved with zero 0, this run has 1"));
 }

@@ -3,14 +3,10 @@
 // HashStore) against the single-process run of the same global batch.
 #include "tests/executor/rank_threads.h"  // first: LibTorch before Catch2
 
-#include <torch/csrc/distributed/c10d/HashStore.hpp>
-
 #include <string>
 #include <vector>
 
 #include "executor/data.h"
-#include "executor/gloo_communicator.h"
-#include "executor/single_rank_communicator.h"
 #include "executor/trainer.h"
 #include "tests/executor/test_util.h"
 
@@ -34,10 +30,10 @@ TrainingSpec Training(int64_t global_batch) {
   return t;
 }
 
-Trained Train(const ModelSpec& m, const TrainingSpec& training, const ParallelPlan& plan,
-              Communicator& dp, int steps) {
+Trained Train(const ModelSpec& m, const TrainingSpec& training, const DeviceMesh& mesh,
+              int steps) {
   const auto data = MakeSyntheticTokens(5, m.vocab_size, training.seq_len);
-  Trainer trainer(m, training, plan, dp, *data, /*seed=*/42, nullptr);
+  Trainer trainer(m, training, mesh, *data, /*seed=*/42, nullptr);
   Trained out;
   for (int s = 0; s < steps; ++s) {
     const StepLog log = trainer.Step();
@@ -51,8 +47,8 @@ Trained Train(const ModelSpec& m, const TrainingSpec& training, const ParallelPl
 
 Trained TrainSingle(const ModelSpec& m, const TrainingSpec& training, ParallelPlan plan, int steps) {
   plan.dp = 1;
-  SingleRankCommunicator single;
-  return Train(m, training, plan, single, steps);
+  const DeviceMesh one(plan, 0, nullptr);
+  return Train(m, training, one, steps);
 }
 
 void RequireSameRun(const Trained& got, const Trained& want, double rtol, double atol,
@@ -113,12 +109,6 @@ std::string Describe(const DpCase& c) {
          (c.tied ? " tied" : "");
 }
 
-std::vector<int> Iota(int n) {
-  std::vector<int> v(n);
-  for (int i = 0; i < n; ++i) v[i] = i;
-  return v;
-}
-
 TEST_CASE("DP and ZeRO-1/2/3 on 2 and 4 ranks equal the single-process run",
           "[executor][trainer][dp]") {
   const DpCase c = GENERATE(
@@ -137,14 +127,9 @@ TEST_CASE("DP and ZeRO-1/2/3 on 2 and 4 ranks equal the single-process run",
   const ParallelPlan plan = Plan(c.dp, c.zero, c.mbs, c.recompute);
   const Trained want = TrainSingle(m, training, plan, 3);
 
-  auto store = c10::make_intrusive<c10d::HashStore>();
-  store->setTimeout(std::chrono::seconds(30));
   std::vector<Trained> got(static_cast<size_t>(c.dp));
-  test::OnThreads(static_cast<int>(c.dp), [&](int r) {
-    GlooOptions options;
-    options.timeout = std::chrono::seconds(30);
-    GlooCommunicator dp(store, r, Iota(static_cast<int>(c.dp)), "dp", options);
-    got[static_cast<size_t>(r)] = Train(m, training, plan, dp, 3);
+  test::OnMesh(plan, [&](const DeviceMesh& mesh) {
+    got[static_cast<size_t>(mesh.world_rank())] = Train(m, training, mesh, 3);
   });
   // Only the summation order differs from the single process (over ranks instead of over
   // one batch), so losses agree to fp32 rounding. Parameters get atol = 1e-3 of one AdamW

@@ -8,7 +8,7 @@
 
 #include "planner/names.h"
 #include "planner/step_time.h"
-#include "simulator/pipeline_schedule.h"
+#include "planner/pipeline_schedule.h"
 #include "simulator/simulate.h"
 #include "sim_test_util.h"
 

@@ -1,4 +1,4 @@
-#include "simulator/pipeline_schedule.h"
+#include "planner/pipeline_schedule.h"
 
 #include <algorithm>
 
