@@ -43,6 +43,10 @@ std::unique_ptr<Communicator> DeviceMesh::Join(const GroupFactory& factory,
   return comm;
 }
 
+void DeviceMesh::Barrier() const {
+  for (const MeshDim dim : kAllMeshDims) comm(dim).Barrier();
+}
+
 GroupFactory GlooGroupFactory(c10::intrusive_ptr<c10d::Store> store, int world_rank,
                               GlooOptions options) {
   return [store = std::move(store), world_rank, options = std::move(options)](

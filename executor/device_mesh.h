@@ -50,6 +50,9 @@ class DeviceMesh {
   // The dp x cp group (planner/mesh_layout.h WeightReplicaMembers); its rank is
   // dp_i * cp + cp_i.
   Communicator& weight_replicas() const { return *weight_replicas_; }
+  // Waits for every rank of the world: a barrier along each dimension in turn (after the
+  // barrier along dims 1..k, every rank of the sub-mesh spanned by them has arrived).
+  void Barrier() const;
 
  private:
   static size_t Index(MeshDim dim) { return static_cast<size_t>(dim); }

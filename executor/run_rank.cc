@@ -67,14 +67,13 @@ RankMeasurement RunRank(const PlanFile& pf, const RunOptions& options, const Dev
   if (ToPlanString(mesh.plan()) != ToPlanString(pf.plan))
     throw std::invalid_argument("RunRank: the mesh was built for " + ToPlanString(mesh.plan()) +
                                 ", the plan file says " + ToPlanString(pf.plan));
-  Communicator& dp = mesh.comm(MeshDim::kDp);
   // Freed activations stay in the process: no page faults every step (host_memory.h).
   RetainFreedHostMemory();
   // The probe first: what is allocated before it is invisible to it.
   MemoryProbe& probe = CpuMemoryProbe();
   const std::unique_ptr<TokenSource> data = MakeTokenSource(pf, options);
   Trainer trainer(pf.model, pf.training, mesh, *data, options.seed, &probe);
-  if (!options.resume_dir.empty()) LoadSnapshot(options.resume_dir, trainer, dp);
+  if (!options.resume_dir.empty()) LoadSnapshot(options.resume_dir, trainer);
 
   RankMeasurement out;
   out.rank = mesh.world_rank();
@@ -86,7 +85,7 @@ RankMeasurement RunRank(const PlanFile& pf, const RunOptions& options, const Dev
     out.peak_memory_bytes = std::max(out.peak_memory_bytes, log.peak_bytes);
     MergePhasePeaks(out.phase_peaks, log.phase_peaks);
     if (options.save_every > 0 && log.step % options.save_every == 0)
-      SaveSnapshot(options.snapshot_dir, trainer, dp);
+      SaveSnapshot(options.snapshot_dir, trainer);
     if (options.after_step) options.after_step(log.step);
   }
   out.step_times_s = trainer.timer().times_s();

@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "planner/input_error.h"
+#include "planner/mesh_layout.h"
 #include "planner/names.h"
 
 namespace meshplan {
@@ -43,16 +44,16 @@ std::vector<std::pair<std::string, at::Tensor>> StateTensors(Trainer& trainer) {
   return out;
 }
 
-json Header(Trainer& trainer, int dp_rank, int64_t dp_size) {
+json Header(Trainer& trainer) {
   json tensors = json::array();
   for (const auto& [name, t] : StateTensors(trainer))
     tensors.push_back({{"name", name}, {"numel", t.numel()}, {"dtype", "float32"}});
   return json{{"step", trainer.step()},
               {"model", trainer.model().spec().name},
               {"plan", ToPlanString(trainer.plan())},
-              {"dp", dp_size},
+              {"dp", trainer.plan().dp},
               {"zero", trainer.plan().zero_stage},
-              {"rank", dp_rank},
+              {"rank", trainer.mesh().world_rank()},
               {"tensors", tensors}};
 }
 
@@ -92,13 +93,21 @@ void SyncDirectory(const fs::path& dir) {
 
 }  // namespace
 
-std::string WriteSnapshotTemp(const std::string& dir, Trainer& trainer, int dp_rank) {
-  const int64_t dp_size = trainer.plan().dp;
-  if (trainer.plan().zero_stage == 0 && dp_rank != 0) return "";  // replicated: rank 0 saves
+int SnapshotFileRank(const ParallelPlan& plan, int world_rank) {
+  if (plan.zero_stage != 0) return world_rank;
+  MeshCoords c = CoordsOfRank(plan, world_rank);
+  c[MeshDim::kDp] = 0;
+  c[MeshDim::kCp] = 0;
+  return static_cast<int>(RankOfCoords(plan, c));
+}
+
+std::string WriteSnapshotTemp(const std::string& dir, Trainer& trainer) {
+  const int rank = trainer.mesh().world_rank();
+  if (SnapshotFileRank(trainer.plan(), rank) != rank) return "";  // a ZeRO-0 replica
   const fs::path step_dir = fs::path(dir) / StepDirName(trainer.step());
   fs::create_directories(step_dir);
-  const std::string path = (step_dir / RankFileName(dp_rank)).string() + ".tmp";
-  const std::string header = std::string(kMagic) + "\n" + Header(trainer, dp_rank, dp_size).dump() + "\n";
+  const std::string path = (step_dir / RankFileName(rank)).string() + ".tmp";
+  const std::string header = std::string(kMagic) + "\n" + Header(trainer).dump() + "\n";
   WriteFileSynced(path, [&](int fd) {
     WriteAll(fd, header.data(), header.size(), path);
     for (const auto& [name, t] : StateTensors(trainer)) {
@@ -125,21 +134,22 @@ void CommitSnapshot(const std::string& dir, int64_t step) {
   SyncDirectory(fs::path(dir));
 }
 
-void SaveSnapshot(const std::string& dir, Trainer& trainer, Communicator& dp) {
-  PublishSnapshotFile(WriteSnapshotTemp(dir, trainer, dp.rank()));
-  dp.Barrier();  // every rank's file is in place
-  if (dp.rank() == 0) CommitSnapshot(dir, trainer.step());
-  dp.Barrier();  // nobody races ahead to the next save before `latest` is published
+void SaveSnapshot(const std::string& dir, Trainer& trainer) {
+  const DeviceMesh& mesh = trainer.mesh();
+  PublishSnapshotFile(WriteSnapshotTemp(dir, trainer));
+  mesh.Barrier();  // every rank's file is in place
+  if (mesh.world_rank() == 0) CommitSnapshot(dir, trainer.step());
+  mesh.Barrier();  // nobody races ahead to the next save before `latest` is published
 }
 
-int64_t LoadSnapshot(const std::string& dir, Trainer& trainer, Communicator& dp) {
+int64_t LoadSnapshot(const std::string& dir, Trainer& trainer) {
   const fs::path latest = fs::path(dir) / "latest";
   std::ifstream latest_in(latest);
   std::string step_name;
   if (!latest_in || !(latest_in >> step_name))
     throw InputError({dir}, "--resume", "no complete snapshot here (" + latest.string() +
                                             " is missing or empty)");
-  const int file_rank = trainer.plan().zero_stage == 0 ? 0 : dp.rank();
+  const int file_rank = SnapshotFileRank(trainer.plan(), trainer.mesh().world_rank());
   const fs::path path = fs::path(dir) / step_name / RankFileName(file_rank);
   std::ifstream in(path, std::ios::binary);
   if (!in) throw InputError({path.string()}, "--resume", "cannot open the rank's snapshot file");
@@ -165,6 +175,8 @@ int64_t LoadSnapshot(const std::string& dir, Trainer& trainer, Communicator& dp)
   if (header.value("zero", -1) != trainer.plan().zero_stage)
     mismatch("zero", std::to_string(header.value("zero", -1)),
              std::to_string(trainer.plan().zero_stage));
+  if (header.value("plan", "") != ToPlanString(trainer.plan()))
+    mismatch("plan", header.value("plan", "?"), ToPlanString(trainer.plan()));
   const auto tensors = StateTensors(trainer);
   const json& listed = header.at("tensors");
   if (listed.size() != tensors.size())

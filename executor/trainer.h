@@ -57,6 +57,7 @@ class Trainer {
   ZeroEngine& engine() { return engine_; }
   const LlamaModel& model() const { return model_; }
   const ParallelPlan& plan() const { return plan_; }
+  const DeviceMesh& mesh() const { return mesh_; }
   const StepTimer& timer() const { return timer_; }  // every Step() of this trainer
 
  private:

@@ -15,7 +15,6 @@
 #include "executor/data.h"
 #include "executor/gloo_communicator.h"
 #include "executor/run_rank.h"
-#include "executor/single_rank_communicator.h"
 #include "executor/snapshot.h"
 #include "executor/trainer.h"
 #include "planner/input_error.h"
@@ -49,7 +48,7 @@ struct TempDir {
   ~TempDir() { fs::remove_all(path); }
 };
 
-// RunRank on dp ranks (threads with Gloo, or the single-rank communicator for dp = 1).
+// RunRank on every rank of the plan (threads with Gloo; one rank needs no network).
 std::vector<RankMeasurement> RunRanks(const PlanFile& pf, const RunOptions& options) {
   std::vector<RankMeasurement> out(static_cast<size_t>(pf.plan.world_size()));
   test::OnMesh(pf.plan, [&](const DeviceMesh& mesh) {
@@ -94,7 +93,6 @@ TEST_CASE("a crash while saving leaves the previous snapshot loadable", "[execut
   const PlanFile pf = SmallPlan(1, 0);
   TempDir dir("meshplan_snapshot_crash_test");
   const DeviceMesh one(pf.plan, 0, nullptr);
-  Communicator& single = one.comm(MeshDim::kDp);
   const auto data = MakeSyntheticTokens(1234, pf.model.vocab_size, pf.training.seq_len);
   auto make = [&] {
     return std::make_unique<Trainer>(pf.model, pf.training, one, *data, 1234, nullptr);
@@ -104,10 +102,10 @@ TEST_CASE("a crash while saving leaves the previous snapshot loadable", "[execut
     auto t = make();
     for (int s = 0; s < 4; ++s) {
       losses.push_back(t->Step().loss);
-      if (t->step() == 2) SaveSnapshot(dir.path.string(), *t, single);
+      if (t->step() == 2) SaveSnapshot(dir.path.string(), *t);
     }
     // Crash 1: the step-4 rank file written but never renamed.
-    const std::string tmp = WriteSnapshotTemp(dir.path.string(), *t, 0);
+    const std::string tmp = WriteSnapshotTemp(dir.path.string(), *t);
     CHECK(fs::exists(tmp));
   }
   // Crash 2: a half-written `latest` replacement.
@@ -115,7 +113,7 @@ TEST_CASE("a crash while saving leaves the previous snapshot loadable", "[execut
   auto resume_and_check = [&](const std::string& what) {
     INFO(what);
     auto t = make();
-    CHECK(LoadSnapshot(dir.path.string(), *t, single) == 2);
+    CHECK(LoadSnapshot(dir.path.string(), *t) == 2);
     CHECK(t->Step().loss == losses[2]);
     CHECK(t->Step().loss == losses[3]);
   };
@@ -123,16 +121,16 @@ TEST_CASE("a crash while saving leaves the previous snapshot loadable", "[execut
   // Crash 3: the rank file of step 3 published, `latest` not yet updated.
   {
     auto t = make();
-    LoadSnapshot(dir.path.string(), *t, single);
+    LoadSnapshot(dir.path.string(), *t);
     t->Step();
-    PublishSnapshotFile(WriteSnapshotTemp(dir.path.string(), *t, 0));
+    PublishSnapshotFile(WriteSnapshotTemp(dir.path.string(), *t));
   }
   resume_and_check("a published rank file without its `latest`");
   // Committing makes step 3 the one that loads.
   CommitSnapshot(dir.path.string(), 3);
   {
     auto t = make();
-    CHECK(LoadSnapshot(dir.path.string(), *t, single) == 3);
+    CHECK(LoadSnapshot(dir.path.string(), *t) == 3);
     CHECK(t->Step().loss == losses[3]);
   }
 }
@@ -141,17 +139,16 @@ TEST_CASE("resuming refuses a missing or mismatched snapshot", "[executor][snaps
   TempDir dir("meshplan_snapshot_refuse_test");
   const PlanFile pf = SmallPlan(1, 0);
   const DeviceMesh one(pf.plan, 0, nullptr);
-  Communicator& single = one.comm(MeshDim::kDp);
   const auto data = MakeSyntheticTokens(1, pf.model.vocab_size, pf.training.seq_len);
   Trainer t(pf.model, pf.training, one, *data, 1, nullptr);
-  CHECK_THROWS_AS(LoadSnapshot(dir.path.string(), t, single), InputError);
+  CHECK_THROWS_AS(LoadSnapshot(dir.path.string(), t), InputError);
   t.Step();
-  SaveSnapshot(dir.path.string(), t, single);
+  SaveSnapshot(dir.path.string(), t);
   ParallelPlan other = pf.plan;
   other.zero_stage = 1;
   const DeviceMesh other_mesh(other, 0, nullptr);
   Trainer u(pf.model, pf.training, other_mesh, *data, 1, nullptr);
-  CHECK_THROWS_WITH(LoadSnapshot(dir.path.string(), u, single),
+  CHECK_THROWS_WITH(LoadSnapshot(dir.path.string(), u),
                     Catch::Contains("saved with zero 0, this run has 1"));
 }
 
