@@ -124,17 +124,17 @@ void BlockCompute(const Shape& s, PartWork* part) {
 }
 
 // TP (and SP) collectives of one block: 2 all-reduces forward and 2 backward, or with SP
-// an all-gather + reduce-scatter pair in place of each (same volume); full recompute replays
-// the forward ones.
+// an all-gather + reduce-scatter pair in place of each (same volume) plus the backward's
+// re-gather of each saved sharded input; full recompute replays the forward ones.
 void BlockTpCollectives(const Shape& s, PartWork* part) {
   if (s.plan.tp <= 1) return;
   const CommGroup tp = MeshGroup(s.plan, MeshDim::kTp);
   const double bytes = s.T * s.E * s.a;  // (T, E) activation of this cp rank
   const bool overlap = s.plan.tp_comm_overlap;
   using P = CollectivePosition;
-  auto add = [&](CollectiveKind kind, StepPhase phase, P position) {
-    part->collectives.push_back(
-        Make(MeshDim::kTp, kind, phase, position, Cadence::kPerMicrobatch, bytes, tp, overlap));
+  auto add = [&](CollectiveKind kind, StepPhase phase, P position, int32_t count = 1) {
+    part->collectives.push_back(Make(MeshDim::kTp, kind, phase, position, Cadence::kPerMicrobatch,
+                                     bytes, tp, overlap, count));
   };
   const bool full = s.plan.recompute == Recompute::kFull;
   if (!s.plan.sequence_parallel) {
@@ -154,10 +154,12 @@ void BlockTpCollectives(const Shape& s, PartWork* part) {
     add(CollectiveKind::kAllGather, phase, P::kBeforeMlp);
     add(CollectiveKind::kReduceScatter, phase, P::kAfterMlp);
   }
-  // Backward: the gradient of a reduce-scatter is an all-gather and vice versa.
-  add(CollectiveKind::kAllGather, StepPhase::kBackward, P::kBeforeMlp);
+  // Backward: the gradient of a reduce-scatter is an all-gather and vice versa; and the
+  // sequence-sharded norm output saved for the weight gradients is all-gathered again
+  // (Megatron, and the executor: executor/llama_model.h), one more all-gather per region.
+  add(CollectiveKind::kAllGather, StepPhase::kBackward, P::kBeforeMlp, 2);
   add(CollectiveKind::kReduceScatter, StepPhase::kBackward, P::kAfterMlp);
-  add(CollectiveKind::kAllGather, StepPhase::kBackward, P::kBeforeAttention);
+  add(CollectiveKind::kAllGather, StepPhase::kBackward, P::kBeforeAttention, 2);
   add(CollectiveKind::kReduceScatter, StepPhase::kBackward, P::kAfterAttention);
 }
 

@@ -209,6 +209,12 @@ TEST_CASE("meshplan run refuses bad plans and a wrong --nproc before any rank st
   CHECK_THAT(bad.err, Catch::Contains("tp_divides_heads"));
   CHECK_THAT(bad.out + bad.err, !Catch::Contains("[rank"));
 
+  scratch.Write("bad_pp.yaml", TinyPlan("  pp: 3\n"));  // tiny-llama has 4 layers
+  const Outcome bad_pp = Run(scratch, {"run", scratch.Path("bad_pp.yaml"), "--out", scratch.Path("m.json")});
+  CHECK(bad_pp.exit_code == 2);
+  CHECK_THAT(bad_pp.err, Catch::Contains("pp_divides_layers") && Catch::Contains("bad_pp.yaml"));
+  CHECK_THAT(bad_pp.out + bad_pp.err, !Catch::Contains("[rank"));
+
   const Outcome missing = Run(scratch, {"run", scratch.Path("nope.yaml")});
   CHECK(missing.exit_code == 2);
 }

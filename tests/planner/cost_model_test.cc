@@ -198,15 +198,18 @@ TEST_CASE("tp inside a node uses NVLink, dp across nodes the inter-node network"
   CHECK(b.time.exposed_comm_s[MeshDim::kDp] > 3 * a.time.exposed_comm_s[MeshDim::kDp]);
 }
 
-TEST_CASE("sequence parallel moves the same TP volume, overlap hides some", "[planner][cost]") {
+TEST_CASE("sequence parallel moves 1.25x the TP volume, overlap hides some", "[planner][cost]") {
   const ModelSpec m = Spec7b();
   const TrainingSpec t = Training(16, 4096);
   ParallelPlan p = Plan(2, 4);
   const PlanCost plain = Estimate(m, H100Cluster(1), t, p);
   p.sequence_parallel = true;
   const PlanCost sp = Estimate(m, H100Cluster(1), t, p);
+  // Each all-reduce (2 units of ring volume) becomes an all-gather + reduce-scatter (1 + 1),
+  // and the backward re-gathers each region's saved sharded input (+1 per region): per block
+  // 2 x 2 + 2 x 3 = 10 units instead of 4 x 2 = 8.
   CHECK(sp.comm_bytes_per_step[MeshDim::kTp] ==
-        Approx(plain.comm_bytes_per_step[MeshDim::kTp]).epsilon(0.01));
+        Approx(1.25 * plain.comm_bytes_per_step[MeshDim::kTp]).epsilon(0.01));
   CHECK(plain.time.exposed_comm_s[MeshDim::kTp] > 0);
   p.tp_comm_overlap = true;
   const PlanCost overlapped = Estimate(m, H100Cluster(1), t, p);

@@ -50,7 +50,7 @@ TEST_CASE("the work of every rank adds up to the step's hardware FLOPs", "[plann
   CHECK_THAT(total, Catch::Matchers::WithinRel(StepFlopsOf(m, t, p.recompute).hardware, 1e-3));
 }
 
-TEST_CASE("TP: two all-reduces per block forward and two backward, SP swaps each for AG + RS",
+TEST_CASE("TP: two all-reduces per block forward and two backward, SP swaps each for AG + RS and re-gathers in backward",
           "[planner][step_work]") {
   const ModelSpec m = Spec7b();
   ParallelPlan p;
@@ -66,7 +66,9 @@ TEST_CASE("TP: two all-reduces per block forward and two backward, SP swaps each
   p.recompute = Recompute::kFull;
   const StepWork sp = BuildStepWork(m, Training(8, 1024), p);
   CHECK(Count(sp.block, MeshDim::kTp, StepPhase::kForward) == 4);
-  CHECK(Count(sp.block, MeshDim::kTp, StepPhase::kBackward) == 4);
+  // Backward: AG of the output gradient, AG of the saved sharded input, RS of the input
+  // gradient, per region.
+  CHECK(Count(sp.block, MeshDim::kTp, StepPhase::kBackward) == 6);
   CHECK(Count(sp.block, MeshDim::kTp, StepPhase::kRecompute) == 4);  // full recompute replays them
   const double buffer = 1.0 * 1024 * 4096 * 2;  // (T, E) bf16
   for (const Collective& c : sp.block.collectives) CHECK(c.bytes == buffer);
