@@ -50,11 +50,12 @@ std::vector<std::string> ExecutorLimitations(const PlanFile& pf) {
       reasons.push_back(std::string(name) + "=" + std::to_string(value) + ": " + what +
                         " is not in the executor yet (Executor II); use " + name + "=1");
   };
-  refuse("tp", plan.tp, "tensor parallelism");
   refuse("pp", plan.pp, "pipeline parallelism");
   refuse("cp", plan.cp, "context parallelism");
-  if (plan.sequence_parallel)
-    reasons.push_back("sp=1: sequence parallelism is not in the executor yet (Executor II)");
+  if (plan.tp > 1 && pf.model.vocab_size % plan.tp != 0)
+    reasons.push_back("tp=" + std::to_string(plan.tp) + ": the executor splits the vocabulary " +
+                      "(embedding, lm_head) across tp ranks, so tp must divide model.vocab_size=" +
+                      std::to_string(pf.model.vocab_size) + " (pad the vocabulary)");
   if (pf.training.precision != Precision::kFp32)
     reasons.push_back(std::string("training.precision: ") + ToString(pf.training.precision) +
                       " needs a GPU; the CPU executor trains in fp32 (set precision: fp32)");
@@ -68,6 +69,11 @@ RankMeasurement RunRank(const PlanFile& pf, const RunOptions& options, const Dev
     throw std::invalid_argument("RunRank: the mesh was built for " + ToPlanString(mesh.plan()) +
                                 ", the plan file says " + ToPlanString(pf.plan));
   Communicator& dp = mesh.comm(MeshDim::kDp);
+  // Snapshot files are named by the dp rank alone: the tp ranks of one dp index would
+  // write (and read) the same file although each holds a different weight shard.
+  if (mesh.size(MeshDim::kTp) > 1 && (options.save_every > 0 || !options.resume_dir.empty()))
+    throw InputError({"<plan>"}, "plan", "snapshots (--save-every, --resume) with tp>1 are not "
+                                         "in the executor yet; run without them or with tp=1");
   // Freed activations stay in the process: no page faults every step (host_memory.h).
   RetainFreedHostMemory();
   // The probe first: what is allocated before it is invisible to it.
