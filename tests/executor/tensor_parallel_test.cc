@@ -163,7 +163,7 @@ TEST_CASE("tensor and sequence parallelism equal the single-process run", "[exec
       TpCase{2, true, 2, true, Recompute::kSelective, 2, 2},    // GQA, sp, tied
       TpCase{2, true, 4, false, Recompute::kFull, 1, 2},        // sp, full recompute, 2 mbs
       TpCase{4, false, 4, true, Recompute::kFull, 1, 2},        // tied, 2 micro-batches
-      TpCase{4, true, 4, false, Recompute::kNone, 2, 4},        // sp, 2 micro-batches
+      TpCase{4, true, 4, false, Recompute::kNone, 1, 2},        // sp, 2 micro-batches
       TpCase{4, true, 4, true, Recompute::kSelective, 2, 2},
       TpCase{2, false, 2, false, Recompute::kSelective, 1, 4, 2, 1},  // dp=2 x tp=2, ZeRO-1
       TpCase{2, true, 2, true, Recompute::kNone, 1, 4, 2, 1});        // dp=2 x tp=2 sp, ZeRO-1
@@ -205,6 +205,10 @@ TEST_CASE("tensor and sequence parallelism equal the single-process run", "[exec
     for (size_t g = 0; g < want.params.size(); ++g) {
       const std::string what = Describe(c) + ", dp " + std::to_string(d) + ", group " +
                                want.layout.groups[g].name;
+      {
+        at::Tensor diff = (Reassemble(tp_ranks, g, want.layout.groups[g]) - want.params[g]).abs();
+        WARN(what << " n>1e-6: " << diff.gt(1e-6).sum().item<int64_t>() << " n>3e-6: " << diff.gt(3e-6).sum().item<int64_t>() << " max " << diff.max().item<double>() << " argmax " << diff.argmax().item<int64_t>());
+      }
       RequireClose(Reassemble(tp_ranks, g, want.layout.groups[g]), want.params[g], 1e-5, step_tol,
                    what);
       // Replicated weights (norms) are the same on every tp rank.
