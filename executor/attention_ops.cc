@@ -4,49 +4,83 @@
 // heads and K/V are never repeated.
 #include <cmath>
 #include <limits>
+#include <vector>
 
 #include "executor/ops.h"
 
 namespace meshplan {
 
 // ---------------------------------------------------------------------------------------
+// Token order: a token-major tensor is (B,S,n*D) (chunks == 1) or chunk-major
+// (c,B,S/c,n*D). Both are viewed as (B,n,c,S/c,D), which is (B,n,S,D) in natural order.
+
+namespace {
+
+at::Tensor HeadsView(const at::Tensor& x, int64_t n_heads, int64_t chunks) {
+  if (chunks == 1) {
+    TORCH_CHECK(x.dim() == 3, "expected a (B,S,n*D) tensor");
+    return x.view({1, x.size(0), x.size(1), n_heads, -1}).permute({1, 3, 0, 2, 4});
+  }
+  TORCH_CHECK(x.dim() == 4 && x.size(0) == chunks, "expected a chunk-major (c,B,S/c,n*D) tensor");
+  return x.view({chunks, x.size(1), x.size(2), n_heads, -1}).permute({1, 3, 0, 2, 4});
+}
+
+// The token-major shape of a head-major (B,n,S,D) tensor.
+std::vector<int64_t> TokenMajorShape(const at::Tensor& heads, int64_t chunks) {
+  const int64_t B = heads.size(0), n = heads.size(1), S = heads.size(2), D = heads.size(3);
+  if (chunks == 1) return {B, S, n * D};
+  return {chunks, B, S / chunks, n * D};
+}
+
+}  // namespace
+
+// ---------------------------------------------------------------------------------------
 // RoPE: y1 = x1 cos - x2 sin, y2 = x2 cos + x1 sin (x1, x2 the two halves of a head).
 
 at::Tensor RopeForward(const at::Tensor& x, int64_t n_heads, const at::Tensor& cos,
-                       const at::Tensor& sin) {
-  const int64_t B = x.size(0), S = x.size(1), D = x.size(2) / n_heads, h = D / 2;
-  const at::Tensor xv = x.view({B, S, n_heads, D}).transpose(1, 2);  // (B,n,S,D) view
-  at::Tensor y = at::empty({B, n_heads, S, D}, x.options());         // contiguous
+                       const at::Tensor& sin, int64_t chunks) {
+  const at::Tensor xv = HeadsView(x, n_heads, chunks);  // (B,n,c,S/c,D) view
+  const int64_t B = xv.size(0), s = xv.size(3), D = xv.size(4), h = D / 2;
+  at::Tensor y = at::empty({B, n_heads, chunks * s, D}, x.options());  // contiguous
+  const at::Tensor yv = y.view({B, n_heads, chunks, s, D});
+  const at::Tensor c = cos.view({chunks, s, h}), sn = sin.view({chunks, s, h});
   const at::Tensor x1 = xv.narrow(-1, 0, h), x2 = xv.narrow(-1, h, h);
-  at::Tensor y1 = y.narrow(-1, 0, h), y2 = y.narrow(-1, h, h);
-  at::mul_out(y1, x1, cos);
-  y1.addcmul_(x2, sin, -1.0);
-  at::mul_out(y2, x2, cos);
-  y2.addcmul_(x1, sin, 1.0);
+  at::Tensor y1 = yv.narrow(-1, 0, h), y2 = yv.narrow(-1, h, h);
+  at::mul_out(y1, x1, c);
+  y1.addcmul_(x2, sn, -1.0);
+  at::mul_out(y2, x2, c);
+  y2.addcmul_(x1, sn, 1.0);
   return y;
 }
 
-at::Tensor RopeBackward(const at::Tensor& dy, const at::Tensor& cos, const at::Tensor& sin) {
+at::Tensor RopeBackward(const at::Tensor& dy, const at::Tensor& cos, const at::Tensor& sin,
+                        int64_t chunks) {
   const int64_t B = dy.size(0), n = dy.size(1), S = dy.size(2), D = dy.size(3), h = D / 2;
-  at::Tensor dx = at::empty({B, S, n * D}, dy.options());
-  at::Tensor dxv = dx.view({B, S, n, D}).transpose(1, 2);  // (B,n,S,D) view into dx
-  const at::Tensor dy1 = dy.narrow(-1, 0, h), dy2 = dy.narrow(-1, h, h);
+  const int64_t s = S / chunks;
+  at::Tensor dx = at::empty(TokenMajorShape(dy, chunks), dy.options());
+  const at::Tensor dxv = HeadsView(dx, n, chunks);  // (B,n,c,S/c,D) view into dx
+  const at::Tensor dyv = dy.view({B, n, chunks, s, D});
+  const at::Tensor c = cos.view({chunks, s, h}), sn = sin.view({chunks, s, h});
+  const at::Tensor dy1 = dyv.narrow(-1, 0, h), dy2 = dyv.narrow(-1, h, h);
   at::Tensor dx1 = dxv.narrow(-1, 0, h), dx2 = dxv.narrow(-1, h, h);
-  at::mul_out(dx1, dy1, cos);  // dx1 = dy1 cos + dy2 sin
-  dx1.addcmul_(dy2, sin, 1.0);
-  at::mul_out(dx2, dy2, cos);  // dx2 = dy2 cos - dy1 sin
-  dx2.addcmul_(dy1, sin, -1.0);
+  at::mul_out(dx1, dy1, c);  // dx1 = dy1 cos + dy2 sin
+  dx1.addcmul_(dy2, sn, 1.0);
+  at::mul_out(dx2, dy2, c);  // dx2 = dy2 cos - dy1 sin
+  dx2.addcmul_(dy1, sn, -1.0);
   return dx;
 }
 
-at::Tensor SplitHeads(const at::Tensor& x, int64_t n_heads) {
-  const int64_t B = x.size(0), S = x.size(1), D = x.size(2) / n_heads;
-  return x.view({B, S, n_heads, D}).transpose(1, 2).contiguous();  // (B,n,S,D)
+at::Tensor SplitHeads(const at::Tensor& x, int64_t n_heads, int64_t chunks) {
+  const at::Tensor xv = HeadsView(x, n_heads, chunks);  // (B,n,c,S/c,D)
+  const int64_t B = xv.size(0), s = xv.size(3), D = xv.size(4);
+  return xv.contiguous().view({B, n_heads, chunks * s, D});  // (B,n,S,D)
 }
 
-at::Tensor MergeHeads(const at::Tensor& x) {
+at::Tensor MergeHeads(const at::Tensor& x, int64_t chunks) {
   const int64_t B = x.size(0), n = x.size(1), S = x.size(2), D = x.size(3);
-  return x.transpose(1, 2).contiguous().view({B, S, n * D});  // (B,S,n*D)
+  at::Tensor out = at::empty(TokenMajorShape(x, chunks), x.options());
+  HeadsView(out, n, chunks).copy_(x.view({B, n, chunks, S / chunks, D}));
+  return out;
 }
 
 // ---------------------------------------------------------------------------------------

@@ -5,6 +5,7 @@
 #include <utility>
 
 #include "executor/ops.h"
+#include "executor/vocab_parallel_ops.h"
 
 namespace meshplan {
 
@@ -28,7 +29,12 @@ BlockWeights BlockViews(const ParamGroup& g, const at::Tensor& flat) {
   return w;
 }
 
-LlamaModel::LlamaModel(const ModelSpec& model, int64_t seq_len) : model_(model) {
+LlamaModel::LlamaModel(const ModelSpec& model, int64_t seq_len, TpConfig tp)
+    : model_(model),
+      tp_(tp),
+      local_heads_(model.heads / tp_.size()),
+      local_kv_heads_(model.kv_heads / tp_.size()),
+      vocab_start_(tp_.rank() * (model.vocab_size / tp_.size())) {
   const int64_t S = seq_len, D = model.head_dim(), h = D / 2;
   // inv_freq_i = theta^(-2i/D), angle(t, i) = t * inv_freq_i.
   const at::Tensor i = at::arange(h, at::kDouble);
@@ -47,12 +53,17 @@ int64_t LlamaModel::buffer_bytes() const {
 // Embedding
 
 at::Tensor LlamaModel::EmbeddingForward(const at::Tensor& ids, const at::Tensor& wte) const {
-  return meshplan::EmbeddingForward(ids, wte);
+  if (tp_.size() == 1) return meshplan::EmbeddingForward(ids, wte);
+  // Each rank's vocab rows, summed over tp (sp: reduce-scattered along the sequence).
+  return tp_.LeaveRegion(
+      VocabParallelEmbeddingForward(tp_.RegionTokenOrder(ids), wte, vocab_start_));
 }
 
 void LlamaModel::EmbeddingBackward(const at::Tensor& dx0, const at::Tensor& ids,
                                    at::Tensor& dwte) const {
-  meshplan::EmbeddingBackward(dx0, ids, dwte);
+  if (tp_.size() == 1) return meshplan::EmbeddingBackward(dx0, ids, dwte);
+  VocabParallelEmbeddingBackward(tp_.LeaveRegionBackward(dx0), tp_.RegionTokenOrder(ids),
+                                 vocab_start_, dwte);
 }
 
 // ---------------------------------------------------------------------------------------
@@ -60,7 +71,6 @@ void LlamaModel::EmbeddingBackward(const at::Tensor& dx0, const at::Tensor& ids,
 
 at::Tensor LlamaModel::BlockForward(const BlockWeights& w, const at::Tensor& x,
                                     Recompute recompute, BlockStash* stash) const {
-  const int64_t H = model_.heads, K = model_.kv_heads;
   BlockStash& s = *stash;
   s = BlockStash{};
   s.x = x;
@@ -70,22 +80,30 @@ at::Tensor LlamaModel::BlockForward(const BlockWeights& w, const at::Tensor& x,
     return BlockForward(w, x, Recompute::kNone, &scratch);
   }
   // Attention: x -> norm1 -> q, k (RoPE), v -> causal attention -> wo -> + x.
+  // Tensor parallel: local heads; sp: the projections read the all-gathered h1.
+  const int64_t H = local_heads_, K = local_kv_heads_, c = tp_.chunks();
   s.h1 = RMSNormForward(x, w.attn_norm, &s.rstd1);
-  s.q = RopeForward(LinearForward(s.h1, w.wq), H, cos_, sin_);  // projection output freed
-  s.k = RopeForward(LinearForward(s.h1, w.wk), K, cos_, sin_);
-  s.v = SplitHeads(LinearForward(s.h1, w.wv), K);
+  {
+    const at::Tensor h1 = tp_.EnterRegion(s.h1);  // sp: (t,B,S/t,E), freed at scope end
+    s.q = RopeForward(LinearForward(h1, w.wq), H, cos_, sin_, c);  // projection output freed
+    s.k = RopeForward(LinearForward(h1, w.wk), K, cos_, sin_, c);
+    s.v = SplitHeads(LinearForward(h1, w.wv), K, c);
+  }
   {
     at::Tensor probs;
-    s.attn = MergeHeads(AttentionForward(s.q, s.k, s.v, mask_, &probs));
+    s.attn = MergeHeads(AttentionForward(s.q, s.k, s.v, mask_, &probs), c);
     if (recompute == Recompute::kNone) s.probs = std::move(probs);
   }
-  s.x2 = ResidualForward(x, LinearForward(s.attn, w.wo));
+  s.x2 = ResidualForward(x, tp_.LeaveRegion(LinearForward(s.attn, w.wo)));
   // FFN: x2 -> norm2 -> (gate, up) -> SwiGLU -> down -> + x2.
   s.h2 = RMSNormForward(s.x2, w.ffn_norm, &s.rstd2);
-  s.gate = LinearForward(s.h2, w.w_gate);
-  s.up = LinearForward(s.h2, w.w_up);
+  {
+    const at::Tensor h2 = tp_.EnterRegion(s.h2);
+    s.gate = LinearForward(h2, w.w_gate);
+    s.up = LinearForward(h2, w.w_up);
+  }
   s.act = SwiGLUForward(s.gate, s.up);
-  return ResidualForward(s.x2, LinearForward(s.act, w.w_down));
+  return ResidualForward(s.x2, tp_.LeaveRegion(LinearForward(s.act, w.w_down)));
 }
 
 at::Tensor LlamaModel::BlockBackward(const BlockWeights& w, BlockWeights& dw, at::Tensor dy,
@@ -94,43 +112,61 @@ at::Tensor LlamaModel::BlockBackward(const BlockWeights& w, BlockWeights& dw, at
     at::Tensor x = std::move(s.x);
     BlockForward(w, x, Recompute::kNone, &s);
   }
+  const int64_t c = tp_.chunks();
   // FFN backward. dy reaches both the FFN branch and the residual (dx2 = dy + ...).
-  at::Tensor dact = LinearBackward(dy, s.act, w.w_down, dw.w_down);
+  at::Tensor dact;
+  {
+    const at::Tensor dy_region = tp_.LeaveRegionBackward(dy);  // sp: all-gathered (t,B,S/t,E)
+    dact = LinearBackward(dy_region, s.act, w.w_down, dw.w_down);
+  }
   s.act.reset();
   SwiGLUGrads dffn = SwiGLUBackward(dact, s.gate, s.up);
   dact.reset();
   s.gate.reset();
   s.up.reset();
-  at::Tensor dh2 = LinearBackward(dffn.dgate, s.h2, w.w_gate, dw.w_gate);
-  dffn.dgate.reset();
-  LinearBackward(dffn.dup, s.h2, w.w_up, dw.w_up, dh2);  // dh2 += dup @ w_up
-  dffn.dup.reset();
-  s.h2.reset();
-  at::Tensor dx2 = RMSNormBackward(dh2, s.x2, s.rstd2, w.ffn_norm, dw.ffn_norm);
+  at::Tensor dh2;
+  {
+    const at::Tensor h2 = tp_.EnterRegion(s.h2);  // sp: all-gathered again
+    s.h2.reset();
+    dh2 = LinearBackward(dffn.dgate, h2, w.w_gate, dw.w_gate);
+    dffn.dgate.reset();
+    LinearBackward(dffn.dup, h2, w.w_up, dw.w_up, dh2);  // dh2 += dup @ w_up
+    dffn.dup.reset();
+  }
+  dh2 = tp_.EnterRegionBackward(std::move(dh2));  // sum over tp: all-reduce / reduce-scatter
+  at::Tensor dx2 = tp_.RMSNormBackward(dh2, s.x2, s.rstd2, w.ffn_norm, dw.ffn_norm);
   dh2.reset();
   s.x2.reset();
   s.rstd2.reset();
   dx2.add_(dy);  // the residual path
   dy.reset();    // the caller moved its only reference in: freed now
   // Attention backward. dx2 reaches both the attention branch and the residual.
-  at::Tensor dattn = LinearBackward(dx2, s.attn, w.wo, dw.wo);  // (B,S,E)
-  s.attn.reset();
-  at::Tensor dout = SplitHeads(dattn, model_.heads);  // (B,H,S,D)
-  dattn.reset();
+  at::Tensor dout;
+  {
+    const at::Tensor dx2_region = tp_.LeaveRegionBackward(dx2);
+    at::Tensor dattn = LinearBackward(dx2_region, s.attn, w.wo, dw.wo);  // (B,S,Hl*D)
+    s.attn.reset();
+    dout = SplitHeads(dattn, local_heads_, c);  // (B,Hl,S,D)
+  }
   if (!s.probs.defined()) s.probs = AttentionProbs(s.q, s.k, mask_);  // selective recompute
   AttentionGrads da = AttentionBackward(dout, s.q, s.k, s.v, std::move(s.probs));
   dout.reset();
   s.q.reset();
   s.k.reset();
   s.v.reset();
-  at::Tensor dh1 = LinearBackward(RopeBackward(da.dq, cos_, sin_), s.h1, w.wq, dw.wq);
-  da.dq.reset();
-  LinearBackward(RopeBackward(da.dk, cos_, sin_), s.h1, w.wk, dw.wk, dh1);
-  da.dk.reset();
-  LinearBackward(MergeHeads(da.dv), s.h1, w.wv, dw.wv, dh1);
-  da.dv.reset();
-  s.h1.reset();
-  at::Tensor dx = RMSNormBackward(dh1, s.x, s.rstd1, w.attn_norm, dw.attn_norm);
+  at::Tensor dh1;
+  {
+    const at::Tensor h1 = tp_.EnterRegion(s.h1);  // sp: all-gathered again
+    s.h1.reset();
+    dh1 = LinearBackward(RopeBackward(da.dq, cos_, sin_, c), h1, w.wq, dw.wq);
+    da.dq.reset();
+    LinearBackward(RopeBackward(da.dk, cos_, sin_, c), h1, w.wk, dw.wk, dh1);
+    da.dk.reset();
+    LinearBackward(MergeHeads(da.dv, c), h1, w.wv, dw.wv, dh1);
+    da.dv.reset();
+  }
+  dh1 = tp_.EnterRegionBackward(std::move(dh1));
+  at::Tensor dx = tp_.RMSNormBackward(dh1, s.x, s.rstd1, w.attn_norm, dw.attn_norm);
   dh1.reset();
   dx.add_(dx2);
   return dx;
@@ -143,25 +179,36 @@ at::Tensor LlamaModel::HeadForward(const at::Tensor& final_norm, const at::Tenso
                                    const at::Tensor& x, const at::Tensor& targets,
                                    HeadStash* stash) const {
   HeadStash& s = *stash;
-  s.x = x;
-  s.targets = targets.reshape({-1});
-  s.hf = RMSNormForward(x, final_norm, &s.rstd);
   const int64_t E = model_.hidden;
-  s.probs = LinearForward(s.hf.view({-1, E}), lm_head);  // (N,V) logits
+  s.x = x;
+  s.targets = tp_.RegionTokenOrder(targets).reshape({-1});  // sp: chunk-major copy
+  s.hf = RMSNormForward(x, final_norm, &s.rstd);
+  {
+    const at::Tensor hf = tp_.EnterRegion(s.hf);  // sp: all-gathered (t,B,S/t,E)
+    s.probs = LinearForward(hf.view({-1, E}), lm_head);  // (N,V) logits (tp: (N,V/t))
+  }
   if (s.probs.scalar_type() != at::kFloat) s.probs = s.probs.to(at::kFloat);
-  return CrossEntropyForward(s.probs, s.targets);  // logits -> probs in place
+  if (tp_.size() == 1) return CrossEntropyForward(s.probs, s.targets);  // in place
+  return VocabParallelCrossEntropyForward(s.probs, s.targets, vocab_start_, tp_.comm());
 }
 
 at::Tensor LlamaModel::HeadBackward(const at::Tensor& final_norm, const at::Tensor& lm_head,
                                     at::Tensor& dfinal_norm, at::Tensor& dlm_head, double dloss,
                                     HeadStash s) const {
   const int64_t E = model_.hidden;
-  const std::vector<int64_t> shape = s.x.sizes().vec();
-  at::Tensor dlogits = CrossEntropyBackward(std::move(s.probs), s.targets, dloss);  // (N,V)
-  at::Tensor dhf = LinearBackward(dlogits, s.hf.view({-1, E}), lm_head, dlm_head).view(shape);
-  dlogits.reset();
-  s.hf.reset();
-  return RMSNormBackward(dhf, s.x, s.rstd, final_norm, dfinal_norm);
+  at::Tensor dlogits =  // (N,V) (tp: (N,V/t)), in place in the probs buffer
+      tp_.size() == 1
+          ? CrossEntropyBackward(std::move(s.probs), s.targets, dloss)
+          : VocabParallelCrossEntropyBackward(std::move(s.probs), s.targets, vocab_start_, dloss);
+  at::Tensor dhf;
+  {
+    const at::Tensor hf = tp_.EnterRegion(s.hf);  // sp: all-gathered again
+    s.hf.reset();
+    dhf = LinearBackward(dlogits, hf.view({-1, E}), lm_head, dlm_head).view(hf.sizes());
+    dlogits.reset();
+  }
+  dhf = tp_.EnterRegionBackward(std::move(dhf));  // sum over the vocab slices
+  return tp_.RMSNormBackward(dhf, s.x, s.rstd, final_norm, dfinal_norm);
 }
 
 }  // namespace meshplan

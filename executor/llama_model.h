@@ -35,11 +35,40 @@
 //     the same sequence.
 // Model buffers (allocated once per model): RoPE cos and sin (S, D/2) fp32 each and the
 // causal mask (S,S) bool.
+//
+// Tensor parallelism (TpConfig: the tp Communicator, t ranks, and the sp flag; weights are
+// this rank's shards, executor/param_layout.h). Hl = H/t, Kl = K/t, Fl = F/t, Vl = V/t.
+// Q/K/V, gate, up are column parallel, wo and w_down row parallel, the embedding and the
+// lm_head vocabulary parallel (executor/vocab_parallel_ops.h). Communication per block
+// (executor/tensor_parallel.h), each of (B,S,E) act (sp: all-gathers output / reduce-
+// scatters input (t,B,S/t,E), each rank holding (B,S/t,E)):
+//   no sp: forward  all-reduce after wo, all-reduce after w_down          (2 all-reduces)
+//          backward all-reduce of dh2 (FFN input grad), of dh1 (QKV input grad)  (2)
+//   sp:    forward  all-gather h1 before QKV, reduce-scatter after wo, all-gather h2
+//                   before gate/up, reduce-scatter after w_down
+//          backward all-gather dy (FFN output grad), all-gather h2 again (weight grads),
+//                   reduce-scatter dh2, all-gather dx2 (attention output grad), all-gather
+//                   h1 again, reduce-scatter dh1; plus an (E) all-reduce per norm weight
+//                   gradient (attn_norm, ffn_norm)                (6 of (B,S,E) + 2 of (E))
+//   full recompute runs the forward's communication again inside the backward.
+// Per-block saved tensors with tp (recompute none): rstd1, rstd2 (B,S') fp32, x2, h1, h2
+// (B,S',E) with S' = S/t under sp and S without; q (B,Hl,S,D), k, v (B,Kl,S,D), probs
+// (B,Hl,S,S), attn (B,S,Hl*D) (sp: chunk-major (t,B,S/t,Hl*D)), gate, up, act (B,S,Fl)
+// (sp: (t,B,S/t,Fl)). Under sp the gathered h1/h2 (t,B,S/t,E) exist only transiently
+// (forward: until the projections are done; backward: during the weight gradients), as
+// does the gathered output gradient. Block input/output: (B,S',E).
+// Embedding: x0 partial (B,S,E) (sp: (t,B,S/t,E), then reduce-scattered to (B,S/t,E));
+// backward under sp all-gathers dx0 into (t,B,S/t,E). Head: x_L, hf (B,S',E), rstd
+// (B,S'), probs (N,Vl) fp32 with N = B*S (every rank computes the logits of all tokens
+// of its vocab slice), targets (N) int64 (sp: a chunk-major copy); sp all-gathers hf
+// before lm_head in forward and again in backward, reduce-scatters dhf (no sp:
+// all-reduce of dhf); cross-entropy communication as in vocab_parallel_ops.h.
 #pragma once
 
 #include <ATen/ATen.h>
 
 #include "executor/param_layout.h"
+#include "executor/tensor_parallel.h"
 #include "planner/model_spec.h"
 #include "planner/parallel_plan.h"
 
@@ -76,11 +105,14 @@ struct HeadStash {
 class LlamaModel {
  public:
   // seq_len: the training sequence length S (sizes the RoPE tables and the mask).
-  LlamaModel(const ModelSpec& model, int64_t seq_len);
+  // tp: the tensor-parallel group (default: none); its comm must outlive the model.
+  LlamaModel(const ModelSpec& model, int64_t seq_len, TpConfig tp = {});
 
   const ModelSpec& spec() const { return model_; }
 
-  // ids (B,S) int64 -> x0 (B,S,E).
+  const TensorParallel& tp() const { return tp_; }
+
+  // ids (B,S) int64 -> x0 (B,S,E) (sp: this rank's (B,S/t,E)).
   at::Tensor EmbeddingForward(const at::Tensor& ids, const at::Tensor& wte) const;
   // dwte (V,E) += scatter of dx0.
   void EmbeddingBackward(const at::Tensor& dx0, const at::Tensor& ids, at::Tensor& dwte) const;
@@ -107,6 +139,9 @@ class LlamaModel {
 
  private:
   ModelSpec model_;
+  TensorParallel tp_;
+  int64_t local_heads_, local_kv_heads_;  // H/t, K/t
+  int64_t vocab_start_;                   // this rank's first vocab row
   at::Tensor cos_, sin_;  // (S, D/2) fp32
   at::Tensor mask_;       // (S,S) bool, true above the diagonal (masked)
 };

@@ -59,15 +59,22 @@ at::Tensor LinearBackward(const at::Tensor& dy, const at::Tensor& x, const at::T
 //   x (B,S,n*D) (a Q or K projection output, n = H or K), cos/sin (S, D/2) fp32
 //   -> y (B,n,S,D) act, contiguous, head-major.
 //   saves: nothing (cos/sin are model buffers).   allocates: y only.
+// Token order ("chunks", sequence parallelism): with chunks = c > 1 the token-major tensors
+// (x here, dx of RopeBackward, the input of SplitHeads, the output of MergeHeads) are in
+// chunk-major order (c, B, S/c, n*D): chunk j holds tokens [j*S/c, (j+1)*S/c) (what an
+// all-gather of sequence shards produces). The head-major side is (B,n,S,D) in natural
+// token order either way; no permute copy is made beyond the op's own output.
 at::Tensor RopeForward(const at::Tensor& x, int64_t n_heads, const at::Tensor& cos,
-                       const at::Tensor& sin);
-// dy (B,n,S,D) -> dx (B,S,n*D). allocates: dx only.
-at::Tensor RopeBackward(const at::Tensor& dy, const at::Tensor& cos, const at::Tensor& sin);
+                       const at::Tensor& sin, int64_t chunks = 1);
+// dy (B,n,S,D) -> dx (B,S,n*D) (chunks > 1: (c,B,S/c,n*D)). allocates: dx only.
+at::Tensor RopeBackward(const at::Tensor& dy, const at::Tensor& cos, const at::Tensor& sin,
+                        int64_t chunks = 1);
 
 // Split / merge heads without rotation (V, and the attention output).
 //   SplitHeads: x (B,S,n*D) -> (B,n,S,D) contiguous copy.   MergeHeads: inverse copy.
-at::Tensor SplitHeads(const at::Tensor& x, int64_t n_heads);
-at::Tensor MergeHeads(const at::Tensor& x);
+//   chunks > 1: the token-major side is (c,B,S/c,n*D) as for RoPE.
+at::Tensor SplitHeads(const at::Tensor& x, int64_t n_heads, int64_t chunks = 1);
+at::Tensor MergeHeads(const at::Tensor& x, int64_t chunks = 1);
 
 // ---------------------------------------------------------------------------------------
 // Causal self-attention core, naive (materialised scores), grouped-query without copies:

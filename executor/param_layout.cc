@@ -5,6 +5,7 @@
 
 #include <cmath>
 #include <stdexcept>
+#include <utility>
 
 namespace meshplan {
 
@@ -20,11 +21,25 @@ uint64_t WeightSeed(uint64_t seed, const std::string& name) {
   return z ^ (z >> 31);
 }
 
-void AddSlot(ParamGroup& group, std::string name, std::vector<int64_t> shape, double init_std) {
-  int64_t numel = 1;
-  for (int64_t d : shape) numel *= d;
-  group.slots.push_back({std::move(name), std::move(shape), group.numel, numel, init_std});
-  group.numel += numel;
+// A weight of full shape `shape`, split along tp_dim (-1: replicated) by the group's tp.
+void AddSlot(ParamGroup& group, std::string name, std::vector<int64_t> shape, double init_std,
+             int tp_dim = -1) {
+  ParamSlot slot;
+  slot.name = std::move(name);
+  slot.full_shape = shape;
+  slot.init_std = init_std;
+  slot.tp_dim = group.tp.size > 1 ? tp_dim : -1;
+  if (slot.tp_dim >= 0) {
+    const int64_t local = shape[static_cast<size_t>(slot.tp_dim)] / group.tp.size;
+    shape[static_cast<size_t>(slot.tp_dim)] = local;
+    slot.tp_start = group.tp.rank * local;
+  }
+  slot.numel = 1;
+  for (int64_t d : shape) slot.numel *= d;
+  slot.shape = std::move(shape);
+  slot.offset = group.numel;
+  group.numel += slot.numel;
+  group.slots.push_back(std::move(slot));
 }
 
 void Finish(ParamGroup& group, int64_t shards) {
@@ -54,9 +69,19 @@ int64_t ParamLayout::padded_numel() const {
   return n;
 }
 
-ParamLayout BuildParamLayout(const ModelSpec& model, int64_t shards, StageRange stage) {
+ParamLayout BuildParamLayout(const ModelSpec& model, int64_t shards, StageRange stage,
+                             TpShard tp) {
   if (model.block != BlockKind::kLlama)
     throw std::invalid_argument("the executor builds llama blocks only");
+  if (tp.size < 1 || tp.rank < 0 || tp.rank >= tp.size)
+    throw std::invalid_argument("BuildParamLayout: bad tensor-parallel rank");
+  for (const auto& [what, n] : {std::pair<const char*, int64_t>{"heads", model.heads},
+                                {"kv_heads", model.kv_heads},
+                                {"ffn_hidden", model.ffn_hidden},
+                                {"vocab_size", model.vocab_size}})
+    if (n % tp.size != 0)
+      throw std::invalid_argument(std::string("BuildParamLayout: tp=") + std::to_string(tp.size) +
+                                  " does not divide " + what + "=" + std::to_string(n));
   const int64_t V = model.vocab_size, E = model.hidden, F = model.ffn_hidden;
   const int64_t HD = model.heads * model.head_dim(), KD = model.kv_hidden();
   const double out_std = kInitStd / std::sqrt(2.0 * static_cast<double>(model.layers));
@@ -65,11 +90,13 @@ ParamLayout BuildParamLayout(const ModelSpec& model, int64_t shards, StageRange 
   ParamLayout layout;
   layout.model = model;
   layout.shards = shards;
+  layout.tp = tp;
   if (stage.embedding) {
     ParamGroup g;
+    g.tp = tp;
     g.name = "embedding";
     g.kind = GroupKind::kEmbedding;
-    AddSlot(g, "wte", {V, E}, kInitStd);
+    AddSlot(g, "wte", {V, E}, kInitStd, 0);
     Finish(g, shards);
     layout.embedding_group = static_cast<int>(layout.groups.size());
     layout.groups.push_back(std::move(g));
@@ -80,15 +107,16 @@ ParamLayout BuildParamLayout(const ModelSpec& model, int64_t shards, StageRange 
     g.name = "block" + std::to_string(l);
     g.kind = GroupKind::kBlock;
     g.block = l;
+    g.tp = tp;
     AddSlot(g, "attn_norm", {E}, 0);
-    AddSlot(g, "wq", {HD, E}, kInitStd);
-    AddSlot(g, "wk", {KD, E}, kInitStd);
-    AddSlot(g, "wv", {KD, E}, kInitStd);
-    AddSlot(g, "wo", {E, HD}, out_std);
+    AddSlot(g, "wq", {HD, E}, kInitStd, 0);  // column parallel: output rows split
+    AddSlot(g, "wk", {KD, E}, kInitStd, 0);
+    AddSlot(g, "wv", {KD, E}, kInitStd, 0);
+    AddSlot(g, "wo", {E, HD}, out_std, 1);   // row parallel: input columns split
     AddSlot(g, "ffn_norm", {E}, 0);
-    AddSlot(g, "w_up", {F, E}, kInitStd);
-    AddSlot(g, "w_gate", {F, E}, kInitStd);
-    AddSlot(g, "w_down", {E, F}, out_std);
+    AddSlot(g, "w_up", {F, E}, kInitStd, 0);
+    AddSlot(g, "w_gate", {F, E}, kInitStd, 0);
+    AddSlot(g, "w_down", {E, F}, out_std, 1);
     Finish(g, shards);
     layout.groups.push_back(std::move(g));
     ++layout.num_blocks;
@@ -97,8 +125,9 @@ ParamLayout BuildParamLayout(const ModelSpec& model, int64_t shards, StageRange 
     ParamGroup g;
     g.name = "head";
     g.kind = GroupKind::kHead;
+    g.tp = tp;
     AddSlot(g, "final_norm", {E}, 0);
-    if (!model.tied_embeddings) AddSlot(g, "lm_head", {V, E}, kInitStd);
+    if (!model.tied_embeddings) AddSlot(g, "lm_head", {V, E}, kInitStd, 0);
     Finish(g, shards);
     layout.head_group = static_cast<int>(layout.groups.size());
     layout.groups.push_back(std::move(g));
@@ -120,9 +149,25 @@ at::Tensor InitGroup(const ParamGroup& group, uint64_t seed) {
     }
     // The tied lm_head reads "embedding.wte": weight names are unique per model.
     at::Generator gen = at::detail::createCPUGenerator(WeightSeed(seed, group.name + "." + slot.name));
-    view.normal_(0.0, slot.init_std, gen);
+    if (slot.tp_dim < 0) {
+      view.normal_(0.0, slot.init_std, gen);
+      continue;
+    }
+    // Draw the whole weight (the single-process values), keep this rank's slice.
+    at::Tensor whole = at::empty(slot.full_shape, at::kFloat);
+    whole.normal_(0.0, slot.init_std, gen);
+    view.copy_(whole.narrow(slot.tp_dim, slot.tp_start, slot.shape[static_cast<size_t>(slot.tp_dim)]));
   }
   return flat;
+}
+
+void PlaceTpShard(const ParamGroup& shard, const at::Tensor& shard_flat, const ParamGroup& full,
+                  at::Tensor& full_flat) {
+  for (const ParamSlot& s : shard.slots) {
+    at::Tensor dst = SlotView(full_flat, full.slot(s.name));
+    if (s.tp_dim >= 0) dst = dst.narrow(s.tp_dim, s.tp_start, s.shape[static_cast<size_t>(s.tp_dim)]);
+    dst.copy_(SlotView(shard_flat, s));
+  }
 }
 
 }  // namespace meshplan

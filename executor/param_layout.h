@@ -15,6 +15,14 @@
 // from its own generator seeded by hash(seed, "block3.wq"), so values do not depend on the
 // world size, the sharding or the stage split. Matrices ~ N(0, 0.02); the two projections
 // that write into the residual stream (wo, w_down) ~ N(0, 0.02 / sqrt(2 L)); norm weights 1.
+//
+// Tensor parallelism (Megatron; TpShard{t, i}): each slot holds tp rank i's slice of its
+// weight, a contiguous block of rows or columns (ParamSlot::tp_dim), and its shape is that
+// local shape: wq rows of query heads [i*H/t, (i+1)*H/t), wk/wv rows of kv heads
+// [i*K/t, ...), wo the columns of those query heads; w_up/w_gate rows [i*F/t, ...), w_down
+// those columns; wte and the untied lm_head vocab rows [i*V/t, ...); norm weights whole
+// (replicated). InitGroup draws the whole weight and keeps the slice, so the values equal
+// the single-process ones; PlaceTpShard puts a shard back into the full group.
 #pragma once
 
 #include <ATen/ATen.h>
@@ -33,6 +41,17 @@ struct ParamSlot {
   int64_t offset = 0;          // elements from the start of the group's flat buffer
   int64_t numel = 0;
   double init_std = 0;         // N(0, init_std); 0 means "ones" (norm weights)
+  // Tensor parallelism: the dim along which the weight is split (-1: replicated, 0: rows,
+  // 1: columns), the whole weight's shape, and where this shard starts along tp_dim.
+  int tp_dim = -1;
+  std::vector<int64_t> full_shape;  // == shape when tp_dim < 0 or tp size is 1
+  int64_t tp_start = 0;
+};
+
+// This rank's place in its tensor-parallel group: size t, rank i.
+struct TpShard {
+  int64_t size = 1;
+  int64_t rank = 0;
 };
 
 enum class GroupKind { kEmbedding, kBlock, kHead };
@@ -45,6 +64,7 @@ struct ParamGroup {
   int64_t numel = 0;           // sum of the slots
   int64_t padded_numel = 0;    // numel rounded up to a multiple of shards
   int64_t shard_numel = 0;     // padded_numel / shards
+  TpShard tp;                  // the tensor-parallel slice the slots hold
 
   const ParamSlot& slot(const std::string& slot_name) const;  // throws if absent
 };
@@ -61,6 +81,7 @@ struct StageRange {
 struct ParamLayout {
   ModelSpec model;
   int64_t shards = 1;
+  TpShard tp;
   std::vector<ParamGroup> groups;  // order: embedding?, blocks ascending, head?
   int embedding_group = -1;        // index into groups, -1 if not on this stage
   int first_block_group = -1;      // groups[first_block_group + i] is block first_block + i
@@ -71,12 +92,21 @@ struct ParamLayout {
   int64_t padded_numel() const;  // sum of padded_numel
 };
 
-ParamLayout BuildParamLayout(const ModelSpec& model, int64_t shards, StageRange stage = {});
+// Throws std::invalid_argument when tp does not divide heads, kv_heads, ffn_hidden and vocab.
+ParamLayout BuildParamLayout(const ModelSpec& model, int64_t shards, StageRange stage = {},
+                             TpShard tp = {});
 
 // A view of one weight inside a group's flat buffer (parameters or gradients alike).
 at::Tensor SlotView(const at::Tensor& flat, const ParamSlot& slot);
 
 // The group's full padded flat buffer (padded_numel, fp32 on CPU), freshly initialised.
 at::Tensor InitGroup(const ParamGroup& group, uint64_t seed);
+
+// Copies a tensor-parallel shard's weights (shard_flat: the flat buffer of `shard`, padded or
+// not) into their place in the full group's flat buffer (full: the same group built with
+// tp {1,0}). Replicated weights (norms) are copied whole. Reassembles a full group from the
+// t shards (tests, snapshots).
+void PlaceTpShard(const ParamGroup& shard, const at::Tensor& shard_flat, const ParamGroup& full,
+                  at::Tensor& full_flat);
 
 }  // namespace meshplan

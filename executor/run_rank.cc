@@ -50,11 +50,12 @@ std::vector<std::string> ExecutorLimitations(const PlanFile& pf) {
       reasons.push_back(std::string(name) + "=" + std::to_string(value) + ": " + what +
                         " is not in the executor yet (Executor II); use " + name + "=1");
   };
-  refuse("tp", plan.tp, "tensor parallelism");
   refuse("pp", plan.pp, "pipeline parallelism");
   refuse("cp", plan.cp, "context parallelism");
-  if (plan.sequence_parallel)
-    reasons.push_back("sp=1: sequence parallelism is not in the executor yet (Executor II)");
+  if (plan.tp > 1 && pf.model.vocab_size % plan.tp != 0)
+    reasons.push_back("tp=" + std::to_string(plan.tp) + ": the executor splits the vocabulary " +
+                      "(embedding, lm_head) across tp ranks, so tp must divide model.vocab_size=" +
+                      std::to_string(pf.model.vocab_size) + " (pad the vocabulary)");
   if (pf.training.precision != Precision::kFp32)
     reasons.push_back(std::string("training.precision: ") + ToString(pf.training.precision) +
                       " needs a GPU; the CPU executor trains in fp32 (set precision: fp32)");

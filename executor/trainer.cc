@@ -28,9 +28,11 @@ Trainer::Trainer(const ModelSpec& model, const TrainingSpec& training, const Dev
       data_(data),
       probe_(probe),
       shard_{training.global_batch, dp_.rank(), dp_.size(), plan_.micro_batch},
-      model_(model, training.seq_len),
-      engine_(BuildParamLayout(model, mesh.weight_replicas().size()), plan_.zero_stage,
-              mesh.weight_replicas(), AdamWFor(training), seed) {}
+      model_(model, training.seq_len,
+             TpConfig{&mesh.comm(MeshDim::kTp), plan_.sequence_parallel}),
+      engine_(BuildParamLayout(model, mesh.weight_replicas().size(), StageRange{},
+                               TpShard{mesh.size(MeshDim::kTp), mesh.coord(MeshDim::kTp)}),
+              plan_.zero_stage, mesh.weight_replicas(), AdamWFor(training), seed) {}
 
 void Trainer::set_step(int64_t step) {
   step_ = step;
