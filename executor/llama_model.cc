@@ -4,7 +4,9 @@
 #include <cmath>
 #include <utility>
 
+#include "executor/context_split.h"
 #include "executor/ops.h"
+#include "executor/ring_attention.h"
 
 namespace meshplan {
 
@@ -37,6 +39,19 @@ LlamaModel::LlamaModel(const ModelSpec& model, int64_t seq_len) : model_(model) 
   cos_ = angles.cos().to(at::kFloat);
   sin_ = angles.sin().to(at::kFloat);
   mask_ = at::ones({S, S}, at::kBool).triu_(1);
+}
+
+void LlamaModel::UseContextParallel(Communicator& cp) {
+  if (cp.size() == 1) return;
+  TORCH_CHECK(cp_ == nullptr, "LlamaModel::UseContextParallel: called twice");
+  // The local tokens' global positions select the RoPE rows; the local causal mask is the
+  // global one because local positions increase.
+  const at::Tensor positions = LocalPositions(cos_.size(0), cp.size(), cp.rank());
+  cos_ = cos_.index_select(0, positions);
+  sin_ = sin_.index_select(0, positions);
+  const int64_t Sc = positions.size(0);
+  mask_ = at::ones({Sc, Sc}, at::kBool).triu_(1);
+  cp_ = &cp;
 }
 
 int64_t LlamaModel::buffer_bytes() const {
@@ -74,7 +89,9 @@ at::Tensor LlamaModel::BlockForward(const BlockWeights& w, const at::Tensor& x,
   s.q = RopeForward(LinearForward(s.h1, w.wq), H, cos_, sin_);  // projection output freed
   s.k = RopeForward(LinearForward(s.h1, w.wk), K, cos_, sin_);
   s.v = SplitHeads(LinearForward(s.h1, w.wv), K);
-  {
+  if (cp_ != nullptr) {  // context parallel: ring attention keeps lse, never probs
+    s.attn = MergeHeads(RingAttentionForward(s.q, s.k, s.v, mask_, *cp_, &s.lse));
+  } else {
     at::Tensor probs;
     s.attn = MergeHeads(AttentionForward(s.q, s.k, s.v, mask_, &probs));
     if (recompute == Recompute::kNone) s.probs = std::move(probs);
@@ -114,11 +131,20 @@ at::Tensor LlamaModel::BlockBackward(const BlockWeights& w, BlockWeights& dw, at
   dy.reset();    // the caller moved its only reference in: freed now
   // Attention backward. dx2 reaches both the attention branch and the residual.
   at::Tensor dattn = LinearBackward(dx2, s.attn, w.wo, dw.wo);  // (B,S,E)
-  s.attn.reset();
+  if (cp_ == nullptr) s.attn.reset();  // ring attention's backward reads it as `out`
   at::Tensor dout = SplitHeads(dattn, model_.heads);  // (B,H,S,D)
   dattn.reset();
-  if (!s.probs.defined()) s.probs = AttentionProbs(s.q, s.k, mask_);  // selective recompute
-  AttentionGrads da = AttentionBackward(dout, s.q, s.k, s.v, std::move(s.probs));
+  AttentionGrads da;
+  if (cp_ != nullptr) {
+    const int64_t B = s.attn.size(0), Sc = s.attn.size(1), H = model_.heads;
+    const at::Tensor out = s.attn.view({B, Sc, H, -1}).transpose(1, 2);  // (B,H,Sc,D) view
+    da = RingAttentionBackward(dout, s.q, s.k, s.v, out, s.lse, mask_, *cp_);
+    s.attn.reset();
+    s.lse.reset();
+  } else {
+    if (!s.probs.defined()) s.probs = AttentionProbs(s.q, s.k, mask_);  // selective recompute
+    da = AttentionBackward(dout, s.q, s.k, s.v, std::move(s.probs));
+  }
   dout.reset();
   s.q.reset();
   s.k.reset();

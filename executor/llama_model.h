@@ -35,10 +35,17 @@
 //     the same sequence.
 // Model buffers (allocated once per model): RoPE cos and sin (S, D/2) fp32 each and the
 // causal mask (S,S) bool.
+// Context parallel (UseContextParallel, cp > 1): every S above is the local Sc = S/cp
+// (executor/context_split.h), the RoPE rows are those of the rank's global positions, and
+// the attention core is ring attention (executor/ring_attention.h): no probs in any
+// recompute mode (selective equals none for the attention core); instead lse (B,H,Sc) fp32
+// is kept, and attn (the merged output) is kept until the attention backward (it is the
+// ring backward's `out`).
 #pragma once
 
 #include <ATen/ATen.h>
 
+#include "executor/communicator.h"
 #include "executor/param_layout.h"
 #include "planner/model_spec.h"
 #include "planner/parallel_plan.h"
@@ -58,6 +65,7 @@ struct BlockStash {
   at::Tensor rstd1, h1;      // (B,S) fp32, (B,S,E)
   at::Tensor q, k, v;        // (B,H,S,D), (B,K,S,D), (B,K,S,D)
   at::Tensor probs;          // (B,H,S,S): recompute none only
+  at::Tensor lse;            // (B,H,Sc) fp32: context parallel (ring attention) only
   at::Tensor attn;           // (B,S,E) merged attention output (wo input)
   at::Tensor x2;             // (B,S,E) residual after attention
   at::Tensor rstd2, h2;      // (B,S) fp32, (B,S,E)
@@ -79,6 +87,11 @@ class LlamaModel {
   LlamaModel(const ModelSpec& model, int64_t seq_len);
 
   const ModelSpec& spec() const { return model_; }
+
+  // Context parallelism: this model computes cp rank cp.rank()'s local tokens (zigzag split,
+  // executor/context_split.h) with ring attention over `cp` (which must outlive the model).
+  // Call once, before the first forward; cp.size() == 1 changes nothing.
+  void UseContextParallel(Communicator& cp);
 
   // ids (B,S) int64 -> x0 (B,S,E).
   at::Tensor EmbeddingForward(const at::Tensor& ids, const at::Tensor& wte) const;
@@ -109,6 +122,7 @@ class LlamaModel {
   ModelSpec model_;
   at::Tensor cos_, sin_;  // (S, D/2) fp32
   at::Tensor mask_;       // (S,S) bool, true above the diagonal (masked)
+  Communicator* cp_ = nullptr;  // context parallel: ring attention over it (cp > 1)
 };
 
 }  // namespace meshplan

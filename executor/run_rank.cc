@@ -52,7 +52,10 @@ std::vector<std::string> ExecutorLimitations(const PlanFile& pf) {
   };
   refuse("tp", plan.tp, "tensor parallelism");
   refuse("pp", plan.pp, "pipeline parallelism");
-  refuse("cp", plan.cp, "context parallelism");
+  if (plan.cp > 1 && pf.training.seq_len % (2 * plan.cp) != 0)
+    reasons.push_back("cp=" + std::to_string(plan.cp) + ": the sequence " +
+                      std::to_string(pf.training.seq_len) +
+                      " must be a multiple of 2*cp (zigzag context-parallel split)");
   if (plan.sequence_parallel)
     reasons.push_back("sp=1: sequence parallelism is not in the executor yet (Executor II)");
   if (pf.training.precision != Precision::kFp32)
