@@ -70,7 +70,8 @@ RankMeasurement RunRank(const PlanFile& pf, const RunOptions& options, const Dev
   if (ToPlanString(mesh.plan()) != ToPlanString(pf.plan))
     throw std::invalid_argument("RunRank: the mesh was built for " + ToPlanString(mesh.plan()) +
                                 ", the plan file says " + ToPlanString(pf.plan));
-  Communicator& dp = mesh.comm(MeshDim::kDp);
+  // Snapshots are per rank of the group the ZeroEngine shards over (dp x cp).
+  Communicator& dp = mesh.weight_replicas();
   // Freed activations stay in the process: no page faults every step (host_memory.h).
   RetainFreedHostMemory();
   // The probe first: what is allocated before it is invisible to it.
