@@ -76,6 +76,11 @@ at::Tensor SplitHeads(const at::Tensor& x, int64_t n_heads, int64_t chunks) {
   return xv.contiguous().view({B, n_heads, chunks * s, D});  // (B,n,S,D)
 }
 
+at::Tensor HeadsOf(const at::Tensor& x, int64_t n_heads, int64_t chunks) {
+  const at::Tensor xv = HeadsView(x, n_heads, chunks);  // (B,n,c,S/c,D)
+  return xv.reshape({xv.size(0), n_heads, chunks * xv.size(3), xv.size(4)});
+}
+
 at::Tensor MergeHeads(const at::Tensor& x, int64_t chunks) {
   const int64_t B = x.size(0), n = x.size(1), S = x.size(2), D = x.size(3);
   at::Tensor out = at::empty(TokenMajorShape(x, chunks), x.options());

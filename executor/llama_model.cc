@@ -4,7 +4,9 @@
 #include <cmath>
 #include <utility>
 
+#include "executor/context_split.h"
 #include "executor/ops.h"
+#include "executor/ring_attention.h"
 #include "executor/vocab_parallel_ops.h"
 
 namespace meshplan {
@@ -43,6 +45,19 @@ LlamaModel::LlamaModel(const ModelSpec& model, int64_t seq_len, TpConfig tp)
   cos_ = angles.cos().to(at::kFloat);
   sin_ = angles.sin().to(at::kFloat);
   mask_ = at::ones({S, S}, at::kBool).triu_(1);
+}
+
+void LlamaModel::UseContextParallel(Communicator& cp) {
+  if (cp.size() == 1) return;
+  TORCH_CHECK(cp_ == nullptr, "LlamaModel::UseContextParallel: called twice");
+  // The local tokens' global positions select the RoPE rows; the local causal mask is the
+  // global one because local positions increase.
+  const at::Tensor positions = LocalPositions(cos_.size(0), cp.size(), cp.rank());
+  cos_ = cos_.index_select(0, positions);
+  sin_ = sin_.index_select(0, positions);
+  const int64_t Sc = positions.size(0);
+  mask_ = at::ones({Sc, Sc}, at::kBool).triu_(1);
+  cp_ = &cp;
 }
 
 int64_t LlamaModel::buffer_bytes() const {
@@ -89,7 +104,9 @@ at::Tensor LlamaModel::BlockForward(const BlockWeights& w, const at::Tensor& x,
     s.k = RopeForward(LinearForward(h1, w.wk), K, cos_, sin_, c);
     s.v = SplitHeads(LinearForward(h1, w.wv), K, c);
   }
-  {
+  if (cp_ != nullptr) {  // context parallel: ring attention keeps lse, never probs
+    s.attn = MergeHeads(RingAttentionForward(s.q, s.k, s.v, mask_, *cp_, &s.lse), c);
+  } else {
     at::Tensor probs;
     s.attn = MergeHeads(AttentionForward(s.q, s.k, s.v, mask_, &probs), c);
     if (recompute == Recompute::kNone) s.probs = std::move(probs);
@@ -145,11 +162,20 @@ at::Tensor LlamaModel::BlockBackward(const BlockWeights& w, BlockWeights& dw, at
   {
     const at::Tensor dx2_region = tp_.LeaveRegionBackward(dx2);
     at::Tensor dattn = LinearBackward(dx2_region, s.attn, w.wo, dw.wo);  // (B,S,Hl*D)
-    s.attn.reset();
+    if (cp_ == nullptr) s.attn.reset();  // ring attention's backward reads it as `out`
     dout = SplitHeads(dattn, local_heads_, c);  // (B,Hl,S,D)
   }
-  if (!s.probs.defined()) s.probs = AttentionProbs(s.q, s.k, mask_);  // selective recompute
-  AttentionGrads da = AttentionBackward(dout, s.q, s.k, s.v, std::move(s.probs));
+  AttentionGrads da;
+  if (cp_ != nullptr) {
+    // `out` (B,Hl,Sc,D): a view of attn (a copy only under sp with B > 1).
+    da = RingAttentionBackward(dout, s.q, s.k, s.v, HeadsOf(s.attn, local_heads_, c), s.lse,
+                               mask_, *cp_);
+    s.attn.reset();
+    s.lse.reset();
+  } else {
+    if (!s.probs.defined()) s.probs = AttentionProbs(s.q, s.k, mask_);  // selective recompute
+    da = AttentionBackward(dout, s.q, s.k, s.v, std::move(s.probs));
+  }
   dout.reset();
   s.q.reset();
   s.k.reset();

@@ -63,10 +63,17 @@
 // of its vocab slice), targets (N) int64 (sp: a chunk-major copy); sp all-gathers hf
 // before lm_head in forward and again in backward, reduce-scatters dhf (no sp:
 // all-reduce of dhf); cross-entropy communication as in vocab_parallel_ops.h.
+// Context parallel (UseContextParallel, cp > 1): every S above is the local Sc = S/cp
+// (executor/context_split.h), the RoPE rows are those of the rank's global positions, and
+// the attention core is ring attention (executor/ring_attention.h): no probs in any
+// recompute mode (selective equals none for the attention core); instead lse (B,H,Sc) fp32
+// is kept, and attn (the merged output) is kept until the attention backward (it is the
+// ring backward's `out`).
 #pragma once
 
 #include <ATen/ATen.h>
 
+#include "executor/communicator.h"
 #include "executor/param_layout.h"
 #include "executor/tensor_parallel.h"
 #include "planner/model_spec.h"
@@ -87,6 +94,7 @@ struct BlockStash {
   at::Tensor rstd1, h1;      // (B,S) fp32, (B,S,E)
   at::Tensor q, k, v;        // (B,H,S,D), (B,K,S,D), (B,K,S,D)
   at::Tensor probs;          // (B,H,S,S): recompute none only
+  at::Tensor lse;            // (B,H,Sc) fp32: context parallel (ring attention) only
   at::Tensor attn;           // (B,S,E) merged attention output (wo input)
   at::Tensor x2;             // (B,S,E) residual after attention
   at::Tensor rstd2, h2;      // (B,S) fp32, (B,S,E)
@@ -113,6 +121,12 @@ class LlamaModel {
   const TensorParallel& tp() const { return tp_; }
 
   // ids (B,S) int64 -> x0 (B,S,E) (sp: this rank's (B,S/t,E)).
+
+  // Context parallelism: this model computes cp rank cp.rank()'s local tokens (zigzag split,
+  // executor/context_split.h) with ring attention over `cp` (which must outlive the model).
+  // Call once, before the first forward; cp.size() == 1 changes nothing.
+  void UseContextParallel(Communicator& cp);
+
   at::Tensor EmbeddingForward(const at::Tensor& ids, const at::Tensor& wte) const;
   // dwte (V,E) += scatter of dx0.
   void EmbeddingBackward(const at::Tensor& dx0, const at::Tensor& ids, at::Tensor& dwte) const;
@@ -144,6 +158,7 @@ class LlamaModel {
   int64_t vocab_start_;                   // this rank's first vocab row
   at::Tensor cos_, sin_;  // (S, D/2) fp32
   at::Tensor mask_;       // (S,S) bool, true above the diagonal (masked)
+  Communicator* cp_ = nullptr;  // context parallel: ring attention over it (cp > 1)
 };
 
 }  // namespace meshplan

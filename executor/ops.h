@@ -75,6 +75,9 @@ at::Tensor RopeBackward(const at::Tensor& dy, const at::Tensor& cos, const at::T
 //   chunks > 1: the token-major side is (c,B,S/c,n*D) as for RoPE.
 at::Tensor SplitHeads(const at::Tensor& x, int64_t n_heads, int64_t chunks = 1);
 at::Tensor MergeHeads(const at::Tensor& x, int64_t chunks = 1);
+// The (B,n,S,D) head-major reading of a token-major tensor WITHOUT a copy where the layout
+// allows it (chunks == 1, or B == 1); otherwise a contiguous copy (allocates (B,n,S,D)).
+at::Tensor HeadsOf(const at::Tensor& x, int64_t n_heads, int64_t chunks = 1);
 
 // ---------------------------------------------------------------------------------------
 // Causal self-attention core, naive (materialised scores), grouped-query without copies:

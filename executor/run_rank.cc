@@ -51,11 +51,14 @@ std::vector<std::string> ExecutorLimitations(const PlanFile& pf) {
                         " is not in the executor yet (Executor II); use " + name + "=1");
   };
   refuse("pp", plan.pp, "pipeline parallelism");
-  refuse("cp", plan.cp, "context parallelism");
   if (plan.tp > 1 && pf.model.vocab_size % plan.tp != 0)
     reasons.push_back("tp=" + std::to_string(plan.tp) + ": the executor splits the vocabulary " +
                       "(embedding, lm_head) across tp ranks, so tp must divide model.vocab_size=" +
                       std::to_string(pf.model.vocab_size) + " (pad the vocabulary)");
+  if (plan.cp > 1 && pf.training.seq_len % (2 * plan.cp) != 0)
+    reasons.push_back("cp=" + std::to_string(plan.cp) + ": the sequence " +
+                      std::to_string(pf.training.seq_len) +
+                      " must be a multiple of 2*cp (zigzag context-parallel split)");
   if (pf.training.precision != Precision::kFp32)
     reasons.push_back(std::string("training.precision: ") + ToString(pf.training.precision) +
                       " needs a GPU; the CPU executor trains in fp32 (set precision: fp32)");

@@ -6,6 +6,8 @@
 #include <algorithm>
 #include <utility>
 
+#include "executor/context_split.h"
+
 namespace meshplan {
 
 namespace {
@@ -32,7 +34,9 @@ Trainer::Trainer(const ModelSpec& model, const TrainingSpec& training, const Dev
              TpConfig{&mesh.comm(MeshDim::kTp), plan_.sequence_parallel}),
       engine_(BuildParamLayout(model, mesh.weight_replicas().size(), StageRange{},
                                TpShard{mesh.size(MeshDim::kTp), mesh.coord(MeshDim::kTp)}),
-              plan_.zero_stage, mesh.weight_replicas(), AdamWFor(training), seed) {}
+              plan_.zero_stage, mesh.weight_replicas(), AdamWFor(training), seed) {
+  model_.UseContextParallel(mesh.comm(MeshDim::kCp));  // cp = 1: nothing changes
+}
 
 void Trainer::set_step(int64_t step) {
   step_ = step;
@@ -52,8 +56,10 @@ StepLog Trainer::Step() {
     {
       const at::Tensor tokens = MicroBatchTokens(data_, shard_, step_, i);  // (B, S+1)
       const int64_t S = training_.seq_len;
-      mb.ids = tokens.narrow(1, 0, S).contiguous();
-      mb.targets = tokens.narrow(1, 1, S).contiguous();
+      // Context parallel: this cp rank keeps its zigzag chunks (B, S/cp) of both.
+      const Communicator& cp = mesh_.comm(MeshDim::kCp);
+      mb.ids = SelectLocalTokens(tokens.narrow(1, 0, S).contiguous(), cp.size(), cp.rank());
+      mb.targets = SelectLocalTokens(tokens.narrow(1, 1, S).contiguous(), cp.size(), cp.rank());
     }
     engine_.BeginMicrobatch(i, count);
     BeginPhase();
@@ -63,10 +69,12 @@ StepLog Trainer::Step() {
     engine_.EndMicrobatch();
     EndPhase("backward", log);
   }
-  // The global-batch loss: the mean over micro-batches and dp ranks (equal token counts).
+  // The global-batch loss: the mean over micro-batches, cp ranks (each the mean over its
+  // S/cp tokens) and dp ranks (equal token counts): one all-reduce over the dp x cp group.
   at::Tensor loss = at::full({1}, loss_sum / static_cast<double>(count), at::kDouble);
-  dp_.AllReduceSum(loss);
-  log.loss = loss.item<double>() / static_cast<double>(dp_.size());
+  Communicator& replicas = mesh_.weight_replicas();
+  replicas.AllReduceSum(loss);
+  log.loss = loss.item<double>() / static_cast<double>(replicas.size());
   engine_.Step();
   log.time_s = timer_.Stop();  // CPU ops are synchronous; CUDA will synchronise first
   EndPhase("optimizer", log);

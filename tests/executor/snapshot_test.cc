@@ -25,11 +25,13 @@ namespace {
 
 namespace fs = std::filesystem;
 
-PlanFile SmallPlan(int64_t dp, int zero) {
+PlanFile SmallPlan(int64_t dp, int zero, int64_t tp = 1, int64_t cp = 1) {
   PlanFile pf;
   pf.model = test::TinySpec(false, 2);
   pf.training.global_batch = 4;
   pf.training.seq_len = 8;
+  pf.plan.tp = tp;
+  pf.plan.cp = cp;
   pf.training.precision = Precision::kFp32;
   pf.training.learning_rate = 1e-2;
   pf.plan.dp = dp;
@@ -58,10 +60,18 @@ std::vector<RankMeasurement> RunRanks(const PlanFile& pf, const RunOptions& opti
 }
 
 TEST_CASE("a resumed run continues the uninterrupted loss trajectory", "[executor][snapshot]") {
-  const auto [dp, zero] = GENERATE(std::pair<int64_t, int>{1, 0}, std::pair<int64_t, int>{2, 1},
-                                   std::pair<int64_t, int>{2, 3});
-  INFO("dp=" << dp << " zero=" << zero);
-  const PlanFile pf = SmallPlan(dp, zero);
+  struct Case {
+    int64_t dp;
+    int zero;
+    int64_t tp, cp;
+  };
+  const Case c = GENERATE(Case{1, 0, 1, 1}, Case{2, 1, 1, 1}, Case{2, 3, 1, 1},
+                          Case{2, 0, 2, 1},   // replicas over dp: one file per tp rank
+                          Case{1, 2, 2, 2});  // ZeRO over cp: one file per rank
+  const auto [dp, zero, tp, cp] = c;
+  INFO("dp=" << dp << " zero=" << zero << " tp=" << tp << " cp=" << cp);
+  const PlanFile pf = SmallPlan(dp, zero, tp, cp);
+  const int64_t world = dp * tp * cp;
   TempDir dir("meshplan_snapshot_test");
   RunOptions full;
   full.steps = 4;
@@ -74,9 +84,12 @@ TEST_CASE("a resumed run continues the uninterrupted loss trajectory", "[executo
   first.snapshot_dir = dir.path.string();
   RunRanks(pf, first);
   CHECK(fs::exists(dir.path / "latest"));
-  for (int64_t r = 0; r < dp; ++r)  // sharded under ZeRO, rank 0 alone under ZeRO-0
+  for (int64_t r = 0; r < world; ++r) {  // every rank under ZeRO, dp = cp = 0 under ZeRO-0
+    const MeshCoords coords = CoordsOfRank(pf.plan, r);
+    const bool replica = coords[MeshDim::kDp] > 0 || coords[MeshDim::kCp] > 0;
     CHECK(fs::exists(dir.path / "step_00000002" / fmt::format("rank_{:05d}.bin", r)) ==
-          (zero > 0 || r == 0));
+          (zero > 0 || !replica));
+  }
 
   RunOptions resumed = full;
   resumed.resume_dir = dir.path.string();
