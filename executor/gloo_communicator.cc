@@ -206,14 +206,25 @@ class P2PHandle final : public CommHandle {
         posted_(std::move(posted)),
         finish_(std::move(finish)) {}
   void Wait() override {
-    if (!posted_.valid()) return;
-    auto work = posted_.get();  // rethrows a failure to post
+    if (done_) return;
+    if (!work_) work_ = posted_.get();  // rethrows a failure to post
     try {
-      impl_->WaitWork(work);
+      impl_->WaitWork(work_);
     } catch (...) {
       impl_->Fail(op_, impl_->Peer(peer_), std::current_exception());
     }
+    done_ = true;
     if (finish_) finish_();
+  }
+  bool Test() override {
+    if (done_) return true;
+    if (!work_) {
+      if (posted_.wait_for(std::chrono::seconds(0)) != std::future_status::ready) return false;
+      work_ = posted_.get();
+    }
+    if (!work_->isCompleted()) return false;
+    Wait();  // rethrows a failure; runs finish_
+    return true;
   }
 
  private:
@@ -221,6 +232,8 @@ class P2PHandle final : public CommHandle {
   std::string op_;
   int peer_;
   std::future<c10::intrusive_ptr<c10d::Work>> posted_;
+  c10::intrusive_ptr<c10d::Work> work_;  // once posted_ has been read
+  bool done_ = false;
   std::function<void()> finish_;
 };
 

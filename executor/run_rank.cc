@@ -51,8 +51,12 @@ std::vector<std::string> ExecutorLimitations(const PlanFile& pf) {
                         " is not in the executor yet (Executor II); use " + name + "=1");
   };
   refuse("tp", plan.tp, "tensor parallelism");
-  refuse("pp", plan.pp, "pipeline parallelism");
   refuse("cp", plan.cp, "context parallelism");
+  if (plan.pp > 1 && pf.model.tied_embeddings)
+    reasons.push_back("pp=" + std::to_string(plan.pp) +
+                      " with tied embeddings: the embedding (first stage) and the lm_head "
+                      "(last stage) would share one weight across stages, which the executor "
+                      "does not do; use an untied model (tied_embeddings: false) or pp=1");
   if (plan.sequence_parallel)
     reasons.push_back("sp=1: sequence parallelism is not in the executor yet (Executor II)");
   if (pf.training.precision != Precision::kFp32)
@@ -73,6 +77,10 @@ RankMeasurement RunRank(const PlanFile& pf, const RunOptions& options, const Dev
   // The probe first: what is allocated before it is invisible to it.
   MemoryProbe& probe = CpuMemoryProbe();
   const std::unique_ptr<TokenSource> data = MakeTokenSource(pf, options);
+  if (mesh.plan().pp > 1 && (options.save_every > 0 || !options.resume_dir.empty()))
+    throw InputError({"<plan>"}, "plan",
+                     "snapshots with pp > 1 are not supported yet (the rank files are named "
+                     "by dp rank); run without --save-every / --resume or with pp=1");
   Trainer trainer(pf.model, pf.training, mesh, *data, options.seed, &probe);
   if (!options.resume_dir.empty()) LoadSnapshot(options.resume_dir, trainer, dp);
 
