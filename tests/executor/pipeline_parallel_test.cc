@@ -172,6 +172,33 @@ TEST_CASE("pipeline: every channel's recvs are posted in its sender's order, no 
   }
 }
 
+TEST_CASE("pipeline: a message wanted before an earlier one of its channel waits in the stash",
+          "[executor][pp]") {
+  // gpipe, pp=2, m=2: rank 0 sends activations 0, 1; rank 1 sends gradients 0, 1. Each
+  // receiver asks for micro-batch 1 first: micro-batch 0 must be received first (the
+  // channel's order) and handed out from the stash afterwards.
+  Network net(2);
+  test::OnThreads(2, [&](int rank) {
+    NetworkComm comm(net, rank, 2);
+    PipelineChannels channels(comm, PipelineSchedule::kGpipe, 1, 2, {2, 3},
+                              at::TensorOptions().dtype(at::kFloat));
+    const auto kind = rank == 0 ? PipelineTensor::kGradient : PipelineTensor::kActivation;
+    const auto out = rank == 0 ? PipelineTensor::kActivation : PipelineTensor::kGradient;
+    const int64_t other = 1 - rank;
+    for (int64_t mb = 0; mb < 2; ++mb)
+      channels.Send(out, mb, other, at::full({2, 3}, Code(out, mb, other)));
+    for (int64_t mb : {1, 0}) {
+      const at::Tensor got = channels.Receive(kind, mb, rank);
+      test::Expect(got.eq(Code(kind, mb, rank)).all().item<bool>(),
+                   "rank " + std::to_string(rank) + ": wrong payload for micro-batch " +
+                       std::to_string(mb));
+    }
+    channels.FinishStep();
+    test::Expect(channels.receive_log().size() == 2 && channels.receive_log()[0].microbatch == 0,
+                 "rank " + std::to_string(rank) + ": recvs not posted in the sender's order");
+  });
+}
+
 TEST_CASE("pipeline: a rank's chunks are virtual stages c*pp + r", "[executor][pp]") {
   ModelSpec m = test::TinySpec(false, 2);
   m.layers = 8;
