@@ -41,6 +41,11 @@ Trainer::Trainer(const ModelSpec& model, const TrainingSpec& training, const Dev
       engine_(BuildParamLayout(model, mesh.weight_replicas().size(),
                                PipelineRankChunks(model, plan_.pp, chunks_per_rank_, pp_.rank())),
               plan_.zero_stage, mesh.weight_replicas(), AdamWFor(training), seed) {
+  if (plan_.pp > 1 && plan_.schedule == PipelineSchedule::kInterleaved &&
+      shard_.microbatches() % plan_.pp != 0)
+    throw std::invalid_argument("Trainer: the interleaved schedule needs the micro-batch count (" +
+                                std::to_string(shard_.microbatches()) +
+                                ") to be a multiple of pp (" + std::to_string(plan_.pp) + ")");
   if (plan_.pp > 1 && model.tied_embeddings)
     throw std::invalid_argument(
         "Trainer: tied embeddings with pp > 1 (the embedding and the lm_head on different "
