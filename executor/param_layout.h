@@ -1,7 +1,8 @@
-// ParamLayout: where every weight of a model stage lives inside its flat parameter groups,
-// and the deterministic initialisation of those groups from a seed.
+// ParamLayout: where every weight of a rank's model chunks (the whole model, or its
+// pipeline stage's chunks) lives inside its flat parameter groups, and the deterministic
+// initialisation of those groups from a seed.
 //
-// A stage's parameters are split into groups, each ONE flat 1-D buffer (ZeRO shards,
+// A rank's parameters are split into groups, each ONE flat 1-D buffer (ZeRO shards,
 // all-gathers, reduce-scatters and snapshots a group as one tensor; DDP all-reduces a
 // group as one bucket):
 //   "embedding"  : wte (V,E)

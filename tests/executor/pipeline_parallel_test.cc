@@ -14,6 +14,7 @@
 
 #include "executor/data.h"
 #include "executor/pipeline_p2p.h"
+#include "executor/run_rank.h"
 #include "executor/trainer.h"
 #include "planner/names.h"
 #include "planner/pipeline_schedule.h"
@@ -312,6 +313,22 @@ TEST_CASE("pipeline parallel training equals the single-process run", "[executor
     INFO(name);
     CHECK(holders[name] == c.dp);
   }
+}
+
+TEST_CASE("meshplan run takes pp > 1 plans, refusing tied embeddings with a reason",
+          "[executor][pp]") {
+  PlanFile pf;
+  pf.model = test::TinySpec(false, 2);
+  pf.model.layers = 4;
+  pf.training = Training(4);
+  pf.plan.pp = 2;
+  CHECK(ExecutorLimitations(pf).empty());
+  pf.model.tied_embeddings = true;
+  const std::vector<std::string> reasons = ExecutorLimitations(pf);
+  REQUIRE(reasons.size() == 1);
+  CHECK(reasons[0].find("tied") != std::string::npos);
+  CHECK(reasons[0].find("untied") != std::string::npos);
+  CHECK(reasons[0].find("pp=1") != std::string::npos);
 }
 
 TEST_CASE("pipeline parallel refuses tied embeddings", "[executor][pp]") {
