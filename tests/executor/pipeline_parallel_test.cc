@@ -200,6 +200,27 @@ TEST_CASE("pipeline: a message wanted before an earlier one of its channel waits
   });
 }
 
+TEST_CASE("pipeline: a Gloo send's handle reports completion through Test()", "[executor][pp]") {
+  ParallelPlan plan;
+  plan.pp = 2;
+  test::OnMesh(plan, [&](const DeviceMesh& mesh) {
+    Communicator& pp = mesh.comm(MeshDim::kPp);
+    at::Tensor t = at::full({4}, pp.rank() == 0 ? 7.0 : 0.0);
+    if (pp.rank() == 0) {
+      const auto handle = pp.SendAsync(t, 1);
+      const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+      while (!handle->Test()) {
+        test::Expect(std::chrono::steady_clock::now() < deadline, "send never tested complete");
+        std::this_thread::sleep_for(std::chrono::milliseconds(1));
+      }
+      handle->Wait();  // returns at once
+    } else {
+      pp.Recv(t, 0);
+      test::Expect(t.eq(7.0).all().item<bool>(), "wrong payload");
+    }
+  });
+}
+
 TEST_CASE("pipeline: a rank's chunks are virtual stages c*pp + r", "[executor][pp]") {
   ModelSpec m = test::TinySpec(false, 2);
   m.layers = 8;
