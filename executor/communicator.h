@@ -21,6 +21,9 @@ class CommHandle {
  public:
   virtual ~CommHandle() = default;
   virtual void Wait() = 0;  // blocks until the collective is complete
+  // Non-blocking: true when the operation is known to be complete (Wait() then returns at
+  // once). The default never knows (false): callers keep the handle and Wait() later.
+  virtual bool Test() { return false; }
 };
 
 class Communicator {

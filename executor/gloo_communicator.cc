@@ -195,7 +195,9 @@ class QueuedHandle final : public CommHandle {
   std::future<void> done_;
 };
 
-// Send/recv: posted in order on the comm thread, completed by the waiter.
+// Send/recv: posted in order on the comm thread, completed by the waiter. Gloo's Work
+// cannot be polled (isCompleted turns true only inside wait()), so the first Test() hands
+// the wait to a helper thread and later Tests read its future.
 class P2PHandle final : public CommHandle {
  public:
   P2PHandle(std::shared_ptr<GlooCommunicator::Impl> impl, std::string op, int peer,
@@ -206,21 +208,47 @@ class P2PHandle final : public CommHandle {
         posted_(std::move(posted)),
         finish_(std::move(finish)) {}
   void Wait() override {
-    if (!posted_.valid()) return;
-    auto work = posted_.get();  // rethrows a failure to post
-    try {
-      impl_->WaitWork(work);
-    } catch (...) {
-      impl_->Fail(op_, impl_->Peer(peer_), std::current_exception());
+    if (done_) return;
+    if (waiter_.valid()) {
+      waiter_.get();  // rethrows the waiter's failure
+    } else {
+      if (!posted_.valid()) return;
+      WaitPosted(impl_, op_, peer_, posted_.get());  // get() rethrows a failure to post
     }
+    done_ = true;
     if (finish_) finish_();
+  }
+  bool Test() override {
+    if (done_) return true;
+    if (!waiter_.valid()) {
+      if (!posted_.valid()) return false;
+      waiter_ = std::async(std::launch::async,
+                           [impl = impl_, op = op_, peer = peer_, posted = std::move(posted_)]() mutable {
+                             WaitPosted(impl, op, peer, posted.get());
+                           });
+    }
+    if (waiter_.wait_for(std::chrono::seconds(0)) != std::future_status::ready) return false;
+    Wait();  // rethrows a failure; runs finish_
+    return true;
   }
 
  private:
+  static void WaitPosted(const std::shared_ptr<GlooCommunicator::Impl>& impl,
+                         const std::string& op, int peer,
+                         const c10::intrusive_ptr<c10d::Work>& work) {
+    try {
+      impl->WaitWork(work);
+    } catch (...) {
+      impl->Fail(op, impl->Peer(peer), std::current_exception());
+    }
+  }
+
   std::shared_ptr<GlooCommunicator::Impl> impl_;
   std::string op_;
   int peer_;
   std::future<c10::intrusive_ptr<c10d::Work>> posted_;
+  std::future<void> waiter_;  // after the first Test()
+  bool done_ = false;
   std::function<void()> finish_;
 };
 

@@ -12,7 +12,10 @@
 // thread (the CPU analogue of a communication stream), so an async collective
 // overlaps the caller's compute and every rank runs the same sequence. Send and
 // recv are posted in order but complete independently, so a rank may post a send
-// and a recv to the same peer before waiting on either (no deadlock).
+// and a recv to the same peer before waiting on either (no deadlock). Test() on a
+// send/recv handle (Gloo work cannot be polled) hands its wait to a helper thread on the
+// first call and reports that thread's completion; destroying such a handle before it
+// completes blocks until it does (or times out). Collective handles never Test() true.
 // Algorithms and memory (what the memory model must count, c10 allocator only):
 //  - all_reduce, broadcast, barrier: Gloo's, in place (Gloo's scratch is malloc'ed,
 //    outside the c10 allocator);

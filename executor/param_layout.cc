@@ -69,8 +69,31 @@ int64_t ParamLayout::padded_numel() const {
   return n;
 }
 
+StageRange VirtualStageRange(const ModelSpec& model, int64_t virtual_stages, int64_t stage) {
+  if (virtual_stages < 1 || model.layers % virtual_stages != 0 || stage < 0 ||
+      stage >= virtual_stages)
+    throw std::invalid_argument("pipeline: " + std::to_string(model.layers) +
+                                " layers do not split into " + std::to_string(virtual_stages) +
+                                " virtual stages (or stage " + std::to_string(stage) +
+                                " is out of range)");
+  const int64_t per = model.layers / virtual_stages;
+  return {stage * per, (stage + 1) * per, stage == 0, stage == virtual_stages - 1};
+}
+
+std::vector<StageRange> PipelineRankChunks(const ModelSpec& model, int64_t pp, int64_t v,
+                                           int64_t pp_rank) {
+  std::vector<StageRange> chunks;
+  for (int64_t c = 0; c < v; ++c) chunks.push_back(VirtualStageRange(model, pp * v, c * pp + pp_rank));
+  return chunks;
+}
+
 ParamLayout BuildParamLayout(const ModelSpec& model, int64_t shards, StageRange stage,
                              TpShard tp) {
+  return BuildParamLayout(model, shards, std::vector<StageRange>{stage}, tp);
+}
+
+ParamLayout BuildParamLayout(const ModelSpec& model, int64_t shards,
+                             const std::vector<StageRange>& chunks, TpShard tp) {
   if (model.block != BlockKind::kLlama)
     throw std::invalid_argument("the executor builds llama blocks only");
   if (tp.size < 1 || tp.rank < 0 || tp.rank >= tp.size)
@@ -85,52 +108,63 @@ ParamLayout BuildParamLayout(const ModelSpec& model, int64_t shards, StageRange 
   const int64_t V = model.vocab_size, E = model.hidden, F = model.ffn_hidden;
   const int64_t HD = model.heads * model.head_dim(), KD = model.kv_hidden();
   const double out_std = kInitStd / std::sqrt(2.0 * static_cast<double>(model.layers));
-  const int64_t end_block = stage.end_block < 0 ? model.layers : stage.end_block;
 
   ParamLayout layout;
   layout.model = model;
   layout.shards = shards;
   layout.tp = tp;
-  if (stage.embedding) {
-    ParamGroup g;
-    g.tp = tp;
-    g.name = "embedding";
-    g.kind = GroupKind::kEmbedding;
-    AddSlot(g, "wte", {V, E}, kInitStd, 0);
-    Finish(g, shards);
-    layout.embedding_group = static_cast<int>(layout.groups.size());
-    layout.groups.push_back(std::move(g));
+  for (const StageRange& stage : chunks) {
+    const int64_t end_block = stage.end_block < 0 ? model.layers : stage.end_block;
+    ChunkGroups chunk;
+    if (stage.embedding) {
+      ParamGroup g;
+      g.tp = tp;
+      g.name = "embedding";
+      g.kind = GroupKind::kEmbedding;
+      AddSlot(g, "wte", {V, E}, kInitStd, 0);  // vocabulary parallel: rows split
+      Finish(g, shards);
+      chunk.embedding_group = static_cast<int>(layout.groups.size());
+      layout.groups.push_back(std::move(g));
+    }
+    chunk.first_block_group = static_cast<int>(layout.groups.size());
+    chunk.first_block = stage.first_block;
+    for (int64_t l = stage.first_block; l < end_block; ++l) {
+      ParamGroup g;
+      g.name = "block" + std::to_string(l);
+      g.kind = GroupKind::kBlock;
+      g.block = l;
+      g.tp = tp;
+      AddSlot(g, "attn_norm", {E}, 0);
+      AddSlot(g, "wq", {HD, E}, kInitStd, 0);  // column parallel: output rows split
+      AddSlot(g, "wk", {KD, E}, kInitStd, 0);
+      AddSlot(g, "wv", {KD, E}, kInitStd, 0);
+      AddSlot(g, "wo", {E, HD}, out_std, 1);   // row parallel: input columns split
+      AddSlot(g, "ffn_norm", {E}, 0);
+      AddSlot(g, "w_up", {F, E}, kInitStd, 0);
+      AddSlot(g, "w_gate", {F, E}, kInitStd, 0);
+      AddSlot(g, "w_down", {E, F}, out_std, 1);
+      Finish(g, shards);
+      layout.groups.push_back(std::move(g));
+      ++chunk.num_blocks;
+    }
+    if (stage.head) {
+      ParamGroup g;
+      g.name = "head";
+      g.kind = GroupKind::kHead;
+      g.tp = tp;
+      AddSlot(g, "final_norm", {E}, 0);
+      if (!model.tied_embeddings) AddSlot(g, "lm_head", {V, E}, kInitStd, 0);
+      Finish(g, shards);
+      chunk.head_group = static_cast<int>(layout.groups.size());
+      layout.groups.push_back(std::move(g));
+    }
+    if (chunk.embedding_group >= 0) layout.embedding_group = chunk.embedding_group;
+    if (chunk.head_group >= 0) layout.head_group = chunk.head_group;
+    layout.chunks.push_back(chunk);
   }
-  layout.first_block_group = static_cast<int>(layout.groups.size());
-  for (int64_t l = stage.first_block; l < end_block; ++l) {
-    ParamGroup g;
-    g.name = "block" + std::to_string(l);
-    g.kind = GroupKind::kBlock;
-    g.block = l;
-    g.tp = tp;
-    AddSlot(g, "attn_norm", {E}, 0);
-    AddSlot(g, "wq", {HD, E}, kInitStd, 0);  // column parallel: output rows split
-    AddSlot(g, "wk", {KD, E}, kInitStd, 0);
-    AddSlot(g, "wv", {KD, E}, kInitStd, 0);
-    AddSlot(g, "wo", {E, HD}, out_std, 1);   // row parallel: input columns split
-    AddSlot(g, "ffn_norm", {E}, 0);
-    AddSlot(g, "w_up", {F, E}, kInitStd, 0);
-    AddSlot(g, "w_gate", {F, E}, kInitStd, 0);
-    AddSlot(g, "w_down", {E, F}, out_std, 1);
-    Finish(g, shards);
-    layout.groups.push_back(std::move(g));
-    ++layout.num_blocks;
-  }
-  if (stage.head) {
-    ParamGroup g;
-    g.name = "head";
-    g.kind = GroupKind::kHead;
-    g.tp = tp;
-    AddSlot(g, "final_norm", {E}, 0);
-    if (!model.tied_embeddings) AddSlot(g, "lm_head", {V, E}, kInitStd, 0);
-    Finish(g, shards);
-    layout.head_group = static_cast<int>(layout.groups.size());
-    layout.groups.push_back(std::move(g));
+  if (!layout.chunks.empty()) {
+    layout.first_block_group = layout.chunks.front().first_block_group;
+    layout.num_blocks = layout.chunks.front().num_blocks;
   }
   return layout;
 }

@@ -1,7 +1,8 @@
-// ParamLayout: where every weight of a model stage lives inside its flat parameter groups,
-// and the deterministic initialisation of those groups from a seed.
+// ParamLayout: where every weight of a rank's model chunks (the whole model, or its
+// pipeline stage's chunks) lives inside its flat parameter groups, and the deterministic
+// initialisation of those groups from a seed.
 //
-// A stage's parameters are split into groups, each ONE flat 1-D buffer (ZeRO shards,
+// A rank's parameters are split into groups, each ONE flat 1-D buffer (ZeRO shards,
 // all-gathers, reduce-scatters and snapshots a group as one tensor; DDP all-reduces a
 // group as one bucket):
 //   "embedding"  : wte (V,E)
@@ -69,8 +70,8 @@ struct ParamGroup {
   const ParamSlot& slot(const std::string& slot_name) const;  // throws if absent
 };
 
-// The blocks [first_block, end_block) plus the embedding and/or the head: one pipeline
-// stage. The whole model (the only stage until pipeline parallelism) is the default.
+// The blocks [first_block, end_block) plus the embedding and/or the head: one model chunk
+// (one virtual pipeline stage). The whole model (pp = 1) is the default.
 struct StageRange {
   int64_t first_block = 0;
   int64_t end_block = -1;  // -1: through the last block
@@ -78,13 +79,34 @@ struct StageRange {
   bool head = true;
 };
 
+// Pipeline chunks (Megatron's interleaved layout, planner/pipeline_schedule.h): with pp
+// ranks and v chunks per rank there are pp*v virtual stages; virtual stage k holds blocks
+// [k*L/(pp*v), (k+1)*L/(pp*v)), the embedding on k = 0, the head on k = pp*v - 1, and
+// chunk c of pp rank r is virtual stage c*pp + r. Needs L % (pp*v) == 0 (else throws).
+StageRange VirtualStageRange(const ModelSpec& model, int64_t virtual_stages, int64_t stage);
+std::vector<StageRange> PipelineRankChunks(const ModelSpec& model, int64_t pp, int64_t v,
+                                           int64_t pp_rank);
+
+// The groups of one chunk (indices into ParamLayout::groups; -1 / 0 when absent).
+struct ChunkGroups {
+  int embedding_group = -1;
+  int first_block_group = -1;  // groups[first_block_group + i] is block first_block + i
+  int64_t first_block = 0;
+  int64_t num_blocks = 0;
+  int head_group = -1;
+};
+
 struct ParamLayout {
   ModelSpec model;
   int64_t shards = 1;
   TpShard tp;
-  std::vector<ParamGroup> groups;  // order: embedding?, blocks ascending, head?
-  int embedding_group = -1;        // index into groups, -1 if not on this stage
-  int first_block_group = -1;      // groups[first_block_group + i] is block first_block + i
+  std::vector<ParamGroup> groups;  // per chunk in chunk order: embedding?, blocks ascending, head?
+  std::vector<ChunkGroups> chunks; // one per model chunk this rank holds
+  // The rank-wide view: the embedding / head group wherever they are (-1 if not on this
+  // rank); first_block_group and num_blocks are chunk 0's (the only chunk unless the
+  // schedule is interleaved).
+  int embedding_group = -1;
+  int first_block_group = -1;
   int64_t num_blocks = 0;
   int head_group = -1;
 
@@ -95,6 +117,9 @@ struct ParamLayout {
 // Throws std::invalid_argument when tp does not divide heads, kv_heads, ffn_hidden and vocab.
 ParamLayout BuildParamLayout(const ModelSpec& model, int64_t shards, StageRange stage = {},
                              TpShard tp = {});
+// Several chunks on one rank (the ZeRO unit stays the group).
+ParamLayout BuildParamLayout(const ModelSpec& model, int64_t shards,
+                             const std::vector<StageRange>& chunks, TpShard tp = {});
 
 // A view of one weight inside a group's flat buffer (parameters or gradients alike).
 at::Tensor SlotView(const at::Tensor& flat, const ParamSlot& slot);

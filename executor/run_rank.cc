@@ -45,12 +45,6 @@ std::vector<std::string> ExecutorLimitations(const PlanFile& pf) {
   if (pf.model.block != BlockKind::kLlama)
     reasons.push_back(std::string("model.block: the executor builds llama blocks only, not ") +
                       ToString(pf.model.block));
-  const auto refuse = [&](const char* name, int64_t value, const char* what) {
-    if (value > 1)
-      reasons.push_back(std::string(name) + "=" + std::to_string(value) + ": " + what +
-                        " is not in the executor yet (Executor II); use " + name + "=1");
-  };
-  refuse("pp", plan.pp, "pipeline parallelism");
   if (plan.tp > 1 && pf.model.vocab_size % plan.tp != 0)
     reasons.push_back("tp=" + std::to_string(plan.tp) + ": the executor splits the vocabulary " +
                       "(embedding, lm_head) across tp ranks, so tp must divide model.vocab_size=" +
@@ -59,6 +53,11 @@ std::vector<std::string> ExecutorLimitations(const PlanFile& pf) {
     reasons.push_back("cp=" + std::to_string(plan.cp) + ": the sequence " +
                       std::to_string(pf.training.seq_len) +
                       " must be a multiple of 2*cp (zigzag context-parallel split)");
+  if (plan.pp > 1 && pf.model.tied_embeddings)
+    reasons.push_back("pp=" + std::to_string(plan.pp) +
+                      " with tied embeddings: the embedding (first stage) and the lm_head "
+                      "(last stage) would share one weight across stages, which the executor "
+                      "does not do; use an untied model (tied_embeddings: false) or pp=1");
   if (pf.training.precision != Precision::kFp32)
     reasons.push_back(std::string("training.precision: ") + ToString(pf.training.precision) +
                       " needs a GPU; the CPU executor trains in fp32 (set precision: fp32)");

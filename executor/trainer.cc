@@ -4,6 +4,7 @@
 #include "executor/trainer.h"
 
 #include <algorithm>
+#include <stdexcept>
 #include <utility>
 
 #include "executor/context_split.h"
@@ -18,6 +19,12 @@ AdamWOptions AdamWFor(const TrainingSpec& training) {
   return options;
 }
 
+int64_t ChunksPerRank(const ParallelPlan& plan) {
+  if (plan.pp == 1) return 1;
+  return plan.schedule == PipelineSchedule::kInterleaved ? std::max<int64_t>(1, plan.virtual_stages)
+                                                         : 1;
+}
+
 }  // namespace
 
 Trainer::Trainer(const ModelSpec& model, const TrainingSpec& training, const DeviceMesh& mesh,
@@ -27,15 +34,27 @@ Trainer::Trainer(const ModelSpec& model, const TrainingSpec& training, const Dev
       plan_(mesh.plan()),
       mesh_(mesh),
       dp_(mesh.comm(MeshDim::kDp)),
+      pp_(mesh.comm(MeshDim::kPp)),
+      chunks_per_rank_(ChunksPerRank(mesh.plan())),
       data_(data),
       probe_(probe),
       shard_{training.global_batch, dp_.rank(), dp_.size(), plan_.micro_batch},
       model_(model, training.seq_len,
              TpConfig{&mesh.comm(MeshDim::kTp), plan_.sequence_parallel}),
-      engine_(BuildParamLayout(model, mesh.weight_replicas().size(), StageRange{},
+      engine_(BuildParamLayout(model, mesh.weight_replicas().size(),
+                               PipelineRankChunks(model, plan_.pp, chunks_per_rank_, pp_.rank()),
                                TpShard{mesh.size(MeshDim::kTp), mesh.coord(MeshDim::kTp)}),
               plan_.zero_stage, mesh.weight_replicas(), AdamWFor(training), seed) {
   model_.UseContextParallel(mesh.comm(MeshDim::kCp));  // cp = 1: nothing changes
+  if (plan_.pp > 1 && plan_.schedule == PipelineSchedule::kInterleaved &&
+      shard_.microbatches() % plan_.pp != 0)
+    throw std::invalid_argument("Trainer: the interleaved schedule needs the micro-batch count (" +
+                                std::to_string(shard_.microbatches()) +
+                                ") to be a multiple of pp (" + std::to_string(plan_.pp) + ")");
+  if (plan_.pp > 1 && model.tied_embeddings)
+    throw std::invalid_argument(
+        "Trainer: tied embeddings with pp > 1 (the embedding and the lm_head on different "
+        "stages) are not supported; use an untied model or pp=1");
 }
 
 void Trainer::set_step(int64_t step) {
@@ -43,30 +62,45 @@ void Trainer::set_step(int64_t step) {
   engine_.set_optimizer_steps(step);
 }
 
+std::vector<int64_t> Trainer::BoundaryShape() const {
+  // The residual stream between blocks: this cp rank's S/cp tokens, sequence-sharded over
+  // tp with sp.
+  const int64_t tokens = training_.seq_len / plan_.cp / (plan_.sequence_parallel ? plan_.tp : 1);
+  return {plan_.micro_batch, tokens, spec_.hidden};
+}
+
+void Trainer::LoadTokens(int64_t microbatch, bool ids, bool targets, MicroBatch& mb) const {
+  const at::Tensor tokens = MicroBatchTokens(data_, shard_, step_, microbatch);  // (B, S+1)
+  const int64_t S = training_.seq_len;
+  // Context parallel: this cp rank keeps its zigzag chunks (B, S/cp) (context_split.h).
+  const Communicator& cp = mesh_.comm(MeshDim::kCp);
+  if (ids) mb.ids = SelectLocalTokens(tokens.narrow(1, 0, S).contiguous(), cp.size(), cp.rank());
+  if (targets)
+    mb.targets = SelectLocalTokens(tokens.narrow(1, 1, S).contiguous(), cp.size(), cp.rank());
+}
+
 // ---------------------------------------------------------------------------------------
 // The step
 
-StepLog Trainer::Step() {
+StepLog Trainer::Step() { return plan_.pp > 1 ? PipelineStep() : SingleStageStep(); }
+
+StepLog Trainer::SingleStageStep() {
   StepLog log;
   timer_.Start();
   const int64_t count = shard_.microbatches();
+  const ChunkGroups& chunk = engine_.layout().chunks.front();
+  engine_.BeginStep(count);
   double loss_sum = 0;
   for (int64_t i = 0; i < count; ++i) {
     MicroBatch mb;
-    {
-      const at::Tensor tokens = MicroBatchTokens(data_, shard_, step_, i);  // (B, S+1)
-      const int64_t S = training_.seq_len;
-      // Context parallel: this cp rank keeps its zigzag chunks (B, S/cp) of both.
-      const Communicator& cp = mesh_.comm(MeshDim::kCp);
-      mb.ids = SelectLocalTokens(tokens.narrow(1, 0, S).contiguous(), cp.size(), cp.rank());
-      mb.targets = SelectLocalTokens(tokens.narrow(1, 1, S).contiguous(), cp.size(), cp.rank());
-    }
-    engine_.BeginMicrobatch(i, count);
+    LoadTokens(i, true, true, mb);
     BeginPhase();
-    loss_sum += Forward(mb);
+    double loss = 0;
+    ForwardChunk(chunk, mb, {}, &loss);
+    loss_sum += loss;
     EndPhase("forward", log);
-    Backward(mb, 1.0 / static_cast<double>(count));
-    engine_.EndMicrobatch();
+    BackwardChunk(chunk, mb, {}, 1.0 / static_cast<double>(count));
+    engine_.EndBackward();
     EndPhase("backward", log);
   }
   // The global-batch loss: the mean over micro-batches, cp ranks (each the mean over its
@@ -83,27 +117,30 @@ StepLog Trainer::Step() {
 }
 
 // ---------------------------------------------------------------------------------------
-// Forward: embedding -> blocks -> head (final norm, lm_head, cross-entropy).
+// Forward of one chunk: [embedding ->] blocks [-> head (final norm, lm_head, cross-entropy)].
 
-double Trainer::Forward(MicroBatch& mb) {
+at::Tensor Trainer::ForwardChunk(const ChunkGroups& chunk, MicroBatch& mb, at::Tensor x,
+                                 double* loss) {
   const ParamLayout& layout = engine_.layout();
-  const int emb = layout.embedding_group, head = layout.head_group;
-  at::Tensor x;
-  {
-    const at::Tensor params = engine_.AcquireParams(emb);
-    x = model_.EmbeddingForward(mb.ids, SlotView(params, layout.groups[emb].slot("wte")));
+  const int emb = layout.embedding_group, head = chunk.head_group;
+  if (chunk.embedding_group >= 0) {
+    {
+      const at::Tensor params = engine_.AcquireParams(emb);
+      x = model_.EmbeddingForward(mb.ids, SlotView(params, layout.groups[emb].slot("wte")));
+    }
+    engine_.ReleaseParams(emb);
   }
-  engine_.ReleaseParams(emb);
 
-  mb.blocks.resize(static_cast<size_t>(layout.num_blocks));
-  for (int64_t i = 0; i < layout.num_blocks; ++i) {
-    const int g = layout.first_block_group + static_cast<int>(i);
+  mb.blocks.resize(static_cast<size_t>(chunk.num_blocks));
+  for (int64_t i = 0; i < chunk.num_blocks; ++i) {
+    const int g = chunk.first_block_group + static_cast<int>(i);
     {
       const BlockWeights w = BlockViews(layout.groups[g], engine_.AcquireParams(g));
       x = model_.BlockForward(w, x, plan_.recompute, &mb.blocks[static_cast<size_t>(i)]);
     }
     engine_.ReleaseParams(g);
   }
+  if (head < 0) return x;
 
   // The head (and a tied embedding) stays acquired until its backward.
   const ParamGroup& hg = layout.groups[head];
@@ -111,44 +148,48 @@ double Trainer::Forward(MicroBatch& mb) {
   const at::Tensor lm_head = spec_.tied_embeddings
                                  ? SlotView(engine_.AcquireParams(emb), layout.groups[emb].slot("wte"))
                                  : SlotView(hp, hg.slot("lm_head"));
-  const at::Tensor loss =
+  const at::Tensor mb_loss =
       model_.HeadForward(SlotView(hp, hg.slot("final_norm")), lm_head, x, mb.targets, &mb.head);
-  return loss.item<double>();
+  *loss = mb_loss.item<double>();
+  return {};
 }
 
 // ---------------------------------------------------------------------------------------
-// Backward: head -> blocks in reverse -> embedding; each group's gradient is handed to the
-// engine (its all-reduce / reduce-scatter starts) as soon as it is complete.
+// Backward of one chunk: [head ->] blocks in reverse [-> embedding]; each group's gradient
+// is handed to the engine (its all-reduce / reduce-scatter starts) as soon as it is complete.
 
-void Trainer::Backward(MicroBatch& mb, double dloss) {
+at::Tensor Trainer::BackwardChunk(const ChunkGroups& chunk, MicroBatch& mb, at::Tensor dy,
+                                  double dloss) {
   const ParamLayout& layout = engine_.layout();
-  const int emb = layout.embedding_group, head = layout.head_group;
-  const ParamGroup& hg = layout.groups[head];
-  const ParamSlot& wte = layout.groups[emb].slot("wte");
-  at::Tensor dx;
-  {
-    // Still acquired since the forward.
-    const at::Tensor hp = engine_.AcquireParams(head);
-    const at::Tensor hgrad = engine_.GradBuffer(head);
-    at::Tensor dfinal = SlotView(hgrad, hg.slot("final_norm"));
-    at::Tensor lm_head, dlm_head;
-    if (spec_.tied_embeddings) {
-      lm_head = SlotView(engine_.AcquireParams(emb), wte);
-      dlm_head = SlotView(engine_.GradBuffer(emb), wte);
-    } else {
-      lm_head = SlotView(hp, hg.slot("lm_head"));
-      dlm_head = SlotView(hgrad, hg.slot("lm_head"));
+  const int emb = layout.embedding_group, head = chunk.head_group;
+  at::Tensor dx = std::move(dy);
+  if (head >= 0) {
+    const ParamGroup& hg = layout.groups[head];
+    {
+      // Still acquired since the forward.
+      const at::Tensor hp = engine_.AcquireParams(head);
+      const at::Tensor hgrad = engine_.GradBuffer(head);
+      at::Tensor dfinal = SlotView(hgrad, hg.slot("final_norm"));
+      at::Tensor lm_head, dlm_head;
+      if (spec_.tied_embeddings) {
+        const ParamSlot& wte = layout.groups[emb].slot("wte");
+        lm_head = SlotView(engine_.AcquireParams(emb), wte);
+        dlm_head = SlotView(engine_.GradBuffer(emb), wte);
+      } else {
+        lm_head = SlotView(hp, hg.slot("lm_head"));
+        dlm_head = SlotView(hgrad, hg.slot("lm_head"));
+      }
+      dx = model_.HeadBackward(SlotView(hp, hg.slot("final_norm")), lm_head, dfinal, dlm_head,
+                               dloss, std::move(mb.head));
     }
-    dx = model_.HeadBackward(SlotView(hp, hg.slot("final_norm")), lm_head, dfinal, dlm_head,
-                             dloss, std::move(mb.head));
+    for (int k = 0; k < 2; ++k) engine_.ReleaseParams(head);  // this acquire and the forward's
+    if (spec_.tied_embeddings)
+      for (int k = 0; k < 2; ++k) engine_.ReleaseParams(emb);
+    engine_.GradReady(head);
   }
-  for (int k = 0; k < 2; ++k) engine_.ReleaseParams(head);  // this acquire and the forward's
-  if (spec_.tied_embeddings)
-    for (int k = 0; k < 2; ++k) engine_.ReleaseParams(emb);
-  engine_.GradReady(head);
 
-  for (int64_t i = layout.num_blocks - 1; i >= 0; --i) {
-    const int g = layout.first_block_group + static_cast<int>(i);
+  for (int64_t i = chunk.num_blocks - 1; i >= 0; --i) {
+    const int g = chunk.first_block_group + static_cast<int>(i);
     {
       const BlockWeights w = BlockViews(layout.groups[g], engine_.AcquireParams(g));
       BlockWeights dw = BlockViews(layout.groups[g], engine_.GradBuffer(g));
@@ -158,13 +199,15 @@ void Trainer::Backward(MicroBatch& mb, double dloss) {
     engine_.ReleaseParams(g);
     engine_.GradReady(g);
   }
+  if (chunk.embedding_group < 0) return dx;
 
   {
-    at::Tensor dwte = SlotView(engine_.GradBuffer(emb), wte);
+    at::Tensor dwte = SlotView(engine_.GradBuffer(emb), layout.groups[emb].slot("wte"));
     model_.EmbeddingBackward(dx, mb.ids, dwte);
   }
   dx.reset();
   engine_.GradReady(emb);
+  return {};
 }
 
 // ---------------------------------------------------------------------------------------

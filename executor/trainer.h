@@ -1,15 +1,26 @@
 // Trainer: what one rank does per optimizer step, top-down (llm.c's train loop):
-//   for each micro-batch: next batch -> forward -> backward (gradient sync launched per
-//   group as its backward finishes) ; then optimizer update -> log (loss, time, memory).
+//   pp = 1: for each micro-batch: next batch -> forward -> backward (gradient sync launched
+//           per group as its backward finishes) ; then optimizer update -> log.
+//   pp > 1: this rank's items of planner/pipeline_schedule.h StageOrder(plan.schedule, pp,
+//           v, m, pp rank), in order: a forward or backward of one micro-batch through one
+//           model chunk (virtual stage), with the chunk-boundary activations and gradients
+//           exchanged over the pp communicator (executor/pipeline_p2p.h); then the update.
+//           zb_h1 runs each weight-gradient pass (W) inside its backward (B): the W items
+//           are skipped, so the losses and parameters are 1F1B's (only the bubble differs).
 //
 // Holds the model (executor/llama_model.h), this rank's parameters, gradients and AdamW
-// states (executor/zero_engine.h: DP / ZeRO-1/2/3 over the dp Communicator) and reads its
-// shard of every global batch (executor/data.h). The micro-batch count is
-// global_batch / (dp * micro_batch); each micro-batch's loss gradient is scaled by 1/count
-// and the engine averages over dp, so the update equals a single-process step on the
-// whole global batch. Pipeline/tensor/context parallelism (issue 6) will hand the trainer
-// a stage (StageRange) and more communicators; today it trains the whole model.
-// Not thread-safe. All ranks of the dp group must call Step() together.
+// states (executor/zero_engine.h: DP / ZeRO-1/2/3 over the dp x cp group) for its chunks
+// (executor/param_layout.h PipelineRankChunks) and reads its shard of every global batch
+// (executor/data.h). The micro-batch count is global_batch / (dp * micro_batch); each
+// micro-batch's loss gradient is scaled by 1/count and the engine averages over dp, so the
+// update equals a single-process step on the whole global batch. The logged loss is the
+// global-batch mean on every rank: the last pipeline stage computes it, broadcasts it over
+// pp (root: the last pp rank), then the dp ranks average it.
+// Memory per phase: the probe's peak of every forward item is reported as "forward", of
+// every backward item as "backward" (max over items), the update as "optimizer".
+// With pp > 1 a stage holds several micro-batches' stashes at once (gpipe: all m; 1f1b and
+// zb_h1: min(m, pp - r); interleaved: see planner/pipeline_in_flight.h).
+// Not thread-safe. All ranks of the mesh must call Step() together.
 #pragma once
 
 #include <ATen/ATen.h>
@@ -24,6 +35,7 @@
 #include "executor/device_mesh.h"
 #include "executor/llama_model.h"
 #include "executor/memory_probe.h"
+#include "executor/pipeline_p2p.h"
 #include "executor/step_timer.h"
 #include "executor/zero_engine.h"
 #include "planner/measurement.h"
@@ -61,15 +73,26 @@ class Trainer {
   const StepTimer& timer() const { return timer_; }  // every Step() of this trainer
 
  private:
-  // Everything one micro-batch keeps from its forward for its backward.
+  // Everything one micro-batch keeps from its forward for its backward, through one chunk
+  // (pp = 1: the whole model).
   struct MicroBatch {
-    at::Tensor ids;      // (B,S) int64
-    at::Tensor targets;  // (B,S) int64
+    at::Tensor ids;      // (B,S) int64: the first stage only
+    at::Tensor targets;  // (B,S) int64: the last stage only
     std::vector<BlockStash> blocks;
     HeadStash head;
   };
-  double Forward(MicroBatch& mb);               // returns the micro-batch's mean loss
-  void Backward(MicroBatch& mb, double dloss);  // dloss: d(step loss)/d(micro-batch loss)
+  StepLog SingleStageStep();
+  StepLog PipelineStep();
+  void LoadTokens(int64_t microbatch, bool ids, bool targets, MicroBatch& mb) const;
+  // Forward of one chunk: x is the chunk's input (undefined on the first stage: the
+  // embedding of mb.ids). Returns the chunk's output, or undefined on the last stage with
+  // *loss = the micro-batch's mean loss.
+  at::Tensor ForwardChunk(const ChunkGroups& chunk, MicroBatch& mb, at::Tensor x, double* loss);
+  // Backward of one chunk: dy is d(loss)/d(output) (undefined on the last stage: the head's
+  // dloss = d(step loss)/d(micro-batch loss) starts it). Returns d/d(input), undefined on
+  // the first stage.
+  at::Tensor BackwardChunk(const ChunkGroups& chunk, MicroBatch& mb, at::Tensor dy, double dloss);
+  std::vector<int64_t> BoundaryShape() const;  // what crosses a stage boundary: (B,S,E)
   void BeginPhase();
   void EndPhase(const char* phase, StepLog& log);
 
@@ -78,6 +101,8 @@ class Trainer {
   ParallelPlan plan_;
   const DeviceMesh& mesh_;
   Communicator& dp_;
+  Communicator& pp_;
+  int64_t chunks_per_rank_ = 1;  // v: the interleaved schedule's virtual_stages, else 1
   const TokenSource& data_;
   MemoryProbe* probe_;
   BatchShard shard_;

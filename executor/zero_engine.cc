@@ -63,9 +63,11 @@ void ZeroEngine::ReleaseParams(int g) {
 // ---------------------------------------------------------------------------------------
 // Gradients
 
-void ZeroEngine::BeginMicrobatch(int64_t index, int64_t count) {
-  microbatch_ = index;
-  microbatches_ = count;
+void ZeroEngine::BeginStep(int64_t microbatches) {
+  if (microbatches < 1) throw std::invalid_argument("ZeroEngine: a step needs micro-batches");
+  microbatches_ = microbatches;
+  contributions_.assign(groups_.size(), 0);
+  groups_complete_ = 0;
 }
 
 at::Tensor ZeroEngine::GradBuffer(int g) {
@@ -76,7 +78,13 @@ at::Tensor ZeroEngine::GradBuffer(int g) {
 
 void ZeroEngine::GradReady(int g) {
   Group& group = groups_[g];
-  const bool last = microbatch_ == microbatches_ - 1;
+  if (contributions_.size() != groups_.size()) contributions_.assign(groups_.size(), 0);
+  const int64_t index = contributions_[g]++;  // this contribution's number, 0..m-1
+  if (index >= microbatches_)
+    throw std::logic_error("ZeroEngine: group " + layout_.groups[g].name + " got more than " +
+                           std::to_string(microbatches_) + " gradient contributions in a step");
+  const bool last = index == microbatches_ - 1;
+  if (last) ++groups_complete_;
   if (zero_stage_ == 0) {
     if (last) pending_.push_back({g, dp_.AllReduceSumAsync(group.grad), {}, {}});
     return;
@@ -85,13 +93,13 @@ void ZeroEngine::GradReady(int g) {
     if (last) pending_.push_back({g, dp_.ReduceScatterSumAsync(group.grad, group.grad_shard), {}, {}});
     return;
   }
-  // Stages 2-3: reduce-scatter every micro-batch; at most one in flight.
+  // Stages 2-3: reduce-scatter every contribution; at most one in flight.
   FinishPending();
   Pending p;
   p.group = g;
   p.full_grad = std::move(group.grad);  // group.grad is now undefined
   at::Tensor out = group.grad_shard;
-  if (microbatch_ > 0) out = p.partial = at::empty({layout_.groups[g].shard_numel}, at::kFloat);
+  if (index > 0) out = p.partial = at::empty({layout_.groups[g].shard_numel}, at::kFloat);
   p.handle = dp_.ReduceScatterSumAsync(p.full_grad, out);
   pending_.push_back(std::move(p));
 }
@@ -104,8 +112,8 @@ void ZeroEngine::FinishPending() {
   pending_.clear();  // frees the full gradients and partial shards
 }
 
-void ZeroEngine::EndMicrobatch() {
-  if (zero_stage_ >= 2 || microbatch_ == microbatches_ - 1) FinishPending();
+void ZeroEngine::EndBackward() {
+  if (zero_stage_ >= 2 || groups_complete_ == groups_.size()) FinishPending();
 }
 
 // ---------------------------------------------------------------------------------------
@@ -113,6 +121,14 @@ void ZeroEngine::EndMicrobatch() {
 
 void ZeroEngine::Step() {
   FinishPending();
+  if (!contributions_.empty())
+    for (size_t g = 0; g < groups_.size(); ++g)
+      if (contributions_[g] != microbatches_)
+        throw std::logic_error("ZeroEngine: group " + layout_.groups[g].name + " got " +
+                               std::to_string(contributions_[g]) + " of " +
+                               std::to_string(microbatches_) + " gradient contributions");
+  contributions_.assign(groups_.size(), 0);
+  groups_complete_ = 0;
   ++optimizer_steps_;
   const double scale = 1.0 / static_cast<double>(dp_.size());
   std::vector<std::unique_ptr<CommHandle>> gathers;

@@ -12,22 +12,27 @@
 //   2      full P            shard P/n                 full grad P_g                  shard 2P/n
 //   3      shard P/n         shard P/n                 gathered params P_g, grad P_g  shard 2P/n
 //
-// Communication (SPEC.md 2c), one bucket = one group:
-//   0: after a group's backward in the LAST micro-batch, async all-reduce of its gradient in
-//      place; all are waited for before the optimizer (overlapped with the rest of backward).
+// Communication (SPEC.md 2c), one bucket = one group. A step runs m micro-batches; each
+// group gets one backward contribution (GradReady) per micro-batch, counted per group, so
+// the backward passes of different micro-batches may interleave with forwards and with
+// each other (pipeline schedules) as long as each group's contributions come one at a time:
+//   0: after a group's m-th contribution, async all-reduce of its gradient in place; all
+//      are waited for before the optimizer (overlapped with the rest of backward).
 //   1: the same timing, async reduce-scatter of the full gradient into the shard buffer;
 //      after AdamW on the shard, all-gather of the updated shard into the full params (in
 //      place: the input is this rank's slice of the output).
-//   2: after a group's backward in EVERY micro-batch, async reduce-scatter of its full
-//      gradient; the full gradient is freed when that reduce-scatter completes, which the
-//      engine waits for when the next group's gradient is ready (so at most two full group
-//      gradients exist at once: the one being computed and the one in flight). Micro-batch
-//      0 reduce-scatters straight into the shard; later ones into a temporary shard that is
-//      added and freed. Update and all-gather as in stage 1.
+//   2: after EVERY contribution of a group, async reduce-scatter of its full gradient; the
+//      full gradient is freed when that reduce-scatter completes, which the engine waits
+//      for when the next group's gradient is ready (so at most two full group gradients
+//      exist at once: the one being computed and the one in flight). A group's first
+//      contribution of the step reduce-scatters straight into the shard; later ones into a
+//      temporary shard that is added and freed. Update and all-gather as in stage 1.
 //   3: as 2 for gradients; params are all-gathered into a temporary full buffer on
 //      AcquireParams (before a group's forward, again before its backward) and freed on the
 //      matching ReleaseParams (ref-counted: the head stays gathered from its forward
-//      through its backward; a tied embedding is held by the head too).
+//      through its backward, across every micro-batch in flight on it; a tied embedding is
+//      held by the head too).
+// With pp = 1 (one micro-batch's backward at a time) this is exactly "micro-batch i of m".
 // Gradients are summed over the dp ranks and then divided by n, so with the loss of each
 // of the m micro-batches scaled by 1/m the result is the gradient of the global-batch mean.
 // Communicator temporaries (GlooCommunicator: one shard-sized buffer per reduce-scatter
@@ -67,15 +72,18 @@ class ZeroEngine {
   at::Tensor AcquireParams(int g);
   void ReleaseParams(int g);
 
-  // Call before each micro-batch's forward: `index` in 0..count-1.
-  void BeginMicrobatch(int64_t index, int64_t count);
+  // Call at the start of each step: every group will get `microbatches` contributions.
+  void BeginStep(int64_t microbatches);
   // The full flat gradient of group g to accumulate into (stages 2-3: allocated zeroed on
-  // the first call in a micro-batch).
+  // the first call of each contribution).
   at::Tensor GradBuffer(int g);
-  // Group g's gradient for this micro-batch is complete: launch its communication.
+  // Group g's gradient contribution (one micro-batch's backward) is complete: launch its
+  // communication as the stage's rule says.
   void GradReady(int g);
-  // After the micro-batch's backward: waits for what must be complete by now.
-  void EndMicrobatch();
+  // After a backward pass (one micro-batch through one stage or chunk): stages 2-3 wait for
+  // the reduce-scatter in flight (freeing its full gradient); stages 0-1 wait for every
+  // launched communication once every group has had its m contributions.
+  void EndBackward();
 
   // --- update ---------------------------------------------------------------------------
   // Averages the gradients over dp, AdamW on this rank's part (lr from `adamw`), stages
@@ -119,7 +127,9 @@ class ZeroEngine {
   AdamWOptions adamw_;
   std::vector<Group> groups_;
   std::vector<Pending> pending_;
-  int64_t microbatch_ = 0, microbatches_ = 1;
+  int64_t microbatches_ = 1;
+  std::vector<int64_t> contributions_;  // per group, this step
+  size_t groups_complete_ = 0;          // groups with all m contributions this step
   int64_t optimizer_steps_ = 0;
 };
 

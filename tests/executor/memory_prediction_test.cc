@@ -18,6 +18,7 @@
 
 #include "planner/config_loader.h"
 #include "planner/measurement.h"
+#include "planner/mesh_layout.h"
 #include "planner/memory_model.h"
 
 namespace meshplan {
@@ -64,6 +65,61 @@ PlanFile MakePlanFile(const MemoryCase& c) {
 
 std::string Mb(double bytes) { return fmt::format("{:.3f}", bytes / 1e6); }
 
+// Runs each plan with `meshplan run` and checks every rank's peak against the detailed
+// prediction for its pipeline stage; prints the reconciliation table under `title`.
+void CheckPredictions(const std::vector<PlanFile>& plans, const std::string& title) {
+  const fs::path dir = fs::temp_directory_path() / fmt::format("meshplan_memory_{}", ::getpid());
+  fs::create_directories(dir);
+  std::string table = fmt::format(
+      "{:<52} {:>10} {:>10} {:>7}  {:<15} | measured MB: {:>9} {:>9} {:>9} {:>9} | predicted MB: "
+      "{:>8} {:>8} {:>8} {:>8} {:>8} {:>8} {:>8} {:>8}\n",
+      "plan", "predicted", "measured", "err %", "predicted phase", "resident", "forward",
+      "backward", "optimizer", "params", "grads", "optim", "activ", "logits", "comm", "gather",
+      "transnt");
+  for (size_t i = 0; i < plans.size(); ++i) {
+    const PlanFile& pf = plans[i];
+    const int64_t world = pf.plan.world_size();
+    const std::string plan_path = (dir / fmt::format("plan{}.yaml", i)).string();
+    const std::string out_path = (dir / fmt::format("measured{}.json", i)).string();
+    SavePlanFile(plan_path, pf);
+    const std::string command =
+        fmt::format("'{}' run '{}' --nproc {} --steps 1 --warmup 0 --out '{}' > '{}.log' 2>&1",
+                    MESHPLAN_BINARY, plan_path, world, out_path, out_path);
+    INFO(command);
+    REQUIRE(std::system(command.c_str()) == 0);
+    const Measurement measured = LoadMeasurement(out_path);
+    REQUIRE(measured.ranks.size() == static_cast<size_t>(world));
+    for (const RankMeasurement& rank : measured.ranks) {
+      const int64_t stage = CoordsOfRank(pf.plan, rank.rank)[MeshDim::kPp];
+      const MemoryBreakdown predicted =
+          EstimateStageMemory(pf.model, pf.training, pf.plan, MemoryModel::kDetailed, stage);
+      const double error =
+          (predicted.total_bytes - double(rank.peak_memory_bytes)) / double(rank.peak_memory_bytes);
+      auto phase = [&](const char* name) {
+        for (const PhasePeak& p : rank.phase_peaks)
+          if (p.phase == name) return Mb(double(p.peak_bytes));
+        return std::string("-");
+      };
+      const std::string label = fmt::format("{} G={} rank {} stage {}", ToShortPlanString(pf.plan),
+                                            pf.training.global_batch, rank.rank, stage);
+      table += fmt::format(
+          "{:<52} {:>10} {:>10} {:>+7.2f}  {:<15} | measured MB: {:>9} {:>9} {:>9} {:>9} | "
+          "predicted MB: {:>8} {:>8} {:>8} {:>8} {:>8} {:>8} {:>8} {:>8}\n",
+          label, Mb(predicted.total_bytes), Mb(double(rank.peak_memory_bytes)), 100 * error,
+          predicted.peak_phase, Mb(double(rank.resident_bytes)), phase("forward"),
+          phase("backward"), phase("optimizer"), Mb(predicted.params_bytes),
+          Mb(predicted.grads_bytes), Mb(predicted.optimizer_bytes), Mb(predicted.activations_bytes),
+          Mb(predicted.logits_bytes), Mb(predicted.comm_buffer_bytes),
+          Mb(predicted.gathered_params_bytes), Mb(predicted.transient_bytes));
+      INFO(label << ": predicted " << predicted.total_bytes << " B, measured "
+                 << rank.peak_memory_bytes << " B");
+      CHECK(std::abs(error) <= 0.02);
+    }
+  }
+  std::cout << "\n" << title << "\n" << table << std::flush;
+  fs::remove_all(dir);
+}
+
 TEST_CASE("the detailed memory model predicts each rank's measured peak within 2%",
           "[executor][memory_prediction]") {
   const std::vector<MemoryCase> cases = {
@@ -75,57 +131,66 @@ TEST_CASE("the detailed memory model predicts each rank's measured peak within 2
       {4, 0, 2, 1, Recompute::kFull}, {4, 1, 1, 1, Recompute::kNone},
       {4, 2, 4, 1, Recompute::kFull}, {4, 3, 2, 2, Recompute::kNone},
   };
-  const fs::path dir = fs::temp_directory_path() / fmt::format("meshplan_memory_{}", ::getpid());
-  fs::create_directories(dir);
-  std::string table = fmt::format(
-      "{:<44} {:>10} {:>10} {:>7}  {:<15} | measured MB: {:>9} {:>9} {:>9} {:>9} | predicted MB: "
-      "{:>8} {:>8} {:>8} {:>8} {:>8} {:>8} {:>8} {:>8}\n",
-      "plan", "predicted", "measured", "err %", "predicted phase", "resident", "forward",
-      "backward", "optimizer", "params", "grads", "optim", "activ", "logits", "comm", "gather",
-      "transnt");
-  for (size_t i = 0; i < cases.size(); ++i) {
-    const MemoryCase& c = cases[i];
-    const PlanFile pf = MakePlanFile(c);
-    const std::string plan_path = (dir / fmt::format("plan{}.yaml", i)).string();
-    const std::string out_path = (dir / fmt::format("measured{}.json", i)).string();
-    SavePlanFile(plan_path, pf);
-    const std::string command =
-        fmt::format("'{}' run '{}' --nproc {} --steps 1 --warmup 0 --out '{}' > '{}.log' 2>&1",
-                    MESHPLAN_BINARY, plan_path, c.world, out_path, out_path);
-    INFO(command);
-    REQUIRE(std::system(command.c_str()) == 0);
-    const Measurement measured = LoadMeasurement(out_path);
-    const MemoryBreakdown predicted =
-        EstimateStageMemory(pf.model, pf.training, pf.plan, MemoryModel::kDetailed, 0);
-    REQUIRE(measured.ranks.size() == static_cast<size_t>(c.world));
-    for (const RankMeasurement& rank : measured.ranks) {
-      const double error =
-          (predicted.total_bytes - double(rank.peak_memory_bytes)) / double(rank.peak_memory_bytes);
-      auto phase = [&](const char* name) {
-        for (const PhasePeak& p : rank.phase_peaks)
-          if (p.phase == name) return Mb(double(p.peak_bytes));
-        return std::string("-");
-      };
-      table += fmt::format(
-          "{:<44} {:>10} {:>10} {:>+7.2f}  {:<15} | measured MB: {:>9} {:>9} {:>9} {:>9} | "
-          "predicted MB: {:>8} {:>8} {:>8} {:>8} {:>8} {:>8} {:>8} {:>8}\n",
-          fmt::format("{} G={} rank {}", ToShortPlanString(pf.plan), pf.training.global_batch,
-                      rank.rank),
-          Mb(predicted.total_bytes), Mb(double(rank.peak_memory_bytes)), 100 * error,
-          predicted.peak_phase, Mb(double(rank.resident_bytes)), phase("forward"),
-          phase("backward"), phase("optimizer"), Mb(predicted.params_bytes),
-          Mb(predicted.grads_bytes), Mb(predicted.optimizer_bytes), Mb(predicted.activations_bytes),
-          Mb(predicted.logits_bytes), Mb(predicted.comm_buffer_bytes),
-          Mb(predicted.gathered_params_bytes), Mb(predicted.transient_bytes));
-      INFO(ToShortPlanString(pf.plan) << " rank " << rank.rank << ": predicted "
-                                      << predicted.total_bytes << " B, measured "
-                                      << rank.peak_memory_bytes << " B");
-      CHECK(std::abs(error) <= 0.02);
-    }
+  std::vector<PlanFile> plans;
+  for (const MemoryCase& c : cases) plans.push_back(MakePlanFile(c));
+  CheckPredictions(plans, "Detailed memory model vs measured peak (tiny-llama-like, S=256, fp32, CPU):");
+}
+
+// Tensor, sequence, context and pipeline parallelism (issue 6): each pipeline stage is
+// predicted and checked on its own.
+struct MeshMemoryCase {
+  int64_t dp, cp, pp, tp;
+  bool sp;
+  int zero;
+  PipelineSchedule schedule;
+  int64_t v;
+  int64_t mbs, microbatches;
+  Recompute recompute;
+};
+
+TEST_CASE("the detailed memory model predicts tp, sp, cp and pp ranks within 2%",
+          "[executor][memory_prediction]") {
+  using S = PipelineSchedule;
+  using R = Recompute;
+  const std::vector<MeshMemoryCase> cases = {
+      {1, 1, 1, 2, false, 0, S::k1F1B, 1, 2, 1, R::kNone},
+      {1, 1, 1, 2, true, 0, S::k1F1B, 1, 2, 1, R::kNone},
+      {1, 1, 1, 2, true, 0, S::k1F1B, 1, 2, 1, R::kFull},
+      {1, 1, 1, 4, true, 0, S::k1F1B, 1, 1, 2, R::kSelective},
+      {2, 1, 1, 2, false, 1, S::k1F1B, 1, 1, 1, R::kNone},
+      {1, 2, 1, 1, false, 0, S::k1F1B, 1, 2, 1, R::kNone},
+      {1, 2, 1, 1, false, 0, S::k1F1B, 1, 1, 2, R::kFull},
+      {1, 2, 1, 2, true, 0, S::k1F1B, 1, 2, 1, R::kNone},
+      {2, 2, 1, 1, false, 2, S::k1F1B, 1, 1, 1, R::kNone},
+      {1, 1, 2, 1, false, 0, S::k1F1B, 1, 1, 2, R::kNone},
+      {1, 1, 2, 1, false, 0, S::kGpipe, 1, 1, 2, R::kFull},
+      {1, 1, 2, 1, false, 0, S::kInterleaved, 2, 1, 2, R::kNone},
+      {1, 1, 4, 1, false, 0, S::k1F1B, 1, 1, 4, R::kNone},
+      {1, 1, 2, 2, true, 1, S::k1F1B, 1, 1, 2, R::kNone},
+  };
+  std::vector<PlanFile> plans;
+  for (const MeshMemoryCase& c : cases) {
+    PlanFile pf;
+    pf.model = TinyLlamaLike();
+    const int64_t world = c.dp * c.cp * c.pp * c.tp;
+    pf.cluster = LoadCluster(std::to_string(world) + "xa40");
+    pf.training.global_batch = c.dp * c.mbs * c.microbatches;
+    pf.training.seq_len = 256;
+    pf.training.precision = Precision::kFp32;
+    pf.training.steps = 1;
+    pf.plan.dp = c.dp;
+    pf.plan.cp = c.cp;
+    pf.plan.pp = c.pp;
+    pf.plan.tp = c.tp;
+    pf.plan.sequence_parallel = c.sp;
+    pf.plan.zero_stage = c.zero;
+    pf.plan.schedule = c.schedule;
+    pf.plan.virtual_stages = c.v;
+    pf.plan.micro_batch = c.mbs;
+    pf.plan.recompute = c.recompute;
+    plans.push_back(pf);
   }
-  std::cout << "\nDetailed memory model vs measured peak (tiny-llama-like, S=256, fp32, CPU):\n"
-            << table << std::flush;
-  fs::remove_all(dir);
+  CheckPredictions(plans, "Detailed memory model vs measured peak, tp/sp/cp/pp (tiny-llama-like, S=256, fp32, CPU):");
 }
 
 }  // namespace

@@ -25,13 +25,14 @@ namespace {
 
 namespace fs = std::filesystem;
 
-PlanFile SmallPlan(int64_t dp, int zero, int64_t tp = 1, int64_t cp = 1) {
+PlanFile SmallPlan(int64_t dp, int zero, int64_t tp = 1, int64_t cp = 1, int64_t pp = 1) {
   PlanFile pf;
   pf.model = test::TinySpec(false, 2);
   pf.training.global_batch = 4;
   pf.training.seq_len = 8;
   pf.plan.tp = tp;
   pf.plan.cp = cp;
+  pf.plan.pp = pp;
   pf.training.precision = Precision::kFp32;
   pf.training.learning_rate = 1e-2;
   pf.plan.dp = dp;
@@ -63,15 +64,16 @@ TEST_CASE("a resumed run continues the uninterrupted loss trajectory", "[executo
   struct Case {
     int64_t dp;
     int zero;
-    int64_t tp, cp;
+    int64_t tp, cp, pp;
   };
-  const Case c = GENERATE(Case{1, 0, 1, 1}, Case{2, 1, 1, 1}, Case{2, 3, 1, 1},
-                          Case{2, 0, 2, 1},   // replicas over dp: one file per tp rank
-                          Case{1, 2, 2, 2});  // ZeRO over cp: one file per rank
-  const auto [dp, zero, tp, cp] = c;
-  INFO("dp=" << dp << " zero=" << zero << " tp=" << tp << " cp=" << cp);
-  const PlanFile pf = SmallPlan(dp, zero, tp, cp);
-  const int64_t world = dp * tp * cp;
+  const Case c = GENERATE(Case{1, 0, 1, 1, 1}, Case{2, 1, 1, 1, 1}, Case{2, 3, 1, 1, 1},
+                          Case{2, 0, 2, 1, 1},   // replicas over dp: one file per tp rank
+                          Case{1, 2, 2, 2, 1},   // ZeRO over cp: one file per rank
+                          Case{2, 1, 1, 1, 2});  // one file per stage and dp rank
+  const auto [dp, zero, tp, cp, pp] = c;
+  INFO("dp=" << dp << " zero=" << zero << " tp=" << tp << " cp=" << cp << " pp=" << pp);
+  const PlanFile pf = SmallPlan(dp, zero, tp, cp, pp);
+  const int64_t world = dp * tp * cp * pp;
   TempDir dir("meshplan_snapshot_test");
   RunOptions full;
   full.steps = 4;
