@@ -8,7 +8,9 @@ namespace meshplan {
 
 ZeroEngine::ZeroEngine(const ParamLayout& layout, int zero_stage, Communicator& dp,
                        const AdamWOptions& adamw, uint64_t seed)
-    : layout_(layout), zero_stage_(zero_stage), dp_(dp), adamw_(adamw) {
+    // Over a single replica there is nothing to shard, gather or send: stage 0 (no shard
+    // buffers), as planner/memory_detailed.cc assumes.
+    : layout_(layout), zero_stage_(dp.size() > 1 ? zero_stage : 0), dp_(dp), adamw_(adamw) {
   if (zero_stage < 0 || zero_stage > 3)
     throw std::invalid_argument("ZeroEngine: zero_stage must be 0..3");
   if (layout.shards != dp.size())

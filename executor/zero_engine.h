@@ -56,7 +56,8 @@ namespace meshplan {
 class ZeroEngine {
  public:
   // Initialises every group from `seed` (InitGroup: the same values for any dp size) and
-  // keeps this rank's part. layout.shards must equal dp.size().
+  // keeps this rank's part. layout.shards must equal dp.size(). With dp.size() == 1 every
+  // stage runs as stage 0 (zero_stage() says 0).
   ZeroEngine(const ParamLayout& layout, int zero_stage, Communicator& dp,
              const AdamWOptions& adamw, uint64_t seed);
   ZeroEngine(const ZeroEngine&) = delete;

@@ -81,6 +81,12 @@ void AddNorm(SavedTensorList& out, const ModelSpec& model, const ActivationShape
   out.Add(rstd);
 }
 
+// Context parallel llama blocks run the executor's ring attention (flash-style: no
+// probabilities kept), whatever the single-rank attention would be.
+bool IsRing(const ModelSpec& model, const ActivationShape& sh) {
+  return sh.cp > 1 && model.block == BlockKind::kLlama;
+}
+
 SavedTensor Core(SavedTensor t) {
   t.core_attention = true;
   return t;
@@ -89,9 +95,10 @@ SavedTensor Core(SavedTensor t) {
 // Every tensor one block keeps with no recompute.
 SavedTensorList AllBlockTensors(const ModelSpec& model, const ActivationShape& sh,
                                 AttentionImpl impl) {
-  const bool gpt = model.block == BlockKind::kGpt, naive = impl == AttentionImpl::kNaive;
+  const bool gpt = model.block == BlockKind::kGpt, ring = IsRing(model, sh);
+  const bool naive = impl == AttentionImpl::kNaive && !ring;
   const double A = sh.act_bytes, b = double(sh.b), Sc = double(sh.s_local);
-  const double Skv = naive ? double(sh.s) : Sc;      // naive ring attention keeps all K/V chunks
+  const double Skv = Sc;
   const double normed = b * sh.s_norm * sh.hidden;   // (B,Sn,E)
   const double q = b * Sc * sh.heads * sh.head_dim;  // (B,Sc,Ht*D)
   const double kv = b * Skv * sh.kv_heads * sh.head_dim;
@@ -110,6 +117,16 @@ SavedTensorList AllBlockTensors(const ModelSpec& model, const ActivationShape& s
       out.Add(Core({"attention.dropout", "output (B,Ht,Sc,Skv)", probs, A}));
     }
     out.Add({"attention.pv", "v (B,Kt,Skv,D)", kv, A});
+  } else if (ring) {
+    // executor/ring_attention.h: the logsumexp is kept in every mode but full recompute (the
+    // backward recomputes each ring step's probabilities from it): nothing is recomputed
+    // under selective.
+    out.Add({"attention.ring", "q (B,Ht,Sc,D)", q, A});
+    out.Add({"attention.ring", "k (B,Kt,Sc,D)", kv, A});
+    out.Add({"attention.ring", "v (B,Kt,Sc,D)", kv, A});
+    SavedTensor lse{"attention.ring", "logsumexp (B,Ht,Sc) fp32", b * sh.heads * Sc, kFp32Bytes};
+    lse.row_statistic = true;
+    out.Add(lse);
   } else {
     out.Add({"attention.flash", "q (B,Sc,Ht,D)", q, A});
     out.Add({"attention.flash", "k (B,Sc,Kt,D)", kv, A});
@@ -169,16 +186,27 @@ SavedTensorList BlockRecomputedTensors(const ModelSpec& model, const ActivationS
 
 SavedTensorList BlockBackwardStepWorkspace(const ModelSpec& model, const ActivationShape& sh,
                                            AttentionImpl impl, BlockHalf half) {
-  const bool naive = impl == AttentionImpl::kNaive;
+  const bool ring = IsRing(model, sh), naive = impl == AttentionImpl::kNaive && !ring;
   const double A = sh.act_bytes, b = double(sh.b), Sc = double(sh.s_local);
-  const double Skv = naive ? double(sh.s) : Sc;
+  const double Skv = Sc;
   const double q = b * Sc * sh.heads * sh.head_dim;
   const double kv = b * Sc * sh.kv_heads * sh.head_dim;
   const double probs = b * sh.heads * Sc * Skv;
   const double inner = b * Sc * sh.ffn;
 
   SavedTensorList attention;
-  if (naive) {
+  if (ring) {
+    // executor/ring_attention.h backward, at step 0 (the local Sc x Sc block, the largest):
+    // the fp32 dq accumulator, the step's probabilities and score gradients (fp32), the
+    // next K/V being received, this block's fp32 dK/dV accumulator and its partial dK/dV.
+    attention.Add({"attention.ring backward", "dq accumulator (B,Ht,Sc,D) fp32", q, kFp32Bytes});
+    attention.Add({"attention.ring backward", "P (B,Ht,Sc,Sc) fp32", probs, kFp32Bytes});
+    attention.Add({"attention.ring backward", "dScores (B,Ht,Sc,Sc) fp32", probs, kFp32Bytes});
+    attention.Add({"attention.ring backward", "next K, V (B,Kt,Sc,D) x 2", 2 * kv, A});
+    attention.Add({"attention.ring backward", "dK, dV accumulator (B,Kt,Sc,D) x 2 fp32", 2 * kv,
+                   kFp32Bytes});
+    attention.Add({"attention.ring backward", "partial dK, dV (B,Kt,Sc,D) x 2", 2 * kv, A});
+  } else if (naive) {
     // executor/ops.h AttentionBackward: dv, then dP and a temporary of the same shape.
     attention.Add({"attention.pv backward", "dv (B,Kt,Sc,D)", kv, A});
     attention.Add({"attention.pv backward", "dP (B,Ht,Sc,Skv)", probs, A});

@@ -9,8 +9,7 @@
 // Shape legend (planner/model_spec.h) plus the local extents one rank sees:
 //   Sc = S/cp   the tokens this rank holds (context parallel splits the sequence)
 //   Sn = Sc/tp  with sequence parallel (norms, residual, dropout), else Sc
-//   Skv         keys a query meets on this rank: S for naive ring attention
-//               (autograd keeps every K/V chunk received), else Sc
+//   Skv = Sc    keys a query meets at once on this rank (context parallel: one ring step)
 //   Ht = H/tp, Kt = K/tp, Ft = F/tp, Vt = V padded to tp / tp;  A = activation bytes
 //
 // Executor contract, per op (each one entry below):
@@ -32,6 +31,10 @@
 //   GeLU         (gpt) saves its input (the fc1 output); fc2 saves the GeLU output.
 //   dropout      (gpt) saves a 1-byte mask per element.
 //   residual     saves nothing.
+//   ring attention (cp > 1, llama; executor/ring_attention.h): q, k, v (Sc) and the
+//                logsumexp (B,Ht,Sc) fp32 in every mode but full (nothing of Sc x Sc is
+//                kept: the backward recomputes each step's probabilities); its backward
+//                workspace is the step-0 block (see BlockBackwardStepWorkspace).
 // Recompute: selective drops the core-attention entries (P, dropout mask and output;
 // the logsumexp for flash) and recomputes them from q, k, v in backward; full keeps
 // only each layer's input.

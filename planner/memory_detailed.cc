@@ -98,11 +98,6 @@ MemoryBreakdown DetailedStageMemory(const ModelSpec& model, const TrainingSpec& 
   auto full_grad = [&](double group) { return grads_per_group ? bytes.grad * group : 0.0; };
   auto gathered = [&](double group) { return zero == 3 ? bytes.param * group : 0.0; };
   const double partial_shard = microbatches > 1 ? 1.0 / n : 0.0;  // temporary shard per group
-  double ring_kv = 0;
-  if (plan.cp > 1) {  // ring attention: the K and V chunks being sent and received
-    ring_kv = 2.0 * 2.0 * double(shape.b) * shape.s_local * shape.kv_heads * shape.head_dim *
-              shape.act_bytes;
-  }
 
   // ---- Phases.
   Phase phases[4];
@@ -128,7 +123,7 @@ MemoryBreakdown DetailedStageMemory(const ModelSpec& model, const TrainingSpec& 
     p.logits_bytes = logits_but_current;
     // The block's full gradient; on the last stage the head's is still in flight.
     p.comm_buffer_bytes = full_grad(block_group) +
-                          (last ? full_grad(head_group) * (1.0 + partial_shard) : 0.0) + ring_kv;
+                          (last ? full_grad(head_group) * (1.0 + partial_shard) : 0.0);
     p.gathered_params_bytes = gathered(block_group);
     p.transient_bytes = attention_peak ? attention_step : mlp_step;
     phases[num_phases++] = p;
@@ -137,7 +132,7 @@ MemoryBreakdown DetailedStageMemory(const ModelSpec& model, const TrainingSpec& 
     Phase head{"head_backward"};
     head.activations_bytes = activations;
     head.logits_bytes = logits_all;
-    head.comm_buffer_bytes = full_grad(head_group) + ring_kv;
+    head.comm_buffer_bytes = full_grad(head_group);
     head.gathered_params_bytes = gathered(head_group);
     head.transient_bytes = HeadBackwardWorkspace(shape).TotalBytes();
     phases[num_phases++] = head;
