@@ -11,11 +11,16 @@
 // Holds the model (executor/llama_model.h), this rank's parameters, gradients and AdamW
 // states (executor/zero_engine.h: DP / ZeRO-1/2/3 over the dp x cp group) for its chunks
 // (executor/param_layout.h PipelineRankChunks) and reads its shard of every global batch
-// (executor/data.h). The micro-batch count is global_batch / (dp * micro_batch); each
-// micro-batch's loss gradient is scaled by 1/count and the engine averages over dp, so the
-// update equals a single-process step on the whole global batch. The logged loss is the
-// global-batch mean on every rank: the last pipeline stage computes it, broadcasts it over
-// pp (root: the last pp rank), then the dp ranks average it.
+// (executor/data.h); a cp rank keeps its zigzag share of each sequence
+// (executor/context_split.h), a tp rank its weight shards (the model runs the tensor- and
+// sequence-parallel regions, executor/tensor_parallel.h). The composition, outermost
+// first, follows planner/mesh_layout.h: dp (data), pp (stages of whole blocks), cp (the
+// sequence), tp (heads, FFN columns, vocabulary); the ZeRO group is dp x cp (the ranks
+// with the same weights). The micro-batch count is global_batch / (dp * micro_batch); each
+// micro-batch's loss gradient is scaled by 1/count and the engine averages over dp x cp,
+// so the update equals a single-process step on the whole global batch. The logged loss
+// is the global-batch mean on every rank: the last pipeline stage computes it, broadcasts
+// it over pp (root: the last pp rank), then the dp x cp ranks average it.
 // Memory per phase: the probe's peak of every forward item is reported as "forward", of
 // every backward item as "backward" (max over items), the update as "optimizer".
 // With pp > 1 a stage holds several micro-batches' stashes at once (gpipe: all m; 1f1b and

@@ -163,9 +163,10 @@ void BlockTpCollectives(const Shape& s, PartWork* part) {
   add(CollectiveKind::kReduceScatter, StepPhase::kBackward, P::kAfterAttention);
 }
 
-// CP ring attention: every rank's K and V pass around the ring (cp-1 steps) in the
-// forward; the backward passes K, V and their gradients (two exchanges). Any recompute
-// that replays the attention core replays the forward exchange.
+// CP ring attention (executor/ring_attention.h): every rank's K and V pass around the ring
+// (cp-1 steps) in the forward; the backward passes K, V and their gradients (two
+// exchanges). The ring keeps its logsumexp, so only full recompute replays the forward
+// exchange (selective recomputes nothing of it).
 void BlockCpCollectives(const Shape& s, PartWork* part) {
   if (s.plan.cp <= 1) return;
   const CommGroup cp = MeshGroup(s.plan, MeshDim::kCp);
@@ -177,7 +178,7 @@ void BlockCpCollectives(const Shape& s, PartWork* part) {
                                      /*overlappable=*/true, count));
   };
   add(StepPhase::kForward, 1);
-  if (s.plan.recompute != Recompute::kNone) add(StepPhase::kRecompute, 1);
+  if (s.plan.recompute == Recompute::kFull) add(StepPhase::kRecompute, 1);
   add(StepPhase::kBackward, 2);
 }
 
@@ -274,8 +275,9 @@ void HeadWork(const Shape& s, const StepWork& w, PartWork* part) {
       part->collectives.push_back(
           Make(MeshDim::kTp, kind, phase, position, Cadence::kPerMicrobatch, b, tp, overlap, count));
     };
-    if (s.plan.sequence_parallel) {
+    if (s.plan.sequence_parallel) {  // the backward re-gathers the saved sharded input too
       add(K::kAllGather, StepPhase::kForward, P::kLmHeadInput, bytes, 1);
+      add(K::kAllGather, StepPhase::kBackward, P::kLmHeadInput, bytes, 1);
       add(K::kReduceScatter, StepPhase::kBackward, P::kLmHeadInput, bytes, 1);
     } else {
       add(K::kAllReduce, StepPhase::kBackward, P::kLmHeadInput, bytes, 1);

@@ -21,7 +21,7 @@ TEST_CASE("the trace file parses as JSON and holds the expected tracks and event
           "[simulator][trace]") {
   const ModelSpec model = test::TinyLlama(8);
   const ClusterSpec cluster = test::TestCluster(2, 4, 3e11, 2.5e10, 3e-6, 2e-6);
-  const ParallelPlan plan = ParsePlanString("pp=2,tp=2,cp=2,schedule=interleaved,vpp=2,recompute=selective");
+  const ParallelPlan plan = ParsePlanString("pp=2,tp=2,cp=2,schedule=interleaved,vpp=2,recompute=full");
   const TrainingSpec training = test::Training(4, 256);
   const SimResult sim = Simulate(model, cluster, training, plan);
   REQUIRE(sim.timeline.size() == static_cast<size_t>(sim.ops));
