@@ -58,6 +58,10 @@ std::vector<std::string> ExecutorLimitations(const PlanFile& pf) {
                       " with tied embeddings: the embedding (first stage) and the lm_head "
                       "(last stage) would share one weight across stages, which the executor "
                       "does not do; use an untied model (tied_embeddings: false) or pp=1");
+  if (plan.pp > 1 && plan.schedule == PipelineSchedule::kZeroBubbleH1)
+    reasons.push_back("schedule=zb_h1: the executor runs each weight-gradient pass inside its "
+                      "backward (1F1B's timeline), so a measurement would not be of ZB-H1, which "
+                      "the planner and simulator predict; use schedule 1f1b, gpipe or interleaved");
   if (pf.training.precision != Precision::kFp32)
     reasons.push_back(std::string("training.precision: ") + ToString(pf.training.precision) +
                       " needs a GPU; the CPU executor trains in fp32 (set precision: fp32)");

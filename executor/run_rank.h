@@ -31,8 +31,10 @@ struct RunOptions {
   std::function<void(int64_t step)> after_step;
 };
 
-// Why this executor cannot run the plan yet (empty: it can): tp/pp/cp > 1 (issue 6), a
-// gpt block, a precision the device does not train in (CPU: fp32 only).
+// Why this executor cannot run the plan (empty: it can): a gpt block, tp not dividing the
+// vocabulary (it is split across tp ranks), cp not splitting the sequence into 2*cp chunks,
+// tied embeddings across pipeline stages, the zb_h1 schedule (weight gradients are not
+// split from the backward), a precision the device does not train in (CPU: fp32 only).
 std::vector<std::string> ExecutorLimitations(const PlanFile& plan_file);
 
 // One rank. mesh.plan() must equal plan_file.plan (std::invalid_argument otherwise); bad

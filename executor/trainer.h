@@ -6,7 +6,8 @@
 //           model chunk (virtual stage), with the chunk-boundary activations and gradients
 //           exchanged over the pp communicator (executor/pipeline_p2p.h); then the update.
 //           zb_h1 runs each weight-gradient pass (W) inside its backward (B): the W items
-//           are skipped, so the losses and parameters are 1F1B's (only the bubble differs).
+//           are skipped, so the losses and parameters are 1F1B's (only the bubble differs;
+//           `meshplan run` refuses zb_h1 for that reason, see ExecutorLimitations).
 //
 // Holds the model (executor/llama_model.h), this rank's parameters, gradients and AdamW
 // states (executor/zero_engine.h: DP / ZeRO-1/2/3 over the dp x cp group) for its chunks

@@ -336,7 +336,7 @@ TEST_CASE("pipeline parallel training equals the single-process run", "[executor
   }
 }
 
-TEST_CASE("meshplan run takes pp > 1 plans, refusing tied embeddings with a reason",
+TEST_CASE("meshplan run takes pp > 1 plans, refusing tied embeddings and zb_h1 with a reason",
           "[executor][pp]") {
   PlanFile pf;
   pf.model = test::TinySpec(false, 2);
@@ -349,6 +349,12 @@ TEST_CASE("meshplan run takes pp > 1 plans, refusing tied embeddings with a reas
   REQUIRE(reasons.size() == 1);
   CHECK(reasons[0].find("tied") != std::string::npos);
   CHECK(reasons[0].find("untied") != std::string::npos);
+  // ZB-H1's split weight-gradient pass is not in the executor: refused, not run as 1F1B.
+  pf.model.tied_embeddings = false;
+  pf.plan.schedule = PipelineSchedule::kZeroBubbleH1;
+  const std::vector<std::string> zb = ExecutorLimitations(pf);
+  REQUIRE(zb.size() == 1);
+  CHECK(zb[0].find("zb_h1") != std::string::npos);
   CHECK(reasons[0].find("pp=1") != std::string::npos);
 }
 
