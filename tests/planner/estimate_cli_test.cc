@@ -1,31 +1,18 @@
 // `meshplan estimate` end to end: runs the built binary, parses its JSON, checks exit codes.
 #include <catch2/catch.hpp>
-#include <sys/wait.h>
 
 #include <cstdio>
 #include <nlohmann/json.hpp>
 #include <string>
 
+#include "tests/cli_run.h"
+
 namespace meshplan {
 namespace {
 
-struct Result {
-  int exit_code = -1;
-  std::string output;  // stdout and stderr together
-};
+using Result = test::CliResult;
 
-Result RunCli(const std::string& args) {
-  const std::string command = std::string("'") + MESHPLAN_BINARY + "' " + args + " 2>&1";
-  Result r;
-  FILE* pipe = popen(command.c_str(), "r");
-  REQUIRE(pipe != nullptr);
-  char buffer[4096];
-  size_t n = 0;
-  while ((n = fread(buffer, 1, sizeof(buffer), pipe)) > 0) r.output.append(buffer, n);
-  const int status = pclose(pipe);
-  r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  return r;
-}
+Result RunCli(const std::string& args) { return test::RunMeshplan(args); }
 
 nlohmann::json RunJson(const std::string& args) {
   const Result r = RunCli("estimate --format json " + args);

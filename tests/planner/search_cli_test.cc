@@ -1,7 +1,7 @@
 // `meshplan search` end to end: runs the built binary, checks its table, its JSON,
 // --out, --explain, exit codes 0 / 2 / 3 and determinism across --threads.
 #include <catch2/catch.hpp>
-#include <sys/wait.h>
+
 #include <unistd.h>
 
 #include <cstdio>
@@ -10,27 +10,15 @@
 #include <string>
 
 #include "planner/config_loader.h"
+#include "tests/cli_run.h"
 
 namespace meshplan {
 namespace {
 
-struct CliResult {
-  int exit_code = -1;
-  std::string output;  // stdout (and stderr when asked)
-};
+using test::CliResult;
 
 CliResult RunSearch(const std::string& args, bool with_stderr = true) {
-  const std::string command = std::string("'") + MESHPLAN_BINARY + "' search " + args +
-                              (with_stderr ? " 2>&1" : " 2>/dev/null");
-  CliResult r;
-  FILE* pipe = popen(command.c_str(), "r");
-  REQUIRE(pipe != nullptr);
-  char buffer[4096];
-  size_t n = 0;
-  while ((n = fread(buffer, 1, sizeof(buffer), pipe)) > 0) r.output.append(buffer, n);
-  const int status = pclose(pipe);
-  r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  return r;
+  return test::RunMeshplan("search " + args, with_stderr);
 }
 
 nlohmann::json RunJson(const std::string& args, int expected_exit = 0) {

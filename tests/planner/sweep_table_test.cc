@@ -7,12 +7,12 @@
 #include <array>
 #include <cstdio>
 #include <fstream>
-#include <sys/wait.h>
 #include <memory>
 #include <string>
 
 #include "planner/input_error.h"
 #include "planner/sweep_table.h"
+#include "tests/cli_run.h"
 
 namespace meshplan {
 namespace {
@@ -25,15 +25,10 @@ nlohmann::json Load(const std::string& name) {
   return nlohmann::json::parse(in);
 }
 
-// stdout and exit code of a shell command.
+// Output (stdout and stderr) and exit code of a shell command.
 std::pair<std::string, int> Run(const std::string& command) {
-  std::string out;
-  FILE* pipe = ::popen((command + " 2>&1").c_str(), "r");
-  REQUIRE(pipe != nullptr);
-  std::array<char, 4096> buf{};
-  while (size_t n = std::fread(buf.data(), 1, buf.size(), pipe)) out.append(buf.data(), n);
-  const int status = ::pclose(pipe);
-  return {out, WEXITSTATUS(status)};
+  const test::CliResult r = test::RunShell(command + " 2>&1");
+  return {r.output, r.exit_code};
 }
 
 TEST_CASE("sweep table: a record's row holds the prediction beside the measurement",

@@ -1,7 +1,6 @@
 // `meshplan simulate` and `meshplan search --simulate-top` end to end: runs the built
 // binary, parses its JSON, checks the trace file and the exit codes.
 #include <catch2/catch.hpp>
-#include <sys/wait.h>
 
 #include <algorithm>
 #include <cstdio>
@@ -10,26 +9,14 @@
 #include <string>
 #include <vector>
 
+#include "tests/cli_run.h"
+
 namespace meshplan {
 namespace {
 
-struct Result {
-  int exit_code = -1;
-  std::string output;  // stdout and stderr together
-};
+using Result = test::CliResult;
 
-Result RunCli(const std::string& args) {
-  const std::string command = std::string("'") + MESHPLAN_BINARY + "' " + args + " 2>&1";
-  Result r;
-  FILE* pipe = popen(command.c_str(), "r");
-  REQUIRE(pipe != nullptr);
-  char buffer[4096];
-  size_t n = 0;
-  while ((n = fread(buffer, 1, sizeof(buffer), pipe)) > 0) r.output.append(buffer, n);
-  const int status = pclose(pipe);
-  r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  return r;
-}
+Result RunCli(const std::string& args) { return test::RunMeshplan(args); }
 
 TEST_CASE("simulate --format json puts the analytic and the simulated step side by side",
           "[simulator][cli]") {
