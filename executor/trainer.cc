@@ -1,6 +1,13 @@
 // One rank's training step (see trainer.h). Local tensor handles are scoped so that the
 // engine's ReleaseParams / GradReady really free what they release: a view kept alive
 // here would keep a gathered parameter group or a full gradient allocated.
+// ZeRO-3 prefetch (executor/zero_engine.h): each pass of a chunk, as it starts computing a
+// group (right after acquiring it), prefetches the next group that pass will acquire, one
+// ahead: forward embedding -> block 0 -> ... -> head, backward head -> last block -> ... ->
+// block 0 (the embedding backward reads no parameters: nothing is prefetched for it).
+// Every prefetch is acquired within the same pass, so none is left in flight between the
+// items of a pipeline schedule, and every rank of the dp x cp group, running the same
+// pass, issues the same all-gathers in the same order.
 #include "executor/trainer.h"
 
 #include <algorithm>
@@ -123,9 +130,14 @@ at::Tensor Trainer::ForwardChunk(const ChunkGroups& chunk, MicroBatch& mb, at::T
                                  double* loss) {
   const ParamLayout& layout = engine_.layout();
   const int emb = layout.embedding_group, head = chunk.head_group;
+  // The group this forward computes after block i (-1: the embedding) or -1 for none.
+  auto next_group = [&](int64_t i) {
+    return i + 1 < chunk.num_blocks ? chunk.first_block_group + static_cast<int>(i + 1) : head;
+  };
   if (chunk.embedding_group >= 0) {
     {
       const at::Tensor params = engine_.AcquireParams(emb);
+      if (next_group(-1) >= 0) engine_.PrefetchParams(next_group(-1));
       x = model_.EmbeddingForward(mb.ids, SlotView(params, layout.groups[emb].slot("wte")));
     }
     engine_.ReleaseParams(emb);
@@ -136,6 +148,7 @@ at::Tensor Trainer::ForwardChunk(const ChunkGroups& chunk, MicroBatch& mb, at::T
     const int g = chunk.first_block_group + static_cast<int>(i);
     {
       const BlockWeights w = BlockViews(layout.groups[g], engine_.AcquireParams(g));
+      if (next_group(i) >= 0) engine_.PrefetchParams(next_group(i));
       x = model_.BlockForward(w, x, plan_.recompute, &mb.blocks[static_cast<size_t>(i)]);
     }
     engine_.ReleaseParams(g);
@@ -168,6 +181,8 @@ at::Tensor Trainer::BackwardChunk(const ChunkGroups& chunk, MicroBatch& mb, at::
     {
       // Still acquired since the forward.
       const at::Tensor hp = engine_.AcquireParams(head);
+      if (chunk.num_blocks > 0)  // the last block, computed next
+        engine_.PrefetchParams(chunk.first_block_group + static_cast<int>(chunk.num_blocks - 1));
       const at::Tensor hgrad = engine_.GradBuffer(head);
       at::Tensor dfinal = SlotView(hgrad, hg.slot("final_norm"));
       at::Tensor lm_head, dlm_head;
@@ -192,6 +207,7 @@ at::Tensor Trainer::BackwardChunk(const ChunkGroups& chunk, MicroBatch& mb, at::
     const int g = chunk.first_block_group + static_cast<int>(i);
     {
       const BlockWeights w = BlockViews(layout.groups[g], engine_.AcquireParams(g));
+      if (i > 0) engine_.PrefetchParams(g - 1);  // the block computed next
       BlockWeights dw = BlockViews(layout.groups[g], engine_.GradBuffer(g));
       dx = model_.BlockBackward(w, dw, std::move(dx),
                                  std::move(mb.blocks[static_cast<size_t>(i)]));

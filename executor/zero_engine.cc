@@ -49,10 +49,24 @@ at::Tensor ZeroEngine::AcquireParams(int g) {
   Group& group = groups_[g];
   if (zero_stage_ != 3) return group.params;
   if (group.acquired++ == 0) {
-    group.gathered = at::empty({layout_.groups[g].padded_numel}, at::kFloat);
-    dp_.AllGather(group.params, group.gathered);
+    if (group.gather) {  // prefetched: its buffer exists, wait for the all-gather
+      group.gather->Wait();
+      group.gather.reset();
+      ++prefetched_acquires_;
+    } else {
+      group.gathered = at::empty({layout_.groups[g].padded_numel}, at::kFloat);
+      dp_.AllGather(group.params, group.gathered);
+    }
   }
   return group.gathered;
+}
+
+void ZeroEngine::PrefetchParams(int g) {
+  Group& group = groups_[g];
+  if (zero_stage_ != 3 || !prefetch_ || group.gathered.defined()) return;
+  // The shard it reads is only written by Step(), which refuses to run while this is out.
+  group.gathered = at::empty({layout_.groups[g].padded_numel}, at::kFloat);
+  group.gather = dp_.AllGatherAsync(group.params, group.gathered);
 }
 
 void ZeroEngine::ReleaseParams(int g) {
@@ -123,6 +137,10 @@ void ZeroEngine::EndBackward() {
 
 void ZeroEngine::Step() {
   FinishPending();
+  for (size_t g = 0; g < groups_.size(); ++g)
+    if (groups_[g].gathered.defined())  // an all-gather may still be reading the shard
+      throw std::logic_error("ZeroEngine: group " + layout_.groups[g].name +
+                             " is still gathered or prefetched at the optimizer step");
   if (!contributions_.empty())
     for (size_t g = 0; g < groups_.size(); ++g)
       if (contributions_[g] != microbatches_)

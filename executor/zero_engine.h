@@ -11,6 +11,7 @@
 //   1      full P            full P + shard P/n        -                              shard 2P/n
 //   2      full P            shard P/n                 full grad P_g                  shard 2P/n
 //   3      shard P/n         shard P/n                 gathered params P_g, grad P_g  shard 2P/n
+//          (+ the next group's gathered params while prefetched, see stage 3 below)
 //
 // Communication (SPEC.md 2c), one bucket = one group. A step runs m micro-batches; each
 // group gets one backward contribution (GradReady) per micro-batch, counted per group, so
@@ -27,11 +28,17 @@
 //      exist at once: the one being computed and the one in flight). A group's first
 //      contribution of the step reduce-scatters straight into the shard; later ones into a
 //      temporary shard that is added and freed. Update and all-gather as in stage 1.
-//   3: as 2 for gradients; params are all-gathered into a temporary full buffer on
-//      AcquireParams (before a group's forward, again before its backward) and freed on the
-//      matching ReleaseParams (ref-counted: the head stays gathered from its forward
-//      through its backward, across every micro-batch in flight on it; a tied embedding is
-//      held by the head too).
+//   3: as 2 for gradients; params are all-gathered into a temporary full buffer (before a
+//      group's forward, again before its backward) and freed on the matching ReleaseParams
+//      (ref-counted: the head stays gathered from its forward through its backward, across
+//      every micro-batch in flight on it; a tied embedding is held by the head too).
+//      PrefetchParams(g) allocates that buffer and launches its all-gather async (on the
+//      same dp communicator, queued behind whatever is in flight there: every rank issues
+//      it at the same point of its call sequence); AcquireParams(g) then only waits for it,
+//      else it gathers blocking. A prefetched group stays allocated until its own
+//      Acquire / Release cycle frees it, so with the trainer prefetching one group ahead
+//      (executor/trainer.cc) at most two groups are gathered at once: the one computing
+//      and the next one (the head and the last block at the head's backward).
 // With pp = 1 (one micro-batch's backward at a time) this is exactly "micro-batch i of m".
 // Gradients are summed over the dp ranks and then divided by n, so with the loss of each
 // of the m micro-batches scaled by 1/m the result is the gradient of the global-batch mean.
@@ -68,10 +75,22 @@ class ZeroEngine {
   int64_t optimizer_steps() const { return optimizer_steps_; }
 
   // --- forward and backward -------------------------------------------------------------
-  // The full flat params of group g (padded numel). Stage 3: all-gathers on the first
-  // acquire (blocking) and keeps them until the matching release.
+  // The full flat params of group g (padded numel). Stage 3: on the first acquire waits
+  // for the group's prefetch, or all-gathers blocking when none was launched; keeps them
+  // until the matching release.
   at::Tensor AcquireParams(int g);
   void ReleaseParams(int g);
+  // Stage 3: allocates group g's full buffer and launches its all-gather async; a no-op
+  // for other stages, when prefetching is off, or when g is already gathered or in flight.
+  // Collective: every rank must prefetch the same groups in the same order. The group
+  // holds its buffer until its next Acquire / Release cycle ends.
+  void PrefetchParams(int g);
+  // True while group g's prefetched all-gather is launched and not yet waited for.
+  bool ParamsInFlight(int g) const { return groups_[g].gather != nullptr; }
+  // How many first acquires found their group prefetched (stage 3; since construction).
+  int64_t prefetched_acquires() const { return prefetched_acquires_; }
+  // On by default; off makes PrefetchParams a no-op (tests compare both).
+  void set_prefetch(bool enabled) { prefetch_ = enabled; }
 
   // Call at the start of each step: every group will get `microbatches` contributions.
   void BeginStep(int64_t microbatches);
@@ -107,7 +126,8 @@ class ZeroEngine {
  private:
   struct Group {
     at::Tensor params;      // stages 0-2: full padded; stage 3: shard
-    at::Tensor gathered;    // stage 3: full params while acquired
+    at::Tensor gathered;    // stage 3: full params while acquired or prefetched
+    std::unique_ptr<CommHandle> gather;  // stage 3: the prefetch's all-gather in flight
     int acquired = 0;
     at::Tensor grad;        // full padded: stages 0-1 always; 2-3 during backward
     at::Tensor grad_shard;  // stages 1-3
@@ -132,6 +152,8 @@ class ZeroEngine {
   std::vector<int64_t> contributions_;  // per group, this step
   size_t groups_complete_ = 0;          // groups with all m contributions this step
   int64_t optimizer_steps_ = 0;
+  bool prefetch_ = true;
+  int64_t prefetched_acquires_ = 0;
 };
 
 }  // namespace meshplan

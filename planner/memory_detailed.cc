@@ -93,11 +93,21 @@ MemoryBreakdown DetailedStageMemory(const ModelSpec& model, const TrainingSpec& 
   // copy). ZeRO 2/3 hold a group's full gradient while it is computed and while its async
   // reduce-scatter is in flight (freed when the next group's gradient is ready); from the
   // second micro-batch on, the reduce-scatter lands in a temporary shard (group / n).
-  // ZeRO-3 gathers only the group being computed (no prefetch).
+  // ZeRO-3 (executor/trainer.cc, executor/zero_engine.h): each pass gathers the group it
+  // computes and, as that group starts, prefetches the next group the pass computes (one
+  // ahead), so two groups are gathered at once: forward embedding -> block 0 -> ... ->
+  // head, backward head -> last block -> ... -> block 0 (the embedding backward reads no
+  // parameters: block 0 prefetches nothing and the embedding is not gathered).
   const bool grads_per_group = zero >= 2;
   auto full_grad = [&](double group) { return grads_per_group ? bytes.grad * group : 0.0; };
   auto gathered = [&](double group) { return zero == 3 ? bytes.param * group : 0.0; };
   const double partial_shard = microbatches > 1 ? 1.0 / n : 0.0;  // temporary shard per group
+  // Blocks per chunk (virtual stage): a block's backward prefetches the one before it in
+  // its chunk, which the stage's last block has when the chunk holds two or more.
+  const bool interleaved = plan.pp > 1 && plan.schedule == PipelineSchedule::kInterleaved;
+  const double chunk_blocks =
+      stage_layers / double(interleaved ? std::max<int64_t>(1, plan.virtual_stages) : 1);
+  const double prefetched_block = chunk_blocks >= 2 ? gathered(block_group) : 0.0;
 
   // ---- Phases.
   Phase phases[4];
@@ -124,7 +134,8 @@ MemoryBreakdown DetailedStageMemory(const ModelSpec& model, const TrainingSpec& 
     // The block's full gradient; on the last stage the head's is still in flight.
     p.comm_buffer_bytes = full_grad(block_group) +
                           (last ? full_grad(head_group) * (1.0 + partial_shard) : 0.0);
-    p.gathered_params_bytes = gathered(block_group);
+    // The block computing and the block before it, prefetched (the head is released).
+    p.gathered_params_bytes = gathered(block_group) + prefetched_block;
     p.transient_bytes = attention_peak ? attention_step : mlp_step;
     phases[num_phases++] = p;
   }
@@ -133,7 +144,9 @@ MemoryBreakdown DetailedStageMemory(const ModelSpec& model, const TrainingSpec& 
     head.activations_bytes = activations;
     head.logits_bytes = logits_all;
     head.comm_buffer_bytes = full_grad(head_group);
-    head.gathered_params_bytes = gathered(head_group);
+    // The head (gathered since its forward) and the chunk's last block, prefetched as the
+    // head's backward starts.
+    head.gathered_params_bytes = gathered(head_group) + (chunk_blocks >= 1 ? gathered(block_group) : 0.0);
     head.transient_bytes = HeadBackwardWorkspace(shape).TotalBytes();
     phases[num_phases++] = head;
   }
@@ -147,7 +160,9 @@ MemoryBreakdown DetailedStageMemory(const ModelSpec& model, const TrainingSpec& 
     // The embedding's full gradient, block 0's still in flight. The embedding backward
     // scatters into the gradient buffer and allocates nothing.
     embed.comm_buffer_bytes = full_grad(embed_group) + full_grad(block_group) * (1.0 + partial_shard);
-    embed.gathered_params_bytes = gathered(embed_group);
+    // Nothing gathered: the embedding backward reads only the token ids, and block 0's
+    // gather was freed with its backward (it prefetched nothing).
+    embed.gathered_params_bytes = 0;
     phases[num_phases++] = embed;
   }
   {  // AdamW, group by group (executor/adamw.h): one temporary the size of the group's

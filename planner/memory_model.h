@@ -39,8 +39,10 @@
 //     backward) and, from the second micro-batch on, that reduce-scatter's temporary
 //     shard (group / n); cp > 1: the K/V chunks sent and received by ring attention.
 //     Pipeline send/recv buffers are the activations themselves (not counted twice);
-//   * gathered params (ZeRO-3): only the group being computed (the executor does not
-//     prefetch; planner/step_time.h times the all-gather prefetched one part ahead), param dtype;
+//   * gathered params (ZeRO-3): the group being computed and the next one its pass
+//     computes, prefetched one ahead as planner/step_time.h times it (the head and the last
+//     block at the head's backward, a block and the one before it in a block's backward;
+//     nothing at the embedding backward, which reads no parameters), param dtype;
 //   * transients: the block's recompute and backward temporaries, the gradient of the
 //     lm_head input, and AdamW's one temporary per group (the denominator, state dtype;
 //     + the fp32 copy of the gradient for mixed). Weight gradients are accumulated

@@ -149,7 +149,10 @@ TEST_CASE("context parallel training equals the single-process run", "[executor]
       CpCase{1, 2, 0, 2, 4, Recompute::kNone, false}, CpCase{1, 2, 0, 1, 2, Recompute::kFull, true},
       CpCase{1, 2, 0, 2, 2, Recompute::kSelective, false},
       CpCase{1, 4, 0, 1, 2, Recompute::kNone, true}, CpCase{1, 4, 0, 2, 2, Recompute::kFull, false},
-      CpCase{2, 2, 1, 1, 4, Recompute::kNone, false}, CpCase{2, 2, 2, 1, 4, Recompute::kFull, true});
+      CpCase{2, 2, 1, 1, 4, Recompute::kNone, false}, CpCase{2, 2, 2, 1, 4, Recompute::kFull, true},
+      // ZeRO-3 over cp alone: the prefetched all-gathers share the cp communicator with
+      // ring attention's sends and receives.
+      CpCase{1, 2, 3, 1, 2, Recompute::kNone, false});
   INFO(Describe(c));
   const ModelSpec m = TinySpec(c.tied, 2);
   const TrainingSpec training = Training(c.global_batch);

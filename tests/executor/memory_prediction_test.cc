@@ -167,6 +167,8 @@ TEST_CASE("the detailed memory model predicts tp, sp, cp and pp ranks within 2%"
       {1, 1, 2, 1, false, 0, S::kInterleaved, 2, 1, 2, R::kNone},
       {1, 1, 4, 1, false, 0, S::k1F1B, 1, 1, 4, R::kNone},
       {1, 1, 2, 2, true, 1, S::k1F1B, 1, 1, 2, R::kNone},
+      // ZeRO-3 with pp: 2 blocks per stage (a block's backward prefetches the one before it).
+      {2, 1, 2, 1, false, 3, S::k1F1B, 1, 1, 2, R::kNone},
   };
   std::vector<PlanFile> plans;
   for (const MeshMemoryCase& c : cases) {

@@ -305,7 +305,7 @@ TEST_CASE("memory decreases with tensor parallel", "[planner][memory]") {
   }
 }
 
-TEST_CASE("buffers: in-place gradient all-reduce, ZeRO-3 gathers only the computing group",
+TEST_CASE("buffers: in-place gradient all-reduce, ZeRO-3 gathers the computing and the next group",
           "[planner][memory][zero]") {
   const ModelSpec m = Llama(4096, 32, 48, 6144);
   TrainingSpec training{.global_batch = 64, .seq_len = 2048, .precision = Precision::kMixed};
@@ -316,11 +316,13 @@ TEST_CASE("buffers: in-place gradient all-reduce, ZeRO-3 gathers only the comput
   CHECK(ddp.gathered_params_bytes == 0);
   plan.zero_stage = 3;
   const MemoryBreakdown z3 = Detailed(m, training, plan, 0);
-  // The lm_head backward: only the head group (final norm + the 50257 x 4096 lm_head,
-  // padded to a multiple of 8) is gathered (no prefetch), bf16, and its full bf16 gradient.
+  // The lm_head backward: the head group (final norm + the 50257 x 4096 lm_head, padded
+  // to a multiple of 8) and the last block, prefetched as the head's backward starts, are
+  // gathered, bf16; the head's full bf16 gradient.
   const double head_unit = std::ceil((4096 + 50257.0 * 4096) / 8) * 8;
+  const double block_unit = std::ceil(double(BlockParamsPerTpRank(m, 1)) / 8) * 8;
   REQUIRE(z3.peak_phase == "head_backward");
-  CHECK(z3.gathered_params_bytes == 2.0 * head_unit);
+  CHECK(z3.gathered_params_bytes == 2.0 * (head_unit + block_unit));
   CHECK(z3.comm_buffer_bytes == 2.0 * head_unit);
   plan.dp = 1;  // nothing to shard with one data-parallel rank
   const MemoryBreakdown single = Detailed(m, training, plan, 0);
