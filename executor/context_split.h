@@ -1,5 +1,5 @@
-// Context-parallel token split (zigzag causal load balance, SPEC.md section 3 / the Executor
-// II contract): the sequence S is cut into 2*cp equal chunks of c = S / (2*cp) tokens; cp
+// Context-parallel token split (zigzag causal load balance, SPEC.md section 3): the
+// sequence S is cut into 2*cp equal chunks of c = S / (2*cp) tokens; cp
 // rank r holds chunks r and 2*cp-1-r, concatenated in that order, so its local sequence has
 // Sc = S / cp tokens whose global positions increase along the local index (a causal mask
 // over local indices is the causal mask over global positions). Every rank gets one early
