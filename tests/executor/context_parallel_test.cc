@@ -13,6 +13,7 @@
 #include "executor/ops.h"
 #include "executor/ring_attention.h"
 #include "executor/trainer.h"
+#include "tests/executor/test_training.h"
 #include "tests/executor/test_util.h"
 
 namespace meshplan {
@@ -102,28 +103,13 @@ TEST_CASE("ring attention forward and backward equal full-sequence attention",
 // ---------------------------------------------------------------------------------------
 // Training
 
-struct Trained {
-  std::vector<double> losses;
-  std::vector<at::Tensor> params;  // full, unpadded, per group
-};
+using test::Trained;
 
-TrainingSpec Training(int64_t global_batch) {
-  TrainingSpec t;
-  t.global_batch = global_batch;
-  t.seq_len = 16;  // 2*cp divides it for cp = 2 and 4
-  t.precision = Precision::kFp32;
-  t.learning_rate = 1e-2;
-  return t;
-}
+// 2*cp divides the sequence for cp = 2 and 4.
+TrainingSpec Training(int64_t global_batch) { return test::TinyTraining(global_batch, 16); }
 
 Trained Train(const ModelSpec& m, const TrainingSpec& training, const DeviceMesh& mesh) {
-  const auto data = MakeSyntheticTokens(5, m.vocab_size, training.seq_len);
-  Trainer trainer(m, training, mesh, *data, /*seed=*/42, nullptr);
-  Trained out;
-  for (int s = 0; s < 3; ++s) out.losses.push_back(trainer.Step().loss);
-  for (size_t g = 0; g < trainer.engine().layout().groups.size(); ++g)
-    out.params.push_back(trainer.engine().FullParamsCopy(static_cast<int>(g)));
-  return out;
+  return test::TrainSteps(m, training, mesh);
 }
 
 struct CpCase {

@@ -13,37 +13,19 @@
 #include "executor/param_layout.h"
 #include "executor/trainer.h"
 #include "planner/names.h"
+#include "tests/executor/test_training.h"
 #include "tests/executor/test_util.h"
 
 namespace meshplan {
 namespace {
 
-struct Trained {
-  std::vector<double> losses;
-  MeshCoords coords;
-  ParamLayout layout;
-  std::vector<at::Tensor> params;  // this rank's groups: tp shard, unpadded
-};
+using test::Trained;
 
-TrainingSpec Training(int64_t global_batch) {
-  TrainingSpec t;
-  t.global_batch = global_batch;
-  t.seq_len = 16;  // 2*cp and, with sp, tp * 2*cp divide it
-  t.precision = Precision::kFp32;
-  t.learning_rate = 1e-2;
-  return t;
-}
+// 2*cp and, with sp, tp * 2*cp divide the sequence.
+TrainingSpec Training(int64_t global_batch) { return test::TinyTraining(global_batch, 16); }
 
 Trained Train(const ModelSpec& m, const TrainingSpec& training, const DeviceMesh& mesh) {
-  const auto data = MakeSyntheticTokens(9, m.vocab_size, training.seq_len);
-  Trainer trainer(m, training, mesh, *data, /*seed=*/42, nullptr);
-  Trained out;
-  for (int s = 0; s < 3; ++s) out.losses.push_back(trainer.Step().loss);
-  out.coords = mesh.coords();
-  out.layout = trainer.engine().layout();
-  for (size_t g = 0; g < out.layout.groups.size(); ++g)
-    out.params.push_back(trainer.engine().FullParamsCopy(static_cast<int>(g)));
-  return out;
+  return test::TrainSteps(m, training, mesh, /*steps=*/3, /*data_seed=*/9);
 }
 
 struct MeshCase {
@@ -92,12 +74,9 @@ TEST_CASE("composed meshes equal the single-process run", "[executor][mesh_compo
   single.recompute = c.recompute;
   const DeviceMesh one(single, 0, nullptr);
   const Trained want = Train(m, training, one);
+  const std::map<std::string, at::Tensor> want_params = test::ParamsByName(want);
   std::map<std::string, const ParamGroup*> full_groups;
-  std::map<std::string, at::Tensor> want_params;
-  for (size_t g = 0; g < want.layout.groups.size(); ++g) {
-    full_groups[want.layout.groups[g].name] = &want.layout.groups[g];
-    want_params[want.layout.groups[g].name] = want.params[g];
-  }
+  for (const ParamGroup& group : want.layout.groups) full_groups[group.name] = &group;
 
   std::vector<Trained> got(static_cast<size_t>(plan.world_size()));
   test::OnMesh(plan, [&](const DeviceMesh& mesh) {

@@ -18,6 +18,7 @@
 #include "executor/trainer.h"
 #include "planner/names.h"
 #include "planner/pipeline_schedule.h"
+#include "tests/executor/test_training.h"
 #include "tests/executor/test_util.h"
 
 namespace meshplan {
@@ -238,29 +239,12 @@ TEST_CASE("pipeline: a rank's chunks are virtual stages c*pp + r", "[executor][p
 // ---------------------------------------------------------------------------------------
 // Training against the single process
 
-struct Trained {
-  std::vector<double> losses;
-  std::map<std::string, at::Tensor> params;  // this rank's groups, full and unpadded
-};
+using test::Trained;
 
-TrainingSpec Training(int64_t global_batch) {
-  TrainingSpec t;
-  t.global_batch = global_batch;
-  t.seq_len = 8;
-  t.precision = Precision::kFp32;
-  t.learning_rate = 1e-2;
-  return t;
-}
+TrainingSpec Training(int64_t global_batch) { return test::TinyTraining(global_batch, 8); }
 
 Trained Train(const ModelSpec& m, const TrainingSpec& training, const DeviceMesh& mesh) {
-  const auto data = MakeSyntheticTokens(5, m.vocab_size, training.seq_len);
-  Trainer trainer(m, training, mesh, *data, /*seed=*/42, nullptr);
-  Trained out;
-  for (int s = 0; s < 3; ++s) out.losses.push_back(trainer.Step().loss);
-  const ParamLayout& layout = trainer.engine().layout();
-  for (size_t g = 0; g < layout.groups.size(); ++g)
-    out.params[layout.groups[g].name] = trainer.engine().FullParamsCopy(static_cast<int>(g));
-  return out;
+  return test::TrainSteps(m, training, mesh);
 }
 
 struct PpCase {
@@ -310,6 +294,7 @@ TEST_CASE("pipeline parallel training equals the single-process run", "[executor
   single.recompute = c.recompute;
   const DeviceMesh one(single, 0, nullptr);
   const Trained want = Train(m, training, one);
+  const std::map<std::string, at::Tensor> want_params = test::ParamsByName(want);
 
   std::vector<Trained> got(static_cast<size_t>(plan.world_size()));
   test::OnMesh(plan, [&](const DeviceMesh& mesh) {
@@ -322,15 +307,15 @@ TEST_CASE("pipeline parallel training equals the single-process run", "[executor
     REQUIRE(got[r].losses.size() == want.losses.size());
     for (size_t s = 0; s < want.losses.size(); ++s)
       CHECK(got[r].losses[s] == Approx(want.losses[s]).epsilon(1e-5).margin(1e-5));
-    for (const auto& [name, tensor] : got[r].params) {
-      REQUIRE(want.params.count(name) == 1);
-      test::RequireClose(tensor, want.params.at(name), 1e-5, step_tol,
+    for (const auto& [name, tensor] : test::ParamsByName(got[r])) {
+      REQUIRE(want_params.count(name) == 1);
+      test::RequireClose(tensor, want_params.at(name), 1e-5, step_tol,
                          Describe(c) + ", rank " + std::to_string(r) + ", " + name);
       ++holders[name];
     }
   }
   // Every group of the model is trained by exactly dp ranks (one stage of each pipeline).
-  for (const auto& [name, tensor] : want.params) {
+  for (const auto& [name, tensor] : want_params) {
     INFO(name);
     CHECK(holders[name] == c.dp);
   }

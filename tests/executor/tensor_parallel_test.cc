@@ -14,6 +14,7 @@
 #include "executor/ops.h"
 #include "executor/trainer.h"
 #include "executor/vocab_parallel_ops.h"
+#include "tests/executor/test_training.h"
 #include "tests/executor/test_util.h"
 
 namespace meshplan {
@@ -124,30 +125,12 @@ std::string Describe(const TpCase& c) {
           : c.recompute == Recompute::kFull ? " full" : " selective");
 }
 
-TrainingSpec Training(int64_t global_batch) {
-  TrainingSpec t;
-  t.global_batch = global_batch;
-  t.seq_len = 8;
-  t.precision = Precision::kFp32;
-  t.learning_rate = 1e-2;
-  return t;
-}
+TrainingSpec Training(int64_t global_batch) { return test::TinyTraining(global_batch, 8); }
 
-struct Trained {
-  std::vector<double> losses;
-  std::vector<at::Tensor> params;  // this rank's (tp shard) unpadded params, per group
-  ParamLayout layout;
-};
+using test::Trained;
 
 Trained Train(const ModelSpec& m, const TrainingSpec& training, const DeviceMesh& mesh) {
-  const auto data = MakeSyntheticTokens(5, m.vocab_size, training.seq_len);
-  Trainer trainer(m, training, mesh, *data, /*seed=*/42, nullptr);
-  Trained out;
-  for (int s = 0; s < 3; ++s) out.losses.push_back(trainer.Step().loss);
-  out.layout = trainer.engine().layout();
-  for (size_t g = 0; g < out.layout.groups.size(); ++g)
-    out.params.push_back(trainer.engine().FullParamsCopy(static_cast<int>(g)));
-  return out;
+  return test::TrainSteps(m, training, mesh);
 }
 
 // The full weights of group g from the t tp ranks' shards.
@@ -185,10 +168,8 @@ TEST_CASE("tensor and sequence parallelism equal the single-process run", "[exec
   const Trained want = Train(m, training, DeviceMesh(single_plan, 0, nullptr));
 
   std::vector<Trained> got(static_cast<size_t>(plan.world_size()));
-  std::vector<MeshCoords> coords(got.size());
   test::OnMesh(plan, [&](const DeviceMesh& mesh) {
     got[static_cast<size_t>(mesh.world_rank())] = Train(m, training, mesh);
-    coords[static_cast<size_t>(mesh.world_rank())] = mesh.coords();
   });
 
   const double step_tol = 1e-3 * training.learning_rate;  // as tests/executor/trainer_test.cc
@@ -200,8 +181,8 @@ TEST_CASE("tensor and sequence parallelism equal the single-process run", "[exec
   for (int64_t d = 0; d < c.dp; ++d) {
     std::vector<const Trained*> tp_ranks(static_cast<size_t>(c.tp));
     for (size_t r = 0; r < got.size(); ++r)
-      if (coords[r][MeshDim::kDp] == d)
-        tp_ranks[static_cast<size_t>(coords[r][MeshDim::kTp])] = &got[r];
+      if (got[r].coords[MeshDim::kDp] == d)
+        tp_ranks[static_cast<size_t>(got[r].coords[MeshDim::kTp])] = &got[r];
     for (size_t g = 0; g < want.params.size(); ++g) {
       const std::string what = Describe(c) + ", dp " + std::to_string(d) + ", group " +
                                want.layout.groups[g].name;

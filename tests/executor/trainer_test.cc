@@ -8,6 +8,7 @@
 
 #include "executor/data.h"
 #include "executor/trainer.h"
+#include "tests/executor/test_training.h"
 #include "tests/executor/test_util.h"
 
 namespace meshplan {
@@ -16,39 +17,14 @@ namespace {
 using test::RequireClose;
 using test::TinySpec;
 
-struct Trained {
-  std::vector<double> losses;
-  std::vector<at::Tensor> params;  // full, unpadded, per group
-};
+using test::Trained;
 
-TrainingSpec Training(int64_t global_batch) {
-  TrainingSpec t;
-  t.global_batch = global_batch;
-  t.seq_len = 8;
-  t.precision = Precision::kFp32;
-  t.learning_rate = 1e-2;  // large enough that 3 steps move every weight visibly
-  return t;
-}
-
-Trained Train(const ModelSpec& m, const TrainingSpec& training, const DeviceMesh& mesh,
-              int steps) {
-  const auto data = MakeSyntheticTokens(5, m.vocab_size, training.seq_len);
-  Trainer trainer(m, training, mesh, *data, /*seed=*/42, nullptr);
-  Trained out;
-  for (int s = 0; s < steps; ++s) {
-    const StepLog log = trainer.Step();
-    if (log.step != s + 1) throw std::runtime_error("step numbering");
-    out.losses.push_back(log.loss);
-  }
-  for (size_t g = 0; g < trainer.engine().layout().groups.size(); ++g)
-    out.params.push_back(trainer.engine().FullParamsCopy(static_cast<int>(g)));
-  return out;
-}
+TrainingSpec Training(int64_t global_batch) { return test::TinyTraining(global_batch, 8); }
 
 Trained TrainSingle(const ModelSpec& m, const TrainingSpec& training, ParallelPlan plan, int steps) {
   plan.dp = 1;
   const DeviceMesh one(plan, 0, nullptr);
-  return Train(m, training, one, steps);
+  return test::TrainSteps(m, training, one, steps);
 }
 
 void RequireSameRun(const Trained& got, const Trained& want, double rtol, double atol,
@@ -129,7 +105,7 @@ TEST_CASE("DP and ZeRO-1/2/3 on 2 and 4 ranks equal the single-process run",
 
   std::vector<Trained> got(static_cast<size_t>(c.dp));
   test::OnMesh(plan, [&](const DeviceMesh& mesh) {
-    got[static_cast<size_t>(mesh.world_rank())] = Train(m, training, mesh, 3);
+    got[static_cast<size_t>(mesh.world_rank())] = test::TrainSteps(m, training, mesh, 3);
   });
   // Only the summation order differs from the single process (over ranks instead of over
   // one batch), so losses agree to fp32 rounding. Parameters get atol = 1e-3 of one AdamW
