@@ -49,10 +49,6 @@ std::vector<std::string> ExecutorLimitations(const PlanFile& pf) {
     reasons.push_back("tp=" + std::to_string(plan.tp) + ": the executor splits the vocabulary " +
                       "(embedding, lm_head) across tp ranks, so tp must divide model.vocab_size=" +
                       std::to_string(pf.model.vocab_size) + " (pad the vocabulary)");
-  if (plan.cp > 1 && pf.training.seq_len % (2 * plan.cp) != 0)
-    reasons.push_back("cp=" + std::to_string(plan.cp) + ": the sequence " +
-                      std::to_string(pf.training.seq_len) +
-                      " must be a multiple of 2*cp (zigzag context-parallel split)");
   if (plan.pp > 1 && pf.model.tied_embeddings)
     reasons.push_back("pp=" + std::to_string(plan.pp) +
                       " with tied embeddings: the embedding (first stage) and the lm_head "

@@ -31,10 +31,11 @@ struct RunOptions {
   std::function<void(int64_t step)> after_step;
 };
 
-// Why this executor cannot run the plan (empty: it can): a gpt block, tp not dividing the
-// vocabulary (it is split across tp ranks), cp not splitting the sequence into 2*cp chunks,
-// tied embeddings across pipeline stages, the zb_h1 schedule (weight gradients are not
-// split from the backward), a precision the device does not train in (CPU: fp32 only).
+// Why this executor cannot run a plan that the planner's rules accept (Validate, checked
+// first: heads, layers, the 2*cp sequence split...): a gpt block, tp not dividing the
+// vocabulary (it is split across tp ranks), tied embeddings across pipeline stages, the
+// zb_h1 schedule (weight gradients are not split from the backward), a precision the device
+// does not train in (CPU: fp32 only).
 std::vector<std::string> ExecutorLimitations(const PlanFile& plan_file);
 
 // One rank. mesh.plan() must equal plan_file.plan (std::invalid_argument otherwise); bad

@@ -215,6 +215,12 @@ TEST_CASE("meshplan run refuses bad plans and a wrong --nproc before any rank st
   CHECK_THAT(bad_pp.err, Catch::Contains("pp_divides_layers") && Catch::Contains("bad_pp.yaml"));
   CHECK_THAT(bad_pp.out + bad_pp.err, !Catch::Contains("[rank"));
 
+  scratch.Write("bad_cp.yaml", TinyPlan("  cp: 3\n"));  // seq_len 32 does not split into 6 chunks
+  const Outcome bad_cp = Run(scratch, {"run", scratch.Path("bad_cp.yaml"), "--out", scratch.Path("m.json")});
+  CHECK(bad_cp.exit_code == 2);
+  CHECK_THAT(bad_cp.err, Catch::Contains("cp_divides_seq") && Catch::Contains("bad_cp.yaml"));
+  CHECK_THAT(bad_cp.out + bad_cp.err, !Catch::Contains("[rank"));
+
   const Outcome missing = Run(scratch, {"run", scratch.Path("nope.yaml")});
   CHECK(missing.exit_code == 2);
 }

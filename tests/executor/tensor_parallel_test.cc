@@ -12,6 +12,7 @@
 
 #include "executor/data.h"
 #include "executor/ops.h"
+#include "executor/run_rank.h"
 #include "executor/trainer.h"
 #include "executor/vocab_parallel_ops.h"
 #include "tests/executor/test_training.h"
@@ -225,6 +226,19 @@ TEST_CASE("tp layout: shard shapes, and init slices of the single-process values
     RequireClose(Reassemble(ptrs, g, full.groups[g]), want, 0, 0, full.groups[g].name);
   }
   CHECK_THROWS_AS(BuildParamLayout(m, 1, StageRange{}, TpShard{3, 0}), std::invalid_argument);
+}
+
+TEST_CASE("meshplan run refuses tp not dividing the vocabulary, with the reason",
+          "[executor][tp]") {
+  PlanFile pf;
+  pf.model = TinySpec(false, 2);
+  pf.training = Training(4);
+  pf.plan.tp = 2;
+  CHECK(ExecutorLimitations(pf).empty());
+  pf.model.vocab_size = 33;
+  const std::vector<std::string> reasons = ExecutorLimitations(pf);
+  REQUIRE(reasons.size() == 1);
+  CHECK_THAT(reasons[0], Catch::Contains("tp=2") && Catch::Contains("model.vocab_size=33"));
 }
 
 }  // namespace
