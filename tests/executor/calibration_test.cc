@@ -29,10 +29,10 @@ CalibrationOptions TinyOptions() {
   return o;
 }
 
-// Hidden ([.][timing]): these run a real calibration whose least-squares fit depends on
-// timing noise; under load on a shared 2-core machine it can fail (seen once). By hand:
+// [timing]: these run a real calibration whose least-squares fit depends on timing noise,
+// so CTest runs them alone (tests/CMakeLists.txt, RUN_SERIAL). By hand:
 //   build/tests/executor_tests "[timing]"
-TEST_CASE("calibration: samples carry the cost model's work", "[.][executor][calibration][timing]") {
+TEST_CASE("calibration: samples carry the cost model's work", "[executor][calibration][timing]") {
   const CalibrationOptions options = TinyOptions();
   const CalibrationResult r = RunCalibration(options);
   std::map<std::string, const CalibrationSample*> by_name;
@@ -93,7 +93,7 @@ TEST_CASE("calibration: samples carry the cost model's work", "[.][executor][cal
   CHECK(r.threads == 1);
 }
 
-TEST_CASE("calibration: the CPU profile", "[.][executor][calibration][timing]") {
+TEST_CASE("calibration: the CPU profile", "[executor][calibration][timing]") {
   const CalibrationResult r = RunCalibration(TinyOptions());
   const GpuSpec& g = r.gpu;
   CHECK(g.name == "cpu-tiny");
