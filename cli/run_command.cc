@@ -1,5 +1,5 @@
-// `meshplan run PLAN.yaml`: train the plan for real (LibTorch, Gloo on CPU) and
-// write what was measured (measured.json) for `meshplan compare`.
+// `meshplan run PLAN.yaml`: train the plan for real (LibTorch; CPU or CUDA devices, Gloo
+// or NCCL) and write what was measured (measured.json) for `meshplan compare`.
 //
 //   meshplan run plan.yaml --nproc 2 --steps 20 --warmup 3 --out measured.json
 //   torchrun --nproc-per-node 2 --no-python meshplan run plan.yaml   (one rank per process)
@@ -32,11 +32,13 @@
 #include <vector>
 
 #include "cli/commands.h"
+#include "executor/communicator_factory.h"
 #include "executor/device_mesh.h"
 #include "executor/launcher.h"
 #include "executor/rank_env.h"
 #include "executor/rendezvous.h"
 #include "executor/run_rank.h"
+#include "executor/training_device.h"
 #include "planner/config_loader.h"
 #include "planner/input_error.h"
 #include "planner/measurement.h"
@@ -58,6 +60,8 @@ struct RunCommandOptions {
   std::string resume;
   uint64_t seed = 1234;
   double comm_timeout_s = 60;
+  std::string device = "auto";   // executor/training_device.h
+  std::string backend = "gloo";  // executor/communicator_factory.h
   // For tests only (hidden): make one rank fail at a step.
   int fail_rank = -1;
   int64_t fail_at_step = -1;
@@ -98,6 +102,28 @@ void CheckRunnable(const PlanFile& plan_file, const RunCommandOptions& options, 
                      "expected 'synthetic' or a token file; '" + options.data + "' is not a file");
   if (!options.resume.empty() && !std::filesystem::is_directory(options.resume))
     throw InputError(kFlags, "--resume", "'" + options.resume + "' is not a directory");
+  DeviceChoice device;
+  if (!ParseDeviceChoice(options.device, &device))
+    throw InputError(kFlags, "--device",
+                     std::string("expected one of: ") + kAllowedDevices + "; got '" + options.device + "'");
+  std::string why;
+  if (device == DeviceChoice::kCuda && !TorchCudaAvailable(&why))
+    throw InputError(kFlags, "--device", "cuda: " + why);
+  CommBackend backend;
+  if (!ParseCommBackend(options.backend, &backend))
+    throw InputError(kFlags, "--backend",
+                     std::string("expected one of: ") + kAllowedCommBackends + "; got '" +
+                         options.backend + "'");
+  if (backend == CommBackend::kNccl) {
+    if (!NcclBuiltIn())
+      throw InputError(kFlags, "--backend",
+                       "nccl: this build has no NCCL (configure with the CUDA toolkit and "
+                       "-DNCCL_ROOT=<dir with include/nccl.h>); use gloo");
+    if (device == DeviceChoice::kCpu || !TorchCudaAvailable(&why))
+      throw InputError(kFlags, "--backend",
+                       "nccl needs every rank on a CUDA device (--device cuda or auto with a "
+                       "GPU)" + (why.empty() ? std::string() : ": " + why) + "; use gloo");
+  }
 }
 
 std::chrono::milliseconds CommTimeout(const RunCommandOptions& options) {
@@ -180,11 +206,20 @@ int RunOneRank(const PlanFile& plan_file, const RunCommandOptions& options, cons
   CheckRunnable(plan_file, options, env.world_size);
   try {
     const auto timeout = CommTimeout(options);
-    auto store = ConnectRendezvousStore(env, timeout);
-    DeviceMesh mesh(plan_file.plan, env.rank,
-                    GlooGroupFactory(store, env.rank, GlooOptionsForRank(env, timeout)));
-
+    DeviceChoice choice = DeviceChoice::kAuto;
+    ParseDeviceChoice(options.device, &choice);  // checked by CheckRunnable
+    CommBackend backend = CommBackend::kGloo;
+    ParseCommBackend(options.backend, &backend);
     RunOptions run;
+    run.device = ChooseTrainingDevice(choice, env.local_rank);
+    MakeCurrentDevice(run.device);  // before NCCL binds its communicators to a device
+    auto store = ConnectRendezvousStore(env, timeout);
+    CommOptions comm;
+    comm.gloo = GlooOptionsForRank(env, timeout);
+    comm.nccl_timeout = timeout;
+    comm.cuda_device = run.device.is_cuda() ? run.device.index() : -1;
+    DeviceMesh mesh(plan_file.plan, env.rank, MakeGroupFactory(backend, store, env.rank, comm));
+
     run.steps = options.steps > 0 ? options.steps : plan_file.training.steps;
     run.warmup_steps = options.warmup;
     run.data = options.data;
@@ -234,7 +269,7 @@ int RunRun(const RunCommandOptions& options) {
 void AddRunCommand(CLI::App& app, int* exit_code) {
   auto options = std::make_shared<RunCommandOptions>();
   CLI::App* command = app.add_subcommand(
-      "run", "train a plan for real (LibTorch; Gloo on CPU) on --nproc local ranks, or as one "
+      "run", "train a plan for real (LibTorch; CPU or CUDA, Gloo or NCCL) on --nproc local ranks, or as one "
              "rank under torchrun / srun, and write the measurements (measured.json)");
   command->add_option("plan", options->plan_file, "the plan file (as `meshplan search --out` writes)")
       ->required();
@@ -261,6 +296,14 @@ void AddRunCommand(CLI::App& app, int* exit_code) {
   command->add_option("--snapshot", options->snapshot, "snapshot directory");
   command->add_option("--resume", options->resume, "resume from the latest snapshot in DIR");
   command->add_option("--seed", options->seed, "initialisation and data seed")
+      ->capture_default_str();
+  command->add_option("--device", options->device,
+                      "where each rank trains: auto (cuda when this LibTorch has CUDA and sees a "
+                      "GPU, else cpu) | cpu | cuda (local rank i on GPU i % count)")
+      ->capture_default_str();
+  command->add_option("--backend", options->backend,
+                      "communication: gloo (CPU, or CUDA tensors through the host) | nccl (one "
+                      "GPU per rank; needs a build with NCCL)")
       ->capture_default_str();
   command->add_option("--comm-timeout", options->comm_timeout_s,
                       "seconds a rank waits for its peers (rendezvous and every collective) "

@@ -4,9 +4,12 @@
 // with t the 1-based optimizer step. Weight decay applies to EVERY element of the buffer,
 // norm weights included (one flat buffer per group: no per-weight masks); the padding of
 // a group stays 0 because its gradient is 0.
-// Precision: param, grad, m and v are one dtype here (fp32 on CPU). The mixed regime of
-// the GPU issue (bf16 params and grads, fp32 master, m, v) adds a master copy around this.
-// Memory: allocates one temporary the size of param (the denominator), freed on return.
+// Precision: param, grad, m and v are one dtype (fp32, or bf16 in the bf16 regime); the
+// mixed regime calls it on the fp32 master with an fp32 copy of the gradient
+// (executor/zero_engine.cc).
+// On CUDA with LibTorch 2 (FusedAdamWBuiltIn): LibTorch's fused AdamW kernel (the same
+// update, one kernel, no temporary). Otherwise: ATen ops, with one temporary the size of
+// param (the denominator), freed on return.
 #pragma once
 
 #include <ATen/ATen.h>
@@ -22,6 +25,9 @@ struct AdamWOptions {
   double eps = 1e-8;
   double weight_decay = 0.1;
 };
+
+// True when this LibTorch has the fused AdamW kernel (used for CUDA tensors).
+bool FusedAdamWBuiltIn();
 
 // All four tensors: same numel, contiguous. step >= 1.
 void AdamWUpdate(at::Tensor& param, const at::Tensor& grad, at::Tensor& m, at::Tensor& v,

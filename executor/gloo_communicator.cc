@@ -165,6 +165,23 @@ struct GlooCommunicator::Impl {
     }
   }
 
+  // Sum of a bf16 buffer, in place (Gloo's own all-reduce has no bf16 sum in every
+  // LibTorch): the ring reduce-scatter into a shard-sized temporary, then the ring
+  // all-gather of the shards back into the buffer; a buffer that does not split into
+  // size() equal chunks is summed in an fp32 copy instead.
+  void BF16AllReduce(torch::Tensor& buffer) {
+    const int n = size();
+    if (buffer.numel() % n != 0) {
+      std::vector<at::Tensor> list{buffer.to(at::kFloat)};
+      WaitWork(pg->allreduce(list));
+      buffer.copy_(list[0]);
+      return;
+    }
+    torch::Tensor shard = torch::empty({buffer.numel() / n}, buffer.options());
+    RingReduceScatter(buffer, shard);
+    RingAllGather(shard, buffer);
+  }
+
   // Ring all-gather into output's slices: step s forwards chunk (r-s) mod n and
   // receives chunk (r-s-1) mod n.
   void RingAllGather(const torch::Tensor& input, torch::Tensor& output) {
@@ -311,9 +328,15 @@ std::unique_ptr<CommHandle> GlooCommunicator::AllReduceSumAsync(torch::Tensor& b
   return std::make_unique<QueuedHandle>(
       impl->Enqueue<void>("all_reduce", [impl, buffer]() mutable {
         try {
-          std::vector<at::Tensor> list{OnHost(buffer)};
-          impl->WaitWork(impl->pg->allreduce(list));
-          CopyBackIfStaged(buffer, list[0]);
+          torch::Tensor host = OnHost(buffer);
+          if (host.scalar_type() == at::kBFloat16 && impl->size() > 1) {
+            impl->BF16AllReduce(host);
+          } else {
+            std::vector<at::Tensor> list{host};
+            impl->WaitWork(impl->pg->allreduce(list));
+            host = list[0];
+          }
+          CopyBackIfStaged(buffer, host);
         } catch (...) {
           impl->Fail("all_reduce", "", std::current_exception());
         }

@@ -18,7 +18,9 @@
 // completes blocks until it does (or times out). Collective handles never Test() true.
 // Algorithms and memory (what the memory model must count, c10 allocator only):
 //  - all_reduce, broadcast, barrier: Gloo's, in place (Gloo's scratch is malloc'ed,
-//    outside the c10 allocator);
+//    outside the c10 allocator); a bf16 all_reduce (Gloo's has no bf16 sum in every
+//    LibTorch) is the reduce_scatter ring below into a shard temporary (numel/size())
+//    followed by the all_gather ring back into the buffer;
 //  - reduce_scatter: a ring of size()-1 send/recv steps (Gloo in LibTorch 1.13 has
 //    none), (n-1)/n of the input sent per rank; one temporary of output's size when
 //    size() > 2;

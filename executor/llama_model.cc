@@ -31,7 +31,8 @@ BlockWeights BlockViews(const ParamGroup& g, const at::Tensor& flat) {
   return w;
 }
 
-LlamaModel::LlamaModel(const ModelSpec& model, int64_t seq_len, TpConfig tp)
+LlamaModel::LlamaModel(const ModelSpec& model, int64_t seq_len, TpConfig tp, at::Device device,
+                       AttentionImpl attention)
     : model_(model),
       tp_(tp),
       local_heads_(model.heads / tp_.size()),
@@ -42,9 +43,13 @@ LlamaModel::LlamaModel(const ModelSpec& model, int64_t seq_len, TpConfig tp)
   const at::Tensor i = at::arange(h, at::kDouble);
   const at::Tensor inv_freq = at::pow(kRopeTheta, i.mul(-2.0 / static_cast<double>(D)));
   const at::Tensor angles = at::outer(at::arange(S, at::kDouble), inv_freq);  // (S, D/2)
-  cos_ = angles.cos().to(at::kFloat);
-  sin_ = angles.sin().to(at::kFloat);
-  mask_ = at::ones({S, S}, at::kBool).triu_(1);
+  cos_ = angles.cos().to(device, at::kFloat);
+  sin_ = angles.sin().to(device, at::kFloat);
+  mask_ = at::ones({S, S}, at::TensorOptions(at::kBool).device(device)).triu_(1);
+  if (attention == AttentionImpl::kFused) {
+    TORCH_CHECK(FusedAttentionBuiltIn(), "LlamaModel: this LibTorch has no fused attention");
+    fused_ = true;
+  }
 }
 
 void LlamaModel::UseContextParallel(Communicator& cp) {
@@ -52,11 +57,11 @@ void LlamaModel::UseContextParallel(Communicator& cp) {
   TORCH_CHECK(cp_ == nullptr, "LlamaModel::UseContextParallel: called twice");
   // The local tokens' global positions select the RoPE rows; the local causal mask is the
   // global one because local positions increase.
-  const at::Tensor positions = LocalPositions(cos_.size(0), cp.size(), cp.rank());
+  const at::Tensor positions = LocalPositions(cos_.size(0), cp.size(), cp.rank()).to(cos_.device());
   cos_ = cos_.index_select(0, positions);
   sin_ = sin_.index_select(0, positions);
   const int64_t Sc = positions.size(0);
-  mask_ = at::ones({Sc, Sc}, at::kBool).triu_(1);
+  mask_ = at::ones({Sc, Sc}, mask_.options()).triu_(1);
   cp_ = &cp;
 }
 
@@ -106,6 +111,12 @@ at::Tensor LlamaModel::BlockForward(const BlockWeights& w, const at::Tensor& x,
   }
   if (cp_ != nullptr) {  // context parallel: ring attention keeps lse, never probs
     s.attn = MergeHeads(RingAttentionForward(s.q, s.k, s.v, mask_, *cp_, &s.lse), c);
+  } else if (fused_) {
+    FusedAttentionGraph graph;
+    const at::Tensor out = FusedAttentionForward(s.q, s.k, s.v, &graph);  // stored (B,S,H,D)
+    s.attn = c == 1 ? out.transpose(1, 2).reshape({out.size(0), out.size(2), -1})  // a view
+                    : MergeHeads(out, c);
+    if (recompute == Recompute::kNone) s.fused = std::move(graph);
   } else {
     at::Tensor probs;
     s.attn = MergeHeads(AttentionForward(s.q, s.k, s.v, mask_, &probs), c);
@@ -172,6 +183,9 @@ at::Tensor LlamaModel::BlockBackward(const BlockWeights& w, BlockWeights& dw, at
                                mask_, *cp_);
     s.attn.reset();
     s.lse.reset();
+  } else if (fused_) {
+    if (!s.fused.out.defined()) FusedAttentionForward(s.q, s.k, s.v, &s.fused);  // selective
+    da = FusedAttentionBackward(dout, std::move(s.fused));
   } else {
     if (!s.probs.defined()) s.probs = AttentionProbs(s.q, s.k, mask_);  // selective recompute
     da = AttentionBackward(dout, s.q, s.k, s.v, std::move(s.probs));
@@ -226,6 +240,9 @@ at::Tensor LlamaModel::HeadBackward(const at::Tensor& final_norm, const at::Tens
       tp_.size() == 1
           ? CrossEntropyBackward(std::move(s.probs), s.targets, dloss)
           : VocabParallelCrossEntropyBackward(std::move(s.probs), s.targets, vocab_start_, dloss);
+  // bf16: the lm_head backward reads dlogits in the activation dtype; the fp32 buffer is
+  // freed once cast (planner/activation_memory.h HeadBackwardWorkspace).
+  if (dlogits.scalar_type() != s.hf.scalar_type()) dlogits = dlogits.to(s.hf.scalar_type());
   at::Tensor dhf;
   {
     const at::Tensor hf = tp_.EnterRegion(s.hf);  // sp: all-gathered again

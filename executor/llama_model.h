@@ -17,14 +17,19 @@
 //     and the block output x_{l+1} (B,S,E), kept by the next consumer (block l+1's x, or
 //     the head's x). The block input x_l is the previous block's output (not a copy).
 //   recompute selective: the same without probs (recomputed in backward from q, k).
+//   fused attention core (executor/fused_attention.h): no probs; the kernel's graph keeps
+//     q, k, v (the same storage), its output (attn is a view of it without sp) and the
+//     logsumexp (B,H,S) fp32; selective drops the graph and rebuilds it in backward.
 //   recompute full: only the block input x_l; the block's forward is re-run inside its
 //     backward, so one block's full stash exists transiently during that block's backward.
 //   embedding: its output x_0 (B,S,E) (block 0's input) and the ids (B,S) int64.
 //   head: x_L (B,S,E), rstd (B,S) fp32, hf = final_norm(x_L) (B,S,E), probs (N,V) fp32
-//     (the logits buffer, softmaxed in place by CrossEntropyForward), targets (N) int64.
+//     (the logits buffer, softmaxed in place by CrossEntropyForward; in bf16 the lm_head
+//     writes bf16 logits, cast to this fp32 buffer and freed), targets (N) int64.
 // Backward frees each saved tensor as soon as its last reader is done (so memory falls
 // inside a block's backward, from the FFN down to the attention):
-//   head: dlogits = the probs buffer (in place) -> dhf (B,S,E) allocated -> probs freed
+//   head: dlogits = the probs buffer (in place) [bf16: cast to a bf16 (N,V) copy, the fp32
+//     buffer freed] -> dhf (B,S,E) allocated -> probs freed
 //     -> final-norm backward (xhat + dx) -> hf freed.
 //   block (dy moved in): dact (B,S,F); act freed | dgate, dup; gate, up freed | dh2; h2
 //     freed | dx2 = norm2 backward + dy; x2 freed; dy freed | dattn; attn freed | dout
@@ -74,6 +79,7 @@
 #include <ATen/ATen.h>
 
 #include "executor/communicator.h"
+#include "executor/fused_attention.h"
 #include "executor/param_layout.h"
 #include "executor/tensor_parallel.h"
 #include "planner/model_spec.h"
@@ -99,6 +105,7 @@ struct BlockStash {
   at::Tensor x2;             // (B,S,E) residual after attention
   at::Tensor rstd2, h2;      // (B,S) fp32, (B,S,E)
   at::Tensor gate, up, act;  // (B,S,F) each
+  FusedAttentionGraph fused; // fused attention, recompute none: the kernel's saved tensors
 };
 
 // What the head keeps (final norm, lm_head, cross-entropy).
@@ -114,7 +121,11 @@ class LlamaModel {
  public:
   // seq_len: the training sequence length S (sizes the RoPE tables and the mask).
   // tp: the tensor-parallel group (default: none); its comm must outlive the model.
-  LlamaModel(const ModelSpec& model, int64_t seq_len, TpConfig tp = {});
+  // device: where the model buffers live (the activations follow the inputs).
+  // attention: the core without context parallelism, naive (executor/ops.h) or fused
+  // (executor/fused_attention.h; the caller checks UseFusedAttention).
+  LlamaModel(const ModelSpec& model, int64_t seq_len, TpConfig tp = {},
+             at::Device device = at::kCPU, AttentionImpl attention = AttentionImpl::kNaive);
 
   const ModelSpec& spec() const { return model_; }
 
@@ -159,6 +170,7 @@ class LlamaModel {
   at::Tensor cos_, sin_;  // (S, D/2) fp32
   at::Tensor mask_;       // (S,S) bool, true above the diagonal (masked)
   Communicator* cp_ = nullptr;  // context parallel: ring attention over it (cp > 1)
+  bool fused_ = false;          // the fused attention core (else naive)
 };
 
 }  // namespace meshplan

@@ -73,4 +73,10 @@ MemoryProbe& CpuMemoryProbe() {
   return probe;
 }
 
+#if !MESHPLAN_TORCH_CUDA
+// A LibTorch without CUDA has no caching allocator (executor/cuda_memory_probe.cc is the
+// CUDA one).
+MemoryProbe* CudaMemoryProbe(int) { return nullptr; }
+#endif
+
 }  // namespace meshplan

@@ -9,8 +9,11 @@
 // tensors", the quantity the detailed memory model predicts.
 // The counters are process-wide (the allocator hook is): ranks run as threads of one
 // process share them, so per-rank peaks need one process per rank.
-// On CUDA (the GPU issue): the caching allocator's allocated / max allocated bytes.
-// Thread-safe (atomic counters).
+// On CUDA: CudaMemoryProbe reads LibTorch's caching allocator (allocated bytes now and
+// their peak: the tensors' sizes rounded to the allocator's 512-byte blocks; and the peak
+// of reserved bytes, what the allocator held from the driver). ResetPeak resets both
+// peaks. Per device: ranks sharing a GPU share its counters.
+// Thread-safe (atomic counters; the caching allocator locks).
 #pragma once
 
 #include <cstdint>
@@ -23,9 +26,13 @@ class MemoryProbe {
   virtual int64_t live_bytes() const = 0;  // bytes held by live tensors now
   virtual int64_t peak_bytes() const = 0;  // max of live_bytes since the last ResetPeak
   virtual void ResetPeak() = 0;            // peak := live
+  // CUDA: the peak of the caching allocator's reserved bytes since the last ResetPeak.
+  virtual int64_t peak_reserved_bytes() const { return 0; }
 };
 
 // The process's CPU probe (installed on the first call; later calls return the same one).
 MemoryProbe& CpuMemoryProbe();
+// The probe of CUDA device `device`, or null when this build's LibTorch has no CUDA.
+MemoryProbe* CudaMemoryProbe(int device);
 
 }  // namespace meshplan

@@ -28,7 +28,7 @@ at::Tensor RMSNormForward(const at::Tensor& x, const at::Tensor& w, at::Tensor* 
   at::Tensor norm = at::linalg_vector_norm(x, 2, {-1}, /*keepdim=*/false, at::kFloat);  // (B,S)
   *rstd = norm.square_().div_(static_cast<double>(E)).add_(kRmsNormEps).rsqrt_();
   at::Tensor y = at::empty_like(x);  // (B,S,E)
-  at::mul_out(y, x, rstd->unsqueeze(-1));
+  at::mul_out(y, x, rstd->unsqueeze(-1).to(x.scalar_type()));  // rstd in act: (B,S,1)
   y.mul_(w);
   return y;
 }
@@ -36,10 +36,11 @@ at::Tensor RMSNormForward(const at::Tensor& x, const at::Tensor& w, at::Tensor* 
 at::Tensor RMSNormBackward(const at::Tensor& dy, const at::Tensor& x, const at::Tensor& rstd,
                            const at::Tensor& w, at::Tensor& dw) {
   const int64_t E = x.size(-1);
-  const at::Tensor r = rstd.unsqueeze(-1);  // (B,S,1)
-  at::Tensor xhat = at::mul(x, r);          // (B,S,E) temporary
+  const at::Tensor r = rstd.unsqueeze(-1).to(x.scalar_type());  // (B,S,1) in act
+  at::Tensor xhat = at::empty_like(x);      // (B,S,E) temporary, in act (not promoted to fp32)
+  at::mul_out(xhat, x, r);
   at::Tensor dx = at::mul(dy, xhat);        // (B,S,E): first holds dy * xhat
-  dw.add_(dx.reshape({-1, E}).sum(0));      // dw += sum_{B,S} dy * xhat
+  dw.add_(dx.reshape({-1, E}).sum(0, /*keepdim=*/false, at::kFloat));  // dw += sum_{B,S} dy * xhat
   // c = mean_E(dxhat * xhat) with dxhat = dy * w, i.e. (dy * xhat) @ w / E: no temporary.
   at::Tensor c = at::matmul(dx, w).div_(static_cast<double>(E)).unsqueeze(-1);  // (B,S,1)
   at::mul_out(dx, dy, w);                   // dx buffer now holds dxhat

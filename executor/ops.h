@@ -6,7 +6,9 @@
 //
 // Shape legend (planner/model_spec.h): B micro-batch, S sequence, E hidden, H heads,
 // K kv_heads, G = H / K (query heads per kv head), D head dim, F ffn_hidden, V vocab,
-// N = B * S tokens. "act" = the activation dtype (fp32 on CPU); rstd is always fp32.
+// N = B * S tokens. "act" = the activation dtype (fp32, or bf16 under the bf16 and mixed
+// regimes: executor/precision_dtypes.h); rstd is always fp32, and every op's outputs and
+// temporaries are in act (fp32 statistics never promote them).
 //
 // Memory contract (what planner/memory_detailed.cc must count). For every op:
 //   saves      : tensors the op's Backward reads, kept between forward and backward.
@@ -130,7 +132,9 @@ at::Tensor ResidualForward(const at::Tensor& x, const at::Tensor& r);
 //   targets (N) int64 -> loss (scalar fp32 tensor).
 //   saves: probs (N,V) fp32 = the logits buffer itself, and targets (not copied).
 //   allocates: nothing of size (N,V) (max, sum and the target logits are (N)).
-// A bf16 model must up-cast its logits to fp32 before this call (one (N,V) fp32 buffer).
+// A bf16 model up-casts its logits to fp32 before this call (one (N,V) fp32 buffer; the
+// bf16 logits are freed at once) and its backward casts dlogits back to bf16 for the
+// lm_head backward (LlamaModel::HeadBackward).
 at::Tensor CrossEntropyForward(at::Tensor& logits, const at::Tensor& targets);
 // dlogits = (probs - onehot(targets)) * dloss / N, IN PLACE in the probs buffer, which is
 // returned (no allocation of size (N,V)).

@@ -10,10 +10,12 @@
 #include <stdexcept>
 
 #include "executor/data.h"
+#include "executor/fused_attention.h"
 #include "executor/host_memory.h"
 #include "executor/memory_probe.h"
 #include "executor/snapshot.h"
 #include "executor/trainer.h"
+#include "executor/training_device.h"
 #include "planner/input_error.h"
 #include "planner/names.h"
 
@@ -58,9 +60,6 @@ std::vector<std::string> ExecutorLimitations(const PlanFile& pf) {
     reasons.push_back("schedule=zb_h1: the executor runs each weight-gradient pass inside its "
                       "backward (1F1B's timeline), so a measurement would not be of ZB-H1, which "
                       "the planner and simulator predict; use schedule 1f1b, gpipe or interleaved");
-  if (pf.training.precision != Precision::kFp32)
-    reasons.push_back(std::string("training.precision: ") + ToString(pf.training.precision) +
-                      " needs a GPU; the CPU executor trains in fp32 (set precision: fp32)");
   return reasons;
 }
 
@@ -70,22 +69,31 @@ RankMeasurement RunRank(const PlanFile& pf, const RunOptions& options, const Dev
   if (ToPlanString(mesh.plan()) != ToPlanString(pf.plan))
     throw std::invalid_argument("RunRank: the mesh was built for " + ToPlanString(mesh.plan()) +
                                 ", the plan file says " + ToPlanString(pf.plan));
-  // Freed activations stay in the process: no page faults every step (host_memory.h).
-  RetainFreedHostMemory();
-  // The probe first: what is allocated before it is invisible to it.
-  MemoryProbe& probe = CpuMemoryProbe();
+  const at::Device device = options.device;
+  MakeCurrentDevice(device);  // CUDA: this thread's device, before anything is allocated
+  MemoryProbe* probe = nullptr;
+  if (device.is_cuda()) {
+    probe = CudaMemoryProbe(device.index());
+    if (probe == nullptr) throw std::runtime_error("RunRank: this LibTorch has no CUDA allocator");
+  } else {
+    // Freed activations stay in the process: no page faults every step (host_memory.h).
+    RetainFreedHostMemory();
+    // The probe first: what is allocated before it is invisible to it.
+    probe = &CpuMemoryProbe();
+  }
   const std::unique_ptr<TokenSource> data = MakeTokenSource(pf, options);
-  Trainer trainer(pf.model, pf.training, mesh, *data, options.seed, &probe);
+  Trainer trainer(pf.model, pf.training, mesh, *data, options.seed, probe, device);
   if (!options.resume_dir.empty()) LoadSnapshot(options.resume_dir, trainer);
 
   RankMeasurement out;
   out.rank = mesh.world_rank();
   out.first_step = trainer.step();
-  out.resident_bytes = probe.live_bytes();
+  out.resident_bytes = probe->live_bytes();
   while (trainer.step() < options.steps) {
     const StepLog log = trainer.Step();
     out.losses.push_back(log.loss);
     out.peak_memory_bytes = std::max(out.peak_memory_bytes, log.peak_bytes);
+    out.peak_reserved_bytes = std::max(out.peak_reserved_bytes, log.peak_reserved_bytes);
     MergePhasePeaks(out.phase_peaks, log.phase_peaks);
     if (options.save_every > 0 && log.step % options.save_every == 0)
       SaveSnapshot(options.snapshot_dir, trainer);
@@ -95,9 +103,12 @@ RankMeasurement RunRank(const PlanFile& pf, const RunOptions& options, const Dev
   return out;
 }
 
-MeasurementEnvironment CurrentEnvironment(const PlanFile& pf) {
+MeasurementEnvironment CurrentEnvironment(const PlanFile& pf, const at::Device& device) {
   MeasurementEnvironment e;
-  e.device = "cpu";
+  e.device = TrainingDeviceName(device);
+  // What the block's attention core is (context parallelism runs ring attention, which
+  // the memory model knows from cp).
+  e.attention = ToString(ExecutorAttention(device, pf.training.precision));
   e.libtorch_version = TORCH_VERSION;
   char host[256] = {0};
   if (::gethostname(host, sizeof(host) - 1) == 0) e.hostname = host;
@@ -113,7 +124,7 @@ MeasurementEnvironment CurrentEnvironment(const PlanFile& pf) {
 
 Measurement CombineRankMeasurements(const PlanFile& pf, const RunOptions& options,
                                     const std::vector<RankMeasurement>& ranks) {
-  return CombineRanks(CurrentEnvironment(pf), options.warmup_steps,
+  return CombineRanks(CurrentEnvironment(pf, options.device), options.warmup_steps,
                       pf.training.tokens_per_step(), ranks);
 }
 

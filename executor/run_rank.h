@@ -7,6 +7,8 @@
 // combines every rank's result with CombineRankMeasurements into measured.json.
 #pragma once
 
+#include <c10/core/Device.h>
+
 #include <cstdint>
 #include <functional>
 #include <string>
@@ -27,6 +29,8 @@ struct RunOptions {
   std::string snapshot_dir;
   std::string resume_dir;      // resume from DIR/latest ("" : start from the seed)
   uint64_t seed = 1234;        // initialisation and synthetic data
+  // Where this rank trains (executor/training_device.h ChooseTrainingDevice).
+  at::Device device = at::kCPU;
   // Called after each step with its 1-based number (tests: fail at a step).
   std::function<void(int64_t step)> after_step;
 };
@@ -34,8 +38,8 @@ struct RunOptions {
 // Why this executor cannot run a plan that the planner's rules accept (Validate, checked
 // first: heads, layers, the 2*cp sequence split...): a gpt block, tp not dividing the
 // vocabulary (it is split across tp ranks), tied embeddings across pipeline stages, the
-// zb_h1 schedule (weight gradients are not split from the backward), a precision the device
-// does not train in (CPU: fp32 only).
+// zb_h1 schedule (weight gradients are not split from the backward). Every precision runs
+// on every device (bf16 and mixed on a CPU too: slowly, for tests).
 std::vector<std::string> ExecutorLimitations(const PlanFile& plan_file);
 
 // One rank. mesh.plan() must equal plan_file.plan (std::invalid_argument otherwise); bad
@@ -43,8 +47,9 @@ std::vector<std::string> ExecutorLimitations(const PlanFile& plan_file);
 RankMeasurement RunRank(const PlanFile& plan_file, const RunOptions& options,
                         const DeviceMesh& mesh);
 
-// The environment of this process (device, LibTorch version, host, threads) and the plan.
-MeasurementEnvironment CurrentEnvironment(const PlanFile& plan_file);
+// The environment of this process (device, attention core, LibTorch version, host,
+// threads) and the plan.
+MeasurementEnvironment CurrentEnvironment(const PlanFile& plan_file, const at::Device& device);
 // Rank 0: every rank's result (in world-rank order) -> measured.json's content.
 Measurement CombineRankMeasurements(const PlanFile& plan_file, const RunOptions& options,
                                     const std::vector<RankMeasurement>& ranks);

@@ -47,8 +47,9 @@ std::vector<std::pair<std::string, at::Tensor>> StateTensors(Trainer& trainer) {
 json Header(Trainer& trainer) {
   json tensors = json::array();
   for (const auto& [name, t] : StateTensors(trainer))
-    tensors.push_back({{"name", name}, {"numel", t.numel()}, {"dtype", "float32"}});
+    tensors.push_back({{"name", name}, {"numel", t.numel()}, {"dtype", c10::toString(t.scalar_type())}});
   return json{{"step", trainer.step()},
+              {"precision", ToString(trainer.training().precision)},
               {"model", trainer.model().spec().name},
               {"plan", ToPlanString(trainer.plan())},
               {"dp", trainer.plan().dp},
@@ -111,7 +112,7 @@ std::string WriteSnapshotTemp(const std::string& dir, Trainer& trainer) {
   WriteFileSynced(path, [&](int fd) {
     WriteAll(fd, header.data(), header.size(), path);
     for (const auto& [name, t] : StateTensors(trainer)) {
-      const at::Tensor c = t.contiguous();
+      const at::Tensor c = t.to(at::kCPU).contiguous();  // a device tensor: a host copy
       WriteAll(fd, c.data_ptr(), static_cast<size_t>(c.nbytes()), path);
     }
   });
@@ -177,6 +178,9 @@ int64_t LoadSnapshot(const std::string& dir, Trainer& trainer) {
              std::to_string(trainer.plan().zero_stage));
   if (header.value("plan", "") != ToPlanString(trainer.plan()))
     mismatch("plan", header.value("plan", "?"), ToPlanString(trainer.plan()));
+  const std::string precision = ToString(trainer.training().precision);
+  if (header.value("precision", "fp32") != precision)  // older snapshots: fp32 only
+    mismatch("precision", header.value("precision", "fp32"), precision);
   const auto tensors = StateTensors(trainer);
   const json& listed = header.at("tensors");
   if (listed.size() != tensors.size())
@@ -185,9 +189,11 @@ int64_t LoadSnapshot(const std::string& dir, Trainer& trainer) {
     const auto& [name, t] = tensors[i];
     if (listed[i].value("name", "") != name || listed[i].value("numel", int64_t{-1}) != t.numel())
       mismatch("tensor " + std::to_string(i), listed[i].dump(), name + "[" + std::to_string(t.numel()) + "]");
-    at::Tensor target = t;
-    in.read(static_cast<char*>(target.data_ptr()), static_cast<std::streamsize>(target.nbytes()));
+    at::Tensor host = at::empty_like(t, at::TensorOptions(at::kCPU));  // read, then placed
+    in.read(static_cast<char*>(host.data_ptr()), static_cast<std::streamsize>(host.nbytes()));
     if (!in) throw InputError({path.string()}, "--resume", "truncated at tensor " + name);
+    at::Tensor target = t;
+    target.copy_(host);
   }
   const int64_t step = header.at("step").get<int64_t>();
   trainer.engine().SyncParamsFromShards();

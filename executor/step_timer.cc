@@ -1,16 +1,31 @@
-// Wall-clock step timing (see step_timer.h).
+// Step timing: wall clock on CPU, CUDA events on a GPU (see step_timer.h).
 #include "executor/step_timer.h"
 
+#include "executor/training_device.h"
 #include "planner/measurement.h"
 
 namespace meshplan {
 
-void StepTimer::Start() { start_ = std::chrono::steady_clock::now(); }
+StepTimer::StepTimer(at::Device device) : device_(device) {
+  if (device_.is_cuda() && BuiltWithCudaRuntime()) events_ = std::make_unique<CudaInterval>();
+}
+
+void StepTimer::Start() {
+  if (events_) return events_->Start();
+  SynchronizeDevice(device_);
+  start_ = std::chrono::steady_clock::now();
+}
 
 double StepTimer::Stop() {
-  const std::chrono::duration<double> elapsed = std::chrono::steady_clock::now() - start_;
-  times_s_.push_back(elapsed.count());
-  return elapsed.count();
+  double seconds = 0;
+  if (events_) {
+    seconds = events_->Stop();
+  } else {
+    SynchronizeDevice(device_);
+    seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
+  }
+  times_s_.push_back(seconds);
+  return seconds;
 }
 
 double StepTimer::MedianAfterWarmup(int64_t warmup) const {

@@ -15,6 +15,7 @@
 #include <utility>
 
 #include "executor/context_split.h"
+#include "executor/precision_dtypes.h"
 
 namespace meshplan {
 
@@ -35,7 +36,7 @@ int64_t ChunksPerRank(const ParallelPlan& plan) {
 }  // namespace
 
 Trainer::Trainer(const ModelSpec& model, const TrainingSpec& training, const DeviceMesh& mesh,
-                 const TokenSource& data, uint64_t seed, MemoryProbe* probe)
+                 const TokenSource& data, uint64_t seed, MemoryProbe* probe, at::Device device)
     : spec_(model),
       training_(training),
       plan_(mesh.plan()),
@@ -45,13 +46,18 @@ Trainer::Trainer(const ModelSpec& model, const TrainingSpec& training, const Dev
       chunks_per_rank_(ChunksPerRank(mesh.plan())),
       data_(data),
       probe_(probe),
+      device_(device),
+      activations_(at::TensorOptions().dtype(DtypesFor(training.precision).compute).device(device)),
       shard_{training.global_batch, dp_.rank(), dp_.size(), plan_.micro_batch},
       model_(model, training.seq_len,
-             TpConfig{&mesh.comm(MeshDim::kTp), plan_.sequence_parallel}),
+             TpConfig{&mesh.comm(MeshDim::kTp), plan_.sequence_parallel}, device,
+             ExecutorAttention(device, training.precision)),
       engine_(BuildParamLayout(model, mesh.weight_replicas().size(),
                                PipelineRankChunks(model, plan_.pp, chunks_per_rank_, pp_.rank()),
                                TpShard{mesh.size(MeshDim::kTp), mesh.coord(MeshDim::kTp)}),
-              plan_.zero_stage, mesh.weight_replicas(), AdamWFor(training), seed) {
+              plan_.zero_stage, mesh.weight_replicas(), AdamWFor(training), seed,
+              training.precision, device),
+      timer_(device) {
   model_.UseContextParallel(mesh.comm(MeshDim::kCp));  // cp = 1: nothing changes
   if (plan_.pp > 1 && plan_.schedule == PipelineSchedule::kInterleaved &&
       shard_.microbatches() % plan_.pp != 0)
@@ -77,7 +83,8 @@ std::vector<int64_t> Trainer::BoundaryShape() const {
 }
 
 void Trainer::LoadTokens(int64_t microbatch, bool ids, bool targets, MicroBatch& mb) const {
-  const at::Tensor tokens = MicroBatchTokens(data_, shard_, step_, microbatch);  // (B, S+1)
+  const at::Tensor tokens =  // (B, S+1), read on the host, then on the device
+      MicroBatchTokens(data_, shard_, step_, microbatch).to(device_);
   const int64_t S = training_.seq_len;
   // Context parallel: this cp rank keeps its zigzag chunks (B, S/cp) (context_split.h).
   const Communicator& cp = mesh_.comm(MeshDim::kCp);
@@ -117,7 +124,7 @@ StepLog Trainer::SingleStageStep() {
   replicas.AllReduceSum(loss);
   log.loss = loss.item<double>() / static_cast<double>(replicas.size());
   engine_.Step();
-  log.time_s = timer_.Stop();  // CPU ops are synchronous; CUDA will synchronise first
+  log.time_s = timer_.Stop();  // CUDA: waits for the step's last kernel
   EndPhase("optimizer", log);
   log.step = ++step_;
   return log;
@@ -236,6 +243,7 @@ void Trainer::BeginPhase() {
 void Trainer::EndPhase(const char* phase, StepLog& log) {
   if (probe_ == nullptr) return;
   const int64_t peak = probe_->peak_bytes();
+  log.peak_reserved_bytes = std::max(log.peak_reserved_bytes, probe_->peak_reserved_bytes());
   probe_->ResetPeak();
   auto it = std::find_if(log.phase_peaks.begin(), log.phase_peaks.end(),
                          [&](const PhasePeak& p) { return p.phase == phase; });

@@ -57,14 +57,17 @@ struct StepLog {
   double time_s = 0;        // wall time of the whole step (batch to update)
   std::vector<PhasePeak> phase_peaks;  // forward / backward / optimizer (with a probe)
   int64_t peak_bytes = 0;   // max over the phases
+  int64_t peak_reserved_bytes = 0;  // CUDA: the allocator's reserved bytes, max over the phases
 };
 
 class Trainer {
  public:
   // mesh and data must outlive the trainer (mesh.plan() is the plan trained). probe may be
-  // null (no memory figures).
+  // null (no memory figures). Everything lives on `device` in the dtypes of
+  // training.precision (executor/precision_dtypes.h).
   Trainer(const ModelSpec& model, const TrainingSpec& training, const DeviceMesh& mesh,
-          const TokenSource& data, uint64_t seed, MemoryProbe* probe);
+          const TokenSource& data, uint64_t seed, MemoryProbe* probe,
+          at::Device device = at::kCPU);
 
   StepLog Step();
 
@@ -75,6 +78,7 @@ class Trainer {
   ZeroEngine& engine() { return engine_; }
   const LlamaModel& model() const { return model_; }
   const ParallelPlan& plan() const { return plan_; }
+  const TrainingSpec& training() const { return training_; }
   const DeviceMesh& mesh() const { return mesh_; }
   const StepTimer& timer() const { return timer_; }  // every Step() of this trainer
 
@@ -111,6 +115,8 @@ class Trainer {
   int64_t chunks_per_rank_ = 1;  // v: the interleaved schedule's virtual_stages, else 1
   const TokenSource& data_;
   MemoryProbe* probe_;
+  at::Device device_;
+  at::TensorOptions activations_;  // dtype and device of the activations
   BatchShard shard_;
   LlamaModel model_;
   ZeroEngine engine_;

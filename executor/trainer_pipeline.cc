@@ -16,8 +16,7 @@ StepLog Trainer::PipelineStep() {
   const int64_t rank = pp_.rank(), last = pp * v - 1;
   const double dloss = 1.0 / static_cast<double>(m);
   const ParamLayout& layout = engine_.layout();
-  PipelineChannels channels(pp_, plan_.schedule, v, m, BoundaryShape(),
-                            at::TensorOptions().dtype(at::kFloat));
+  PipelineChannels channels(pp_, plan_.schedule, v, m, BoundaryShape(), activations_);
   std::map<std::pair<int32_t, int32_t>, MicroBatch> in_flight;  // (micro-batch, chunk)
   engine_.BeginStep(m);
   double loss_sum = 0;

@@ -1,16 +1,23 @@
 // ZeRO 0-3 over flat parameter groups (see zero_engine.h for who holds what and when).
 #include "executor/zero_engine.h"
 
+#include "executor/precision_dtypes.h"
+
 #include <stdexcept>
 #include <utility>
 
 namespace meshplan {
 
 ZeroEngine::ZeroEngine(const ParamLayout& layout, int zero_stage, Communicator& dp,
-                       const AdamWOptions& adamw, uint64_t seed)
+                       const AdamWOptions& adamw, uint64_t seed, Precision precision,
+                       at::Device device)
     // Over a single replica there is nothing to shard, gather or send: stage 0 (no shard
     // buffers), as planner/memory_detailed.cc assumes.
     : layout_(layout), zero_stage_(dp.size() > 1 ? zero_stage : 0), dp_(dp), adamw_(adamw) {
+  const PrecisionDtypes dtypes = DtypesFor(precision);
+  compute_ = at::TensorOptions().dtype(dtypes.compute).device(device);
+  state_ = at::TensorOptions().dtype(dtypes.state).device(device);
+  fp32_master_ = dtypes.fp32_master;
   if (zero_stage < 0 || zero_stage > 3)
     throw std::invalid_argument("ZeroEngine: zero_stage must be 0..3");
   if (layout.shards != dp.size())
@@ -23,17 +30,17 @@ ZeroEngine::ZeroEngine(const ParamLayout& layout, int zero_stage, Communicator& 
     const ParamGroup& spec = layout_.groups[g];
     Group& group = groups_[g];
     const int64_t shard = spec.shard_numel;
-    if (zero_stage_ == 3) {
-      // Initialise the whole group (rank-independent values), keep this rank's shard.
-      group.params = InitGroup(spec, seed).narrow(0, r * shard, shard).clone();
-    } else {
-      group.params = InitGroup(spec, seed);
-    }
-    if (zero_stage_ <= 1) group.grad = at::zeros({spec.padded_numel}, at::kFloat);
-    if (zero_stage_ >= 1) group.grad_shard = at::zeros({shard}, at::kFloat);
-    const int64_t owned = zero_stage_ == 0 ? spec.padded_numel : shard;
-    group.m = at::zeros({owned}, at::kFloat);
-    group.v = at::zeros({owned}, at::kFloat);
+    // The whole group's fp32 values (rank-independent), of which this rank keeps its part.
+    const at::Tensor init = InitGroup(spec, seed);
+    const at::Tensor owned_init = zero_stage_ == 0 ? init : init.narrow(0, r * shard, shard);
+    group.params = (zero_stage_ == 3 ? owned_init : init)
+                       .to(compute_, /*non_blocking=*/false, /*copy=*/true);
+    if (fp32_master_)
+      group.master = owned_init.to(compute_.dtype(at::kFloat), /*non_blocking=*/false, /*copy=*/true);
+    if (zero_stage_ <= 1) group.grad = at::zeros({spec.padded_numel}, compute_);
+    if (zero_stage_ >= 1) group.grad_shard = at::zeros({shard}, compute_);
+    group.m = at::zeros({owned_init.numel()}, state_);
+    group.v = at::zeros({owned_init.numel()}, state_);
   }
 }
 
@@ -45,6 +52,21 @@ at::Tensor ZeroEngine::ParamShardView(Group& group, const ParamGroup& spec) {
   return group.params.narrow(0, dp_.rank() * spec.shard_numel, spec.shard_numel);
 }
 
+at::Tensor ZeroEngine::OwnedParams(Group& group, const ParamGroup& spec) {
+  return zero_stage_ == 0 ? group.params : ParamShardView(group, spec);
+}
+
+void ZeroEngine::Update(Group& group, at::Tensor params, const at::Tensor& grad) {
+  if (!fp32_master_) {
+    AdamWUpdate(params, grad, group.m, group.v, optimizer_steps_, adamw_);
+    return;
+  }
+  // Mixed precision: the fp32 gradient copy and AdamW's temporary are the update's
+  // transient (planner/memory_detailed.cc, optimizer phase).
+  AdamWUpdate(group.master, grad.to(at::kFloat), group.m, group.v, optimizer_steps_, adamw_);
+  params.copy_(group.master);  // rounded to the compute dtype
+}
+
 at::Tensor ZeroEngine::AcquireParams(int g) {
   Group& group = groups_[g];
   if (zero_stage_ != 3) return group.params;
@@ -54,7 +76,7 @@ at::Tensor ZeroEngine::AcquireParams(int g) {
       group.gather.reset();
       ++prefetched_acquires_;
     } else {
-      group.gathered = at::empty({layout_.groups[g].padded_numel}, at::kFloat);
+      group.gathered = at::empty({layout_.groups[g].padded_numel}, compute_);
       dp_.AllGather(group.params, group.gathered);
     }
   }
@@ -65,7 +87,7 @@ void ZeroEngine::PrefetchParams(int g) {
   Group& group = groups_[g];
   if (zero_stage_ != 3 || !prefetch_ || group.gathered.defined()) return;
   // The shard it reads is only written by Step(), which refuses to run while this is out.
-  group.gathered = at::empty({layout_.groups[g].padded_numel}, at::kFloat);
+  group.gathered = at::empty({layout_.groups[g].padded_numel}, compute_);
   group.gather = dp_.AllGatherAsync(group.params, group.gathered);
 }
 
@@ -88,7 +110,7 @@ void ZeroEngine::BeginStep(int64_t microbatches) {
 
 at::Tensor ZeroEngine::GradBuffer(int g) {
   Group& group = groups_[g];
-  if (!group.grad.defined()) group.grad = at::zeros({layout_.groups[g].padded_numel}, at::kFloat);
+  if (!group.grad.defined()) group.grad = at::zeros({layout_.groups[g].padded_numel}, compute_);
   return group.grad;
 }
 
@@ -115,7 +137,7 @@ void ZeroEngine::GradReady(int g) {
   p.group = g;
   p.full_grad = std::move(group.grad);  // group.grad is now undefined
   at::Tensor out = group.grad_shard;
-  if (index > 0) out = p.partial = at::empty({layout_.groups[g].shard_numel}, at::kFloat);
+  if (index > 0) out = p.partial = at::empty({layout_.groups[g].shard_numel}, compute_);
   p.handle = dp_.ReduceScatterSumAsync(p.full_grad, out);
   pending_.push_back(std::move(p));
 }
@@ -157,13 +179,13 @@ void ZeroEngine::Step() {
     const ParamGroup& spec = layout_.groups[g];
     if (zero_stage_ == 0) {
       group.grad.mul_(scale);
-      AdamWUpdate(group.params, group.grad, group.m, group.v, optimizer_steps_, adamw_);
+      Update(group, group.params, group.grad);
       group.grad.zero_();
       continue;
     }
     group.grad_shard.mul_(scale);
     at::Tensor shard = ParamShardView(group, spec);
-    AdamWUpdate(shard, group.grad_shard, group.m, group.v, optimizer_steps_, adamw_);
+    Update(group, shard, group.grad_shard);
     group.grad_shard.zero_();
     if (zero_stage_ == 1) group.grad.zero_();
     // Stages 1-2: every rank's updated shard back into everyone's full params.
@@ -178,11 +200,14 @@ void ZeroEngine::Step() {
 ZeroEngine::OwnedState ZeroEngine::Owned(int g) {
   Group& group = groups_[g];
   const at::Tensor params =
-      zero_stage_ == 0 ? group.params : ParamShardView(group, layout_.groups[g]);
+      fp32_master_ ? group.master : OwnedParams(group, layout_.groups[g]);
   return {params, group.m, group.v};
 }
 
 void ZeroEngine::SyncParamsFromShards() {
+  if (fp32_master_)
+    for (size_t g = 0; g < groups_.size(); ++g)
+      OwnedParams(groups_[g], layout_.groups[g]).copy_(groups_[g].master);
   if (zero_stage_ == 0 || zero_stage_ == 3) return;
   for (size_t g = 0; g < groups_.size(); ++g) {
     Group& group = groups_[g];

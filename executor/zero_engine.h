@@ -4,7 +4,10 @@
 // The unit of everything is a parameter group (executor/param_layout.h: the embedding, each
 // block, the head): one flat buffer, padded to a multiple of n = dp.size(), whose rank-r
 // shard is elements [r * shard, (r+1) * shard). What each rank holds (P = the padded numel
-// summed over groups, P_g one group's; fp32 on CPU, 4 bytes per element):
+// summed over groups, P_g one group's), params and gradients in the compute dtype, Adam m
+// and v in the state dtype of the precision regime (executor/precision_dtypes.h); mixed
+// precision adds an fp32 master copy of the owned params (the part AdamW updates: P for
+// stage 0, the shard P/n for stages 1-3):
 //
 //   stage  params            gradients (persistent)    per group while in backward     Adam m, v
 //   0      full P            full P                    -                              full 2P
@@ -57,6 +60,7 @@
 #include "executor/adamw.h"
 #include "executor/communicator.h"
 #include "executor/param_layout.h"
+#include "planner/training_spec.h"
 
 namespace meshplan {
 
@@ -65,8 +69,10 @@ class ZeroEngine {
   // Initialises every group from `seed` (InitGroup: the same values for any dp size) and
   // keeps this rank's part. layout.shards must equal dp.size(). With dp.size() == 1 every
   // stage runs as stage 0 (zero_stage() says 0).
+  // All buffers live on `device` in the dtypes of `precision`.
   ZeroEngine(const ParamLayout& layout, int zero_stage, Communicator& dp,
-             const AdamWOptions& adamw, uint64_t seed);
+             const AdamWOptions& adamw, uint64_t seed, Precision precision = Precision::kFp32,
+             at::Device device = at::kCPU);
   ZeroEngine(const ZeroEngine&) = delete;
   ZeroEngine& operator=(const ZeroEngine&) = delete;
 
@@ -106,18 +112,20 @@ class ZeroEngine {
   void EndBackward();
 
   // --- update ---------------------------------------------------------------------------
-  // Averages the gradients over dp, AdamW on this rank's part (lr from `adamw`), stages
-  // 1-2 all-gather the updated params, and clears the gradients.
+  // Averages the gradients over dp, AdamW on this rank's part (lr from `adamw`; mixed: on
+  // the fp32 master, rounded into the params), stages 1-2 all-gather the updated params,
+  // and clears the gradients.
   void Step();
 
   // --- state (snapshots and tests) ------------------------------------------------------
   // This rank's owned part of group g: the shard (stages 1-3) or everything (stage 0).
   struct OwnedState {
-    at::Tensor params, m, v;  // views into the engine's buffers (write to restore)
+    at::Tensor params, m, v;  // views into the engine's buffers (write to restore); params
+                              // is the fp32 master under mixed precision
   };
   OwnedState Owned(int g);
-  // Stages 1-2: all-gathers the owned param shards into the full params (after a restore).
-  // Collective: every rank calls it.
+  // After a restore: mixed precision rounds the master into the params; stages 1-2
+  // all-gather the owned param shards into the full params. Collective: every rank calls it.
   void SyncParamsFromShards();
   void set_optimizer_steps(int64_t steps) { optimizer_steps_ = steps; }
   // A copy of group g's full (unpadded) params. Stage 3: collective (all-gathers).
@@ -132,6 +140,7 @@ class ZeroEngine {
     at::Tensor grad;        // full padded: stages 0-1 always; 2-3 during backward
     at::Tensor grad_shard;  // stages 1-3
     at::Tensor m, v;        // owned part
+    at::Tensor master;      // mixed precision: fp32 copy of the owned params
   };
   struct Pending {
     int group = -1;
@@ -140,12 +149,16 @@ class ZeroEngine {
     at::Tensor partial;     // stages 2-3, micro-batch > 0: to add into grad_shard
   };
   at::Tensor ParamShardView(Group& group, const ParamGroup& spec);
+  at::Tensor OwnedParams(Group& group, const ParamGroup& spec);  // what AdamW updates
+  void Update(Group& group, at::Tensor params, const at::Tensor& grad);
   void FinishPending();
 
   ParamLayout layout_;
   int zero_stage_;
   Communicator& dp_;
   AdamWOptions adamw_;
+  at::TensorOptions compute_, state_;  // dtype and device of params / grads, of m / v
+  bool fp32_master_ = false;
   std::vector<Group> groups_;
   std::vector<Pending> pending_;
   int64_t microbatches_ = 1;

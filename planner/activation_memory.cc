@@ -17,6 +17,15 @@ const char* ToString(AttentionImpl impl) {
   return "?";
 }
 
+bool ParseAttentionImpl(const std::string& text, AttentionImpl* impl) {
+  for (const AttentionImpl candidate : {AttentionImpl::kAuto, AttentionImpl::kNaive, AttentionImpl::kFused})
+    if (text == ToString(candidate)) {
+      *impl = candidate;
+      return true;
+    }
+  return false;
+}
+
 AttentionImpl ResolveAttentionImpl(AttentionImpl requested, const ModelSpec& model,
                                    Precision precision) {
   if (requested != AttentionImpl::kAuto) return requested;
@@ -269,6 +278,9 @@ SavedTensorList HeadBackwardWorkspace(const ActivationShape& sh) {
   SavedTensorList out;
   out.Add({"lm_head backward", "d(normed h) (B,Sn,E)", double(sh.b) * sh.s_norm * sh.hidden,
            sh.act_bytes});
+  if (sh.act_bytes != kFp32Bytes)
+    out.Add({"lm_head backward", "d(logits) cast to A (B,Sc,Vt)",
+             double(sh.b) * sh.s_local * sh.vocab, sh.act_bytes});
   return out;
 }
 

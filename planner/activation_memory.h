@@ -43,6 +43,7 @@
 #include <array>
 #include <cstddef>
 #include <cstdint>
+#include <string>
 
 #include "planner/model_spec.h"
 #include "planner/parallel_plan.h"
@@ -55,6 +56,8 @@ namespace meshplan {
 // (Megatron's formula assumes its unfused core attention), fused for llama in bf16/mixed.
 enum class AttentionImpl { kAuto, kNaive, kFused };
 const char* ToString(AttentionImpl impl);  // auto | naive | fused
+// "auto" | "naive" | "fused"; false for anything else.
+bool ParseAttentionImpl(const std::string& text, AttentionImpl* impl);
 AttentionImpl ResolveAttentionImpl(AttentionImpl requested, const ModelSpec& model,
                                    Precision precision);
 
@@ -138,8 +141,10 @@ SavedTensorList LastStageSavedTensors(const ModelSpec& model, const ActivationSh
 // into the gradient of the logits (probs - onehot), so the loss backward allocates
 // nothing more and the buffer is freed after the lm_head backward.
 SavedTensorList LossSavedTensors(const ActivationShape& shape);
-// The lm_head backward's one new tensor: the gradient of its input (B,Sn,E) in A (the
-// weight gradient is accumulated straight into the flat gradient buffer).
+// The lm_head backward's new tensors: the gradient of its input (B,Sn,E) in A (the weight
+// gradient is accumulated straight into the flat gradient buffer) and, when A is not fp32,
+// the copy of d(logits) cast to A that the matmul reads (the fp32 buffer is freed once
+// cast, before d(input) is allocated: planner/memory_detailed.cc, head_backward).
 SavedTensorList HeadBackwardWorkspace(const ActivationShape& shape);
 
 }  // namespace meshplan

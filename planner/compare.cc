@@ -118,11 +118,17 @@ Comparison ComparePlan(const PlanFile& p, const Measurement& m, double tolerance
   c.device = m.environment.device;
   c.hardware = p.cluster.gpu.name;
 
-  // Memory: every rank against the detailed model of its pipeline stage.
+  // Memory: every rank against the detailed model of its pipeline stage, with the
+  // attention core the run used (older measurements do not say: auto).
+  MemoryOptions memory;
+  if (!m.environment.attention.empty() &&
+      !ParseAttentionImpl(m.environment.attention, &memory.attention))
+    throw InputError({measured_source}, "environment.attention",
+                     "expected one of: auto, naive, fused; got '" + m.environment.attention + "'");
   for (int64_t rank = 0; rank < p.plan.world_size(); ++rank) {
     const int64_t stage = CoordsOfRank(p.plan, rank)[MeshDim::kPp];
     const MemoryBreakdown predicted =
-        EstimateStageMemory(p.model, p.training, p.plan, MemoryModel::kDetailed, stage);
+        EstimateStageMemory(p.model, p.training, p.plan, MemoryModel::kDetailed, stage, memory);
     c.figures.push_back(Checked(fmt::format("peak memory rank {} (stage {})", rank, stage),
                                 "bytes", predicted.total_bytes,
                                 static_cast<double>(m.peak_memory_bytes[rank]), tolerance_pct));

@@ -93,6 +93,11 @@ class Reader {
       Fail(key, std::string("expected ") + Expected<T>() + ", got " + v.dump());
     }
   }
+  // Fields added later (older measured.json files lack them): `fallback` when missing.
+  template <typename T>
+  T GetOr(const std::string& key, T fallback) const {
+    return j_.contains(key) ? Get<T>(key) : fallback;
+  }
   const json& At(const std::string& key) const {
     if (!j_.contains(key)) Fail(key, "missing");
     return j_.at(key);
@@ -125,6 +130,7 @@ json RankMeasurementToJson(const RankMeasurement& r) {
               {"losses", r.losses},
               {"resident_bytes", r.resident_bytes},
               {"peak_memory_bytes", r.peak_memory_bytes},
+              {"peak_reserved_bytes", r.peak_reserved_bytes},
               {"phase_peaks", PhasePeaksToJson(r.phase_peaks)}};
 }
 
@@ -141,6 +147,7 @@ json MeasurementToJson(const Measurement& m) {
                 {"model", e.model},
                 {"plan", e.plan},
                 {"precision", e.precision},
+                {"attention", e.attention},
                 {"global_batch", e.global_batch},
                 {"seq_len", e.seq_len}}},
               {"first_step", m.first_step},
@@ -165,6 +172,7 @@ RankMeasurement RankFromReader(const Reader& in) {
   r.losses = in.Get<std::vector<double>>("losses");
   r.resident_bytes = in.Get<int64_t>("resident_bytes");
   r.peak_memory_bytes = in.Get<int64_t>("peak_memory_bytes");
+  r.peak_reserved_bytes = in.GetOr<int64_t>("peak_reserved_bytes", 0);
   const json& phases = in.At("phase_peaks");
   if (!phases.is_array()) in.Fail("phase_peaks", "expected a list of {phase, peak_bytes}");
   for (size_t i = 0; i < phases.size(); ++i) {
@@ -193,6 +201,7 @@ Measurement MeasurementFromJson(const json& j, const std::string& source) {
   e.model = env.Get<std::string>("model");
   e.plan = env.Get<std::string>("plan");
   e.precision = env.Get<std::string>("precision");
+  e.attention = env.GetOr<std::string>("attention", "");
   e.global_batch = env.Get<int64_t>("global_batch");
   e.seq_len = env.Get<int64_t>("seq_len");
   m.first_step = in.Get<int64_t>("first_step");

@@ -33,6 +33,8 @@ struct RankMeasurement {
   int64_t resident_bytes = 0;         // live bytes when training starts (params, grads,
                                       // optimizer states, model buffers)
   int64_t peak_memory_bytes = 0;      // max live bytes during the steps (resident included)
+  int64_t peak_reserved_bytes = 0;    // CUDA: the caching allocator's max reserved bytes
+                                      // (what the process held from the driver); 0 on CPU
   std::vector<PhasePeak> phase_peaks; // per phase, max over the steps
   bool operator==(const RankMeasurement&) const = default;
 };
@@ -47,6 +49,8 @@ struct MeasurementEnvironment {
   std::string model;             // ModelSpec::name
   std::string plan;              // ToPlanString(plan)
   std::string precision;         // ToString(Precision)
+  std::string attention;         // the attention core that ran: naive | fused ("": not
+                                 // recorded, older files; compare then assumes auto)
   int64_t global_batch = 0;      // sequences per step
   int64_t seq_len = 0;
   bool operator==(const MeasurementEnvironment&) const = default;

@@ -148,6 +148,10 @@ MemoryBreakdown DetailedStageMemory(const ModelSpec& model, const TrainingSpec& 
     // head's backward starts.
     head.gathered_params_bytes = gathered(head_group) + (chunk_blocks >= 1 ? gathered(block_group) : 0.0);
     head.transient_bytes = HeadBackwardWorkspace(shape).TotalBytes();
+    if (shape.act_bytes != 4.0) {  // the fp32 logits are freed once cast, before d(input)
+      const double d_input = double(shape.b) * shape.s_norm * shape.hidden * shape.act_bytes;
+      head.transient_bytes -= std::min(d_input, loss_bytes);
+    }
     phases[num_phases++] = head;
   }
   if (first) {  // the micro-batch's blocks are done; the others in flight remain

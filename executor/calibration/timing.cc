@@ -1,7 +1,7 @@
 // Median timing of micro-benchmark calls (see timing.h).
 #include "executor/calibration/timing.h"
 
-#include <torch/cuda.h>
+#include "executor/training_device.h"
 #include <unistd.h>
 
 #include <algorithm>
@@ -17,10 +17,6 @@ double Now() {
 }
 
 }  // namespace
-
-void SynchronizeDevice(const at::Device& device) {
-  if (device.is_cuda()) torch::cuda::synchronize(device.has_index() ? device.index() : -1);
-}
 
 int64_t DefaultFlushBytes() {
   const long l2 = ::sysconf(_SC_LEVEL2_CACHE_SIZE);

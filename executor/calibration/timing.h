@@ -13,6 +13,8 @@
 #include <functional>
 #include <vector>
 
+#include "executor/training_device.h"  // SynchronizeDevice
+
 namespace meshplan {
 
 struct TimingOptions {
@@ -29,8 +31,6 @@ struct TimingOptions {
 // 8 x the L2 cache (sysconf), at least 8 MiB and at most 64 MiB.
 int64_t DefaultFlushBytes();
 
-// Blocks until the device's queued work is done (no-op on CPU).
-void SynchronizeDevice(const at::Device& device);
 
 // The median seconds of one call of fn, after one warm-up call. `before` (optional) runs
 // untimed before every call (warm-up included), after the cache flush: it prepares what

@@ -7,8 +7,9 @@
 // Timing on a shared machine: a reference (one block's forward + backward) is timed when
 // calibrating, before every run and after each of its timed steps; a run during which the
 // machine was markedly slower or faster than while calibrating (other processes took the
-// cores, caches or memory bandwidth) says nothing about the model, so it is repeated (at
-// most 3 attempts) and the attempt with the steadiest reference is the one checked. The
+// cores, caches or memory bandwidth) says nothing about the model, so the machine is
+// calibrated again and the run repeated (at most 3 attempts); the attempt with the
+// steadiest reference is the one checked. The
 // tolerance itself is never widened: on a machine that stays busy the test fails, naming
 // the drift. The [timing] tag makes CTest run it alone (tests/CMakeLists.txt, RUN_SERIAL);
 // by hand: build/tests/executor_tests "[calibration][timing]" -s  (-s prints each plan)
@@ -33,6 +34,7 @@
 #include "planner/compare.h"
 #include "planner/config_loader.h"
 #include "planner/hardware_yaml.h"
+#include "planner/names.h"
 
 namespace meshplan {
 namespace {
@@ -105,69 +107,86 @@ const FigureComparison& StepTime(const Comparison& c) {
 // CTest runs the [timing] tests alone (tests/CMakeLists.txt, RUN_SERIAL): with other tests
 // sharing the 2 cores the reference op was seen 21% slower during a run. By hand:
 //   build/tests/executor_tests "[timing]" -s
-TEST_CASE("calibrate, predict, run, compare: CPU step time of 6 plans within 15%",
-          "[executor][calibration][timing]") {
-  RetainFreedHostMemory();
-  const ModelSpec model = LoadModel("tiny-llama");
+// A calibration of this CPU (quick, one thread: what the runs use) taken while the
+// machine's speed held still, as the cluster the plans are predicted on.
+struct Calibrated {
+  CalibrationResult result;
+  ClusterSpec cluster;
+  double reference_s = 0;  // the reference op right after calibrating
+};
 
-  // 1. Calibrate (quick, one thread: what the runs below use), on a steady machine.
+Calibrated Calibrate(const ModelSpec& model) {
   CalibrationOptions options;
   options.model = model;
   options.quick = true;
   options.threads = 1;
   options.base.name = "cpu-loop-test";
-  CalibrationResult calibration;
-  double reference_s = 0;
+  Calibrated c;
   for (int attempt = 0; attempt < 3; ++attempt) {
     const double before = ReferenceSeconds(model);
-    calibration = RunCalibration(options);
-    reference_s = ReferenceSeconds(model);
-    if (std::abs(reference_s / before - 1) <= kSteadyMachine) break;
+    c.result = RunCalibration(options);
+    c.reference_s = ReferenceSeconds(model);
+    if (std::abs(c.reference_s / before - 1) <= kSteadyMachine) break;
     WARN("the machine's speed changed while calibrating (reference op " << before * 1e3 << " -> "
-                                                                          << reference_s * 1e3
+                                                                          << c.reference_s * 1e3
                                                                           << " ms); again");
   }
-  INFO("calibration: " << calibration.gpu.source);
-  CHECK(calibration.seconds < 20);
+  c.cluster.name = "cpu-loop-test-1x";
+  c.cluster.gpu = c.result.gpu;
+  c.cluster.intra_node = c.cluster.inter_node = {"loopback (unused: one rank)", 1e9, 1e-4};
+  return c;
+}
+
+TEST_CASE("calibrate, predict, run, compare: CPU step time of 6 plans within 15%",
+          "[executor][calibration][timing]") {
+  RetainFreedHostMemory();
+  const ModelSpec model = LoadModel("tiny-llama");
+
+  // 1. Calibrate.
+  Calibrated calibrated = Calibrate(model);
+  INFO("calibration: " << calibrated.result.gpu.source);
+  CHECK(calibrated.result.seconds < 20);
 
   // 2. The hardware file round trip: what `meshplan calibrate --out` writes, LoadGpu reads.
   const std::filesystem::path dir =
       std::filesystem::temp_directory_path() / ("meshplan_calibration_loop_" + std::to_string(::getpid()));
   std::filesystem::create_directories(dir);
   const std::filesystem::path hw = dir / "cpu-loop-test.yaml";
-  std::ofstream(hw) << GpuSpecToYaml(calibration.gpu, {});
+  std::ofstream(hw) << GpuSpecToYaml(calibrated.result.gpu, {});
   const GpuSpec gpu = LoadGpu(hw.string());
   CHECK(gpu.name == "cpu-loop-test");
-  CHECK(gpu.source == calibration.gpu.source);
-  CHECK(gpu.matmul_efficiency == Approx(calibration.gpu.matmul_efficiency).epsilon(1e-3));
-  CHECK(gpu.peak_flops_fp32 == Approx(calibration.gpu.peak_flops_fp32).epsilon(1e-3));
+  CHECK(gpu.source == calibrated.result.gpu.source);
+  CHECK(gpu.matmul_efficiency == Approx(calibrated.result.gpu.matmul_efficiency).epsilon(1e-3));
+  CHECK(gpu.peak_flops_fp32 == Approx(calibrated.result.gpu.peak_flops_fp32).epsilon(1e-3));
   std::filesystem::remove_all(dir);
 
-  ClusterSpec cluster;
-  cluster.name = "cpu-loop-test-1x";
-  cluster.gpu = gpu;
-  cluster.intra_node = cluster.inter_node = {"loopback (unused: one rank)", 1e9, 1e-4};
-
   // 3. Predict, run, compare: micro-batch, sequence and recompute varied (fp32, dp = 1).
+  // When the machine's speed moved away from the calibration's during a run (reference op
+  // drift above 10%), the machine is calibrated again before the next attempt: the loop
+  // is "calibrate, predict, run", each prediction on the current calibration.
   const std::vector<PlanCase> cases = {
       {2, 64, 1, Recompute::kNone},       {4, 128, 2, Recompute::kSelective},
       {4, 128, 2, Recompute::kFull},      {2, 256, 1, Recompute::kNone},
       {4, 64, 4, Recompute::kSelective},  {2, 256, 1, Recompute::kFull},
   };
   for (const PlanCase& c : cases) {
-    const PlanFile pf = MakePlan(model, cluster, c);
-    REQUIRE(Validate(pf.plan, pf.model, pf.training, 1).empty());
     Attempt best;
     best.reference_drift = 1e9;
     for (int attempt = 0; attempt < 3 && best.reference_drift > kSteadyMachine; ++attempt) {
-      Attempt a = RunAndCompare(pf, reference_s);
+      if (attempt > 0) {
+        WARN("reference op drift " << best.reference_drift * 100 << "% during the run: calibrating again");
+        calibrated = Calibrate(model);
+      }
+      const PlanFile pf = MakePlan(model, calibrated.cluster, c);
+      REQUIRE(Validate(pf.plan, pf.model, pf.training, 1).empty());
+      Attempt a = RunAndCompare(pf, calibrated.reference_s);
       if (a.reference_drift < best.reference_drift) best = std::move(a);
     }
     const FigureComparison& step = StepTime(best.comparison);
-    INFO(ToPlanString(pf.plan) << " gb=" << c.global_batch << " seq=" << c.seq << ": predicted "
-                               << step.predicted * 1e3 << " ms, measured " << step.measured * 1e3
-                               << " ms (" << step.error_pct << "%); reference op drift "
-                               << best.reference_drift * 100 << "%");
+    INFO("mbs=" << c.micro_batch << " recompute=" << ToString(c.recompute) << " gb="
+                << c.global_batch << " seq=" << c.seq << ": predicted " << step.predicted * 1e3
+                << " ms, measured " << step.measured * 1e3 << " ms (" << step.error_pct
+                << "%); reference op drift " << best.reference_drift * 100 << "%");
     CHECK(step.status == FigureStatus::kWithin);
     CHECK(std::abs(step.error_pct) <= kTolerancePct);
   }
