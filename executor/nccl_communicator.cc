@@ -257,6 +257,20 @@ class NcclHandle final : public CommHandle {
     keep_.clear();
   }
 
+  // Asks the done event without blocking. A point-to-point call still queued is not
+  // launched here (false): it must go out grouped with the calls that follow it (a send
+  // with the next recv), or 1F1B's crossing sends would deadlock on the comm stream.
+  bool Test() override {
+    if (waited_) return true;
+    impl_->CheckUsable("test");
+    if (batch_ && !batch_->launched) return false;
+    DeviceGuard guard(impl_->device);
+    const cudaError_t state = cudaEventQuery(batch_ ? batch_->done : done_);
+    if (state == cudaErrorNotReady) return false;
+    impl_->Cuda(state, "test", "cudaEventQuery");
+    return true;
+  }
+
  private:
   std::shared_ptr<NcclCommunicator::Impl> impl_;
   cudaEvent_t done_ = nullptr;

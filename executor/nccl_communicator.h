@@ -18,6 +18,9 @@
 // makes the compute stream wait on that event. Wait() therefore orders later GPU work
 // after the collective without blocking the host (kernels that read the result are safe;
 // the host must synchronise the compute stream before it reads device memory itself).
+// Test() asks a handle's done event (cudaEventQuery): true once the GPU has finished the
+// operation; false while its point-to-point call is still queued (Test never launches the
+// batch: a send must go out grouped with the recv that follows it).
 // Point-to-point calls are grouped: SendAsync / RecvAsync are queued and launched together
 // in one ncclGroupStart/End when a handle of theirs is waited on or any other operation is
 // issued, so a rank may post a send and a recv to the same peer before waiting on either

@@ -22,8 +22,11 @@
 // several (pp, v, m)), so the stash stays empty; it is there for any other order.
 // NCCL note: this fixes the matching per channel, not progress across channels. A rank's
 // sends and recvs to different peers must not be serialised on one blocking stream (NCCL
-// sends rendezvous with their recv): an NCCL backend has to issue p2p on its own stream(s)
-// or group each send with the recv that follows it, as Megatron's batch_isend_irecv does.
+// sends rendezvous with their recv). executor/nccl_communicator.h queues point-to-point
+// calls and launches them as one group when a handle is waited on, so each send goes out
+// grouped with the recv that follows it (as Megatron's batch_isend_irecv does); its
+// Test() never launches a queued send on its own. (Not run on GPUs yet: one GPU cannot
+// hold two NCCL ranks.)
 //
 // Sends are asynchronous: each send's handle and tensor are kept until the send is
 // complete. Reap() (called before every schedule item) drops the sends known to be done

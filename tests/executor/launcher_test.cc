@@ -225,6 +225,51 @@ TEST_CASE("meshplan run refuses bad plans and a wrong --nproc before any rank st
   CHECK(missing.exit_code == 2);
 }
 
+TEST_CASE("meshplan run: --device and --backend are checked before any rank starts",
+          "[executor][launcher][run]") {
+  Scratch scratch;
+  scratch.Write("plan.yaml", TinyPlan("  dp: 2\n"));
+  const std::string plan = scratch.Path("plan.yaml"), out = scratch.Path("m.json");
+  const Outcome device = Run(scratch, {"run", plan, "--device", "tpu", "--out", out});
+  CHECK(device.exit_code == 2);
+  CHECK_THAT(device.err, Catch::Contains("--device") && Catch::Contains("auto, cpu, cuda") &&
+                             Catch::Contains("tpu"));
+  const Outcome backend = Run(scratch, {"run", plan, "--backend", "mpi", "--out", out});
+  CHECK(backend.exit_code == 2);
+  CHECK_THAT(backend.err, Catch::Contains("--backend") && Catch::Contains("gloo, nccl"));
+  // NCCL needs a GPU per rank: refused on CPU ranks, with the reason.
+  const Outcome nccl = Run(scratch, {"run", plan, "--device", "cpu", "--backend", "nccl", "--out", out});
+  CHECK(nccl.exit_code == 2);
+  CHECK_THAT(nccl.err, Catch::Contains("--backend") && Catch::Contains("use gloo"));
+  CHECK_THAT(nccl.out + nccl.err, !Catch::Contains("[rank"));
+  // Without a CUDA LibTorch and a GPU (CI), --device cuda is refused, saying why.
+  const Outcome cuda = Run(scratch, {"run", plan, "--device", "cuda", "--steps", "2", "--warmup",
+                                     "0", "--out", out});
+  if (cuda.exit_code != 0) {
+    CHECK(cuda.exit_code == 2);
+    CHECK_THAT(cuda.err, Catch::Contains("--device") && Catch::Contains("cuda: "));
+  }
+}
+
+TEST_CASE("meshplan run trains mixed precision on CPU ranks and says which attention ran",
+          "[executor][launcher][run]") {
+  Scratch scratch;
+  std::string plan = TinyPlan("  dp: 2\n  zero: 2\n");
+  const size_t at = plan.find("precision: fp32");
+  REQUIRE(at != std::string::npos);
+  plan.replace(at, std::string("precision: fp32").size(), "precision: mixed");
+  scratch.Write("plan.yaml", plan);
+  const Outcome run = Run(scratch, {"run", scratch.Path("plan.yaml"), "--device", "cpu", "--steps",
+                                    "2", "--warmup", "0", "--out", scratch.Path("measured.json")});
+  INFO(run.out << run.err);
+  REQUIRE(run.exit_code == 0);
+  const nlohmann::json measured = nlohmann::json::parse(scratch.Read("measured.json"));
+  CHECK(measured.at("environment").at("precision") == "mixed");
+  CHECK(measured.at("environment").at("device") == "cpu");
+  CHECK(measured.at("environment").at("attention") == "naive");  // fused needs CUDA
+  for (const auto& rank : measured.at("ranks")) CHECK(rank.at("peak_reserved_bytes") == 0);
+}
+
 // A free TCP port on 127.0.0.1 (closed again: the rank 0 process binds it next).
 int FreePort() {
   const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
