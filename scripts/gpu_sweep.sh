@@ -122,12 +122,24 @@ nodes: 1
 gpus_per_node: 1
 EOF
 
+# Two ranks sharing the one GPU (multi-rank plans' per-rank memory; Gloo over CUDA tensors:
+# NCCL refuses two ranks on one device). Their time is not the plan's time.
+cat > "configs/clusters/$hw-2x-shared.yaml" <<EOF
+# Two ranks on ONE $gpu (per-rank memory only; scripts/gpu_sweep.sh)
+name: $hw-2x-shared
+gpu: ../hardware/$hw.yaml   # relative to this file
+nodes: 1
+gpus_per_node: 2
+EOF
+
 # ---------------------------------------------------------------------------------------
-# 3. The plans: name model global_batch seq micro_batch recompute precision
+# 3. The plans: name model global_batch seq micro_batch recompute precision [mesh nproc]
+#    (mesh: extra plan keys, e.g. dp:2,zero:3; nproc > 1 shares the GPU over Gloo)
 if [ "$cpu_smoke" = 1 ]; then
   plans=(
     "tiny-fp32-s128-mbs2-none tiny-llama 4 128 2 none fp32"
     "tiny-fp32-s256-mbs1-full tiny-llama 2 256 1 full fp32"
+    "tiny-mixed-s128-mbs2-zero3-2ranks tiny-llama 4 128 2 none mixed dp:2,zero:3 2"
   )
 else
   plans=(
@@ -143,6 +155,8 @@ else
     "l1b-mixed-s4096-mbs2-full llama-1b 4 4096 2 full mixed"
     "l1b-bf16-s8192-mbs1-selective llama-1b 2 8192 1 selective bf16"
     "l1b-mixed-s8192-mbs1-full llama-1b 2 8192 1 full mixed"
+    "s246-mixed-s2048-mbs2-zero3-2ranks spec-246m 4 2048 2 none mixed dp:2,zero:3 2"
+    "s246-mixed-s2048-mbs2-tp2-2ranks spec-246m 2 2048 2 selective mixed tp:2,sp:true 2"
   )
 fi
 k="${part%/*}"
@@ -151,15 +165,20 @@ work="$out/work"
 mkdir -p "$work"
 for i in "${!plans[@]}"; do
   [ $((i % n)) -eq $((k - 1)) ] || continue
-  read -r pname model gb seq mbs rc prec <<< "${plans[$i]}"
+  read -r pname model gb seq mbs rc prec mesh nproc <<< "${plans[$i]}"
+  mesh="${mesh:-dp:1}"
+  nproc="${nproc:-1}"
+  cluster="$cluster_ref"
+  [ "$nproc" = 1 ] || cluster="${cluster_ref/-1x/-2x-shared}"
   plan="$work/$pname.yaml"
   cat > "$plan" <<EOF
 model: $model
-cluster: $cluster_ref
+cluster: $cluster
 training: {global_batch: $gb, seq_len: $seq, precision: $prec, steps: $steps}
-plan: {dp: 1, mbs: $mbs, recompute: $rc}
+plan: {$(echo "$mesh" | sed 's/:/: /g; s/,/, /g'), mbs: $mbs, recompute: $rc}
 EOF
-  run_cmd=(run "$plan" --nproc 1 --steps "$steps" --warmup "$warmup" --out "$work/$pname.measured.json")
+  run_cmd=(run "$plan" --nproc "$nproc" --device "$device" --backend gloo --steps "$steps"
+           --warmup "$warmup" --out "$work/$pname.measured.json")
   est_cmd=(estimate --plan-file "$plan" --format json)
   cmp_cmd=(compare "$plan" "$work/$pname.measured.json" --tolerance 10 --format json)
   say "$pname: meshplan ${run_cmd[*]}"
@@ -210,5 +229,6 @@ if ls "$meas"/*.json > /dev/null 2>&1 && mp measurements "$meas" > "$out/table.m
   } > "$meas/README.md"
   cat "$out/table.md"
 fi
-tar czf "$out/sweep-$gpu-part$k.tar.gz" "configs/hardware/$hw.yaml" "configs/clusters/$hw-1x.yaml" "$meas"
+tar czf "$out/sweep-$gpu-part$k.tar.gz" "configs/hardware/$hw.yaml" "configs/clusters/$hw-1x.yaml" \
+  "configs/clusters/$hw-2x-shared.yaml" "$meas"
 say "packed $out/sweep-$gpu-part$k.tar.gz (unpack at the repository root)"
