@@ -6,6 +6,7 @@
 #include <cmath>
 #include <utility>
 
+#include "executor/fused_attention.h"
 #include "executor/llama_model.h"
 #include "executor/ops.h"
 #include "executor/param_layout.h"
@@ -140,6 +141,20 @@ AttentionInputs MakeAttentionInputs(const ModelSpec& m, const BenchShape& shape,
   return in;
 }
 
+// The block's attention core as the trainer runs it on this device (executor/llama_model.h):
+// fused where UseFusedAttention says so, else naive; with its backward when asked.
+void RunAttentionCore(const AttentionInputs& in, const BenchContext& ctx, bool backward) {
+  if (UseFusedAttention(ctx.device, ctx.precision)) {
+    FusedAttentionGraph graph;
+    FusedAttentionForward(in.q, in.k, in.v, &graph);
+    if (backward) FusedAttentionBackward(in.dout, std::move(graph));
+    return;
+  }
+  at::Tensor probs;
+  AttentionForward(in.q, in.k, in.v, in.mask, &probs);
+  if (backward) AttentionBackward(in.dout, in.q, in.k, in.v, std::move(probs));
+}
+
 }  // namespace
 
 std::vector<StepSample> BenchmarkAttention(const ModelSpec& m, const std::vector<BenchShape>& shapes,
@@ -147,11 +162,9 @@ std::vector<StepSample> BenchmarkAttention(const ModelSpec& m, const std::vector
   std::vector<StepSample> out;
   for (const BenchShape& shape : shapes) {
     const AttentionInputs in = MakeAttentionInputs(m, shape, ctx);
-    const double seconds = MedianSeconds([&] {
-      at::Tensor probs;
-      AttentionForward(in.q, in.k, in.v, in.mask, &probs);
-      AttentionBackward(in.dout, in.q, in.k, in.v, std::move(probs));
-    }, ctx.device, ctx.timing, [&] { Touch({in.q, in.k, in.v, in.dout}); });
+    const double seconds = MedianSeconds([&] { RunAttentionCore(in, ctx, /*backward=*/true); },
+                                         ctx.device, ctx.timing,
+                                         [&] { Touch({in.q, in.k, in.v, in.dout}); });
     out.push_back(InStep(Sample("attention_fwd_bwd " + shape.ToString(), {0, 3 * in.flops, 0, 2}, seconds),
                          shape, static_cast<double>(m.layers)));
   }
@@ -161,10 +174,8 @@ std::vector<StepSample> BenchmarkAttention(const ModelSpec& m, const std::vector
 CalibrationSample BenchmarkAttentionForward(const ModelSpec& m, const BenchShape& shape,
                                             const BenchContext& ctx) {
   const AttentionInputs in = MakeAttentionInputs(m, shape, ctx);
-  const double seconds = MedianSeconds([&] {
-    at::Tensor probs;
-    AttentionForward(in.q, in.k, in.v, in.mask, &probs);
-  }, ctx.device, ctx.timing, [&] { Touch({in.q, in.k, in.v}); });
+  const double seconds = MedianSeconds([&] { RunAttentionCore(in, ctx, /*backward=*/false); },
+                                       ctx.device, ctx.timing, [&] { Touch({in.q, in.k, in.v}); });
   return Sample("attention_fwd " + shape.ToString(), {0, in.flops, 0, 1}, seconds);
 }
 
@@ -290,7 +301,8 @@ std::vector<StepSample> BenchmarkBlock(const ModelSpec& m, const BenchShape& sha
   const ParamGroup& group = layout.groups[static_cast<size_t>(layout.first_block_group)];
   const at::Tensor flat = InitGroup(group, 1).to(ctx.device, ctx.dtype);
   const at::Tensor dflat = at::zeros_like(flat);
-  const LlamaModel model(m, shape.seq);
+  const LlamaModel model(m, shape.seq, TpConfig{}, ctx.device,
+                         ExecutorAttention(ctx.device, ctx.precision));
   const at::Tensor x = Randn({shape.batch, shape.seq, m.hidden}, ctx),
                    dy = Randn({shape.batch, shape.seq, m.hidden}, ctx);
   // As the trainer runs a block: weight views made for the forward, and again (with the
@@ -327,7 +339,8 @@ std::vector<StepSample> BenchmarkHead(const ModelSpec& m, const BenchShape& shap
   // A tied model's lm_head is the embedding matrix: a (V,E) weight all the same.
   const at::Tensor wte = m.tied_embeddings ? Randn({m.vocab_size, m.hidden}, ctx, 0.02) : at::Tensor();
   const at::Tensor dwte = m.tied_embeddings ? at::zeros_like(wte) : at::Tensor();
-  const LlamaModel model(m, shape.seq);
+  const LlamaModel model(m, shape.seq, TpConfig{}, ctx.device,
+                         ExecutorAttention(ctx.device, ctx.precision));
   const at::Tensor x = Randn({shape.batch, shape.seq, m.hidden}, ctx);
   const at::Tensor targets =
       at::randint(m.vocab_size, {shape.batch, shape.seq}, at::TensorOptions().dtype(at::kLong)).to(ctx.device);
