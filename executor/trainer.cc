@@ -104,14 +104,16 @@ StepLog Trainer::SingleStageStep() {
   const int64_t count = shard_.microbatches();
   const ChunkGroups& chunk = engine_.layout().chunks.front();
   engine_.BeginStep(count);
-  double loss_sum = 0;
+  // Summed on the device (in fp64, as the host would): one host sync per step, not one
+  // per micro-batch.
+  at::Tensor loss_sum = at::zeros({}, activations_.dtype(at::kDouble));
   for (int64_t i = 0; i < count; ++i) {
     MicroBatch mb;
     LoadTokens(i, true, true, mb);
     BeginPhase();
-    double loss = 0;
+    at::Tensor loss;
     ForwardChunk(chunk, mb, {}, &loss);
-    loss_sum += loss;
+    loss_sum.add_(loss);
     EndPhase("forward", log);
     BackwardChunk(chunk, mb, {}, 1.0 / static_cast<double>(count));
     engine_.EndBackward();
@@ -119,7 +121,7 @@ StepLog Trainer::SingleStageStep() {
   }
   // The global-batch loss: the mean over micro-batches, cp ranks (each the mean over its
   // S/cp tokens) and dp ranks (equal token counts): one all-reduce over the dp x cp group.
-  at::Tensor loss = at::full({1}, loss_sum / static_cast<double>(count), at::kDouble);
+  at::Tensor loss = at::full({1}, loss_sum.item<double>() / static_cast<double>(count), at::kDouble);
   Communicator& replicas = mesh_.weight_replicas();
   replicas.AllReduceSum(loss);
   log.loss = loss.item<double>() / static_cast<double>(replicas.size());
@@ -134,7 +136,7 @@ StepLog Trainer::SingleStageStep() {
 // Forward of one chunk: [embedding ->] blocks [-> head (final norm, lm_head, cross-entropy)].
 
 at::Tensor Trainer::ForwardChunk(const ChunkGroups& chunk, MicroBatch& mb, at::Tensor x,
-                                 double* loss) {
+                                 at::Tensor* loss) {
   const ParamLayout& layout = engine_.layout();
   const int emb = layout.embedding_group, head = chunk.head_group;
   // The group this forward computes after block i (-1: the embedding) or -1 for none.
@@ -168,9 +170,7 @@ at::Tensor Trainer::ForwardChunk(const ChunkGroups& chunk, MicroBatch& mb, at::T
   const at::Tensor lm_head = spec_.tied_embeddings
                                  ? SlotView(engine_.AcquireParams(emb), layout.groups[emb].slot("wte"))
                                  : SlotView(hp, hg.slot("lm_head"));
-  const at::Tensor mb_loss =
-      model_.HeadForward(SlotView(hp, hg.slot("final_norm")), lm_head, x, mb.targets, &mb.head);
-  *loss = mb_loss.item<double>();
+  *loss = model_.HeadForward(SlotView(hp, hg.slot("final_norm")), lm_head, x, mb.targets, &mb.head);
   return {};
 }
 

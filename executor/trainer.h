@@ -96,8 +96,8 @@ class Trainer {
   void LoadTokens(int64_t microbatch, bool ids, bool targets, MicroBatch& mb) const;
   // Forward of one chunk: x is the chunk's input (undefined on the first stage: the
   // embedding of mb.ids). Returns the chunk's output, or undefined on the last stage with
-  // *loss = the micro-batch's mean loss.
-  at::Tensor ForwardChunk(const ChunkGroups& chunk, MicroBatch& mb, at::Tensor x, double* loss);
+  // *loss = the micro-batch's mean loss (an fp32 scalar on the device: not read here).
+  at::Tensor ForwardChunk(const ChunkGroups& chunk, MicroBatch& mb, at::Tensor x, at::Tensor* loss);
   // Backward of one chunk: dy is d(loss)/d(output) (undefined on the last stage: the head's
   // dloss = d(step loss)/d(micro-batch loss) starts it). Returns d/d(input), undefined on
   // the first stage.

@@ -19,7 +19,7 @@ StepLog Trainer::PipelineStep() {
   PipelineChannels channels(pp_, plan_.schedule, v, m, BoundaryShape(), activations_);
   std::map<std::pair<int32_t, int32_t>, MicroBatch> in_flight;  // (micro-batch, chunk)
   engine_.BeginStep(m);
-  double loss_sum = 0;
+  at::Tensor loss_sum = at::zeros({}, activations_.dtype(at::kDouble));  // last stage: on the device
   for (const ScheduleItem& item : StageOrder(plan_.schedule, pp, v, m, rank)) {
     if (item.pass == PipelinePass::kWeight) continue;  // zb_h1: W runs inside B
     channels.Reap();
@@ -32,9 +32,9 @@ StepLog Trainer::PipelineStep() {
       LoadTokens(item.microbatch, stage == 0, stage == last, mb);
       at::Tensor x;
       if (stage > 0) x = channels.Receive(PipelineTensor::kActivation, item.microbatch, stage);
-      double loss = 0;
+      at::Tensor loss;
       at::Tensor y = ForwardChunk(chunk, mb, std::move(x), &loss);
-      if (stage == last) loss_sum += loss;
+      if (stage == last) loss_sum.add_(loss);
       else channels.Send(PipelineTensor::kActivation, item.microbatch, stage + 1, std::move(y));
       EndPhase("forward", log);
       continue;
@@ -54,7 +54,7 @@ StepLog Trainer::PipelineStep() {
   channels.FinishStep();
   // The global-batch loss: the last stage's mean over micro-batches, broadcast over pp from
   // the last pp rank, then averaged over dp x cp (equal token counts).
-  at::Tensor loss = at::full({1}, loss_sum / static_cast<double>(m), at::kDouble);
+  at::Tensor loss = at::full({1}, loss_sum.item<double>() / static_cast<double>(m), at::kDouble);
   pp_.Broadcast(loss, static_cast<int>(pp - 1));
   Communicator& replicas = mesh_.weight_replicas();
   replicas.AllReduceSum(loss);
