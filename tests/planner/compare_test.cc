@@ -68,6 +68,26 @@ const FigureComparison& Figure(const Comparison& c, const std::string& name) {
   throw;
 }
 
+TEST_CASE("compare predicts memory for the attention core the run names", "[planner][compare]") {
+  PlanFile p = SmallPlan();
+  p.training.precision = Precision::kMixed;  // auto: fused attention
+  p.plan.micro_batch = 4;                     // activations set the peak
+  MemoryOptions naive;
+  naive.attention = AttentionImpl::kNaive;
+  const double naive_peak =
+      EstimateStageMemory(p.model, p.training, p.plan, MemoryModel::kDetailed, 0, naive).total_bytes;
+  REQUIRE(naive_peak != StagePeak(p, 0));  // the naive core keeps the probabilities
+  Measurement m = MeasuredAs(p, "cpu", 1.0, 1.0);
+  m.environment.attention = "naive";  // a CPU run: the naive core
+  const Comparison c = ComparePlan(p, m, 2.0);
+  CHECK(c.figures[0].predicted == naive_peak);
+  m.environment.attention = "";  // an older file: auto
+  CHECK(ComparePlan(p, m, 2.0).figures[0].predicted == StagePeak(p, 0));
+  m.environment.attention = "sparse";
+  CHECK_THROWS_WITH(ComparePlan(p, m, 2.0),
+                    Catch::Contains("environment.attention") && Catch::Contains("naive, fused"));
+}
+
 TEST_CASE("compare: memory per rank against its pipeline stage, error in %", "[planner][compare]") {
   const PlanFile p = SmallPlan();
   REQUIRE(StagePeak(p, 0) != StagePeak(p, 1));  // the stages really differ

@@ -68,5 +68,33 @@ TEST_CASE("measured.json round-trips and names a bad field", "[planner][measurem
   CHECK_THROWS_AS(LoadMeasurement(path.string()), InputError);
 }
 
+TEST_CASE("measured.json: the attention core and reserved bytes, optional in older files",
+          "[planner][measurement]") {
+  MeasurementEnvironment env;
+  env.device = "NVIDIA H100 80GB HBM3";
+  env.world_size = 1;
+  env.precision = "mixed";
+  env.attention = "fused";
+  RankMeasurement rank = Rank(0, {5, 1, 2, 1}, 300);
+  rank.peak_reserved_bytes = 512;
+  const Measurement m = CombineRanks(env, 1, 1000, {rank});
+  const nlohmann::json json = MeasurementToJson(m);
+  CHECK(json["environment"]["attention"] == "fused");
+  CHECK(json["ranks"][0]["peak_reserved_bytes"] == 512);
+  CHECK(MeasurementFromJson(json, "x") == m);
+
+  nlohmann::json older = json;  // written before these fields existed
+  older["environment"].erase("attention");
+  older["ranks"][0].erase("peak_reserved_bytes");
+  const Measurement read = MeasurementFromJson(older, "old.json");
+  CHECK(read.environment.attention.empty());
+  CHECK(read.ranks[0].peak_reserved_bytes == 0);
+
+  nlohmann::json wrong = json;
+  wrong["ranks"][0]["peak_reserved_bytes"] = "much";
+  CHECK_THROWS_WITH(MeasurementFromJson(wrong, "w.json"),
+                    Catch::Contains("ranks[0].peak_reserved_bytes") && Catch::Contains("an integer"));
+}
+
 }  // namespace
 }  // namespace meshplan
