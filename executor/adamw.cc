@@ -7,8 +7,6 @@
 
 namespace meshplan {
 
-bool FusedAdamWBuiltIn() { return TORCH_VERSION_MAJOR >= 2; }
-
 void AdamWUpdate(at::Tensor& param, const at::Tensor& grad, at::Tensor& m, at::Tensor& v,
                  int64_t step, const AdamWOptions& o) {
   TORCH_CHECK(step >= 1, "AdamWUpdate: step is 1-based");

@@ -7,7 +7,7 @@
 // Precision: param, grad, m and v are one dtype (fp32, or bf16 in the bf16 regime); the
 // mixed regime calls it on the fp32 master with an fp32 copy of the gradient
 // (executor/zero_engine.cc).
-// On CUDA with LibTorch 2 (FusedAdamWBuiltIn): LibTorch's fused AdamW kernel (the same
+// On CUDA with LibTorch 2: LibTorch's fused AdamW kernel (the same
 // update, one kernel, no temporary). Otherwise: ATen ops, with one temporary the size of
 // param (the denominator), freed on return.
 #pragma once
@@ -25,9 +25,6 @@ struct AdamWOptions {
   double eps = 1e-8;
   double weight_decay = 0.1;
 };
-
-// True when this LibTorch has the fused AdamW kernel (used for CUDA tensors).
-bool FusedAdamWBuiltIn();
 
 // All four tensors: same numel, contiguous. step >= 1.
 void AdamWUpdate(at::Tensor& param, const at::Tensor& grad, at::Tensor& m, at::Tensor& v,

@@ -71,6 +71,24 @@ TEST_CASE("gloo all-reduce sums in place over the group", "[executor][gloo]") {
   });
 }
 
+TEST_CASE("gloo all-reduce sums bf16 buffers (rings), any size", "[executor][gloo][precision]") {
+  const int n = GENERATE(2, 3);
+  // Small integers: exact in bf16 and in any summation order. 12 elements split into 2 or
+  // 3 chunks (the ring path, with its temporary when n > 2); 13 do not (the fp32 copy).
+  for (const int64_t numel : {12, 13}) {
+    OnWorld(n, [n, numel](GlooCommunicator& comm) {
+      torch::Tensor buffer =
+          (torch::arange(numel, torch::kFloat32).remainder(7) + comm.rank()).to(torch::kBFloat16);
+      comm.AllReduceSum(buffer);
+      torch::Tensor want = torch::zeros({numel});
+      for (int r = 0; r < n; ++r) want += torch::arange(numel, torch::kFloat32).remainder(7) + r;
+      Expect(buffer.scalar_type() == torch::kBFloat16, "the buffer stays bf16");
+      ExpectEqual(buffer.to(torch::kFloat32), want,
+                  "bf16 all_reduce of " + std::to_string(numel) + " on rank " + std::to_string(comm.rank()));
+    });
+  }
+}
+
 TEST_CASE("gloo reduce-scatter gives rank r the sum of chunk r", "[executor][gloo]") {
   const int n = GENERATE(2, 3, 4);
   const int64_t k = 257;  // odd chunk size
