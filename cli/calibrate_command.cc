@@ -68,8 +68,7 @@ std::vector<BenchShape> ParseShapes(const std::string& text) {
 
 // The data-sheet file of a CUDA device, from its name ("NVIDIA H100 80GB HBM3" -> h100-sxm).
 std::string BaseForDevice(const std::string& device_name) {
-  std::string lower = device_name;
-  for (char& c : lower) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  const std::string lower = Lower(device_name);
   if (lower.find("h200") != std::string::npos) return "h200";
   if (lower.find("h100") != std::string::npos)
     return lower.find("pcie") != std::string::npos ? "h100-pcie" : "h100-sxm";

@@ -1,9 +1,9 @@
 // Gloo or NCCL behind one call (see communicator_factory.h).
 #include "executor/communicator_factory.h"
 
-#include <algorithm>
-#include <cctype>
 #include <stdexcept>
+
+#include "planner/names.h"
 
 #if MESHPLAN_WITH_NCCL
 #include "executor/nccl_communicator.h"
@@ -16,9 +16,7 @@ const char* ToString(CommBackend backend) {
 }
 
 bool ParseCommBackend(const std::string& text, CommBackend* backend) {
-  std::string lower = text;
-  std::transform(lower.begin(), lower.end(), lower.begin(),
-                 [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
+  const std::string lower = Lower(text);
   if (lower == "gloo") *backend = CommBackend::kGloo;
   else if (lower == "nccl") *backend = CommBackend::kNccl;
   else return false;

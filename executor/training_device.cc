@@ -4,18 +4,15 @@
 #include <c10/core/impl/DeviceGuardImplInterface.h>
 #include <torch/cuda.h>
 
-#include <algorithm>
-#include <cctype>
 #include <stdexcept>
 
 #include "executor/cuda_device.h"
+#include "planner/names.h"
 
 namespace meshplan {
 
 bool ParseDeviceChoice(const std::string& text, DeviceChoice* choice) {
-  std::string lower = text;
-  std::transform(lower.begin(), lower.end(), lower.begin(),
-                 [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
+  const std::string lower = Lower(text);
   if (lower == "auto") *choice = DeviceChoice::kAuto;
   else if (lower == "cpu") *choice = DeviceChoice::kCpu;
   else if (lower == "cuda") *choice = DeviceChoice::kCuda;

@@ -3,7 +3,6 @@
 #include <fmt/format.h>
 
 #include <algorithm>
-#include <cctype>
 #include <cmath>
 
 #include "planner/cost_model.h"
@@ -14,11 +13,6 @@
 
 namespace meshplan {
 namespace {
-
-std::string Lower(std::string s) {
-  std::transform(s.begin(), s.end(), s.begin(), [](unsigned char c) { return std::tolower(c); });
-  return s;
-}
 
 // Refuses a measurement of another plan: comparing it would be meaningless.
 void CheckSamePlan(const PlanFile& p, const Measurement& m, const std::string& source) {

@@ -10,15 +10,11 @@
 #include <fmt/format.h>
 
 #include "planner/config_loader_internal.h"
+#include "planner/names.h"
 
 namespace meshplan {
 namespace config_internal {
 namespace {
-
-std::string Lower(std::string s) {
-  std::transform(s.begin(), s.end(), s.begin(), [](unsigned char c) { return std::tolower(c); });
-  return s;
-}
 
 bool EndsWith(const std::string& text, const std::string& suffix) {
   return text.size() >= suffix.size() &&

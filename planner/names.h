@@ -22,6 +22,9 @@ bool ParsePrecision(const std::string& name, Precision* out);
 bool ParseRecompute(const std::string& name, Recompute* out);
 bool ParsePipelineSchedule(const std::string& name, PipelineSchedule* out);
 
+// ASCII lower case: names, flags and device strings are matched case-insensitively.
+std::string Lower(std::string text);
+
 const char* AllowedBlockKinds();
 const char* AllowedPrecisions();
 const char* AllowedRecomputes();
