@@ -70,9 +70,16 @@ struct RunCommandOptions {
 
 const InputLocation kFlags{"<command line>"};
 
+// Where the ranks train and how they talk: --device and --backend, parsed.
+struct RankTarget {
+  DeviceChoice device = DeviceChoice::kAuto;
+  CommBackend backend = CommBackend::kGloo;
+};
+
 // Every reason not to start: a broken plan, a world size that is not --nproc, flags
-// that do not fit together. Throws InputError (exit 2) naming each problem.
-void CheckRunnable(const PlanFile& plan_file, const RunCommandOptions& options, int nproc) {
+// that do not fit together. Throws InputError (exit 2) naming each problem; returns the
+// parsed --device and --backend.
+RankTarget CheckRunnable(const PlanFile& plan_file, const RunCommandOptions& options, int nproc) {
   const std::vector<PlanViolation> violations =
       Validate(plan_file.plan, plan_file.model, plan_file.training, nproc);
   if (!violations.empty()) {
@@ -102,28 +109,30 @@ void CheckRunnable(const PlanFile& plan_file, const RunCommandOptions& options, 
                      "expected 'synthetic' or a token file; '" + options.data + "' is not a file");
   if (!options.resume.empty() && !std::filesystem::is_directory(options.resume))
     throw InputError(kFlags, "--resume", "'" + options.resume + "' is not a directory");
-  DeviceChoice device;
-  if (!ParseDeviceChoice(options.device, &device))
+  RankTarget target;
+  if (!ParseDeviceChoice(options.device, &target.device))
     throw InputError(kFlags, "--device",
                      std::string("expected one of: ") + kAllowedDevices + "; got '" + options.device + "'");
-  std::string why;
-  if (device == DeviceChoice::kCuda && !TorchCudaAvailable(&why))
-    throw InputError(kFlags, "--device", "cuda: " + why);
-  CommBackend backend;
-  if (!ParseCommBackend(options.backend, &backend))
+  if (!ParseCommBackend(options.backend, &target.backend))
     throw InputError(kFlags, "--backend",
                      std::string("expected one of: ") + kAllowedCommBackends + "; got '" +
                          options.backend + "'");
-  if (backend == CommBackend::kNccl) {
+  std::string why;  // asked only when a flag needs CUDA
+  const bool cuda = (target.device == DeviceChoice::kCuda || target.backend == CommBackend::kNccl) &&
+                    TorchCudaAvailable(&why);
+  if (target.device == DeviceChoice::kCuda && !cuda)
+    throw InputError(kFlags, "--device", "cuda: " + why);
+  if (target.backend == CommBackend::kNccl) {
     if (!NcclBuiltIn())
       throw InputError(kFlags, "--backend",
                        "nccl: this build has no NCCL (configure with the CUDA toolkit and "
                        "-DNCCL_ROOT=<dir with include/nccl.h>); use gloo");
-    if (device == DeviceChoice::kCpu || !TorchCudaAvailable(&why))
+    if (target.device == DeviceChoice::kCpu || !cuda)
       throw InputError(kFlags, "--backend",
                        "nccl needs every rank on a CUDA device (--device cuda or auto with a "
-                       "GPU)" + (why.empty() ? std::string() : ": " + why) + "; use gloo");
+                       "GPU)" + (cuda ? std::string() : ": " + why) + "; use gloo");
   }
+  return target;
 }
 
 std::chrono::milliseconds CommTimeout(const RunCommandOptions& options) {
@@ -203,22 +212,18 @@ int RunOneRank(const PlanFile& plan_file, const RunCommandOptions& options, cons
     throw InputError(kFlags, "--nproc",
                      std::to_string(options.nproc) + " differs from the " + env.source +
                          " world size " + std::to_string(env.world_size));
-  CheckRunnable(plan_file, options, env.world_size);
+  const RankTarget target = CheckRunnable(plan_file, options, env.world_size);
   try {
     const auto timeout = CommTimeout(options);
-    DeviceChoice choice = DeviceChoice::kAuto;
-    ParseDeviceChoice(options.device, &choice);  // checked by CheckRunnable
-    CommBackend backend = CommBackend::kGloo;
-    ParseCommBackend(options.backend, &backend);
     RunOptions run;
-    run.device = ChooseTrainingDevice(choice, env.local_rank);
-    MakeCurrentDevice(run.device);  // before NCCL binds its communicators to a device
+    run.device = ChooseTrainingDevice(target.device, env.local_rank);
     auto store = ConnectRendezvousStore(env, timeout);
     CommOptions comm;
     comm.gloo = GlooOptionsForRank(env, timeout);
     comm.nccl_timeout = timeout;
     comm.cuda_device = run.device.is_cuda() ? run.device.index() : -1;
-    DeviceMesh mesh(plan_file.plan, env.rank, MakeGroupFactory(backend, store, env.rank, comm));
+    DeviceMesh mesh(plan_file.plan, env.rank,
+                    MakeGroupFactory(target.backend, store, env.rank, comm));
 
     run.steps = options.steps > 0 ? options.steps : plan_file.training.steps;
     run.warmup_steps = options.warmup;

@@ -20,14 +20,13 @@ std::string CudaDeviceName(int index);
 // Device time between two points of the calling thread's work on the legacy default
 // stream (LibTorch's default stream: the one the trainer computes on, and the one the NCCL
 // communicator orders its collectives after). Two CUDA events of the current device.
-// Without the runtime, valid() is false and the calls do nothing (0 seconds).
+// Without the runtime the calls do nothing (0 seconds): StepTimer then uses the wall clock.
 class CudaInterval {
  public:
   CudaInterval();   // creates the events (current device); std::runtime_error on failure
   ~CudaInterval();
   CudaInterval(const CudaInterval&) = delete;
   CudaInterval& operator=(const CudaInterval&) = delete;
-  bool valid() const { return start_ != nullptr; }
   void Start();      // records the start event
   double Stop();     // records the end event, waits for it, returns the seconds between
  private:
