@@ -43,7 +43,7 @@ at::Tensor RopeForward(const at::Tensor& x, int64_t n_heads, const at::Tensor& c
   const int64_t B = xv.size(0), s = xv.size(3), D = xv.size(4), h = D / 2;
   at::Tensor y = at::empty({B, n_heads, chunks * s, D}, x.options());  // contiguous
   const at::Tensor yv = y.view({B, n_heads, chunks, s, D});
-  // The fp32 tables in the activation dtype ((S, D/2) temporaries when it is not fp32).
+  // The tables in x's dtype (LlamaModel keeps them so: then no copy).
   const at::Tensor c = cos.view({chunks, s, h}).to(x.scalar_type());
   const at::Tensor sn = sin.view({chunks, s, h}).to(x.scalar_type());
   const at::Tensor x1 = xv.narrow(-1, 0, h), x2 = xv.narrow(-1, h, h);
@@ -62,7 +62,7 @@ at::Tensor RopeBackward(const at::Tensor& dy, const at::Tensor& cos, const at::T
   at::Tensor dx = at::empty(TokenMajorShape(dy, chunks), dy.options());
   const at::Tensor dxv = HeadsView(dx, n, chunks);  // (B,n,c,S/c,D) view into dx
   const at::Tensor dyv = dy.view({B, n, chunks, s, D});
-  // The fp32 tables in the activation dtype ((S, D/2) temporaries when it is not fp32).
+  // The tables in dy's dtype (LlamaModel keeps them so: then no copy).
   const at::Tensor c = cos.view({chunks, s, h}).to(dy.scalar_type());
   const at::Tensor sn = sin.view({chunks, s, h}).to(dy.scalar_type());
   const at::Tensor dy1 = dyv.narrow(-1, 0, h), dy2 = dyv.narrow(-1, h, h);

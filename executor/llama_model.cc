@@ -31,8 +31,8 @@ BlockWeights BlockViews(const ParamGroup& g, const at::Tensor& flat) {
   return w;
 }
 
-LlamaModel::LlamaModel(const ModelSpec& model, int64_t seq_len, TpConfig tp, at::Device device,
-                       AttentionImpl attention)
+LlamaModel::LlamaModel(const ModelSpec& model, int64_t seq_len, TpConfig tp,
+                       at::TensorOptions activations, AttentionImpl attention)
     : model_(model),
       tp_(tp),
       local_heads_(model.heads / tp_.size()),
@@ -43,9 +43,12 @@ LlamaModel::LlamaModel(const ModelSpec& model, int64_t seq_len, TpConfig tp, at:
   const at::Tensor i = at::arange(h, at::kDouble);
   const at::Tensor inv_freq = at::pow(kRopeTheta, i.mul(-2.0 / static_cast<double>(D)));
   const at::Tensor angles = at::outer(at::arange(S, at::kDouble), inv_freq);  // (S, D/2)
-  cos_ = angles.cos().to(device, at::kFloat);
-  sin_ = angles.sin().to(device, at::kFloat);
-  mask_ = at::ones({S, S}, at::TensorOptions(at::kBool).device(device)).triu_(1);
+  // Computed in fp64, kept in the activation dtype: RoPE multiplies activations by them.
+  const at::TensorOptions tables =  // dtype set explicitly (a default one is not "set")
+      at::TensorOptions().dtype(activations.dtype()).device(activations.device());
+  cos_ = angles.cos().to(tables);
+  sin_ = angles.sin().to(tables);
+  mask_ = at::ones({S, S}, activations.dtype(at::kBool)).triu_(1);
   if (attention == AttentionImpl::kFused) {
     TORCH_CHECK(FusedAttentionBuiltIn(), "LlamaModel: this LibTorch has no fused attention");
     fused_ = true;

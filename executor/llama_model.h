@@ -38,7 +38,7 @@
 //     RoPE / merge into dh1; q, k, v freed | dx = norm1 backward + dx2; h1 freed.
 //   full recompute: the block's forward runs first (its output is dropped at once), then
 //     the same sequence.
-// Model buffers (allocated once per model): RoPE cos and sin (S, D/2) fp32 each and the
+// Model buffers (allocated once per model): RoPE cos and sin (S, D/2) each, in act, and the
 // causal mask (S,S) bool.
 //
 // Tensor parallelism (TpConfig: the tp Communicator, t ranks, and the sp flag; weights are
@@ -121,11 +121,13 @@ class LlamaModel {
  public:
   // seq_len: the training sequence length S (sizes the RoPE tables and the mask).
   // tp: the tensor-parallel group (default: none); its comm must outlive the model.
-  // device: where the model buffers live (the activations follow the inputs).
+  // activations: the activation dtype and device; the model buffers (RoPE tables in that
+  // dtype, the mask) live there.
   // attention: the core without context parallelism, naive (executor/ops.h) or fused
   // (executor/fused_attention.h; the caller checks UseFusedAttention).
   LlamaModel(const ModelSpec& model, int64_t seq_len, TpConfig tp = {},
-             at::Device device = at::kCPU, AttentionImpl attention = AttentionImpl::kNaive);
+             at::TensorOptions activations = {},
+             AttentionImpl attention = AttentionImpl::kNaive);
 
   const ModelSpec& spec() const { return model_; }
 
@@ -167,7 +169,7 @@ class LlamaModel {
   TensorParallel tp_;
   int64_t local_heads_, local_kv_heads_;  // H/t, K/t
   int64_t vocab_start_;                   // this rank's first vocab row
-  at::Tensor cos_, sin_;  // (S, D/2) fp32
+  at::Tensor cos_, sin_;  // (S, D/2) in the activation dtype
   at::Tensor mask_;       // (S,S) bool, true above the diagonal (masked)
   Communicator* cp_ = nullptr;  // context parallel: ring attention over it (cp > 1)
   bool fused_ = false;          // the fused attention core (else naive)

@@ -58,7 +58,7 @@ at::Tensor LinearBackward(const at::Tensor& dy, const at::Tensor& x, const at::T
 // ---------------------------------------------------------------------------------------
 // Rotary position embedding (half-split pairs: element i rotates with i + D/2), fused with
 // the split into heads.
-//   x (B,S,n*D) (a Q or K projection output, n = H or K), cos/sin (S, D/2) fp32
+//   x (B,S,n*D) (a Q or K projection output, n = H or K), cos/sin (S, D/2) in act
 //   -> y (B,n,S,D) act, contiguous, head-major.
 //   saves: nothing (cos/sin are model buffers).   allocates: y only.
 // Token order ("chunks", sequence parallelism): with chunks = c > 1 the token-major tensors

@@ -6,7 +6,7 @@
 //          this rank updates, and Adam m, v in fp32 (AdamW runs on the master, whose
 //          result is rounded into the bf16 params).
 // In every regime the row statistics (RMSNorm rstd, attention logsumexp), the logits
-// buffer of the loss, the loss itself and the RoPE tables are fp32.
+// buffer of the loss and the loss itself are fp32.
 #pragma once
 
 #include <c10/core/ScalarType.h>

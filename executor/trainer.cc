@@ -46,11 +46,10 @@ Trainer::Trainer(const ModelSpec& model, const TrainingSpec& training, const Dev
       chunks_per_rank_(ChunksPerRank(mesh.plan())),
       data_(data),
       probe_(probe),
-      device_(device),
       activations_(at::TensorOptions().dtype(DtypesFor(training.precision).compute).device(device)),
       shard_{training.global_batch, dp_.rank(), dp_.size(), plan_.micro_batch},
       model_(model, training.seq_len,
-             TpConfig{&mesh.comm(MeshDim::kTp), plan_.sequence_parallel}, device,
+             TpConfig{&mesh.comm(MeshDim::kTp), plan_.sequence_parallel}, activations_,
              ExecutorAttention(device, training.precision)),
       engine_(BuildParamLayout(model, mesh.weight_replicas().size(),
                                PipelineRankChunks(model, plan_.pp, chunks_per_rank_, pp_.rank()),
@@ -84,7 +83,7 @@ std::vector<int64_t> Trainer::BoundaryShape() const {
 
 void Trainer::LoadTokens(int64_t microbatch, bool ids, bool targets, MicroBatch& mb) const {
   const at::Tensor tokens =  // (B, S+1), read on the host, then on the device
-      MicroBatchTokens(data_, shard_, step_, microbatch).to(device_);
+      MicroBatchTokens(data_, shard_, step_, microbatch).to(activations_.device());
   const int64_t S = training_.seq_len;
   // Context parallel: this cp rank keeps its zigzag chunks (B, S/cp) (context_split.h).
   const Communicator& cp = mesh_.comm(MeshDim::kCp);

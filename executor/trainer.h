@@ -115,7 +115,6 @@ class Trainer {
   int64_t chunks_per_rank_ = 1;  // v: the interleaved schedule's virtual_stages, else 1
   const TokenSource& data_;
   MemoryProbe* probe_;
-  at::Device device_;
   at::TensorOptions activations_;  // dtype and device of the activations
   BatchShard shard_;
   LlamaModel model_;

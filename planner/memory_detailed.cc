@@ -22,11 +22,12 @@ double PadTo(double elements, int64_t n) {
 }
 
 // The model's buffers, allocated once (executor/llama_model.h): the causal mask (S,S) bool,
-// and for llama the RoPE cos and sin tables (S, D/2) fp32 each.
-double ModelBufferBytes(const ModelSpec& model, int64_t seq_len) {
-  const double S = double(seq_len);
+// and for llama the RoPE cos and sin tables (S, D/2) each, in the activation dtype.
+double ModelBufferBytes(const ModelSpec& model, const TrainingSpec& training) {
+  const double S = double(training.seq_len);
   const double mask = S * S * 1.0;
-  const double rope = model.block == BlockKind::kGpt ? 0.0 : 2.0 * S * (model.head_dim() / 2) * 4.0;
+  const double A = ActivationBytesPerElement(training.precision);
+  const double rope = model.block == BlockKind::kGpt ? 0.0 : 2.0 * S * (model.head_dim() / 2) * A;
   return mask + rope;
 }
 
@@ -67,7 +68,7 @@ MemoryBreakdown DetailedStageMemory(const ModelSpec& model, const TrainingSpec& 
       PadTo(double(stage_params.final_norm + stage_params.lm_head), weight_replicas);
   const double padded_params = embed_group + stage_layers * block_group + head_group;
   const ModelStateBytes states = ExecutorModelStates(padded_params, bytes, zero, weight_replicas);
-  const double model_buffers = ModelBufferBytes(model, training.seq_len);
+  const double model_buffers = ModelBufferBytes(model, training);
 
   // ---- Activations: the op list times the micro-batches in flight.
   const AttentionImpl impl = ResolveAttentionImpl(options.attention, model, training.precision);

@@ -28,7 +28,7 @@
 //     gradient shard (P/n) besides the full gradients [the reduce-scatter's output];
 //     gradients persist between steps [zero_grad zeroes them, it does not free them];
 //   * model buffers (counted in params_bytes): the causal mask (S,S) bool and, for llama,
-//     the RoPE cos/sin tables (S,D/2) fp32 each;
+//     the RoPE cos/sin tables (S,D/2) in the activation dtype;
 //   * activations: planner/activation_memory.h's op list per block, times the stage's
 //     layers and its micro-batches in flight, plus token ids (stage 0) and the final
 //     norm / lm_head inputs (last stage); logits: the fp32 logits buffer per micro-batch;

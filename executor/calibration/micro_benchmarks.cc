@@ -64,11 +64,12 @@ StepSample InStep(CalibrationSample sample, const BenchShape& shape, double per_
   return {std::move(sample), shape.ToString(), per_microbatch, detail};
 }
 
-// RoPE tables as LlamaModel builds them (fp32, (S, D/2)); the values do not matter here.
+// RoPE tables as LlamaModel keeps them ((S, D/2) in the activation dtype); the values do
+// not matter here.
 std::pair<at::Tensor, at::Tensor> RopeTables(int64_t seq, int64_t head_dim, const BenchContext& ctx) {
   const at::Tensor angles =
       at::rand({seq, head_dim / 2}, at::TensorOptions().dtype(at::kFloat)).mul_(3.0);
-  return {angles.cos().to(ctx.device), angles.sin().to(ctx.device)};
+  return {angles.cos().to(ctx.device, ctx.dtype), angles.sin().to(ctx.device, ctx.dtype)};
 }
 
 }  // namespace
@@ -301,7 +302,7 @@ std::vector<StepSample> BenchmarkBlock(const ModelSpec& m, const BenchShape& sha
   const ParamGroup& group = layout.groups[static_cast<size_t>(layout.first_block_group)];
   const at::Tensor flat = InitGroup(group, 1).to(ctx.device, ctx.dtype);
   const at::Tensor dflat = at::zeros_like(flat);
-  const LlamaModel model(m, shape.seq, TpConfig{}, ctx.device,
+  const LlamaModel model(m, shape.seq, TpConfig{}, at::TensorOptions(ctx.dtype).device(ctx.device),
                          ExecutorAttention(ctx.device, ctx.precision));
   const at::Tensor x = Randn({shape.batch, shape.seq, m.hidden}, ctx),
                    dy = Randn({shape.batch, shape.seq, m.hidden}, ctx);
@@ -339,7 +340,7 @@ std::vector<StepSample> BenchmarkHead(const ModelSpec& m, const BenchShape& shap
   // A tied model's lm_head is the embedding matrix: a (V,E) weight all the same.
   const at::Tensor wte = m.tied_embeddings ? Randn({m.vocab_size, m.hidden}, ctx, 0.02) : at::Tensor();
   const at::Tensor dwte = m.tied_embeddings ? at::zeros_like(wte) : at::Tensor();
-  const LlamaModel model(m, shape.seq, TpConfig{}, ctx.device,
+  const LlamaModel model(m, shape.seq, TpConfig{}, at::TensorOptions(ctx.dtype).device(ctx.device),
                          ExecutorAttention(ctx.device, ctx.precision));
   const at::Tensor x = Randn({shape.batch, shape.seq, m.hidden}, ctx);
   const at::Tensor targets =

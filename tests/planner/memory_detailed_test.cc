@@ -269,8 +269,9 @@ TEST_CASE("detailed model states: the seed's plus the executor's layout", "[plan
   plan.tp = 2;
   plan.pp = 2;
   plan.zero_stage = zero;
-  // Model buffers: causal mask (S,S) bool + RoPE cos/sin (S, D/2) fp32 (D = 128).
-  const double buffers = 2048.0 * 2048 + 2 * 2048.0 * 64 * 4;
+  // Model buffers: causal mask (S,S) bool + RoPE cos/sin (S, D/2) in the activation dtype
+  // (bf16 under mixed; D = 128).
+  const double buffers = 2048.0 * 2048 + 2 * 2048.0 * 64 * 2;
   // Padding: each group (embedding, 24 blocks, head) to a multiple of 8, 2-byte weights.
   const double padding = 26 * 7 * 2.0;
   for (int64_t stage = 0; stage < 2; ++stage) {
