@@ -1,5 +1,5 @@
 // `meshplan compare PLAN.yaml MEASURED.json`: the cost model's prediction beside
-// what `meshplan run` measured, with the error in % per figure (planner/compare.h).
+// what `meshplan run` measured, with the error in % per figure (planner/measure/compare.h).
 //
 //   meshplan compare plan.yaml measured.json [--tolerance 2] [--format table|json]
 //
@@ -14,9 +14,9 @@
 
 #include "cli/commands.h"
 #include "cli/setup_options.h"
-#include "planner/compare.h"
-#include "planner/config_loader.h"
-#include "planner/measurement.h"
+#include "planner/config/config_loader.h"
+#include "planner/measure/compare.h"
+#include "planner/measure/measurement.h"
 
 namespace meshplan {
 namespace {

@@ -1,5 +1,5 @@
-// `meshplan estimate`: the analytic cost of one plan (planner/cost_model.h), as a
-// table or JSON (planner/cost_report.h).
+// `meshplan estimate`: the analytic cost of one plan (planner/cost/cost_model.h), as a
+// table or JSON (planner/cost/cost_report.h).
 //
 //   meshplan estimate --model llama2-7b --cluster 8xH100 --plan "dp=2,tp=4,sp=1"
 //       --global-batch 64 --seq 4096 [--precision mixed] [--memory-model detailed]
@@ -15,9 +15,9 @@
 
 #include "cli/commands.h"
 #include "cli/setup_options.h"
-#include "planner/config_loader.h"
-#include "planner/cost_model.h"
-#include "planner/cost_report.h"
+#include "planner/config/config_loader.h"
+#include "planner/cost/cost_model.h"
+#include "planner/cost/cost_report.h"
 #include "planner/input_error.h"
 #include "planner/parallel_plan.h"
 
@@ -42,15 +42,14 @@ int RunEstimate(const CLI::App& command, const EstimateCommandOptions& options) 
 
   const PlanCost cost =
       Estimate(input.model, input.cluster, input.training, input.plan, estimate_options);
-  const CostSetup setup{input.model, input.cluster, input.training, input.plan};
   if (options.format == "json") {
     nlohmann::json out = CostToJson(cost);
-    out["setup"] = SetupToJson(setup);
+    out["setup"] = SetupToJson(input);
     out["memory_model"] = options.memory_model;
     out["memory_headroom"] = options.headroom;
     std::cout << out.dump(2) << "\n";
   } else {
-    std::cout << FormatCostTable(setup, cost);
+    std::cout << FormatCostTable(input, cost);
   }
   return 0;
 }
@@ -68,10 +67,7 @@ void AddEstimateCommand(CLI::App& app, int* exit_code) {
                       "seed (the documents' formulas) | detailed (every tensor)")
       ->check(CLI::IsMember({"seed", "detailed"}))
       ->capture_default_str();
-  command->add_option("--headroom", options->headroom,
-                      "fraction of GPU memory kept free (0.1: plans may use 90%)")
-      ->check(CLI::Range(0.0, 0.99))
-      ->capture_default_str();
+  AddHeadroomOption(command, &options->headroom);
   AddFormatOption(command, &options->format);
   command->callback([command, options, exit_code] { *exit_code = RunEstimate(*command, *options); });
 }

@@ -22,7 +22,7 @@
 #include "gui/app.h"
 #include "gui/explorer_state.h"
 #include "gui/tradeoffs.h"
-#include "planner/config_loader.h"
+#include "planner/config/config_loader.h"
 #include "planner/input_error.h"
 
 namespace meshplan {
@@ -53,7 +53,7 @@ int RunGui(const CLI::App& command, const GuiCommandOptions& options) {
     InitExplorerState(*state, file.model, file.model.name, file.cluster, file.cluster.name,
                       file.training, file.plan);
   } else {
-    Setup setup = ResolveSetup(options.setup);
+    TrainingSetup setup = ResolveSetup(options.setup);
     ParallelPlan plan;
     if (command.count("--plan") > 0) {
       plan = ParsePlanString(options.plan, "--plan");  // kept as given: the GUI shows violations

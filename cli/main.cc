@@ -1,44 +1,32 @@
-// meshplan: plan, simulate, run and compare parallel LLM training.
-// main only wires the subcommands (cli/commands.h) and turns errors into exit codes.
+// meshplan: plan, simulate and compare parallel LLM training (no LibTorch in this
+// executable). `run` and `calibrate` are handed over to meshplan-exec (cli/exec_handoff.h);
+// main only wires the subcommands (cli/commands.h).
 #include <CLI/CLI.hpp>
-#include <iostream>
+#include <string>
 
 #include "cli/commands.h"
-#include "planner/input_error.h"
+#include "cli/exec_handoff.h"
 
 int main(int argc, char** argv) {
+  if (argc >= 2 && meshplan::IsExecutorCommand(argv[1]))
+    return meshplan::HandOverToExecutor(argc, argv);
+
   CLI::App app{
       "meshplan: how to split LLM training over GPUs (DP, ZeRO/FSDP, TP, SP, CP, PP), "
-      "whether it fits, how fast it runs, and whether reality agrees."};
+      "whether it fits, how fast it runs, and whether reality agrees.",
+      "meshplan"};
   app.require_subcommand(1);
   int exit_code = 0;
   meshplan::AddEstimateCommand(app, &exit_code);
   meshplan::AddSearchCommand(app, &exit_code);
-#if MESHPLAN_SIMULATOR_ENABLED
   meshplan::AddSimulateCommand(app, &exit_code);
-#endif
 #if MESHPLAN_GUI_ENABLED
   meshplan::AddGuiCommand(app, &exit_code);
 #endif
-#if MESHPLAN_EXECUTOR_ENABLED
-  meshplan::AddRunCommand(app, &exit_code);
-  meshplan::AddCalibrateCommand(app, &exit_code);
-#endif
+  // Listed for --help; argv never reaches them (handed over above).
+  app.add_subcommand("run", meshplan::kRunSummary)->allow_extras();
+  app.add_subcommand("calibrate", meshplan::kCalibrateSummary)->allow_extras();
   meshplan::AddCompareCommand(app, &exit_code);
   meshplan::AddMeasurementsCommand(app, &exit_code);
-
-  try {
-    app.parse(argc, argv);
-  } catch (const CLI::CallForHelp& e) {
-    return app.exit(e);
-  } catch (const CLI::CallForAllHelp& e) {
-    return app.exit(e);
-  } catch (const CLI::ParseError& e) {
-    app.exit(e);
-    return meshplan::kExitBadInput;
-  } catch (const meshplan::InputError& e) {
-    std::cerr << "meshplan: error: " << e.what() << "\n";
-    return meshplan::kExitBadInput;
-  }
-  return exit_code;
+  return meshplan::ParseAndRun(app, argc, argv, exit_code);
 }

@@ -1,6 +1,6 @@
 // `meshplan measurements DIR|FILE...`: the README table of predicted vs measured from
 // the sweep records scripts/gpu_sweep.sh writes (docs/measurements/<gpu>/*.json; see
-// planner/sweep_table.h). Files that are not sweep records (calibration reports, the
+// planner/measure/sweep_table.h). Files that are not sweep records (calibration reports, the
 // NCCL check) are skipped when a folder is given; a file named directly must be one.
 //
 //   meshplan measurements docs/measurements/h100 [--format markdown|json]
@@ -19,7 +19,7 @@
 
 #include "cli/commands.h"
 #include "planner/input_error.h"
-#include "planner/sweep_table.h"
+#include "planner/measure/sweep_table.h"
 
 namespace meshplan {
 namespace {

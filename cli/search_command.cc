@@ -13,16 +13,16 @@
 
 #include "cli/commands.h"
 #include "cli/setup_options.h"
-#include "planner/config_loader.h"
-#include "planner/cost_report.h"
+#include "planner/config/config_loader.h"
+#include "planner/cost/cost_model.h"
+#include "planner/cost/cost_report.h"
 #include "planner/input_error.h"
 #include "planner/names.h"
-#include "planner/search.h"
-#include "planner/search_advice.h"
-#include "planner/search_benchmarks.h"
-#if MESHPLAN_SIMULATOR_ENABLED
+#include "planner/search/search.h"
+#include "planner/search/search_advice.h"
+#include "planner/search/search_benchmarks.h"
+#include "planner/units_format.h"
 #include "cli/search_simulate.h"
-#endif
 
 namespace meshplan {
 namespace {
@@ -48,16 +48,8 @@ struct SearchCommandOptions {
 // ---------------------------------------------------------------------------
 // Formatting helpers
 
-std::string Gb(double bytes) { return fmt::format("{:.1f} GB", bytes / 1e9); }
-
-std::string Seconds(double s) {
-  if (s == 0) return "0";
-  if (s >= 1) return fmt::format("{:.2f} s", s);
-  if (s >= 1e-3) return fmt::format("{:.1f} ms", s * 1e3);
-  return fmt::format("{:.0f} us", s * 1e6);
-}
-
-std::string Count(int64_t n) { return GroupDigits(n); }
+// A step-time cell of the plan table: a bare "0" for nothing, so empty columns read as empty.
+std::string TimeCell(double s) { return s == 0 ? "0" : FormatSeconds(s); }
 
 double StatesBytes(const MemoryBreakdown& m) {
   return m.params_bytes + m.grads_bytes + m.optimizer_bytes;
@@ -66,15 +58,11 @@ double OtherBytes(const MemoryBreakdown& m) {
   return m.logits_bytes + m.comm_buffer_bytes + m.gathered_params_bytes + m.transient_bytes;
 }
 
-double UsableBytes(const ClusterSpec& cluster, double headroom) {
-  return static_cast<double>(cluster.gpu.memory_bytes) * (1 - headroom);
-}
-
-std::string SetupLine(const Setup& s, const SearchOptions& options) {
+std::string SetupLine(const TrainingSetup& s, const SearchOptions& options) {
   std::string line = fmt::format(
       "{} on {} ({} x {}, {} each), global batch {} x {} tokens, {} precision", s.model.name,
       s.cluster.name, s.cluster.world_size(), s.cluster.gpu.name,
-      Gb(static_cast<double>(s.cluster.gpu.memory_bytes)), s.training.global_batch,
+      FormatGB(static_cast<double>(s.cluster.gpu.memory_bytes), 1), s.training.global_batch,
       s.training.seq_len, ToString(s.training.precision));
   if (!options.space.pins.empty()) line += ", only " + options.space.pins.ToString();
   return line;
@@ -95,37 +83,41 @@ void PrintPlanTable(const std::vector<RankedPlan>& plans, const ClusterSpec& clu
     const MemoryBreakdown& m = r.cost.memory;
     const StepTimeBreakdown& t = r.cost.time;
     const std::string memory =
-        fmt::format("{} {:>3.0f}%", Gb(m.total_bytes), 100 * m.total_bytes / capacity);
-    fmt::print("{:>4}  {:<{}}  {:>16}  {:>8}  {:>8}  {:>8}  {:>9}  {:>9}  {:>9}  {:>9}  {:>9}  {:>11}  {:>4.1f}%\n",
-               number_rows ? std::to_string(row) : std::string(""), ToShortPlanString(r.plan),
-               plan_width, memory, Gb(StatesBytes(m)), Gb(m.activations_bytes), Gb(OtherBytes(m)),
-               Seconds(t.compute_s), Seconds(t.exposed_comm_s.sum()), Seconds(t.bubble_s),
-               Seconds(t.optimizer_s), Seconds(t.total_s), Count(static_cast<int64_t>(r.cost.tokens_per_s)),
-               100 * r.cost.mfu);
+        fmt::format("{} {:>3.0f}%", FormatGB(m.total_bytes, 1), PercentOf(m.total_bytes, capacity));
+    fmt::print(
+        "{:>4}  {:<{}}  {:>16}  {:>8}  {:>8}  {:>8}  {:>9}  {:>9}  {:>9}  {:>9}  {:>9}  {:>11}  "
+        "{:>4.1f}%\n",
+        number_rows ? std::to_string(row) : std::string(""), ToShortPlanString(r.plan), plan_width,
+        memory, FormatGB(StatesBytes(m), 1), FormatGB(m.activations_bytes, 1),
+        FormatGB(OtherBytes(m), 1), TimeCell(t.compute_s), TimeCell(t.exposed_comm_s.sum()),
+        TimeCell(t.bubble_s), TimeCell(t.optimizer_s), TimeCell(t.total_s),
+        GroupDigits(static_cast<int64_t>(r.cost.tokens_per_s)), 100 * r.cost.mfu);
   }
 }
 
-void PrintExplain(const SearchResult& r, const Setup& s, const SearchOptions& options) {
+void PrintExplain(const SearchResult& r, const TrainingSetup& s, const SearchOptions& options) {
   fmt::print("\nWhy candidates were removed (each counted under the first rule it breaks, in "
              "check order;\n'in all' counts every candidate that breaks the rule):\n");
-  fmt::print("  {:<26} {:>14}\n", "candidates", Count(r.candidates));
+  fmt::print("  {:<26} {:>14}\n", "candidates", GroupDigits(r.candidates));
   for (int c = 0; c < kNumPlanConstraints; ++c) {
     const ConstraintTally& tally = r.constraints[c];
     if (tally.violated == 0) continue;
     const auto constraint = static_cast<PlanConstraint>(c);
     fmt::print("  {:<26} {:>14}  ({} in all){}\n", ConstraintId(constraint),
-               "-" + Count(tally.removed), Count(tally.violated),
+               "-" + GroupDigits(tally.removed), GroupDigits(tally.violated),
                tally.removed > 0
                    ? "  e.g. " + ExampleMessage(r, constraint, s.model, s.cluster, s.training, options)
                    : std::string());
   }
-  fmt::print("  {:<26} {:>14}  (each evaluated with the cost model)\n", "valid", Count(r.valid));
+  fmt::print("  {:<26} {:>14}  (each evaluated with the cost model)\n", "valid",
+             GroupDigits(r.valid));
   fmt::print("  {:<26} {:>14}  (peak memory above {} usable)\n", "memory_limit",
-             "-" + Count(r.removed_by_memory), Gb(UsableBytes(s.cluster, options.memory_headroom)));
-  fmt::print("  {:<26} {:>14}\n", "fitting", Count(r.fitting));
+             "-" + GroupDigits(r.removed_by_memory),
+             FormatGB(UsableBytes(s.cluster.gpu, options.memory_headroom), 1));
+  fmt::print("  {:<26} {:>14}\n", "fitting", GroupDigits(r.fitting));
 }
 
-void PrintProbe(const ProbeReport& p, const SearchResult& r, const Setup& s,
+void PrintProbe(const ProbeReport& p, const SearchResult& r, const TrainingSetup& s,
                 const SearchOptions& options) {
   fmt::print("\nPlan {}:\n", ToShortPlanString(p.plan));
   if (!(p.candidate == p.plan))
@@ -145,42 +137,49 @@ void PrintProbe(const ProbeReport& p, const SearchResult& r, const Setup& s,
   const PlanCost& cost = *p.cost;
   if (!cost.fits) {
     const MemoryBreakdown& m = cost.memory;
-    fmt::print("  does not fit: needs {}, has {} ({} minus {:.0f}% headroom)\n", Gb(m.total_bytes),
-               Gb(UsableBytes(s.cluster, options.memory_headroom)),
-               Gb(static_cast<double>(s.cluster.gpu.memory_bytes)), 100 * options.memory_headroom);
-    fmt::print("  memory: states {} (params {}, grads {}, optimizer {}), activations {}, other {}"
-               " (peak in {})\n",
-               Gb(StatesBytes(m)), Gb(m.params_bytes), Gb(m.grads_bytes), Gb(m.optimizer_bytes),
-               Gb(m.activations_bytes), Gb(OtherBytes(m)), m.peak_phase);
+    fmt::print("  does not fit: needs {}, has {} ({} minus {:.0f}% headroom)\n",
+               FormatGB(m.total_bytes, 1),
+               FormatGB(UsableBytes(s.cluster.gpu, options.memory_headroom), 1),
+               FormatGB(static_cast<double>(s.cluster.gpu.memory_bytes), 1),
+               100 * options.memory_headroom);
+    fmt::print(
+        "  memory: states {} (params {}, grads {}, optimizer {}), activations {}, other {}"
+        " (peak in {})\n",
+        FormatGB(StatesBytes(m), 1), FormatGB(m.params_bytes, 1), FormatGB(m.grads_bytes, 1),
+        FormatGB(m.optimizer_bytes, 1), FormatGB(m.activations_bytes, 1),
+        FormatGB(OtherBytes(m), 1), m.peak_phase);
     return;
   }
   if (p.rank) {
     fmt::print("  fits ({} of {} usable); rank {} of {} fitting plans: {} tokens/s, MFU {:.1f}%\n",
-               Gb(cost.memory.total_bytes), Gb(UsableBytes(s.cluster, options.memory_headroom)),
-               Count(*p.rank), Count(r.fitting), Count(static_cast<int64_t>(cost.tokens_per_s)),
-               100 * cost.mfu);
+               FormatGB(cost.memory.total_bytes, 1),
+               FormatGB(UsableBytes(s.cluster.gpu, options.memory_headroom), 1),
+               GroupDigits(*p.rank), GroupDigits(r.fitting),
+               GroupDigits(static_cast<int64_t>(cost.tokens_per_s)), 100 * cost.mfu);
   } else {
-    fmt::print("  fits ({}): {} tokens/s, MFU {:.1f}%\n", Gb(cost.memory.total_bytes),
-               Count(static_cast<int64_t>(cost.tokens_per_s)), 100 * cost.mfu);
+    fmt::print("  fits ({}): {} tokens/s, MFU {:.1f}%\n", FormatGB(cost.memory.total_bytes, 1),
+               GroupDigits(static_cast<int64_t>(cost.tokens_per_s)), 100 * cost.mfu);
   }
   if (!r.top.empty() && !(r.top.front().plan == p.candidate))
     fmt::print("  the best plan {} reaches {} tokens/s ({:.2f}x)\n",
                ToShortPlanString(r.top.front().plan),
-               Count(static_cast<int64_t>(r.top.front().cost.tokens_per_s)),
+               GroupDigits(static_cast<int64_t>(r.top.front().cost.tokens_per_s)),
                r.top.front().cost.tokens_per_s / cost.tokens_per_s);
 }
 
-void PrintNoFit(const FitAdvice& advice, const SearchResult& r, const Setup& s,
+void PrintNoFit(const FitAdvice& advice, const SearchResult& r, const TrainingSetup& s,
                 const SearchOptions& options) {
-  fmt::print("\nNo plan fits: all {} valid plans need more than the {} usable per GPU ({} "
-             "minus {:.0f}% headroom).\n",
-             Count(r.valid), Gb(advice.usable_bytes),
-             Gb(static_cast<double>(s.cluster.gpu.memory_bytes)), 100 * options.memory_headroom);
+  fmt::print(
+      "\nNo plan fits: all {} valid plans need more than the {} usable per GPU ({} "
+      "minus {:.0f}% headroom).\n",
+      GroupDigits(r.valid), FormatGB(advice.usable_bytes, 1),
+      FormatGB(static_cast<double>(s.cluster.gpu.memory_bytes), 1), 100 * options.memory_headroom);
   if (advice.smallest) {
     const MemoryBreakdown& m = advice.smallest->cost.memory;
     fmt::print("The smallest is {}: {} per GPU (states {}, activations {}, other {})",
-               ToShortPlanString(advice.smallest->plan), Gb(m.total_bytes), Gb(StatesBytes(m)),
-               Gb(m.activations_bytes), Gb(OtherBytes(m)));
+               ToShortPlanString(advice.smallest->plan), FormatGB(m.total_bytes, 1),
+               FormatGB(StatesBytes(m), 1), FormatGB(m.activations_bytes, 1),
+               FormatGB(OtherBytes(m), 1));
     if (!advice.levers.empty()) {
       std::string levers;
       for (const std::string& l : advice.levers) levers += (levers.empty() ? "" : ", ") + l;
@@ -221,7 +220,7 @@ nlohmann::json RankedToJson(const RankedPlan& r) {
           {"cost", CostToJson(r.cost)}};
 }
 
-nlohmann::json ResultToJson(const SearchResult& r, const Setup& s, const SearchOptions& options) {
+nlohmann::json ResultToJson(const SearchResult& r, const TrainingSetup& s, const SearchOptions& options) {
   nlohmann::json j;
   j["setup"] = {{"model", s.model.name},
                 {"cluster", s.cluster.name},
@@ -233,7 +232,7 @@ nlohmann::json ResultToJson(const SearchResult& r, const Setup& s, const SearchO
                 {"precision", ToString(s.training.precision)},
                 {"memory_model", options.memory_model == MemoryModel::kSeed ? "seed" : "detailed"},
                 {"headroom", options.memory_headroom},
-                {"usable_bytes", UsableBytes(s.cluster, options.memory_headroom)},
+                {"usable_bytes", UsableBytes(s.cluster.gpu, options.memory_headroom)},
                 {"allow_tp_across_nodes", options.space.allow_tp_across_nodes},
                 {"only", options.space.pins.ToString()}};
   j["candidates"] = r.candidates;
@@ -324,7 +323,7 @@ int RunBench(const SearchCommandOptions& o, const SearchOptions& base) {
     so.cluster = c.cluster;
     so.global_batch = c.global_batch;
     so.seq = c.seq_len;
-    const Setup s = ResolveSetup(so);
+    const TrainingSetup s = ResolveSetup(so);
     std::vector<SearchResult> runs;
     for (int i = 0; i < kRepeats; ++i) runs.push_back(Search(s.model, s.cluster, s.training, base));
     std::sort(runs.begin(), runs.end(),
@@ -349,16 +348,16 @@ int RunBench(const SearchCommandOptions& o, const SearchOptions& base) {
     }
     fmt::print("{}: {} ({} GPUs), global batch {} x {} tokens\n", c.name, c.model,
                s.cluster.world_size(), c.global_batch, c.seq_len);
-    fmt::print("  candidates {}, evaluated {} (valid), fitting {}\n", Count(r.candidates),
-               Count(r.valid), Count(r.fitting));
+    fmt::print("  candidates {}, evaluated {} (valid), fitting {}\n", GroupDigits(r.candidates),
+               GroupDigits(r.valid), GroupDigits(r.fitting));
     fmt::print("  wall {:.3f} s on {} thread{} ({:.3f} s of CPU), {} evaluations/s\n", r.wall_s,
                r.threads, r.threads == 1 ? "" : "s", r.cpu_s,
-               Count(static_cast<int64_t>(r.evaluations_per_s)));
+               GroupDigits(static_cast<int64_t>(r.evaluations_per_s)));
     if (!r.top.empty())
       fmt::print("  best: {} ({} tokens/s, MFU {:.1f}%, {} per GPU)\n\n",
                  ToShortPlanString(r.top.front().plan),
-                 Count(static_cast<int64_t>(r.top.front().cost.tokens_per_s)),
-                 100 * r.top.front().cost.mfu, Gb(r.top.front().cost.memory.total_bytes));
+                 GroupDigits(static_cast<int64_t>(r.top.front().cost.tokens_per_s)),
+                 100 * r.top.front().cost.mfu, FormatGB(r.top.front().cost.memory.total_bytes, 1));
   }
   if (json) std::cout << nlohmann::json{{"benchmarks", results}}.dump(2) << "\n";
   return 0;
@@ -366,65 +365,77 @@ int RunBench(const SearchCommandOptions& o, const SearchOptions& base) {
 
 // ---------------------------------------------------------------------------
 
-int RunSearch(const SearchCommandOptions& o) {
+// The flags as SearchOptions; throws InputError naming a flag that is out of range.
+SearchOptions ToSearchOptions(const SearchCommandOptions& o) {
   const InputLocation flags{"<command line>"};
-  SearchOptions options;
-  options.top_k = std::max(o.top, o.simulate_top);  // --simulate-top K keeps K plans
   if (o.top < 1) throw InputError(flags, "--top", "must be >= 1, got " + std::to_string(o.top));
   if (o.simulate_top < 0)
     throw InputError(flags, "--simulate-top", "must be >= 0, got " + std::to_string(o.simulate_top));
-  if (!(o.headroom >= 0 && o.headroom < 1))
-    throw InputError(flags, "--headroom", fmt::format("must be in [0, 1), got {}", o.headroom));
   if (o.threads < 0)
     throw InputError(flags, "--threads", "must be >= 0 (0 = all cores), got " +
                                              std::to_string(o.threads));
+  SearchOptions options;
+  options.top_k = std::max(o.top, o.simulate_top);  // --simulate-top K keeps K plans
   options.memory_headroom = o.headroom;
   options.memory_model = o.memory_model == "seed" ? MemoryModel::kSeed : MemoryModel::kDetailed;
   options.threads = o.threads;
   options.space.allow_tp_across_nodes = o.allow_tp_across_nodes;
   options.space.pins = ParsePlanPins(o.only, "--only");
   if (!o.explain_plan.empty()) options.probe = ParsePlanString(o.explain_plan, "--explain-plan");
-  if (o.bench) return RunBench(o, options);
+  return options;
+}
 
-  const Setup s = ResolveSetup(o.setup);
-  const bool json = o.format == "json";
-  if (!json && isatty(STDERR_FILENO)) {
-    options.progress = [](int64_t done, int64_t total) {
-      fmt::print(stderr, "\rsearching: {}/{} meshes ({:.0f}%)", done, total,
-                 total > 0 ? 100.0 * done / total : 100.0);
-      if (done == total) fmt::print(stderr, "\r{:60}\r", "");
-      std::fflush(stderr);
-    };
-  }
-  const SearchResult r = Search(s.model, s.cluster, s.training, options);
-  if (r.valid == 0)
-    throw InputError(flags, "search", DescribeNoValidPlan(r, s.model, s.cluster, s.training, options));
+// "searching: 12/40 meshes (30%)" on stderr, rewritten in place and cleared at the end.
+void PrintProgress(int64_t done, int64_t total) {
+  fmt::print(stderr, "\rsearching: {}/{} meshes ({:.0f}%)", done, total,
+             total > 0 ? 100.0 * done / total : 100.0);
+  if (done == total) fmt::print(stderr, "\r{:60}\r", "");
+  std::fflush(stderr);
+}
 
+// What one `meshplan search` found: the search, the advice when nothing fits, and the
+// best plans re-ranked by simulation (--simulate-top).
+struct SearchOutcome {
+  SearchResult result;
   std::optional<FitAdvice> advice;
-  if (r.fitting == 0) advice = AdviseFit(s.model, s.cluster, s.training, options, r);
-#if MESHPLAN_SIMULATOR_ENABLED
-  const std::vector<SimulatedPlan> simulated =
-      SimulateTopPlans(s, r.top, o.simulate_top, o.threads);
-#endif
-  if (!o.out.empty() && !r.top.empty())
-    SavePlanFile(o.out, PlanFile{s.model, s.cluster, s.training, r.top.front().plan});
+  std::vector<SimulatedPlan> simulated;
+};
 
-  if (json) {
-    nlohmann::json j = ResultToJson(r, s, options);
-    if (advice) j["no_fit"] = AdviceToJson(*advice);
-#if MESHPLAN_SIMULATOR_ENABLED
-    if (o.simulate_top > 0) j["simulated"] = SimulatedRankingToJson(simulated);
-#endif
-    if (!o.out.empty() && !r.top.empty()) j["out"] = o.out;
-    std::cout << j.dump(2) << "\n";
-    return advice ? kExitNoPlanFits : 0;
-  }
+// Runs the search and what follows from it; throws InputError when no plan is valid.
+SearchOutcome SearchSetup(const SearchCommandOptions& o, const TrainingSetup& s,
+                          const SearchOptions& options) {
+  SearchOutcome out;
+  out.result = Search(s.model, s.cluster, s.training, options);
+  const SearchResult& r = out.result;
+  if (r.valid == 0)
+    throw InputError({"<command line>"}, "search",
+                     DescribeNoValidPlan(r, s.model, s.cluster, s.training, options));
+  if (r.fitting == 0) out.advice = AdviseFit(s.model, s.cluster, s.training, options, r);
+  out.simulated = SimulateTopPlans(s, r.top, o.simulate_top, o.threads);
+  return out;
+}
 
+// --format json: the result, the advice, the simulated ranking and the --out path.
+void PrintSearchJson(const SearchCommandOptions& o, const TrainingSetup& s,
+                     const SearchOptions& options, const SearchOutcome& out) {
+  const SearchResult& r = out.result;
+  nlohmann::json j = ResultToJson(r, s, options);
+  if (out.advice) j["no_fit"] = AdviceToJson(*out.advice);
+  if (o.simulate_top > 0) j["simulated"] = SimulatedRankingToJson(out.simulated);
+  if (!o.out.empty() && !r.top.empty()) j["out"] = o.out;
+  std::cout << j.dump(2) << "\n";
+}
+
+// The setup line, the counts, the ranked plans and what --simulate-top, --pareto,
+// --explain and --explain-plan asked for.
+void PrintSearchTables(const SearchCommandOptions& o, const TrainingSetup& s,
+                       const SearchOptions& options, const SearchOutcome& out) {
+  const SearchResult& r = out.result;
   fmt::print("meshplan search: {}\n", SetupLine(s, options));
   fmt::print("{} candidates, {} valid, {} fit in {} per GPU; {:.3f} s on {} thread{} ({} plans/s)\n",
-             Count(r.candidates), Count(r.valid), Count(r.fitting),
-             Gb(UsableBytes(s.cluster, options.memory_headroom)), r.wall_s, r.threads,
-             r.threads == 1 ? "" : "s", Count(static_cast<int64_t>(r.evaluations_per_s)));
+             GroupDigits(r.candidates), GroupDigits(r.valid), GroupDigits(r.fitting),
+             FormatGB(UsableBytes(s.cluster.gpu, options.memory_headroom), 1), r.wall_s, r.threads,
+             r.threads == 1 ? "" : "s", GroupDigits(static_cast<int64_t>(r.evaluations_per_s)));
   if (!r.top.empty()) {
     fmt::print("\n");
     // --simulate-top K may have kept more than --top plans: print --top of them.
@@ -432,19 +443,18 @@ int RunSearch(const SearchCommandOptions& o) {
         r.top.begin(), r.top.begin() + std::min<size_t>(r.top.size(), static_cast<size_t>(o.top)));
     PrintPlanTable(shown, s.cluster, "rank", true);
   }
-#if MESHPLAN_SIMULATOR_ENABLED
-  if (!simulated.empty()) PrintSimulatedRanking(simulated);
-#endif
+  if (!out.simulated.empty()) PrintSimulatedRanking(out.simulated);
   if (o.pareto && !r.pareto.empty()) {
     fmt::print("\nPareto frontier (no other plan uses less memory AND runs faster), by memory:\n");
     PrintPlanTable(r.pareto, s.cluster, "", false);
   }
   if (o.explain) PrintExplain(r, s, options);
   if (r.probe) PrintProbe(*r.probe, r, s, options);
-  if (advice) {
-    PrintNoFit(*advice, r, s, options);
-    return kExitNoPlanFits;
-  }
+}
+
+// After a search that found fitting plans: where --out went, and for a bare
+// `meshplan search` the commands to try next.
+void PrintNextSteps(const SearchCommandOptions& o) {
   if (!o.out.empty())
     fmt::print("\nWrote the best plan to {} (meshplan run / compare / estimate read it).\n", o.out);
   if (!o.setup_given && !o.explain && !o.pareto && o.explain_plan.empty() && o.out.empty()) {
@@ -454,7 +464,26 @@ int RunSearch(const SearchCommandOptions& o) {
                "  meshplan search --out plan.yaml           save the best plan for run / compare\n"
                "  meshplan search --model llama3-70b --cluster 64xH100 --global-batch 512\n");
   }
-  return 0;
+}
+
+// Flags -> search -> --out file -> JSON or tables; 0, or kExitNoPlanFits when none fits.
+int RunSearch(const SearchCommandOptions& o) {
+  SearchOptions options = ToSearchOptions(o);
+  if (o.bench) return RunBench(o, options);
+  const TrainingSetup s = ResolveSetup(o.setup);
+  const bool json = o.format == "json";
+  if (!json && isatty(STDERR_FILENO)) options.progress = PrintProgress;
+  const SearchOutcome out = SearchSetup(o, s, options);
+  if (!o.out.empty() && !out.result.top.empty())
+    SavePlanFile(o.out, PlanFile{s.model, s.cluster, s.training, out.result.top.front().plan});
+  if (json) {
+    PrintSearchJson(o, s, options, out);
+  } else {
+    PrintSearchTables(o, s, options, out);
+    if (out.advice) PrintNoFit(*out.advice, out.result, s, options);
+    else PrintNextSteps(o);
+  }
+  return out.advice ? kExitNoPlanFits : 0;
 }
 
 }  // namespace
@@ -477,14 +506,10 @@ void AddSearchCommand(CLI::App& app, int* exit_code) {
   cmd->add_option("--explain-plan", options->explain_plan,
                   "say why this plan (a plan string, e.g. \"dp=2,tp=4\") was rejected, or its rank");
   cmd->add_flag("--pareto", options->pareto, "print the memory-vs-tokens/s Pareto frontier");
-#if MESHPLAN_SIMULATOR_ENABLED
   cmd->add_option("--simulate-top", options->simulate_top,
                   "re-rank the best K plans by simulating one step of each (meshplan simulate)")
       ->capture_default_str();
-#endif
-  cmd->add_option("--headroom", options->headroom,
-                  "fraction of GPU memory kept free (0.05: plans may use 95%)")
-      ->capture_default_str();
+  AddHeadroomOption(cmd, &options->headroom);
   cmd->add_option("--memory-model", options->memory_model, "seed | detailed")
       ->check(CLI::IsMember({"seed", "detailed"}))
       ->capture_default_str();

@@ -1,18 +1,15 @@
 #include "cli/search_simulate.h"
 
-#if MESHPLAN_SIMULATOR_ENABLED
-
 #include <fmt/format.h>
 
 #include <algorithm>
 
-#include "planner/cost_report.h"
+#include "planner/cost/cost_report.h"
 #include "planner/parallel_plan.h"
+#include "planner/units_format.h"
 
 namespace meshplan {
 namespace {
-
-std::string Ms(double s) { return fmt::format("{:.1f} ms", s * 1e3); }
 
 // MFU scales inversely with the step time for the same FLOPs.
 double SimulatedMfu(const SimulatedPlan& p) {
@@ -23,7 +20,7 @@ double SimulatedMfu(const SimulatedPlan& p) {
 
 }  // namespace
 
-std::vector<SimulatedPlan> SimulateTopPlans(const Setup& setup, const std::vector<RankedPlan>& top,
+std::vector<SimulatedPlan> SimulateTopPlans(const TrainingSetup& setup, const std::vector<RankedPlan>& top,
                                             int k, int threads) {
   const std::vector<RankedPlan> first(top.begin(),
                                       top.begin() + std::min<size_t>(top.size(), std::max(k, 0)));
@@ -41,9 +38,9 @@ void PrintSimulatedRanking(const std::vector<SimulatedPlan>& ranked) {
     const SimulatedPlan& p = ranked[i];
     const double a = p.analytic.cost.time.total_s, s = p.simulated.total_s;
     fmt::print("{:>4}  {:>8}  {:<{}}  {:>11}  {:>11}  {:>+6.1f}%  {:>11}  {:>4.1f}%\n", i + 1,
-               p.analytic_rank, ToShortPlanString(p.analytic.plan), width, Ms(a), Ms(s),
-               a > 0 ? 100 * (s - a) / a : 0.0, GroupDigits(static_cast<int64_t>(p.tokens_per_s)),
-               100 * SimulatedMfu(p));
+               p.analytic_rank, ToShortPlanString(p.analytic.plan), width, FormatMs(a, 1),
+               FormatMs(s, 1), PercentOf(s - a, a),
+               GroupDigits(static_cast<int64_t>(p.tokens_per_s)), 100 * SimulatedMfu(p));
   }
 }
 
@@ -61,17 +58,10 @@ nlohmann::json SimulatedRankingToJson(const std::vector<SimulatedPlan>& ranked) 
                    {"tokens_per_s", p.tokens_per_s},
                    {"mfu", SimulatedMfu(p)},
                    {"slowest_stage", p.slowest_stage},
-                   {"time",
-                    {{"compute_s", t.compute_s},
-                     {"recompute_s", t.recompute_s},
-                     {"exposed_comm_s", PerMeshDimToJson(t.exposed_comm_s)},
-                     {"bubble_s", t.bubble_s},
-                     {"optimizer_s", t.optimizer_s},
-                     {"total_s", t.total_s}}}});
+                   {"time", StepTimeToJson(t)}});
   }
   return out;
 }
 
 }  // namespace meshplan
 
-#endif  // MESHPLAN_SIMULATOR_ENABLED

@@ -1,21 +1,20 @@
 // `meshplan search --simulate-top K`: the best K plans of the analytic search re-ranked
-// by the event simulator (simulator/rerank.h), as a table and as JSON. Only built with
-// the simulator (MESHPLAN_SIMULATOR_ENABLED); search_command.cc calls it.
+// by the event simulator (simulator/rerank.h), as a table and as JSON.
+// search_command.cc calls it.
 #pragma once
 
-#if MESHPLAN_SIMULATOR_ENABLED
 
 #include <nlohmann/json.hpp>
 #include <vector>
 
 #include "cli/setup_options.h"
-#include "planner/pareto.h"
+#include "planner/search/pareto.h"
 #include "simulator/rerank.h"
 
 namespace meshplan {
 
 // Simulates the first k of `top` (analytic order) on `threads` threads (0 = all cores).
-std::vector<SimulatedPlan> SimulateTopPlans(const Setup& setup, const std::vector<RankedPlan>& top,
+std::vector<SimulatedPlan> SimulateTopPlans(const TrainingSetup& setup, const std::vector<RankedPlan>& top,
                                             int k, int threads);
 
 // "Re-ranked by simulation": simulated rank, analytic rank, plan, both step times and
@@ -28,4 +27,3 @@ nlohmann::json SimulatedRankingToJson(const std::vector<SimulatedPlan>& ranked);
 
 }  // namespace meshplan
 
-#endif  // MESHPLAN_SIMULATOR_ENABLED

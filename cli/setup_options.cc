@@ -1,6 +1,6 @@
 #include "cli/setup_options.h"
 
-#include "planner/config_loader.h"
+#include "planner/config/config_loader.h"
 #include "planner/input_error.h"
 #include "planner/names.h"
 #include "planner/parallel_plan.h"
@@ -21,8 +21,8 @@ void AddSetupOptions(CLI::App* command, SetupOptions* options) {
       ->capture_default_str();
 }
 
-Setup ResolveSetup(const SetupOptions& options) {
-  Setup setup;
+TrainingSetup ResolveSetup(const SetupOptions& options) {
+  TrainingSetup setup;
   setup.model = LoadModel(options.model);
   setup.cluster = LoadCluster(options.cluster);
   const InputLocation flags{"<command line>"};
@@ -70,7 +70,7 @@ PlanFile ResolvePlanInput(const CLI::App& command, const SetupOptions& setup_opt
                          "cluster, training and plan)");
     input = LoadPlanFile(options.plan_file);
   } else {
-    Setup setup = ResolveSetup(setup_options);
+    TrainingSetup setup = ResolveSetup(setup_options);
     input.model = std::move(setup.model);
     input.cluster = std::move(setup.cluster);
     input.training = setup.training;
@@ -94,6 +94,21 @@ PlanFile ResolvePlanInput(const CLI::App& command, const SetupOptions& setup_opt
 void AddFormatOption(CLI::App* command, std::string* format) {
   command->add_option("--format", *format, "output format: table | json")
       ->check(CLI::IsMember({"table", "json"}))
+      ->capture_default_str();
+}
+
+void AddHeadroomOption(CLI::App* command, double* headroom) {
+  // A headroom of 1 or more leaves no memory for any plan; a negative one overcommits.
+  const CLI::Validator in_range(
+      [](std::string& text) -> std::string {
+        double value = 0;
+        if (!CLI::detail::lexical_cast(text, value)) return "";  // the conversion reports it
+        return value >= 0 && value < 1 ? "" : "must be in [0, 1), got " + text;
+      },
+      "[0, 1)");
+  command->add_option("--headroom", *headroom,
+                      "fraction of GPU memory kept free (0.05: plans may use 95%)")
+      ->check(in_range)
       ->capture_default_str();
 }
 

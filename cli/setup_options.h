@@ -1,16 +1,15 @@
 // The flags that name a training setup (model, cluster, batch, sequence,
 // precision), shared by estimate, search, simulate and gui, and their
-// resolution into validated specs. One place for the built-in defaults.
+// resolution into validated specs. One place for the built-in defaults, and
+// for each flag several commands take (--plan, --format, --headroom) with its check.
 #pragma once
 
 #include <CLI/CLI.hpp>
 #include <cstdint>
 #include <string>
 
-#include "planner/cluster_spec.h"
-#include "planner/config_loader.h"
-#include "planner/model_spec.h"
-#include "planner/training_spec.h"
+#include "planner/config/config_loader.h"
+#include "planner/training_setup.h"
 
 namespace meshplan {
 
@@ -31,13 +30,8 @@ struct SetupOptions {
 // Adds --model, --cluster, --global-batch, --seq, --precision to `command`.
 void AddSetupOptions(CLI::App* command, SetupOptions* options);
 
-struct Setup {
-  ModelSpec model;
-  ClusterSpec cluster;
-  TrainingSpec training;
-};
 // Loads and validates; throws InputError naming the flag and the allowed values.
-Setup ResolveSetup(const SetupOptions& options);
+TrainingSetup ResolveSetup(const SetupOptions& options);
 
 // The plan of estimate and simulate: --plan (a plan string, with the setup flags) or
 // --plan-file (a plan YAML that supplies model, cluster, training and plan).
@@ -54,5 +48,9 @@ PlanFile ResolvePlanInput(const CLI::App& command, const SetupOptions& setup,
 
 // "table" | "json", checked by CLI11 (exit code 2 on anything else).
 void AddFormatOption(CLI::App* command, std::string* format);
+
+// --headroom: the fraction of GPU memory a plan must leave free, in [0, 1); *headroom
+// holds the command's default. Checked by CLI11: anything outside exits with code 2.
+void AddHeadroomOption(CLI::App* command, double* headroom);
 
 }  // namespace meshplan

@@ -6,7 +6,6 @@
 //   meshplan simulate --plan-file plan.yaml
 //
 // The same setup and plan flags as `estimate`; bad input is an InputError (exit code 2).
-#if MESHPLAN_SIMULATOR_ENABLED
 
 #include <fmt/format.h>
 
@@ -18,10 +17,11 @@
 
 #include "cli/commands.h"
 #include "cli/setup_options.h"
-#include "planner/cost_model.h"
-#include "planner/cost_report.h"
-#include "planner/flops.h"
+#include "planner/cost/cost_model.h"
+#include "planner/cost/cost_report.h"
+#include "planner/cost/flops.h"
 #include "planner/input_error.h"
+#include "planner/units_format.h"
 #include "simulator/simulate.h"
 #include "simulator/trace_export.h"
 
@@ -35,15 +35,6 @@ struct SimulateCommandOptions {
   std::string format = "table";
 };
 
-nlohmann::json TimeToJson(const StepTimeBreakdown& t) {
-  return {{"compute_s", t.compute_s},
-          {"recompute_s", t.recompute_s},
-          {"exposed_comm_s", PerMeshDimToJson(t.exposed_comm_s)},
-          {"bubble_s", t.bubble_s},
-          {"optimizer_s", t.optimizer_s},
-          {"total_s", t.total_s}};
-}
-
 nlohmann::json SimToJson(const SimResult& sim, double tokens_per_s, double mfu) {
   nlohmann::json stages = nlohmann::json::array();
   for (const SimStage& s : sim.stages) {
@@ -53,11 +44,11 @@ nlohmann::json SimToJson(const SimResult& sim, double tokens_per_s, double mfu) 
                                                       {"utilisation", s.streams[i].utilisation}};
     stages.push_back({{"stage", s.stage},
                       {"rank", s.global_rank},
-                      {"time", TimeToJson(s.time)},
+                      {"time", StepTimeToJson(s.time)},
                       {"streams", std::move(streams)}});
   }
   return {{"step_time_s", sim.time.total_s},
-          {"time", TimeToJson(sim.time)},
+          {"time", StepTimeToJson(sim.time)},
           {"tokens_per_s", tokens_per_s},
           {"mfu", mfu},
           {"slowest_stage", sim.slowest_stage},
@@ -65,8 +56,6 @@ nlohmann::json SimToJson(const SimResult& sim, double tokens_per_s, double mfu) 
           {"ops", sim.ops},
           {"events", sim.events}};
 }
-
-std::string Ms(double s) { return fmt::format("{:.3f} ms", s * 1e3); }
 
 std::string Delta(double analytic, double simulated) {
   if (analytic == simulated) return "";
@@ -88,7 +77,7 @@ void PrintTable(const PlanFile& in, const PlanCost& cost, const SimResult& sim,
   fmt::print("{:<32}{:>14}{:>14}{:>9}\n", "step time (slowest stage*)", "analytic", "simulated",
              "delta");
   auto line = [](const std::string& name, double x, double y) {
-    fmt::print("{:<32}{:>14}{:>14}{:>9}\n", name, Ms(x), Ms(y), Delta(x, y));
+    fmt::print("{:<32}{:>14}{:>14}{:>9}\n", name, FormatMs(x, 3), FormatMs(y, 3), Delta(x, y));
   };
   line("compute", a.compute_s, s.compute_s);
   if (a.recompute_s > 0 || s.recompute_s > 0) line("  of which recompute", a.recompute_s, s.recompute_s);
@@ -113,7 +102,7 @@ void PrintTable(const PlanFile& in, const PlanCost& cost, const SimResult& sim,
   for (int i = 0; i < kNumSimStreams; ++i) fmt::print(" {:>8}", ToString(static_cast<SimStream>(i)));
   fmt::print("\n");
   for (const SimStage& st : sim.stages) {
-    fmt::print("{:>6} {:>7} {:>10}", st.stage, st.global_rank, Ms(st.time.total_s));
+    fmt::print("{:>6} {:>7} {:>10}", st.stage, st.global_rank, FormatMs(st.time.total_s, 3));
     for (const StreamUse& u : st.streams) fmt::print(" {:>7.1f}%", 100 * u.utilisation);
     fmt::print("\n");
   }
@@ -137,9 +126,8 @@ int RunSimulate(const CLI::App& command, const SimulateCommandOptions& options) 
     }
   }
   if (options.format == "json") {
-    const CostSetup setup{in.model, in.cluster, in.training, in.plan};
     nlohmann::json out;
-    out["setup"] = SetupToJson(setup);
+    out["setup"] = SetupToJson(in);
     out["analytic"] = CostToJson(cost);
     out["simulated"] = SimToJson(sim, tokens_per_s, mfu);
     if (!options.trace.empty()) out["trace"] = options.trace;
@@ -171,4 +159,3 @@ void AddSimulateCommand(CLI::App& app, int* exit_code) {
 
 }  // namespace meshplan
 
-#endif  // MESHPLAN_SIMULATOR_ENABLED

@@ -1,12 +1,12 @@
 # CUDA runtime and NCCL for the executor (included by executor/CMakeLists.txt).
 #
 # With MESHPLAN_WITH_CUDA and the CUDA toolkit found, meshplan_executor links the CUDA
-# runtime (MESHPLAN_WITH_CUDA_RUNTIME=1: device queries, executor/cuda_device.h); when
+# runtime (MESHPLAN_WITH_CUDA_RUNTIME=1: device queries, executor/device/cuda_device.h); when
 # nccl.h and libnccl are found too it also gets the NCCL communicator
-# (MESHPLAN_WITH_NCCL=1, executor/nccl_communicator.cc). Neither needs a LibTorch with
+# (MESHPLAN_WITH_NCCL=1, executor/comm/nccl_communicator.cc). Neither needs a LibTorch with
 # CUDA: the communicator uses the runtime API on raw device pointers.
 # NCCL is searched in NCCL_ROOT (CMake or environment variable; e.g. the PyTorch wheel's
-# nvidia/nccl folder, see /work/shared/GPU.md), then beside the CUDA toolkit.
+# nvidia/nccl folder, see docs/executor.md), then beside the CUDA toolkit.
 if(NOT MESHPLAN_WITH_CUDA)
   return()
 endif()
@@ -31,7 +31,7 @@ if(NOT MESHPLAN_NCCL_INCLUDE_DIR OR NOT MESHPLAN_NCCL_LIBRARY)
   return()
 endif()
 message(STATUS "meshplan: NCCL communicator with ${MESHPLAN_NCCL_LIBRARY}")
-target_sources(meshplan_executor PRIVATE ${CMAKE_CURRENT_LIST_DIR}/nccl_communicator.cc)
+target_sources(meshplan_executor PRIVATE ${CMAKE_CURRENT_LIST_DIR}/comm/nccl_communicator.cc)
 target_include_directories(meshplan_executor PUBLIC ${MESHPLAN_NCCL_INCLUDE_DIR})
 target_link_libraries(meshplan_executor PUBLIC ${MESHPLAN_NCCL_LIBRARY})
 target_compile_definitions(meshplan_executor PUBLIC MESHPLAN_WITH_NCCL=1)

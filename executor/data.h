@@ -6,16 +6,10 @@
 // [step * G, (step+1) * G), G = global_batch; dp rank r takes the contiguous G/dp of them
 // starting at r * G/dp, split into micro-batches of B = micro_batch sequences in order.
 // The union over ranks and micro-batches is exactly the single-process batch.
-//
-// Sources:
-//  - synthetic (the default): sequence n is an arithmetic progression modulo V with a
-//    start and a stride (1..16) drawn from hash(seed, n): random to the eye, learnable
-//    (the loss falls), identical on every machine.
-//  - a token file: flat little-endian uint16 or uint32 ids; sequence n is the window of
-//    S+1 tokens at (n mod W) * (S+1), W = file tokens / (S+1) windows. A missing file, a
-//    size that is not a multiple of the id width, fewer windows than one global batch, or
-//    an id >= V throws InputError naming the file.
-// Thread-safe for concurrent reads (const, pread).
+// Sources: synthetic (the default, identical on every machine) or a token file of uint16 /
+// uint32 ids; a bad file (missing, a size not a multiple of the id width, fewer windows than
+// one global batch, an id >= V) throws InputError naming the file.
+// Thread-safe for concurrent reads (const, pread). Sources: docs/executor_internals.md#data.
 #pragma once
 
 #include <ATen/ATen.h>

@@ -10,12 +10,12 @@
 #include <stdexcept>
 
 #include "executor/data.h"
-#include "executor/fused_attention.h"
-#include "executor/host_memory.h"
-#include "executor/memory_probe.h"
+#include "executor/device/host_memory.h"
+#include "executor/device/memory_probe.h"
+#include "executor/device/training_device.h"
+#include "executor/model/fused_attention.h"
 #include "executor/snapshot.h"
 #include "executor/trainer.h"
-#include "executor/training_device.h"
 #include "planner/input_error.h"
 #include "planner/names.h"
 

@@ -1,6 +1,6 @@
 // RunRank: everything one rank of `meshplan run` does, and what it reports.
 //
-// The run command (cli/run_command.cc) builds the device mesh and calls RunRank on every
+// The run command (cli/exec/run_command.cc) builds the device mesh and calls RunRank on every
 // rank with its DeviceMesh; RunRank installs the memory probe, builds the trainer
 // (executor/trainer.h), optionally resumes from a snapshot, runs the steps with timing and
 // memory figures, saves snapshots, and returns this rank's RankMeasurement. Rank 0 then
@@ -14,9 +14,9 @@
 #include <string>
 #include <vector>
 
-#include "executor/device_mesh.h"
-#include "planner/config_loader.h"
-#include "planner/measurement.h"
+#include "executor/parallel/device_mesh.h"
+#include "planner/config/config_loader.h"
+#include "planner/measure/measurement.h"
 
 namespace meshplan {
 
@@ -29,7 +29,7 @@ struct RunOptions {
   std::string snapshot_dir;
   std::string resume_dir;      // resume from DIR/latest ("" : start from the seed)
   uint64_t seed = 1234;        // initialisation and synthetic data
-  // Where this rank trains (executor/training_device.h ChooseTrainingDevice).
+  // Where this rank trains (executor/device/training_device.h ChooseTrainingDevice).
   at::Device device = at::kCPU;
   // Called after each step with its 1-based number (tests: fail at a step).
   std::function<void(int64_t step)> after_step;

@@ -14,6 +14,7 @@
 #include <stdexcept>
 #include <vector>
 
+#include "planner/atomic_file.h"
 #include "planner/input_error.h"
 #include "planner/mesh_layout.h"
 #include "planner/names.h"
@@ -128,11 +129,7 @@ void PublishSnapshotFile(const std::string& temp_path) {
 
 void CommitSnapshot(const std::string& dir, int64_t step) {
   const fs::path latest = fs::path(dir) / "latest";
-  const std::string tmp = latest.string() + ".tmp";
-  const std::string text = StepDirName(step) + "\n";
-  WriteFileSynced(tmp, [&](int fd) { WriteAll(fd, text.data(), text.size(), tmp); });
-  fs::rename(tmp, latest);
-  SyncDirectory(fs::path(dir));
+  WriteFileAtomically(latest.string(), StepDirName(step) + "\n");
 }
 
 void SaveSnapshot(const std::string& dir, Trainer& trainer) {

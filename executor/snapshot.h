@@ -1,21 +1,12 @@
 // Snapshots: model + AdamW state + step count, written atomically, sharded per rank.
-//
-// Layout of a snapshot directory:
-//   DIR/step_00000004/rank_00000.bin   one file per world rank that owns state, and
-//   DIR/step_00000004/rank_00001.bin   `latest`: the name of the newest complete step
-//   DIR/latest                          directory. ZeRO 1-3: every rank saves its shard.
-//                                       ZeRO 0: the state is replicated over dp x cp, so
-//   only the rank with dp = cp = 0 of each (pp, tp) position saves (SnapshotFileRank).
-// A rank file is "MESHPLAN-SNAPSHOT 1\n", one JSON line (step, plan, dp size, ZeRO stage,
-// world rank, and name/numel/dtype of each tensor), then the tensors' raw bytes in that
-// order: per parameter group its owned params, Adam m and Adam v (ZeroEngine::Owned).
-// The data position is the step count (executor/data.h streams are pure functions of it).
-//
-// Atomicity: each file is written to "<name>.tmp", flushed (fsync) and renamed; every rank
-// finishes its file before world rank 0 (after a world barrier) rewrites `latest` the same way. A
-// crash at any point leaves `latest` naming the previous complete snapshot, whose files are
-// untouched; leftover .tmp files are ignored (and overwritten by the next save).
+// DIR/step_<8 digits>/rank_<5 digits>.bin for each world rank that owns state (ZeRO 1-3:
+// every rank's shard; ZeRO 0: one rank per (pp, tp) position, SnapshotFileRank), and
+// DIR/latest naming the newest complete step directory. The data position is the step count
+// (executor/data.h streams are pure functions of it).
+// Atomicity: a crash at any point leaves `latest` naming the previous complete snapshot,
+// whose files are untouched; leftover .tmp files are ignored (and overwritten by the next save).
 // Resuming needs the same model and plan (InputError otherwise, naming what differs).
+// File layout and format, write order: docs/executor_internals.md#snapshot.
 #pragma once
 
 #include <cstdint>

@@ -1,7 +1,7 @@
 // One rank's training step (see trainer.h). Local tensor handles are scoped so that the
-// engine's ReleaseParams / GradReady really free what they release: a view kept alive
+// end of a ParamsLease and GradReady really free what they release: a view kept alive
 // here would keep a gathered parameter group or a full gradient allocated.
-// ZeRO-3 prefetch (executor/zero_engine.h): each pass of a chunk, as it starts computing a
+// ZeRO-3 prefetch (executor/parallel/zero_engine.h): each pass of a chunk, as it starts computing a
 // group (right after acquiring it), prefetches the next group that pass will acquire, one
 // ahead: forward embedding -> block 0 -> ... -> head, backward head -> last block -> ... ->
 // block 0 (the embedding backward reads no parameters: nothing is prefetched for it).
@@ -14,8 +14,8 @@
 #include <stdexcept>
 #include <utility>
 
-#include "executor/context_split.h"
-#include "executor/precision_dtypes.h"
+#include "executor/model/precision_dtypes.h"
+#include "executor/parallel/context_split.h"
 
 namespace meshplan {
 
@@ -143,32 +143,30 @@ at::Tensor Trainer::ForwardChunk(const ChunkGroups& chunk, MicroBatch& mb, at::T
     return i + 1 < chunk.num_blocks ? chunk.first_block_group + static_cast<int>(i + 1) : head;
   };
   if (chunk.embedding_group >= 0) {
-    {
-      const at::Tensor params = engine_.AcquireParams(emb);
-      if (next_group(-1) >= 0) engine_.PrefetchParams(next_group(-1));
-      x = model_.EmbeddingForward(mb.ids, SlotView(params, layout.groups[emb].slot("wte")));
-    }
-    engine_.ReleaseParams(emb);
+    const ParamsLease params = engine_.LeaseParams(emb);
+    if (next_group(-1) >= 0) engine_.PrefetchParams(next_group(-1));
+    x = model_.EmbeddingForward(mb.ids, SlotView(params.params(), layout.groups[emb].slot("wte")));
   }
 
   mb.blocks.resize(static_cast<size_t>(chunk.num_blocks));
   for (int64_t i = 0; i < chunk.num_blocks; ++i) {
     const int g = chunk.first_block_group + static_cast<int>(i);
-    {
-      const BlockWeights w = BlockViews(layout.groups[g], engine_.AcquireParams(g));
-      if (next_group(i) >= 0) engine_.PrefetchParams(next_group(i));
-      x = model_.BlockForward(w, x, plan_.recompute, &mb.blocks[static_cast<size_t>(i)]);
-    }
-    engine_.ReleaseParams(g);
+    const ParamsLease params = engine_.LeaseParams(g);
+    const BlockWeights w = BlockViews(layout.groups[g], params.params());
+    if (next_group(i) >= 0) engine_.PrefetchParams(next_group(i));
+    x = model_.BlockForward(w, x, plan_.recompute, &mb.blocks[static_cast<size_t>(i)]);
   }
   if (head < 0) return x;
 
-  // The head (and a tied embedding) stays acquired until its backward.
+  // The head (and a tied embedding) stays leased by the micro-batch until its backward.
   const ParamGroup& hg = layout.groups[head];
-  const at::Tensor hp = engine_.AcquireParams(head);
-  const at::Tensor lm_head = spec_.tied_embeddings
-                                 ? SlotView(engine_.AcquireParams(emb), layout.groups[emb].slot("wte"))
-                                 : SlotView(hp, hg.slot("lm_head"));
+  mb.head_params = engine_.LeaseParams(head);
+  if (spec_.tied_embeddings) mb.tied_embedding_params = engine_.LeaseParams(emb);
+  const at::Tensor& hp = mb.head_params.params();
+  const at::Tensor lm_head =
+      spec_.tied_embeddings
+          ? SlotView(mb.tied_embedding_params.params(), layout.groups[emb].slot("wte"))
+          : SlotView(hp, hg.slot("lm_head"));
   *loss = model_.HeadForward(SlotView(hp, hg.slot("final_norm")), lm_head, x, mb.targets, &mb.head);
   return {};
 }
@@ -185,8 +183,7 @@ at::Tensor Trainer::BackwardChunk(const ChunkGroups& chunk, MicroBatch& mb, at::
   if (head >= 0) {
     const ParamGroup& hg = layout.groups[head];
     {
-      // Still acquired since the forward.
-      const at::Tensor hp = engine_.AcquireParams(head);
+      const at::Tensor& hp = mb.head_params.params();  // leased since the forward
       if (chunk.num_blocks > 0)  // the last block, computed next
         engine_.PrefetchParams(chunk.first_block_group + static_cast<int>(chunk.num_blocks - 1));
       const at::Tensor hgrad = engine_.GradBuffer(head);
@@ -194,7 +191,7 @@ at::Tensor Trainer::BackwardChunk(const ChunkGroups& chunk, MicroBatch& mb, at::
       at::Tensor lm_head, dlm_head;
       if (spec_.tied_embeddings) {
         const ParamSlot& wte = layout.groups[emb].slot("wte");
-        lm_head = SlotView(engine_.AcquireParams(emb), wte);
+        lm_head = SlotView(mb.tied_embedding_params.params(), wte);
         dlm_head = SlotView(engine_.GradBuffer(emb), wte);
       } else {
         lm_head = SlotView(hp, hg.slot("lm_head"));
@@ -203,22 +200,21 @@ at::Tensor Trainer::BackwardChunk(const ChunkGroups& chunk, MicroBatch& mb, at::
       dx = model_.HeadBackward(SlotView(hp, hg.slot("final_norm")), lm_head, dfinal, dlm_head,
                                dloss, std::move(mb.head));
     }
-    for (int k = 0; k < 2; ++k) engine_.ReleaseParams(head);  // this acquire and the forward's
-    if (spec_.tied_embeddings)
-      for (int k = 0; k < 2; ++k) engine_.ReleaseParams(emb);
+    mb.head_params.reset();
+    mb.tied_embedding_params.reset();
     engine_.GradReady(head);
   }
 
   for (int64_t i = chunk.num_blocks - 1; i >= 0; --i) {
     const int g = chunk.first_block_group + static_cast<int>(i);
     {
-      const BlockWeights w = BlockViews(layout.groups[g], engine_.AcquireParams(g));
+      const ParamsLease params = engine_.LeaseParams(g);
+      const BlockWeights w = BlockViews(layout.groups[g], params.params());
       if (i > 0) engine_.PrefetchParams(g - 1);  // the block computed next
       BlockWeights dw = BlockViews(layout.groups[g], engine_.GradBuffer(g));
       dx = model_.BlockBackward(w, dw, std::move(dx),
                                  std::move(mb.blocks[static_cast<size_t>(i)]));
     }
-    engine_.ReleaseParams(g);
     engine_.GradReady(g);
   }
   if (chunk.embedding_group < 0) return dx;

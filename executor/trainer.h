@@ -1,32 +1,15 @@
 // Trainer: what one rank does per optimizer step, top-down (llm.c's train loop):
-//   pp = 1: for each micro-batch: next batch -> forward -> backward (gradient sync launched
-//           per group as its backward finishes) ; then optimizer update -> log.
-//   pp > 1: this rank's items of planner/pipeline_schedule.h StageOrder(plan.schedule, pp,
-//           v, m, pp rank), in order: a forward or backward of one micro-batch through one
-//           model chunk (virtual stage), with the chunk-boundary activations and gradients
-//           exchanged over the pp communicator (executor/pipeline_p2p.h); then the update.
-//           zb_h1 runs each weight-gradient pass (W) inside its backward (B): the W items
-//           are skipped, so the losses and parameters are 1F1B's (only the bubble differs;
-//           `meshplan run` refuses zb_h1 for that reason, see ExecutorLimitations).
-//
-// Holds the model (executor/llama_model.h), this rank's parameters, gradients and AdamW
-// states (executor/zero_engine.h: DP / ZeRO-1/2/3 over the dp x cp group) for its chunks
-// (executor/param_layout.h PipelineRankChunks) and reads its shard of every global batch
-// (executor/data.h); a cp rank keeps its zigzag share of each sequence
-// (executor/context_split.h), a tp rank its weight shards (the model runs the tensor- and
-// sequence-parallel regions, executor/tensor_parallel.h). The composition, outermost
-// first, follows planner/mesh_layout.h: dp (data), pp (stages of whole blocks), cp (the
-// sequence), tp (heads, FFN columns, vocabulary); the ZeRO group is dp x cp (the ranks
-// with the same weights). The micro-batch count is global_batch / (dp * micro_batch); each
-// micro-batch's loss gradient is scaled by 1/count and the engine averages over dp x cp,
-// so the update equals a single-process step on the whole global batch. The logged loss
-// is the global-batch mean on every rank: the last pipeline stage computes it, broadcasts
-// it over pp (root: the last pp rank), then the dp x cp ranks average it.
+//   pp = 1: for each micro-batch: next batch -> forward -> backward; then update -> log.
+//   pp > 1: this rank's items of StageOrder (planner/pipeline_schedule.h), in order (each a
+//           forward or backward of one micro-batch through one model chunk); then the update.
+// Holds the model (executor/model/llama_model.h) and this rank's parameters, gradients and
+// AdamW states (executor/parallel/zero_engine.h), and reads its shard of every global batch
+// (executor/data.h). The update equals a single-process step on the whole global batch; the
+// logged loss is the global-batch mean on every rank. zb_h1 runs each W inside its B (1F1B).
 // Memory per phase: the probe's peak of every forward item is reported as "forward", of
 // every backward item as "backward" (max over items), the update as "optimizer".
-// With pp > 1 a stage holds several micro-batches' stashes at once (gpipe: all m; 1f1b and
-// zb_h1: min(m, pp - r); interleaved: see planner/pipeline_in_flight.h).
 // Not thread-safe. All ranks of the mesh must call Step() together.
+// Composition order, loss averaging, stashes in flight: docs/executor_internals.md#trainer.
 #pragma once
 
 #include <ATen/ATen.h>
@@ -36,15 +19,15 @@
 #include <string>
 #include <vector>
 
-#include "executor/communicator.h"
+#include "executor/comm/communicator.h"
 #include "executor/data.h"
-#include "executor/device_mesh.h"
-#include "executor/llama_model.h"
-#include "executor/memory_probe.h"
-#include "executor/pipeline_p2p.h"
-#include "executor/step_timer.h"
-#include "executor/zero_engine.h"
-#include "planner/measurement.h"
+#include "executor/device/memory_probe.h"
+#include "executor/device/step_timer.h"
+#include "executor/model/llama_model.h"
+#include "executor/parallel/device_mesh.h"
+#include "executor/parallel/pipeline_p2p.h"
+#include "executor/parallel/zero_engine.h"
+#include "planner/measure/measurement.h"
 #include "planner/model_spec.h"
 #include "planner/parallel_plan.h"
 #include "planner/training_spec.h"
@@ -64,7 +47,7 @@ class Trainer {
  public:
   // mesh and data must outlive the trainer (mesh.plan() is the plan trained). probe may be
   // null (no memory figures). Everything lives on `device` in the dtypes of
-  // training.precision (executor/precision_dtypes.h).
+  // training.precision (executor/model/precision_dtypes.h).
   Trainer(const ModelSpec& model, const TrainingSpec& training, const DeviceMesh& mesh,
           const TokenSource& data, uint64_t seed, MemoryProbe* probe,
           at::Device device = at::kCPU);
@@ -90,6 +73,8 @@ class Trainer {
     at::Tensor targets;  // (B,S) int64: the last stage only
     std::vector<BlockStash> blocks;
     HeadStash head;
+    ParamsLease head_params;            // the last stage: from the head's forward to its backward
+    ParamsLease tied_embedding_params;  // and a tied embedding's wte, likewise
   };
   StepLog SingleStageStep();
   StepLog PipelineStep();

@@ -1,5 +1,5 @@
 // One rank's pipeline-parallel step (pp > 1): the schedule's items in order (see
-// trainer.h and executor/pipeline_p2p.h).
+// trainer.h and executor/parallel/pipeline_p2p.h).
 #include <map>
 #include <stdexcept>
 #include <utility>

@@ -3,9 +3,9 @@
 #include <algorithm>
 #include <cmath>
 
-#include "gui/format.h"
 #include "gui/imgui_util.h"
 #include "gui/memory_view.h"
+#include "planner/units_format.h"
 
 namespace meshplan {
 

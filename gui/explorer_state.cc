@@ -5,10 +5,10 @@
 #include <thread>
 
 #include "gui/timeline_source.h"
-#include "planner/config_loader.h"
-#include "planner/cost_model.h"
+#include "planner/config/config_loader.h"
+#include "planner/cost/cost_model.h"
+#include "planner/cost/memory_model.h"
 #include "planner/input_error.h"
-#include "planner/memory_model.h"
 #include "planner/names.h"
 
 namespace meshplan {
@@ -72,8 +72,9 @@ void SetSearchResult(ExplorerState& state, SearchResult result, uint64_t setup_r
 void InitExplorerState(ExplorerState& state, ModelSpec model, std::string model_source,
                        ClusterSpec cluster, std::string cluster_source, TrainingSpec training,
                        ParallelPlan plan) {
-  state.inputs = {std::move(model_source), std::move(cluster_source), std::move(model),
-                  std::move(cluster), training, plan};
+  state.inputs = {{{std::move(model), std::move(cluster), training}, plan},
+                  std::move(model_source),
+                  std::move(cluster_source)};
   ++state.setup_revision;
   ++state.plan_revision;
   state.ui.plan_text = ToShortPlanString(plan);
@@ -141,7 +142,7 @@ void RecomputeDerived(ExplorerState& state) {
   ExplorerDerived& d = state.derived;
   d = ExplorerDerived{};
   d.violations = Validate(in.plan, in.model, in.training, in.cluster.world_size(),
-                          in.cluster.gpus_per_node);
+                          TpGroupLimit(in.cluster, /*allow_tp_across_nodes=*/false));
   d.valid = d.violations.empty();
   for (Knob knob : kAllKnobs)
     d.knob_options[static_cast<int>(knob)] =

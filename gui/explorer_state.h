@@ -31,24 +31,22 @@
 #include "gui/timeline_view.h"
 #include "gui/tradeoffs.h"
 #include "planner/cluster_spec.h"
-#include "planner/compare.h"
-#include "planner/measurement.h"
+#include "planner/measure/compare.h"
+#include "planner/measure/measurement.h"
 #include "planner/model_spec.h"
 #include "planner/parallel_plan.h"
 #include "planner/plan_cost.h"
-#include "planner/search.h"
-#include "planner/training_spec.h"
+#include "planner/search/search.h"
+#include "planner/training_setup.h"
 
 namespace meshplan {
 
 // ===== inputs: what the user chose ==========================================
-struct ExplorerInputs {
+// The plan file the user is exploring (model, cluster, training, plan) and where its
+// model and cluster came from.
+struct ExplorerInputs : PlanFile {
   std::string model_source;    // what the model was loaded from (configs name or path)
   std::string cluster_source;  // configs name, path or NxGPU shorthand
-  ModelSpec model;
-  ClusterSpec cluster;
-  TrainingSpec training;
-  ParallelPlan plan;
 };
 
 // ===== derived: recomputed from the inputs ==================================
@@ -58,7 +56,7 @@ struct ExplorerDerived {
   std::string error;                       // an estimate that failed (should not happen)
   PlanCost cost;                           // detailed Estimate() (valid only)
   std::vector<MemoryBreakdown> stage_memory;  // detailed, one per pipeline stage
-  MemoryBreakdown seed_memory;             // seed model (SPEC.md 2a-2b), worst stage
+  MemoryBreakdown seed_memory;             // seed model (docs/cost_model.md 2(a)-(b)), worst stage
   std::array<std::vector<KnobOption>, kNumKnobs> knob_options;  // indexed by Knob
   std::vector<TradeoffRow> zero_rows;      // ZeRO 0-3
   std::vector<TradeoffRow> tp_rows;        // tp = 1, 2, 4, 8
@@ -144,7 +142,7 @@ bool SetPlanFromString(ExplorerState& state, const std::string& text);  // false
 void SetTraining(ExplorerState& state, const TrainingSpec& training);
 void SetModel(ExplorerState& state, ModelSpec model, std::string source);
 void SetCluster(ExplorerState& state, ClusterSpec cluster, std::string source);
-// LoadModel / LoadCluster (planner/config_loader.h) into the state; false: ui.error.
+// LoadModel / LoadCluster (planner/config/config_loader.h) into the state; false: ui.error.
 bool LoadModelInto(ExplorerState& state, const std::string& name_or_path);
 bool LoadClusterInto(ExplorerState& state, const std::string& name_or_path_or_shorthand);
 

@@ -1,7 +1,7 @@
 // What a memory bar is made of: the MemoryBreakdown's fields as stacked segments,
 // bottom to top, each with its colour (gui/palette.h). Pure; no ImGui.
 //
-// The breakdown's fields sum to total_bytes (planner/memory_model.h), so the
+// The breakdown's fields sum to total_bytes (planner/cost/memory_model.h), so the
 // segments do too: params, grads, optimizer, activations, logits, buffers
 // (communication buckets + gathered ZeRO-3 parameters), transient.
 #pragma once

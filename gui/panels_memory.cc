@@ -9,10 +9,10 @@
 #include <fmt/format.h>
 
 #include "gui/draw_memory.h"
-#include "gui/format.h"
 #include "gui/imgui_util.h"
 #include "gui/memory_view.h"
 #include "gui/panels.h"
+#include "planner/units_format.h"
 
 namespace meshplan {
 namespace {
@@ -62,7 +62,7 @@ void DrawChart(ExplorerState& state, ImVec2 size) {
   for (double gb = 0; gb <= max_gb; gb += step) {
     const float y = axis.Y(gb * 1e9);
     draw->AddLine(ImVec2(plot0.x, y), ImVec2(plot1.x, y), kGridLine);
-    const std::string label = fmt::format("{:.0f} GB", gb);
+    const std::string label = FormatGB(gb * 1e9, 0);
     draw->AddText(ImVec2(plot0.x - ImGui::CalcTextSize(label.c_str()).x - line * 0.2f,
                          y - line * 0.5f),
                   ImGui::GetColorU32(ImGuiCol_TextDisabled), label.c_str());
@@ -104,7 +104,8 @@ void DrawChart(ExplorerState& state, ImVec2 size) {
     ImGui::InvisibleButton(fmt::format("bar{}", i).c_str(),
                            ImVec2(std::max(1.0f, x1 - x0), plot1.y - plot0.y));
     if (ImGui::IsItemHovered())
-      MemoryTooltip(seed ? "seed model (SPEC.md 2a-2b)" : label + " (detailed model)", m, capacity);
+      MemoryTooltip(seed ? "seed model (docs/cost_model.md 2(a)-(b))" : label + " (detailed model)",
+                    m, capacity);
   }
   const std::string cap_label = "capacity " + FormatGB(capacity);
   rec.capacity_thickness = DrawCapacityLine(draw, plot0.x, plot1.x, axis, capacity, cap_label);

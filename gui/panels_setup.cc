@@ -5,11 +5,11 @@
 
 #include <fmt/format.h>
 
-#include "gui/format.h"
 #include "gui/imgui_util.h"
 #include "gui/panels.h"
+#include "planner/cost/param_count.h"
 #include "planner/names.h"
-#include "planner/param_count.h"
+#include "planner/units_format.h"
 
 namespace meshplan {
 namespace {

@@ -5,9 +5,9 @@
 #include <algorithm>
 #include <fmt/format.h>
 
-#include "gui/format.h"
 #include "gui/imgui_util.h"
 #include "gui/panels.h"
+#include "planner/units_format.h"
 
 namespace meshplan {
 namespace {

@@ -8,10 +8,10 @@
 #include <fmt/format.h>
 
 #include "gui/draw_memory.h"
-#include "gui/format.h"
 #include "gui/imgui_util.h"
 #include "gui/memory_view.h"
 #include "gui/panels.h"
+#include "planner/units_format.h"
 
 namespace meshplan {
 namespace {

@@ -4,7 +4,7 @@
 #include <numeric>
 #include <string>
 
-#include "gui/format.h"
+#include "planner/units_format.h"
 
 namespace meshplan {
 namespace {

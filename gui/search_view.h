@@ -6,7 +6,7 @@
 #include <string>
 #include <vector>
 
-#include "planner/pareto.h"
+#include "planner/search/pareto.h"
 
 namespace meshplan {
 

@@ -4,13 +4,9 @@
 #include <exception>
 #include <fmt/format.h>
 
-#if MESHPLAN_GUI_HAS_SIMULATOR
 #include "simulator/simulate.h"
-#endif
 
 namespace meshplan {
-
-#if MESHPLAN_GUI_HAS_SIMULATOR
 
 namespace {
 
@@ -29,8 +25,6 @@ SpanKind KindOf(SimOpKind kind) {
 }
 
 }  // namespace
-
-bool SimulatorAvailable() { return true; }
 
 TimelineView SimulatedTimeline(const ModelSpec& model, const ClusterSpec& cluster,
                                const TrainingSpec& training, const ParallelPlan& plan) {
@@ -74,18 +68,5 @@ TimelineView SimulatedTimeline(const ModelSpec& model, const ClusterSpec& cluste
                           sim.slowest_stage, sim.ops);
   return view;
 }
-
-#else  // built without simulator/
-
-bool SimulatorAvailable() { return false; }
-
-TimelineView SimulatedTimeline(const ModelSpec&, const ClusterSpec&, const TrainingSpec&,
-                               const ParallelPlan&) {
-  TimelineView view;
-  view.note = "The simulator is not built (no simulator/ in this build): no timeline.";
-  return view;
-}
-
-#endif
 
 }  // namespace meshplan

@@ -1,6 +1,5 @@
 // Where the Timeline panel's data comes from: the event-driven simulator
-// (simulator/), converted into a TimelineView. Built without the simulator, it
-// returns an empty view whose note says so.
+// (simulator/), converted into a TimelineView.
 #pragma once
 
 #include "gui/timeline_view.h"
@@ -10,9 +9,6 @@
 #include "planner/training_spec.h"
 
 namespace meshplan {
-
-// True when meshplan was built with simulator/.
-bool SimulatorAvailable();
 
 // The simulated step of a valid plan (streams x spans), or an empty view with a note.
 TimelineView SimulatedTimeline(const ModelSpec& model, const ClusterSpec& cluster,

@@ -3,9 +3,9 @@
 #include <algorithm>
 #include <cmath>
 
-#include "planner/cost_model.h"
+#include "planner/cost/cost_model.h"
 #include "planner/names.h"
-#include "planner/plan_space.h"  // Divisors
+#include "planner/search/plan_space.h"  // Divisors
 
 namespace meshplan {
 namespace {
@@ -40,7 +40,7 @@ struct Ctx {
   const TrainingSpec& training;
   int64_t world() const { return cluster.world_size(); }
   // Megatron placement, as the search's default: a tp group stays inside a node.
-  int64_t tp_group_limit() const { return cluster.gpus_per_node; }
+  int64_t tp_group_limit() const { return TpGroupLimit(cluster, /*allow_tp_across_nodes=*/false); }
   bool Valid(const ParallelPlan& plan) const {
     return CheckPlan(plan, model, training, world(), tp_group_limit()) == 0;
   }

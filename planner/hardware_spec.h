@@ -2,7 +2,7 @@
 //
 // Units are SI and sit in the names: bytes, FLOP/s, bytes/s, seconds.
 // The YAML files in configs/hardware/ use TB/s, TFLOP/s and GB and are converted
-// once at load (planner/config_loader.h). Efficiencies are fractions in (0, 1]
+// once at load (planner/config/config_loader.h). Efficiencies are fractions in (0, 1]
 // of the peak that real kernels reach; `meshplan calibrate` fits them.
 #pragma once
 

@@ -1,7 +1,8 @@
 // Mesh layout: where each rank sits on the device mesh, and who shares a group.
 //
-// The placement of SPEC.md section 3 (Megatron): tp innermost, then cp, then pp,
-// dp outermost:  rank = ((dp_i * pp + pp_i) * cp + cp_i) * tp + tp_i.
+// The placement of docs/cost_model.md section 3: tp innermost, then cp, then pp, dp
+// outermost:  rank = ((dp_i * pp + pp_i) * cp + cp_i) * tp + tp_i. This is Megatron-Core's
+// order option "tp-cp-pp-dp"; its default, "tp-cp-ep-dp-pp", puts pp outermost instead.
 // The group of a rank along one dimension is the ranks that share every other
 // coordinate, ordered by their coordinate along that dimension (so a rank's
 // coordinate is its rank inside that group). Pure functions: the executor's
@@ -14,7 +15,7 @@
 #include <vector>
 
 #include "planner/parallel_plan.h"
-#include "planner/plan_cost.h"
+#include "planner/mesh_dim.h"
 
 namespace meshplan {
 

@@ -1,9 +1,9 @@
-// ModelSpec: the shape of a decoder-only transformer (SPEC.md section 1).
+// ModelSpec: the shape of a decoder-only transformer (docs/cost_model.md section 1).
 //
 // Shape legend used across meshplan (planner, simulator, executor):
 //   V vocab_size   E hidden   L layers   H heads   K kv_heads
 //   F ffn_hidden   D = E / H (head dim)   S sequence   B micro-batch
-// A plain value type; LoadModel() in planner/config_loader.h builds and validates it.
+// A plain value type; LoadModel() in planner/config/config_loader.h builds and validates it.
 #pragma once
 
 #include <cstdint>

@@ -24,9 +24,13 @@ const char* ConstraintId(PlanConstraint constraint) {
   return i >= 0 && i < kNumPlanConstraints ? kIds[i] : "?";
 }
 
+int64_t TpGroupLimit(const ClusterSpec& cluster, bool allow_tp_across_nodes) {
+  return allow_tp_across_nodes ? 0 : cluster.gpus_per_node;
+}
+
 PlanConstraintMask CheckPlan(const ParallelPlan& plan, const ModelSpec& model,
                              const TrainingSpec& training, int64_t world_size,
-                             int64_t gpus_per_node) {
+                             int64_t tp_group_limit) {
   using C = PlanConstraint;
   if (plan.dp < 1 || plan.tp < 1 || plan.pp < 1 || plan.cp < 1 || plan.micro_batch < 1 ||
       plan.virtual_stages < 1)
@@ -37,7 +41,7 @@ PlanConstraintMask CheckPlan(const ParallelPlan& plan, const ModelSpec& model,
   };
   fail_if(plan.zero_stage < 0 || plan.zero_stage > 3, C::kZeroStageRange);
   fail_if(world_size > 0 && plan.world_size() != world_size, C::kWorldSize);
-  fail_if(gpus_per_node > 0 && gpus_per_node % plan.tp != 0, C::kTpWithinNode);
+  fail_if(tp_group_limit > 0 && tp_group_limit % plan.tp != 0, C::kTpWithinNode);
   fail_if(model.heads % plan.tp != 0, C::kTpDividesHeads);
   fail_if(model.kv_heads % plan.tp != 0, C::kTpDividesKvHeads);
   fail_if(model.ffn_hidden % plan.tp != 0, C::kTpDividesFfn);
@@ -64,7 +68,7 @@ namespace {
 // The message for one broken rule; the rule itself lives in CheckPlan().
 std::string ViolationMessage(PlanConstraint c, const ParallelPlan& plan, const ModelSpec& model,
                              const TrainingSpec& training, int64_t world_size,
-                             int64_t gpus_per_node) {
+                             int64_t tp_group_limit) {
   using C = PlanConstraint;
   switch (c) {
     case C::kFactorsPositive: {
@@ -83,7 +87,7 @@ std::string ViolationMessage(PlanConstraint c, const ParallelPlan& plan, const M
              Str(plan.cp) + " = " + Str(plan.world_size()) + ", but the cluster has " +
              Str(world_size) + " GPUs";
     case C::kTpWithinNode:
-      return "tp=" + Str(plan.tp) + " does not divide the " + Str(gpus_per_node) +
+      return "tp=" + Str(plan.tp) + " does not divide the " + Str(tp_group_limit) +
              " GPUs of a node, so a tp group would cross nodes (allow with "
              "--allow-tp-across-nodes)";
     case C::kTpDividesHeads:
@@ -128,14 +132,14 @@ std::string ViolationMessage(PlanConstraint c, const ParallelPlan& plan, const M
 
 std::vector<PlanViolation> Validate(const ParallelPlan& plan, const ModelSpec& model,
                                     const TrainingSpec& training, int64_t world_size,
-                                    int64_t gpus_per_node) {
-  const PlanConstraintMask mask = CheckPlan(plan, model, training, world_size, gpus_per_node);
+                                    int64_t tp_group_limit) {
+  const PlanConstraintMask mask = CheckPlan(plan, model, training, world_size, tp_group_limit);
   std::vector<PlanViolation> out;
   for (int i = 0; i < kNumPlanConstraints; ++i) {
     const auto c = static_cast<PlanConstraint>(i);
     if (mask & MaskOf(c))
       out.push_back({ConstraintId(c),
-                     ViolationMessage(c, plan, model, training, world_size, gpus_per_node)});
+                     ViolationMessage(c, plan, model, training, world_size, tp_group_limit)});
   }
   return out;
 }

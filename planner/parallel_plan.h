@@ -1,7 +1,7 @@
 // ParallelPlan: how one training step is split over the GPUs, and its validation.
 //
-// Rank layout (Megatron order, SPEC.md section 3): tp innermost, then cp, then pp,
-// dp outermost: rank = ((dp_i * pp + pp_i) * cp + cp_i) * tp + tp_i.
+// Rank layout (planner/mesh_layout.h, docs/cost_model.md section 3): tp innermost, then cp,
+// then pp, dp outermost: rank = ((dp_i * pp + pp_i) * cp + cp_i) * tp + tp_i.
 // CheckPlan() checks every divisibility rule once (a bit mask, no allocation) and
 // Validate() names each factor that is off from the same checks; the search, the
 // CLI and the executor all call them rather than re-checking.
@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "planner/cluster_spec.h"
 #include "planner/model_spec.h"
 #include "planner/training_spec.h"
 
@@ -48,7 +49,7 @@ enum class PlanConstraint : uint8_t {
   kFactorsPositive,         // dp, tp, pp, cp, mbs, vpp >= 1
   kZeroStageRange,          // zero in 0..3
   kWorldSize,               // dp*tp*pp*cp == GPUs
-  kTpWithinNode,            // tp divides gpus_per_node (checked only when asked)
+  kTpWithinNode,            // tp divides TpGroupLimit() (checked only when it is > 0)
   kTpDividesHeads,          // H % tp
   kTpDividesKvHeads,        // K % tp
   kTpDividesFfn,            // F % tp
@@ -79,20 +80,25 @@ struct PlanViolation {
   std::string message;
 };
 
-// Every rule of SPEC.md section 3 that the plan breaks for this model, batch and
+// Every rule of docs/cost_model.md section 3 that the plan breaks for this model, batch and
 // world size (world_size <= 0 skips the product check), as a bit mask. Allocates
-// nothing: this is what the search calls on every candidate. gpus_per_node > 0
-// adds the placement rule that a tp group stays inside one node (tp divides it).
+// nothing: this is what the search calls on every candidate. tp_group_limit > 0
+// (TpGroupLimit() below) adds the placement rule: tp divides it.
 // With a factor below 1 only kFactorsPositive is reported (the rest need division).
 PlanConstraintMask CheckPlan(const ParallelPlan& plan, const ModelSpec& model,
                              const TrainingSpec& training, int64_t world_size,
-                             int64_t gpus_per_node = 0);
+                             int64_t tp_group_limit = 0);
 
 // The same rules with messages naming the factors and their values: one violation
 // per bit of CheckPlan(), in PlanConstraint order. Empty means valid.
 std::vector<PlanViolation> Validate(const ParallelPlan& plan, const ModelSpec& model,
                                     const TrainingSpec& training, int64_t world_size,
-                                    int64_t gpus_per_node = 0);
+                                    int64_t tp_group_limit = 0);
+
+// The placement rule, in one place: a tp group stays inside one node, so tp must divide
+// the node's GPUs. Returns what CheckPlan() and Validate() take as `tp_group_limit`:
+// cluster.gpus_per_node, or 0 (no limit) when tp groups may cross nodes.
+int64_t TpGroupLimit(const ClusterSpec& cluster, bool allow_tp_across_nodes);
 
 // "dp=2,tp=4,pp=1,cp=1,zero=1,sp=1,mbs=1,recompute=none,schedule=1f1b,vpp=1";
 // omitted keys keep their defaults. Throws InputError naming the key and the

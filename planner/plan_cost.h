@@ -1,6 +1,6 @@
 // PlanCost: everything the cost model predicts for one plan, per GPU and per step.
 //
-// Produced by Estimate() (planner/cost_model.h), ranked by the search, drawn by
+// Produced by Estimate() (planner/cost/cost_model.h), ranked by the search, drawn by
 // the GUI, re-timed by the simulator and checked against the executor's
 // Measurement by `meshplan compare`. Bytes and FLOPs are doubles (the seed
 // formulas are fractional); counts of parameters are exact integers.
@@ -10,26 +10,12 @@
 #include <cstdint>
 #include <string>
 
+#include "planner/mesh_dim.h"
+#include "planner/parallel_plan.h"
+
 namespace meshplan {
 
-// The dimensions of the device mesh, in placement order from outermost.
-enum class MeshDim { kDp = 0, kPp = 1, kCp = 2, kTp = 3 };
-inline constexpr int kNumMeshDims = 4;
-inline constexpr std::array<MeshDim, kNumMeshDims> kAllMeshDims{MeshDim::kDp, MeshDim::kPp,
-                                                                 MeshDim::kCp, MeshDim::kTp};
-inline const char* ToString(MeshDim dim) {
-  constexpr const char* kNames[] = {"dp", "pp", "cp", "tp"};
-  return kNames[static_cast<int>(dim)];
-}
-// A value per mesh dimension, indexed by MeshDim.
-struct PerMeshDim {
-  std::array<double, kNumMeshDims> values{};
-  double& operator[](MeshDim d) { return values[static_cast<int>(d)]; }
-  double operator[](MeshDim d) const { return values[static_cast<int>(d)]; }
-  double sum() const { return values[0] + values[1] + values[2] + values[3]; }
-};
-
-// seed: SPEC.md section 2 (a)-(b) verbatim; detailed: every tensor the executor allocates.
+// seed: docs/cost_model.md 2(a)-(b) verbatim; detailed: every tensor the executor allocates.
 enum class MemoryModel { kSeed, kDetailed };
 
 // Memory of the most loaded GPU (the worst pipeline stage), bytes.
@@ -60,7 +46,7 @@ struct StepTimeBreakdown {
 };
 
 struct PlanCost {
-  int64_t params_total = 0;     // whole model, exact (SPEC.md section 1)
+  int64_t params_total = 0;     // whole model, exact (docs/cost_model.md section 1)
   int64_t params_per_rank = 0;  // the most loaded rank's parameters (before ZeRO sharding)
 
   double model_flops_per_step = 0;          // 6*P*tokens + attention (no recompute)
@@ -77,6 +63,13 @@ struct PlanCost {
 
   bool fits = false;
   std::string reason;           // why it does not fit (empty when it fits)
+};
+
+// A plan with its cost and its place in the search order (planner/search/plan_space.h).
+struct RankedPlan {
+  ParallelPlan plan;
+  PlanCost cost;
+  int64_t ordinal = 0;
 };
 
 }  // namespace meshplan

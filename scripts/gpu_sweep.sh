@@ -1,12 +1,12 @@
 #!/usr/bin/env bash
-# The GPU sweep of issue 7 in one command on a lent H100 / H200 (see /work/shared/GPU.md):
+# The GPU sweep in one command on a lent H100 / H200 (see docs/gpu_sweep.md):
 # build meshplan against the machine's PyTorch LibTorch and NCCL, calibrate the GPU, run
 # single-GPU plans of spec-246m and llama-1b (micro-batch, sequence 512-8192, recompute
 # none/selective/full, bf16 and mixed), and write one record per plan with the prediction
 # and the measurement side by side and the commands that produced them. Also asks NCCL
 # whether it accepts two ranks on one GPU.
 #
-# On the device machine, from the repository root, with .deps carried (GPU.md, step 3):
+# On the device machine, from the repository root, with .deps carried (docs/gpu_sweep.md):
 #   bash scripts/gpu_sweep.sh                 # everything (about 8-10 minutes)
 #   bash scripts/gpu_sweep.sh --part 1/2      # calibration + the first half of the plans
 #   bash scripts/gpu_sweep.sh --part 2/2      # calibration + the second half
@@ -17,7 +17,7 @@
 # What it writes, repository-relative, then packs into $OUT/sweep-<gpu>.tar.gz (the device
 # tool returns at most 8 files): configs/hardware/<gpu>-calibrated.yaml,
 # configs/clusters/<gpu>-calibrated-1x.yaml, docs/measurements/<gpu>/<plan>.json (records:
-# planner/sweep_table.h), calibration.json, nccl_two_ranks_one_gpu.txt, README.md (the
+# planner/measure/sweep_table.h), calibration.json, nccl_two_ranks_one_gpu.txt, README.md (the
 # table: `meshplan measurements docs/measurements/<gpu>`). Unpack it at the repository
 # root: `tar xzf sweep-h100.tar.gz`.
 set -euo pipefail
@@ -203,7 +203,7 @@ EOF
 done
 
 # ---------------------------------------------------------------------------------------
-# 4. NCCL with two ranks on one GPU (GPU.md): the answer, either way, goes to docs/
+# 4. NCCL with two ranks on one GPU (docs/executor.md): the answer, either way, goes to docs/
 if [ "$cpu_smoke" = 0 ] && [ "$k" = 1 ]; then
   tests="$(dirname "$binary")/tests/executor_tests"
   if [ -x "$tests" ]; then

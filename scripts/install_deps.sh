@@ -11,6 +11,7 @@ packages=(
   libopenblas0-openmp  # LibTorch's BLAS through Debian's alternatives (netlib's reference BLAS is ~10x slower)
   libimgui-dev libglfw3-dev libgl-dev libstb-dev fonts-dejavu-core
   xvfb xauth libgl1-mesa-dri  # the explorer's screenshot test: Xvfb + Mesa software OpenGL
+  hyperfine  # scripts/bench_startup.sh: whole-process timings
 )
 
 missing=()

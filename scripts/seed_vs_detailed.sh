@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Prints the README's table: seed vs detailed memory per GPU for the SPEC.md models,
+# Prints the README's table: seed vs detailed memory per GPU for the spec-* models,
 # one GPU, micro-batch 1, no parallelism, from `meshplan estimate --format json`.
 # Usage: scripts/seed_vs_detailed.sh [path/to/meshplan]
 set -euo pipefail

@@ -1,7 +1,7 @@
 // The simulator's network: which tier a transfer uses and how tiers share bandwidth.
 //
 // Tiers come from the ClusterSpec: intra_node (NVLink) inside a node and inter_node
-// (the NIC) between nodes. A collective's tier is planner/collective_time.h's choice
+// (the NIC) between nodes. A collective's tier is planner/cost/collective_time.h's choice
 // (TierFor: a group that crosses nodes is limited by the slower inter-node tier), and
 // its cost is split into the two parts that formula adds up:
 //   latency_s = RingSteps(kind, n) * tier.latency_s        (fixed, uses no bandwidth)
@@ -24,7 +24,7 @@
 #include <vector>
 
 #include "planner/cluster_spec.h"
-#include "planner/collective_time.h"
+#include "planner/cost/collective_time.h"
 
 namespace meshplan {
 

@@ -10,7 +10,7 @@
 
 #include "planner/cluster_spec.h"
 #include "planner/model_spec.h"
-#include "planner/pareto.h"
+#include "planner/search/pareto.h"
 #include "planner/training_spec.h"
 #include "simulator/simulate.h"
 

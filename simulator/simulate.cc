@@ -44,6 +44,82 @@ void ChargeWait(const StepGraph& g, const EventTrace& trace, int32_t rank, doubl
   if (b > a) out->bubble_s += b - a;
 }
 
+// What each rank ran, by op index: its compute ops and the op that ended last.
+struct RankOps {
+  std::vector<std::vector<int32_t>> compute;
+  std::vector<int32_t> last_op;
+};
+
+// Per rank, from the trace: when its last op ends (the stage's total_s) and each stream's
+// busy time, filled into `stages`; returns the ops each rank ran.
+RankOps ReadRanks(const StepGraph& g, const EventTrace& trace, std::vector<SimStage>& stages) {
+  std::vector<std::vector<int32_t>> compute(g.ranks);
+  std::vector<int32_t> last_op(g.ranks, -1);
+  for (size_t i = 0; i < g.ops.size(); ++i) {
+    const SimOp& op = g.ops[i];
+    SimStage& st = stages[op.rank];
+    const double d = trace.end_s[i] - trace.start_s[i];
+    st.streams[static_cast<int>(op.stream)].busy_s += d;
+    if (trace.end_s[i] > st.time.total_s || last_op[op.rank] < 0) {
+      st.time.total_s = std::max(st.time.total_s, trace.end_s[i]);
+      last_op[op.rank] = static_cast<int32_t>(i);
+    }
+    if (op.is_compute()) compute[op.rank].push_back(static_cast<int32_t>(i));
+  }
+  return {std::move(compute), std::move(last_op)};
+}
+
+// Splits rank r's time (t->total_s is set) into compute, recompute and optimizer time,
+// walking its compute ops in the order they ran; each idle gap before one, and the tail
+// after the last, is charged to what it waited for (ChargeWait).
+void SplitStageTime(const StepGraph& g, const EventTrace& trace, int64_t r,
+                    std::vector<int32_t>& compute_ops, int32_t last_op, StepTimeBreakdown* t) {
+  std::sort(compute_ops.begin(), compute_ops.end(), [&](int32_t a, int32_t b) {
+    return trace.start_s[a] < trace.start_s[b] || (trace.start_s[a] == trace.start_s[b] && a < b);
+  });
+  const int32_t rank = static_cast<int32_t>(r);
+  double cursor = 0;
+  for (int32_t id : compute_ops) {
+    const SimOp& op = g.ops[id];
+    const double start = trace.start_s[id], d = trace.end_s[id] - start;
+    if (start > cursor) ChargeWait(g, trace, rank, cursor, start, trace.enabler[id], t);
+    cursor = std::max(cursor, trace.end_s[id]);
+    if (op.kind == SimOpKind::kOptimizer) t->optimizer_s += d;
+    else t->compute_s += d;
+    if (op.kind == SimOpKind::kRecompute) t->recompute_s += d;
+  }
+  if (t->total_s > cursor)  // the tail: communication still running after the last op
+    ChargeWait(g, trace, rank, cursor, t->total_s, last_op, t);
+}
+
+// The first stage whose end is the step's end.
+int64_t SlowestStage(const std::vector<SimStage>& stages, double step_s) {
+  for (size_t r = 0; r < stages.size(); ++r)
+    if (stages[r].time.total_s >= step_s) return static_cast<int64_t>(r);
+  return 0;
+}
+
+// Op i as it ran, for the timeline.
+SimSpan SpanOf(const SimOp& op, const EventTrace& trace, size_t i) {
+  SimSpan s;
+  s.stage = op.rank;
+  s.stream = op.stream;
+  s.kind = op.kind;
+  s.label = DescribeOp(op);
+  s.start_s = trace.start_s[i];
+  s.end_s = trace.end_s[i];
+  s.microbatch = op.microbatch;
+  s.chunk = op.chunk;
+  s.layer = op.layer;
+  if (!op.is_compute()) {
+    s.bytes = op.transfer.bytes;
+    s.buffer_bytes = op.buffer_bytes;
+    s.tier = op.transfer.tier;
+  }
+  s.flops = op.flops;
+  return s;
+}
+
 }  // namespace
 
 std::string DescribeOp(const SimOp& op) {
@@ -85,83 +161,31 @@ std::string DescribeOp(const SimOp& op) {
   return fmt::to_string(out);
 }
 
+// Run the events -> read each rank's end and stream use -> split each stage's time ->
+// pick the slowest stage -> (optionally) the timeline.
 SimResult SimulateGraph(const StepGraph& g, const SimOptions& options) {
   const EventTrace trace = RunEvents(g);
   SimResult result;
   result.ops = static_cast<int64_t>(g.ops.size());
   result.events = trace.events;
-  const int64_t ranks = g.ranks;
-  result.stages.resize(ranks);
-
-  // Per rank: end, stream busy time, compute ops in the order they ran.
-  std::vector<std::vector<int32_t>> compute(ranks);
-  std::vector<int32_t> last_op(ranks, -1);
-  for (size_t i = 0; i < g.ops.size(); ++i) {
-    const SimOp& op = g.ops[i];
-    SimStage& st = result.stages[op.rank];
-    const double d = trace.end_s[i] - trace.start_s[i];
-    st.streams[static_cast<int>(op.stream)].busy_s += d;
-    if (trace.end_s[i] > st.time.total_s || last_op[op.rank] < 0) {
-      st.time.total_s = std::max(st.time.total_s, trace.end_s[i]);
-      last_op[op.rank] = static_cast<int32_t>(i);
-    }
-    if (op.is_compute()) compute[op.rank].push_back(static_cast<int32_t>(i));
-  }
+  result.stages.resize(g.ranks);
+  RankOps ops = ReadRanks(g, trace, result.stages);
   double step_s = 0;
-  for (int64_t r = 0; r < ranks; ++r) step_s = std::max(step_s, result.stages[r].time.total_s);
+  for (const SimStage& st : result.stages) step_s = std::max(step_s, st.time.total_s);
 
-  for (int64_t r = 0; r < ranks; ++r) {
+  for (int64_t r = 0; r < g.ranks; ++r) {
     SimStage& st = result.stages[r];
     st.stage = r;
     st.global_rank = g.global_rank[r];
-    StepTimeBreakdown& t = st.time;
-    std::vector<int32_t>& ops = compute[r];
-    std::sort(ops.begin(), ops.end(), [&](int32_t a, int32_t b) {
-      return trace.start_s[a] < trace.start_s[b] || (trace.start_s[a] == trace.start_s[b] && a < b);
-    });
-    double cursor = 0;
-    for (int32_t id : ops) {
-      const SimOp& op = g.ops[id];
-      const double start = trace.start_s[id], d = trace.end_s[id] - start;
-      if (start > cursor) ChargeWait(g, trace, static_cast<int32_t>(r), cursor, start, trace.enabler[id], &t);
-      cursor = std::max(cursor, trace.end_s[id]);
-      if (op.kind == SimOpKind::kOptimizer) t.optimizer_s += d;
-      else t.compute_s += d;
-      if (op.kind == SimOpKind::kRecompute) t.recompute_s += d;
-    }
-    if (t.total_s > cursor)  // the tail: communication still running after the last op
-      ChargeWait(g, trace, static_cast<int32_t>(r), cursor, t.total_s, last_op[r], &t);
+    SplitStageTime(g, trace, r, ops.compute[r], ops.last_op[r], &st.time);
     for (StreamUse& use : st.streams) use.utilisation = step_s > 0 ? use.busy_s / step_s : 0;
   }
-  for (int64_t r = 0; r < ranks; ++r)
-    if (result.stages[r].time.total_s >= step_s) {
-      result.slowest_stage = r;
-      break;
-    }
+  result.slowest_stage = SlowestStage(result.stages, step_s);
   result.time = result.stages[result.slowest_stage].time;
 
   if (options.timeline) {
     result.timeline.reserve(g.ops.size());
-    for (size_t i = 0; i < g.ops.size(); ++i) {
-      const SimOp& op = g.ops[i];
-      SimSpan s;
-      s.stage = op.rank;
-      s.stream = op.stream;
-      s.kind = op.kind;
-      s.label = DescribeOp(op);
-      s.start_s = trace.start_s[i];
-      s.end_s = trace.end_s[i];
-      s.microbatch = op.microbatch;
-      s.chunk = op.chunk;
-      s.layer = op.layer;
-      if (!op.is_compute()) {
-        s.bytes = op.transfer.bytes;
-        s.buffer_bytes = op.buffer_bytes;
-        s.tier = op.transfer.tier;
-      }
-      s.flops = op.flops;
-      result.timeline.push_back(std::move(s));
-    }
+    for (size_t i = 0; i < g.ops.size(); ++i) result.timeline.push_back(SpanOf(g.ops[i], trace, i));
   }
   return result;
 }

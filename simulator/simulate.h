@@ -13,7 +13,7 @@
 //    compute is bubble_s. So total_s = compute_s + exposed + bubble_s + optimizer_s;
 //  * each stream's busy time and its share of the step (utilisation);
 //  * optionally the timeline: one span per op (stage, stream, label, start, end).
-// The analytic estimate (planner/cost_model.h) and Simulate() time the same work with
+// The analytic estimate (planner/cost/cost_model.h) and Simulate() time the same work with
 // the same functions; where nothing overlaps and nothing is pipelined they agree to
 // rounding (tests/simulator/agreement_test.cc).
 // Reentrant; allocates the graph and the result.
@@ -25,10 +25,10 @@
 #include <vector>
 
 #include "planner/cluster_spec.h"
+#include "planner/cost/step_work.h"
 #include "planner/model_spec.h"
 #include "planner/parallel_plan.h"
 #include "planner/plan_cost.h"
-#include "planner/step_work.h"
 #include "planner/training_spec.h"
 #include "simulator/step_graph.h"
 
@@ -50,7 +50,7 @@ struct SimSpan {
   int32_t chunk = 0;
   int32_t layer = -1;       // global block index, -1 for other parts
   double bytes = 0;         // communication: bytes this rank sends
-  double buffer_bytes = 0;  // communication: the buffer (planner/collective_time.h convention)
+  double buffer_bytes = 0;  // communication: the buffer (planner/cost/collective_time.h convention)
   TierId tier = TierId::kIntraNode;  // communication: the network tier
   double flops = 0;         // compute: FLOPs
 };

@@ -3,7 +3,7 @@
 #include <algorithm>
 #include <utility>
 
-#include "planner/flops.h"
+#include "planner/cost/flops.h"
 #include "planner/pipeline_schedule.h"
 
 namespace meshplan {

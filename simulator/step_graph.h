@@ -1,5 +1,5 @@
 // StepGraph: the ops of one training step on each distinct rank, with their streams,
-// sizes and dependencies, built from the cost model's StepWork (planner/step_work.h)
+// sizes and dependencies, built from the cost model's StepWork (planner/cost/step_work.h)
 // so the analytic estimate and the simulation time the same work.
 //
 // Ranks: the ranks of one pipeline stage are symmetric (same work, same collectives),
@@ -41,9 +41,9 @@
 #include <vector>
 
 #include "planner/cluster_spec.h"
+#include "planner/cost/step_work.h"
 #include "planner/model_spec.h"
 #include "planner/parallel_plan.h"
-#include "planner/step_work.h"
 #include "planner/training_spec.h"
 #include "simulator/network.h"
 
@@ -76,7 +76,7 @@ struct SimOp {
   double duration_s = 0;  // compute ops
   Transfer transfer;      // communication ops
   double flops = 0;       // compute ops: matmul + attention FLOPs (trace)
-  double buffer_bytes = 0;  // communication ops: buffer (planner/collective_time.h convention)
+  double buffer_bytes = 0;  // communication ops: buffer (planner/cost/collective_time.h convention)
   // Placement.
   int32_t rank = 0;  // simulated rank = pipeline stage
   SimStream stream = SimStream::kCompute;

@@ -14,8 +14,8 @@
 #include <stdexcept>
 
 #include "executor/calibration/collective_benchmarks.h"
-#include "executor/cuda_device.h"
-#include "executor/host_memory.h"
+#include "executor/device/cuda_device.h"
+#include "executor/device/host_memory.h"
 #include "planner/names.h"
 
 namespace meshplan {
@@ -99,12 +99,11 @@ std::vector<BenchShape> DefaultCalibrationShapes(const std::string& device, cons
   return out;
 }
 
-CalibrationResult RunCalibration(const CalibrationOptions& options) {
-  const double start = Now();
-  CalibrationResult result;
-  result.host = HostName();
-  result.date = TodayUtc();
+namespace {
 
+// The device, dtype and timing of the benchmarks, checked against the precision asked for;
+// fills result->threads and result->device_name.
+BenchContext MakeBenchContext(const CalibrationOptions& options, CalibrationResult* result) {
   BenchContext ctx;
   ctx.precision = options.precision;
   if (options.device == "cuda") {
@@ -127,13 +126,59 @@ CalibrationResult RunCalibration(const CalibrationOptions& options) {
     throw std::runtime_error("calibrate: unknown device '" + options.device +
                              "'; expected cpu or cuda");
   }
-  result.threads = at::get_num_threads();
-  result.device_name = ctx.device.is_cuda() ? CudaDeviceName(0)
-                                            : fmt::format("cpu ({} threads)", result.threads);
+  result->threads = at::get_num_threads();
+  result->device_name = ctx.device.is_cuda() ? CudaDeviceName(0)
+                                             : fmt::format("cpu ({} threads)", result->threads);
   ctx.timing.min_total_s = options.quick ? 0.04 : 0.1;
   ctx.timing.min_repeats = 5;
   if (!ctx.device.is_cuda()) ctx.timing.flush_bytes = DefaultFlushBytes();  // step-like caches
+  return ctx;
+}
 
+// Every fitted micro-benchmark (ops, whole blocks and the head, the optimizer), weighted
+// by its share of a step, then the fit of the compute rates.
+void MeasureAndFit(const CalibrationOptions& options, const std::vector<BenchShape>& shapes,
+                   const BenchContext& ctx, CalibrationResult* result) {
+  std::vector<StepSample> step_samples;
+  for (auto* bench : {&BenchmarkMatmuls, &BenchmarkAttention, &BenchmarkMemoryOps})
+    for (StepSample& s : (*bench)(options.model, shapes, ctx)) step_samples.push_back(std::move(s));
+  for (const BenchShape& s : shapes)
+    for (auto* segment : {&BenchmarkBlock, &BenchmarkHead})
+      for (StepSample& sample : (*segment)(options.model, s, ctx)) step_samples.push_back(std::move(sample));
+  if (ctx.device.is_cuda())  // ZeroEngine keeps its state on the CPU until the CUDA path lands
+    result->warnings.push_back("no optimizer sample on cuda: ZeroEngine has no device state yet");
+  else
+    step_samples.push_back(BenchmarkOptimizer(options.model, ctx));
+  WeightByStepShare(&step_samples);
+  for (StepSample& s : step_samples) result->samples.push_back(std::move(s.sample));
+  result->fit = FitComputeRates(result->samples);
+}
+
+// Collective benchmarks over Gloo threads on this CPU, fitted to one network tier.
+void MeasureCollectives(const CalibrationOptions& options, const BenchContext& ctx,
+                        CalibrationResult* result) {
+  if (options.collective_ranks < 2) return;
+  if (ctx.device.is_cuda()) {
+    result->warnings.push_back("collective benchmarks on CUDA need one process per GPU "
+                               "(meshplan run); skipped");
+    return;
+  }
+  const std::vector<int64_t> sizes =
+      options.quick ? std::vector<int64_t>{1 << 14, 1 << 20, 1 << 23}
+                    : std::vector<int64_t>{1 << 12, 1 << 16, 1 << 20, 1 << 22, 1 << 24};
+  const auto samples =
+      BenchmarkCollectivesInProcess(options.collective_ranks, sizes, options.quick ? 5 : 10);
+  result->network = FitNetworkTier(samples, "Gloo over loopback TCP (ranks sharing the CPU)");
+}
+
+}  // namespace
+
+CalibrationResult RunCalibration(const CalibrationOptions& options) {
+  const double start = Now();
+  CalibrationResult result;
+  result.host = HostName();
+  result.date = TodayUtc();
+  const BenchContext ctx = MakeBenchContext(options, &result);
   const std::vector<BenchShape> shapes =
       options.shapes.empty() ? DefaultCalibrationShapes(options.device, options.model, options.quick)
                              : options.shapes;
@@ -146,19 +191,7 @@ CalibrationResult RunCalibration(const CalibrationOptions& options) {
     result.peaks.flops = MeasureMatmulFlops(options.quick ? 512 : 1024, ctx);
     result.peaks.bandwidth_Bps = MeasureCopyBandwidth(int64_t{64} << 20, ctx);
   }
-  std::vector<StepSample> step_samples;
-  for (auto* bench : {&BenchmarkMatmuls, &BenchmarkAttention, &BenchmarkMemoryOps})
-    for (StepSample& s : (*bench)(options.model, shapes, ctx)) step_samples.push_back(std::move(s));
-  for (const BenchShape& s : shapes)
-    for (auto* segment : {&BenchmarkBlock, &BenchmarkHead})
-      for (StepSample& sample : (*segment)(options.model, s, ctx)) step_samples.push_back(std::move(sample));
-  if (ctx.device.is_cuda())  // ZeroEngine keeps its state on the CPU until the CUDA path lands
-    result.warnings.push_back("no optimizer sample on cuda: ZeroEngine has no device state yet");
-  else
-    step_samples.push_back(BenchmarkOptimizer(options.model, ctx));
-  WeightByStepShare(&step_samples);
-  for (StepSample& s : step_samples) result.samples.push_back(std::move(s.sample));
-  result.fit = FitComputeRates(result.samples);
+  MeasureAndFit(options, shapes, ctx, &result);
 
   // Checks (not fitted): the attention forward that recompute replays, at the smallest and
   // the largest shape.
@@ -174,21 +207,7 @@ CalibrationResult RunCalibration(const CalibrationOptions& options) {
       "calibrated on {} {} by meshplan calibrate ({}, {}, {} shapes of {}{})", result.host,
       result.date, result.device_name, ToString(options.precision), shapes.size(),
       options.model.name, options.quick ? ", quick" : "");
-
-  if (options.collective_ranks >= 2) {
-    if (ctx.device.is_cuda()) {
-      result.warnings.push_back("collective benchmarks on CUDA need one process per GPU "
-                                "(meshplan run); skipped");
-    } else {
-      const std::vector<int64_t> sizes = options.quick
-                                             ? std::vector<int64_t>{1 << 14, 1 << 20, 1 << 23}
-                                             : std::vector<int64_t>{1 << 12, 1 << 16, 1 << 20,
-                                                                    1 << 22, 1 << 24};
-      const auto samples =
-          BenchmarkCollectivesInProcess(options.collective_ranks, sizes, options.quick ? 5 : 10);
-      result.network = FitNetworkTier(samples, "Gloo over loopback TCP (ranks sharing the CPU)");
-    }
-  }
+  MeasureCollectives(options, ctx, &result);
   result.seconds = Now() - start;
   return result;
 }

@@ -1,18 +1,15 @@
 // RunCalibration: what `meshplan calibrate` does, as a library call.
 //
 // Runs the micro-benchmarks of executor/calibration/micro_benchmarks.h on one device for
-// the shapes of a model, fits the cost model's rates (planner/calibration_fit.h), and
+// the shapes of a model, fits the cost model's rates (planner/measure/calibration_fit.h), and
 // returns the calibrated GpuSpec beside every sample (measured and fitted) and a few
 // whole-block checks (not fitted: how well the fitted rates add up to a real block).
-//
-// CPU: the profile describes ONE process with `threads` intra-op threads (LibTorch's
-// default: one per core). Ranks that share the CPU each get cores / nproc threads
-// (the launcher sets OMP_NUM_THREADS so), so a profile for N ranks on one machine is
-// calibrated with --threads cores/N: the rates per rank then already account for the
-// sharing (and each rank's memory share is RAM / N; see configs/clusters/cpu-1x.yaml).
-// Peaks are measured (largest GEMM, large copy). CUDA: peaks come from the base
-// hardware file (data sheet); only efficiencies and the kernel overhead are fitted.
+// CPU: the profile describes ONE process with `threads` intra-op threads, so a profile for
+// N ranks on one machine is calibrated with --threads cores/N; peaks are measured. CUDA:
+// peaks come from the base hardware file (data sheet); only efficiencies and the kernel
+// overhead are fitted.
 // Throws std::runtime_error when the device is not available, InputError on bad options.
+// Threads per rank and memory share: docs/executor_internals.md#calibration.
 #pragma once
 
 #include <cstdint>
@@ -21,9 +18,9 @@
 #include <vector>
 
 #include "executor/calibration/micro_benchmarks.h"
-#include "planner/calibration_fit.h"
 #include "planner/cluster_spec.h"
 #include "planner/hardware_spec.h"
+#include "planner/measure/calibration_fit.h"
 #include "planner/model_spec.h"
 #include "planner/training_spec.h"
 

@@ -10,7 +10,7 @@
 #include <thread>
 
 #include "executor/calibration/timing.h"
-#include "executor/gloo_communicator.h"
+#include "executor/comm/gloo_communicator.h"
 
 namespace meshplan {
 namespace {

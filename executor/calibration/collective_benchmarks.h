@@ -1,5 +1,5 @@
 // Collective micro-benchmarks over a Communicator: all-reduce, reduce-scatter and
-// all-gather of fp32 buffers of the given sizes, timed the way planner/collective_time.h
+// all-gather of fp32 buffers of the given sizes, timed the way planner/cost/collective_time.h
 // prices them (the full buffer; the ring factor and steps are the fit's business).
 //
 // BenchmarkCollectives is collective: every rank of `comm` calls it with the same sizes
@@ -15,8 +15,8 @@
 #include <cstdint>
 #include <vector>
 
-#include "executor/communicator.h"
-#include "planner/calibration_fit.h"
+#include "executor/comm/communicator.h"
+#include "planner/measure/calibration_fit.h"
 
 namespace meshplan {
 

@@ -6,14 +6,14 @@
 #include <cmath>
 #include <utility>
 
-#include "executor/fused_attention.h"
-#include "executor/llama_model.h"
-#include "executor/ops.h"
-#include "executor/param_layout.h"
-#include "executor/single_rank_communicator.h"
-#include "executor/zero_engine.h"
+#include "executor/comm/single_rank_communicator.h"
+#include "executor/model/fused_attention.h"
+#include "executor/model/llama_model.h"
+#include "executor/model/ops.h"
+#include "executor/model/param_layout.h"
+#include "executor/parallel/zero_engine.h"
+#include "planner/cost/step_work.h"
 #include "planner/parallel_plan.h"
-#include "planner/step_work.h"
 
 namespace meshplan {
 
@@ -142,7 +142,7 @@ AttentionInputs MakeAttentionInputs(const ModelSpec& m, const BenchShape& shape,
   return in;
 }
 
-// The block's attention core as the trainer runs it on this device (executor/llama_model.h):
+// The block's attention core as the trainer runs it on this device (executor/model/llama_model.h):
 // fused where UseFusedAttention says so, else naive; with its backward when asked.
 void RunAttentionCore(const AttentionInputs& in, const BenchContext& ctx, bool backward) {
   if (UseFusedAttention(ctx.device, ctx.precision)) {
@@ -183,97 +183,120 @@ CalibrationSample BenchmarkAttentionForward(const ModelSpec& m, const BenchShape
 // ---------------------------------------------------------------------------------------
 // Memory-bound ops
 
+namespace {
+
+// One block's memory-bound ops, forward then backward, in LlamaModel::BlockForward's and
+// BlockBackward's order (the GEMMs and the attention core are benchmarked on their own).
+void BenchmarkBlockMemoryOps(const ModelSpec& m, const BenchShape& shape, const StepWork& work,
+                             const BenchContext& ctx, std::vector<StepSample>* out) {
+  const int64_t H = m.heads, K = m.kv_heads, D = m.head_dim(), E = m.hidden, KD = m.kv_hidden(),
+                F = m.ffn_hidden;
+  const int64_t B = shape.batch, S = shape.seq;
+  const auto [cos, sin] = RopeTables(S, D, ctx);
+  const at::Tensor norm_w = Ones({E}, ctx);
+  at::Tensor dnorm_w = at::zeros_like(norm_w);
+  const at::Tensor x = Randn({B, S, E}, ctx), q_proj = Randn({B, S, E}, ctx),
+                   k_proj = Randn({B, S, KD}, ctx), v_proj = Randn({B, S, KD}, ctx),
+                   attn = Randn({B, H, S, D}, ctx), o_out = Randn({B, S, E}, ctx),
+                   gate = Randn({B, S, F}, ctx), up = Randn({B, S, F}, ctx),
+                   down_out = Randn({B, S, E}, ctx);
+  at::Tensor rstd1, rstd2;
+  const double forward = MedianSeconds([&] {
+    RMSNormForward(x, norm_w, &rstd1);
+    RopeForward(q_proj, H, cos, sin);
+    RopeForward(k_proj, K, cos, sin);
+    SplitHeads(v_proj, K);
+    MergeHeads(attn);
+    const at::Tensor x2 = ResidualForward(x, o_out);
+    RMSNormForward(x2, norm_w, &rstd2);
+    SwiGLUForward(gate, up);
+    ResidualForward(x2, down_out);
+  }, ctx.device, ctx.timing, [&] { Touch({x, q_proj, k_proj, v_proj, attn, o_out, gate, up, down_out}); });
+  const double layers = static_cast<double>(m.layers);
+  out->push_back(InStep(Sample("block_memory_fwd " + shape.ToString(),
+                               MemoryShare(work.block, work.block.forward), forward),
+                        shape, layers));
+
+  const at::Tensor dy = Randn({B, S, E}, ctx), dact = Randn({B, S, F}, ctx),
+                   dh = Randn({B, S, E}, ctx), dattn = Randn({B, S, E}, ctx),
+                   dq = Randn({B, H, S, D}, ctx), dk = Randn({B, K, S, D}, ctx),
+                   dv = Randn({B, K, S, D}, ctx);
+  const double backward = MedianSeconds([&] {
+    SwiGLUBackward(dact, gate, up);
+    at::Tensor dx2 = RMSNormBackward(dh, x, rstd2, norm_w, dnorm_w);
+    dx2.add_(dy);
+    SplitHeads(dattn, H);
+    RopeBackward(dq, cos, sin);
+    RopeBackward(dk, cos, sin);
+    MergeHeads(dv);
+    at::Tensor dx = RMSNormBackward(dh, x, rstd1, norm_w, dnorm_w);
+    dx.add_(dx2);
+  }, ctx.device, ctx.timing, [&] { Touch({dact, dh, dy, dattn, dq, dk, dv}); });  // stash cold
+  out->push_back(InStep(Sample("block_memory_bwd " + shape.ToString(),
+                               MemoryShare(work.block, work.block.backward_input), backward),
+                        shape, layers));
+}
+
+// The head's memory-bound ops: final RMSNorm and cross-entropy over (N, V)
+// (LlamaModel::HeadForward / HeadBackward).
+void BenchmarkHeadMemoryOps(const ModelSpec& m, const BenchShape& shape, const StepWork& work,
+                            const BenchContext& ctx, std::vector<StepSample>* out) {
+  const int64_t E = m.hidden, V = m.vocab_size, N = shape.batch * shape.seq;
+  const at::Tensor norm_w = Ones({E}, ctx);
+  at::Tensor dnorm_w = at::zeros_like(norm_w);
+  const at::Tensor x = Randn({shape.batch, shape.seq, E}, ctx), dh = Randn({shape.batch, shape.seq, E}, ctx);
+  const at::Tensor targets =
+      at::randint(V, {N}, at::TensorOptions().dtype(at::kLong)).to(ctx.device);
+  const at::Tensor logits_act = Randn({N, V}, ctx);
+  at::Tensor logits = logits_act.to(at::kFloat).clone();
+  at::Tensor rstd_head;
+  const double forward = MedianSeconds([&] {
+    RMSNormForward(x, norm_w, &rstd_head);
+    if (ctx.dtype != at::kFloat) logits = logits_act.to(at::kFloat);  // the model's up-cast
+    CrossEntropyForward(logits, targets);
+  }, ctx.device, ctx.timing, [&] { Touch({x, logits_act}); });
+  out->push_back(InStep(Sample("head_memory_fwd " + shape.ToString(),
+                               MemoryShare(work.head, work.head.forward), forward),
+                        shape, 1));
+  const double backward = MedianSeconds([&] {
+    CrossEntropyBackward(logits, targets, 1.0);
+    RMSNormBackward(dh, x, rstd_head, norm_w, dnorm_w);
+  }, ctx.device, ctx.timing, [&] { Touch({dh}); });  // the saved probs and x are cold
+  out->push_back(InStep(Sample("head_memory_bwd " + shape.ToString(),
+                               MemoryShare(work.head, work.head.backward_input), backward),
+                        shape, 1));
+}
+
+// The embedding lookup and its weight gradient.
+void BenchmarkEmbeddingOps(const ModelSpec& m, const BenchShape& shape, const StepWork& work,
+                           const BenchContext& ctx, std::vector<StepSample>* out) {
+  const int64_t E = m.hidden, V = m.vocab_size;
+  const at::Tensor ids =
+      at::randint(V, {shape.batch, shape.seq}, at::TensorOptions().dtype(at::kLong)).to(ctx.device);
+  const at::Tensor dy = Randn({shape.batch, shape.seq, E}, ctx);
+  const at::Tensor wte = Randn({V, E}, ctx, 0.02);
+  at::Tensor dwte = at::zeros_like(wte);
+  const double forward = MedianSeconds([&] { EmbeddingForward(ids, wte); }, ctx.device,
+                                       ctx.timing, [&] { Touch({ids}); });
+  const double backward = MedianSeconds([&] { EmbeddingBackward(dy, ids, dwte); }, ctx.device,
+                                        ctx.timing, [&] { Touch({dy, ids}); });
+  out->push_back(InStep(Sample("embedding_fwd " + shape.ToString(), work.embedding.forward, forward),
+                        shape, 1, /*detail=*/false));
+  out->push_back(InStep(
+      Sample("embedding_bwd " + shape.ToString(), work.embedding.backward_weight, backward), shape,
+      1, /*detail=*/false));
+}
+
+}  // namespace
+
 std::vector<StepSample> BenchmarkMemoryOps(const ModelSpec& m, const std::vector<BenchShape>& shapes,
                                            const BenchContext& ctx) {
-  const int64_t H = m.heads, K = m.kv_heads, D = m.head_dim(), E = m.hidden, KD = m.kv_hidden(),
-                F = m.ffn_hidden, V = m.vocab_size;
-  const double L = static_cast<double>(m.layers);
   std::vector<StepSample> out;
   for (const BenchShape& shape : shapes) {
-    const int64_t B = shape.batch, S = shape.seq, N = B * S;
     const StepWork work = WorkOf(m, shape, ctx.precision);
-    const auto [cos, sin] = RopeTables(S, D, ctx);
-    const at::Tensor norm_w = Ones({E}, ctx);
-    at::Tensor dnorm_w = at::zeros_like(norm_w);
-
-    // One block's forward, memory-bound ops in LlamaModel::BlockForward's order.
-    const at::Tensor x = Randn({B, S, E}, ctx), q_proj = Randn({B, S, E}, ctx),
-                     k_proj = Randn({B, S, KD}, ctx), v_proj = Randn({B, S, KD}, ctx),
-                     attn = Randn({B, H, S, D}, ctx), o_out = Randn({B, S, E}, ctx),
-                     gate = Randn({B, S, F}, ctx), up = Randn({B, S, F}, ctx),
-                     down_out = Randn({B, S, E}, ctx);
-    at::Tensor rstd1, rstd2;
-    const double block_fwd = MedianSeconds([&] {
-      RMSNormForward(x, norm_w, &rstd1);
-      RopeForward(q_proj, H, cos, sin);
-      RopeForward(k_proj, K, cos, sin);
-      SplitHeads(v_proj, K);
-      MergeHeads(attn);
-      const at::Tensor x2 = ResidualForward(x, o_out);
-      RMSNormForward(x2, norm_w, &rstd2);
-      SwiGLUForward(gate, up);
-      ResidualForward(x2, down_out);
-    }, ctx.device, ctx.timing, [&] { Touch({x, q_proj, k_proj, v_proj, attn, o_out, gate, up, down_out}); });
-    out.push_back(InStep(Sample("block_memory_fwd " + shape.ToString(),
-                                MemoryShare(work.block, work.block.forward), block_fwd),
-                         shape, L));
-
-    // Its backward, in LlamaModel::BlockBackward's order.
-    const at::Tensor dy = Randn({B, S, E}, ctx), dact = Randn({B, S, F}, ctx),
-                     dh = Randn({B, S, E}, ctx), dattn = Randn({B, S, E}, ctx),
-                     dq = Randn({B, H, S, D}, ctx), dk = Randn({B, K, S, D}, ctx),
-                     dv = Randn({B, K, S, D}, ctx);
-    const double block_bwd = MedianSeconds([&] {
-      SwiGLUBackward(dact, gate, up);
-      at::Tensor dx2 = RMSNormBackward(dh, x, rstd2, norm_w, dnorm_w);
-      dx2.add_(dy);
-      SplitHeads(dattn, H);
-      RopeBackward(dq, cos, sin);
-      RopeBackward(dk, cos, sin);
-      MergeHeads(dv);
-      at::Tensor dx = RMSNormBackward(dh, x, rstd1, norm_w, dnorm_w);
-      dx.add_(dx2);
-    }, ctx.device, ctx.timing, [&] { Touch({dact, dh, dy, dattn, dq, dk, dv}); });  // stash cold
-    out.push_back(InStep(Sample("block_memory_bwd " + shape.ToString(),
-                                MemoryShare(work.block, work.block.backward_input), block_bwd),
-                         shape, L));
-
-    // The head: final RMSNorm and cross-entropy over (N, V) (LlamaModel::HeadForward/Backward).
-    const at::Tensor targets =
-        at::randint(V, {N}, at::TensorOptions().dtype(at::kLong)).to(ctx.device);
-    const at::Tensor logits_act = Randn({N, V}, ctx);
-    at::Tensor logits = logits_act.to(at::kFloat).clone();
-    at::Tensor rstd_head;
-    const double head_fwd = MedianSeconds([&] {
-      RMSNormForward(x, norm_w, &rstd_head);
-      if (ctx.dtype != at::kFloat) logits = logits_act.to(at::kFloat);  // the model's up-cast
-      CrossEntropyForward(logits, targets);
-    }, ctx.device, ctx.timing, [&] { Touch({x, logits_act}); });
-    out.push_back(InStep(Sample("head_memory_fwd " + shape.ToString(),
-                                MemoryShare(work.head, work.head.forward), head_fwd),
-                         shape, 1));
-    const double head_bwd = MedianSeconds([&] {
-      CrossEntropyBackward(logits, targets, 1.0);
-      RMSNormBackward(dh, x, rstd_head, norm_w, dnorm_w);
-    }, ctx.device, ctx.timing, [&] { Touch({dh}); });  // the saved probs and x are cold
-    out.push_back(InStep(Sample("head_memory_bwd " + shape.ToString(),
-                                MemoryShare(work.head, work.head.backward_input), head_bwd),
-                         shape, 1));
-
-    // The embedding lookup and its weight gradient.
-    const at::Tensor ids = targets.view({B, S});
-    const at::Tensor wte = Randn({V, E}, ctx, 0.02);
-    at::Tensor dwte = at::zeros_like(wte);
-    const double emb_fwd = MedianSeconds([&] { EmbeddingForward(ids, wte); }, ctx.device,
-                                         ctx.timing, [&] { Touch({ids}); });
-    const double emb_bwd = MedianSeconds([&] { EmbeddingBackward(dy, ids, dwte); }, ctx.device,
-                                         ctx.timing, [&] { Touch({dy, ids}); });
-    out.push_back(
-        InStep(Sample("embedding_fwd " + shape.ToString(), work.embedding.forward, emb_fwd), shape, 1,
-               /*detail=*/false));
-    out.push_back(InStep(
-        Sample("embedding_bwd " + shape.ToString(), work.embedding.backward_weight, emb_bwd), shape, 1,
-        /*detail=*/false));
+    BenchmarkBlockMemoryOps(m, shape, work, ctx, &out);
+    BenchmarkHeadMemoryOps(m, shape, work, ctx, &out);
+    BenchmarkEmbeddingOps(m, shape, work, ctx, &out);
   }
   return out;
 }

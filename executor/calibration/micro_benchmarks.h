@@ -1,24 +1,12 @@
 // Micro-benchmarks of the executor's own ops, each returned as a CalibrationSample: the
-// measured time beside the work the cost model counts for it (planner/step_work.h), so
-// planner/calibration_fit.h can fit the rates the cost model times a step with.
-//
-// Shapes come from a ModelSpec and a list of (B, S) micro-batch shapes (N = B*S tokens):
-//   matmuls    LinearForward / LinearBackward (executor/ops.h) for every distinct weight
-//              shape of a block (q/o E->E, k/v E->K*D, up/gate E->F, down F->E) and the
-//              lm_head E->V: work 2*N*in*out FLOPs and 1 kernel forward, twice that
-//              backward (input and weight gradients);
-//   attention  AttentionForward + AttentionBackward of one block: the cost model's
-//              attention FLOPs (4*N*E*S forward, backward 2x) and kernels;
-//   memory     the memory-bound ops of one block's forward (2 RMSNorms, RoPE q and k, head
-//              split/merge, SwiGLU, 2 residual adds) and of its backward, the head's
-//              RMSNorm + cross-entropy forward and backward, the embedding lookup and its
-//              gradient, and the optimizer step of the whole model (executor/zero_engine.h,
-//              dp=1): each with the bytes and kernels the cost model counts for that phase
-//              (BuildStepWork), so what the executor does beyond the counted bytes
-//              (copies into heads, softmax passes, ...) is absorbed into the fitted rate.
-// Plus the device's peaks (a CPU profile has no data sheet): the FLOP/s of a large
-// square GEMM and the bandwidth of a large copy (bytes read + written per second).
+// measured time beside the work the cost model counts for it (planner/cost/step_work.h), so
+// planner/measure/calibration_fit.h can fit the rates the cost model times a step with.
+// Shapes come from a ModelSpec and a list of (B, S) micro-batch shapes: matmuls, attention
+// and the memory-bound ops of a step (each credited with the work BuildStepWork counts), plus
+// the device's peaks (large GEMM FLOP/s, large copy bandwidth).
 // Buffers are allocated once per sample and reused across repeats; nothing is kept.
+// What each benchmark runs and the work it is credited with:
+// docs/executor_internals.md#micro-benchmarks.
 #pragma once
 
 #include <ATen/ATen.h>
@@ -28,7 +16,7 @@
 #include <vector>
 
 #include "executor/calibration/timing.h"
-#include "planner/calibration_fit.h"
+#include "planner/measure/calibration_fit.h"
 #include "planner/model_spec.h"
 #include "planner/training_spec.h"
 

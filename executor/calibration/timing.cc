@@ -1,7 +1,7 @@
 // Median timing of micro-benchmark calls (see timing.h).
 #include "executor/calibration/timing.h"
 
-#include "executor/training_device.h"
+#include "executor/device/training_device.h"
 #include <unistd.h>
 
 #include <algorithm>

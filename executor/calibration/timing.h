@@ -13,7 +13,7 @@
 #include <functional>
 #include <vector>
 
-#include "executor/training_device.h"  // SynchronizeDevice
+#include "executor/device/training_device.h"  // SynchronizeDevice
 
 namespace meshplan {
 

@@ -4,9 +4,9 @@
 
 #include <vector>
 
-#include "planner/cost_model.h"
-#include "planner/step_time.h"
-#include "planner/step_work.h"
+#include "planner/cost/cost_model.h"
+#include "planner/cost/step_time.h"
+#include "planner/cost/step_work.h"
 
 namespace meshplan {
 namespace {

@@ -1,13 +1,13 @@
-// Plan-search benchmarks (issue 3): the two exhaustive searches of
-// planner/search_benchmarks.h, plus the per-candidate costs they are made of
+// Plan-search benchmarks: the two exhaustive searches of
+// planner/search/search_benchmarks.h, plus the per-candidate costs they are made of
 // (CheckPlan on every grid point, Estimate on every valid one).
 //   build/tests/bench/meshplan_bench --benchmark_filter=Search
 #include <benchmark/benchmark.h>
 
-#include "planner/config_loader.h"
-#include "planner/cost_model.h"
-#include "planner/search.h"
-#include "planner/search_benchmarks.h"
+#include "planner/config/config_loader.h"
+#include "planner/cost/cost_model.h"
+#include "planner/search/search.h"
+#include "planner/search/search_benchmarks.h"
 
 namespace meshplan {
 namespace {
@@ -67,7 +67,7 @@ void BM_SearchCheckPlan(benchmark::State& state) {
   const ParallelPlan plan = ParsePlanString("dp=64,tp=8,pp=10,sp=1,mbs=2,schedule=1f1b");
   for (auto _ : state)
     benchmark::DoNotOptimize(CheckPlan(plan, s.model, s.training, s.cluster.world_size(),
-                                       s.cluster.gpus_per_node));
+                                       TpGroupLimit(s.cluster, /*allow_tp_across_nodes=*/false)));
 }
 BENCHMARK(BM_SearchCheckPlan);
 

@@ -1,4 +1,4 @@
-// Simulator benchmarks (issue 4):
+// Simulator benchmarks:
 //  * one step of Llama 3.1 405B with tp=8, pp=16, dp=128, interleaved, 16 micro-batches
 //    (goal: under 50 ms). Interleaving needs layers % (pp * vpp) == 0 and the model has
 //    126 layers, so the benchmark uses 128 (Llama 3 itself trained 405B with pp=16 by
@@ -9,9 +9,9 @@
 //   build/tests/bench/meshplan_bench --benchmark_filter=Sim
 #include <benchmark/benchmark.h>
 
-#include "planner/config_loader.h"
-#include "planner/search.h"
-#include "planner/search_benchmarks.h"
+#include "planner/config/config_loader.h"
+#include "planner/search/search.h"
+#include "planner/search/search_benchmarks.h"
 #include "simulator/rerank.h"
 #include "simulator/simulate.h"
 

@@ -28,12 +28,12 @@
 #include "executor/calibration/calibrate.h"
 #include "executor/calibration/micro_benchmarks.h"
 #include "executor/calibration/timing.h"
-#include "executor/host_memory.h"
+#include "executor/comm/single_rank_communicator.h"
+#include "executor/device/host_memory.h"
 #include "executor/run_rank.h"
-#include "executor/single_rank_communicator.h"
-#include "planner/compare.h"
-#include "planner/config_loader.h"
-#include "planner/hardware_yaml.h"
+#include "planner/config/config_loader.h"
+#include "planner/config/hardware_yaml.h"
+#include "planner/measure/compare.h"
 #include "planner/names.h"
 
 namespace meshplan {

@@ -9,8 +9,8 @@
 #include <string>
 
 #include "executor/calibration/calibrate.h"
-#include "planner/step_work.h"
-#include "planner/config_loader.h"
+#include "planner/config/config_loader.h"
+#include "planner/cost/step_work.h"
 #include "tests/executor/test_util.h"
 
 namespace meshplan {

@@ -8,10 +8,10 @@
 #include <string>
 #include <vector>
 
-#include "executor/context_split.h"
 #include "executor/data.h"
-#include "executor/ops.h"
-#include "executor/ring_attention.h"
+#include "executor/model/ops.h"
+#include "executor/parallel/context_split.h"
+#include "executor/parallel/ring_attention.h"
 #include "executor/trainer.h"
 #include "tests/executor/test_training.h"
 #include "tests/executor/test_util.h"

@@ -9,7 +9,7 @@
 #include <utility>
 #include <vector>
 
-#include "executor/device_mesh.h"
+#include "executor/parallel/device_mesh.h"
 
 namespace meshplan {
 namespace {

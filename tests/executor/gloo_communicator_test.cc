@@ -12,7 +12,7 @@
 #include <thread>
 #include <vector>
 
-#include "executor/gloo_communicator.h"
+#include "executor/comm/gloo_communicator.h"
 
 namespace meshplan {
 namespace {

@@ -14,7 +14,7 @@
 #include <string>
 #include <thread>
 
-#include "executor/launcher.h"
+#include "executor/launch/launcher.h"
 
 namespace meshplan {
 namespace {

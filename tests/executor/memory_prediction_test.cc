@@ -1,10 +1,10 @@
-// The detailed memory model (planner/memory_model.h) against the executor's measured peak.
+// The detailed memory model (planner/cost/memory_model.h) against the executor's measured peak.
 //
 // For 14 plans of a tiny-llama-like model (E=256, L=4, H=8, K=4, F=688, V=8192, S=256;
 // world 1/2/4, ZeRO 0-3, micro-batch 1/2/4, recompute none/full) this runs
 // `meshplan run --nproc N --steps 1` (one process per rank, so each rank's counting
 // allocator sees only its own tensors) and compares every rank's peak with
-// EstimateStageMemory(..., kDetailed, stage 0). The goal (issue 5) is 2%. A table of
+// EstimateStageMemory(..., kDetailed, stage 0). The goal is 2%. A table of
 // predicted vs measured, with the measured peak of each phase and the predicted terms,
 // is printed for the reconciliation.
 #include <catch2/catch.hpp>
@@ -16,11 +16,11 @@
 #include <string>
 #include <vector>
 
-#include "planner/activation_memory.h"
-#include "planner/config_loader.h"
-#include "planner/measurement.h"
+#include "planner/config/config_loader.h"
+#include "planner/cost/activation_memory.h"
+#include "planner/cost/memory_model.h"
+#include "planner/measure/measurement.h"
 #include "planner/mesh_layout.h"
-#include "planner/memory_model.h"
 
 namespace meshplan {
 namespace {
@@ -139,7 +139,7 @@ TEST_CASE("the detailed memory model predicts each rank's measured peak within 2
   CheckPredictions(plans, "Detailed memory model vs measured peak (tiny-llama-like, S=256, fp32, CPU):");
 }
 
-// Tensor, sequence, context and pipeline parallelism (issue 6): each pipeline stage is
+// Tensor, sequence, context and pipeline parallelism: each pipeline stage is
 // predicted and checked on its own.
 struct MeshMemoryCase {
   int64_t dp, cp, pp, tp;
@@ -201,7 +201,7 @@ TEST_CASE("the detailed memory model predicts tp, sp, cp and pp ranks within 2%"
   CheckPredictions(plans, "Detailed memory model vs measured peak, tp/sp/cp/pp (tiny-llama-like, S=256, fp32, CPU):");
 }
 
-// bf16 and mixed precision (issue 7): bf16 params, gradients and activations, bf16 or fp32
+// bf16 and mixed precision: bf16 params, gradients and activations, bf16 or fp32
 // Adam states, the fp32 master under mixed, the logits cast to fp32 for the loss and back.
 // On a CPU the attention core is the naive one (fused needs CUDA), which measured.json says.
 TEST_CASE("the detailed memory model predicts bf16 and mixed-precision ranks within 2%",

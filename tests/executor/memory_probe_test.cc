@@ -1,4 +1,4 @@
-// The counting CPU allocator, and the ops' memory contracts of executor/ops.h measured
+// The counting CPU allocator, and the ops' memory contracts of executor/model/ops.h measured
 // with it: what each op allocates beyond its inputs ("peak inside") is what the header
 // says, so the detailed memory model can count it (no hidden copies).
 #include <ATen/ATen.h>
@@ -6,8 +6,8 @@
 
 #include <functional>
 
-#include "executor/memory_probe.h"
-#include "executor/ops.h"
+#include "executor/device/memory_probe.h"
+#include "executor/model/ops.h"
 
 namespace meshplan {
 namespace {

@@ -10,7 +10,7 @@
 #include <vector>
 
 #include "executor/data.h"
-#include "executor/param_layout.h"
+#include "executor/model/param_layout.h"
 #include "executor/trainer.h"
 #include "planner/names.h"
 #include "tests/executor/test_training.h"

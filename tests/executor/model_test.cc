@@ -8,9 +8,9 @@
 #include <limits>
 #include <vector>
 
-#include "executor/llama_model.h"
-#include "executor/param_layout.h"
-#include "planner/param_count.h"
+#include "executor/model/llama_model.h"
+#include "executor/model/param_layout.h"
+#include "planner/cost/param_count.h"
 #include "tests/executor/test_util.h"
 
 namespace meshplan {

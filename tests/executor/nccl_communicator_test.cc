@@ -11,10 +11,10 @@
 #include <string>
 #include <vector>
 
-#include "executor/communicator_factory.h"
-#include "executor/cuda_device.h"
+#include "executor/comm/communicator_factory.h"
+#include "executor/device/cuda_device.h"
 #if MESHPLAN_WITH_NCCL
-#include "executor/nccl_communicator.h"
+#include "executor/comm/nccl_communicator.h"
 #endif
 
 namespace meshplan {
@@ -115,8 +115,9 @@ TEST_CASE("NCCL on one rank: collectives on CUDA and staged CPU tensors", "[exec
   CHECK_THROWS_AS(comm.Send(t, 0), std::invalid_argument);  // no peer in a group of one
 }
 
-// The question GPU.md asks: does NCCL accept two ranks on the same GPU? The answer (either
-// way) is printed for scripts/gpu_sweep.sh to record; the test only fails on a wrong sum.
+// The question docs/executor.md asks: does NCCL accept two ranks on the same GPU? The answer
+// (either way) is printed for scripts/gpu_sweep.sh to record; the test only fails on a
+// wrong sum.
 TEST_CASE("NCCL: two ranks on one GPU", "[executor][nccl][gpu][two_ranks_one_gpu]") {
   if (!HasCudaTensors()) {
     WARN("skipped: needs a GPU and a LibTorch with CUDA");

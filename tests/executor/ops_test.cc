@@ -1,12 +1,12 @@
 // Each op's hand-written backward against LibTorch autograd of a plain reference forward
-// (out-of-place ATen ops, written here independently of executor/ops.cc), fp32, small shapes.
+// (out-of-place ATen ops, written here independently of executor/model/ops.cc), fp32, small shapes.
 #include <ATen/ATen.h>
 #include <catch2/catch.hpp>
 
 #include <cmath>
 #include <limits>
 
-#include "executor/ops.h"
+#include "executor/model/ops.h"
 #include "tests/executor/test_util.h"
 
 namespace meshplan {

@@ -13,7 +13,7 @@
 #include <vector>
 
 #include "executor/data.h"
-#include "executor/pipeline_p2p.h"
+#include "executor/parallel/pipeline_p2p.h"
 #include "executor/run_rank.h"
 #include "executor/trainer.h"
 #include "planner/names.h"

@@ -1,4 +1,4 @@
-// bf16 and mixed precision in the executor (executor/precision_dtypes.h), on the CPU:
+// bf16 and mixed precision in the executor (executor/model/precision_dtypes.h), on the CPU:
 // the dtypes the engine holds, mixed precision's fp32 master, training that follows the
 // fp32 run, the same result on 2 ZeRO ranks as on one (bf16 collectives over Gloo), and a
 // resumed mixed-precision run that continues the uninterrupted one.
@@ -11,11 +11,11 @@
 #include <string>
 #include <vector>
 
-#include "executor/communicator_factory.h"
-#include "executor/precision_dtypes.h"
+#include "executor/comm/communicator_factory.h"
+#include "executor/comm/single_rank_communicator.h"
+#include "executor/model/precision_dtypes.h"
+#include "executor/parallel/zero_engine.h"
 #include "executor/run_rank.h"
-#include "executor/single_rank_communicator.h"
-#include "executor/zero_engine.h"
 #include "planner/input_error.h"
 #include "planner/names.h"
 #include "tests/executor/test_training.h"
@@ -40,7 +40,7 @@ TEST_CASE("precision: the engine's dtypes, and mixed precision's fp32 master",
     const PrecisionDtypes dtypes = DtypesFor(p);
     ZeroEngine engine(layout, 0, one, AdamWOptions{}, /*seed=*/7, p);
     const ZeroEngine::OwnedState owned = engine.Owned(0);
-    CHECK(engine.AcquireParams(0).scalar_type() == dtypes.compute);
+    CHECK(engine.LeaseParams(0).params().scalar_type() == dtypes.compute);
     CHECK(engine.GradBuffer(0).scalar_type() == dtypes.compute);
     CHECK(owned.m.scalar_type() == dtypes.state);
     CHECK(owned.v.scalar_type() == dtypes.state);
@@ -62,7 +62,7 @@ TEST_CASE("precision: the engine's dtypes, and mixed precision's fp32 master",
   engine.Step();
   const at::Tensor master = engine.Owned(1).params;
   CHECK_FALSE(at::equal(master, before));
-  CHECK(at::equal(engine.AcquireParams(1), master.to(at::kBFloat16)));
+  CHECK(at::equal(engine.LeaseParams(1).params(), master.to(at::kBFloat16)));
 }
 
 TEST_CASE("precision: bf16 and mixed training follow the fp32 run", "[executor][precision]") {

@@ -4,7 +4,7 @@
 #include <map>
 #include <string>
 
-#include "executor/rank_env.h"
+#include "executor/launch/rank_env.h"
 #include "planner/input_error.h"
 
 namespace meshplan {

@@ -21,7 +21,7 @@
 #include <thread>
 #include <vector>
 
-#include "executor/device_mesh.h"
+#include "executor/parallel/device_mesh.h"
 
 namespace meshplan::test {
 

@@ -12,8 +12,8 @@
 #include <string>
 #include <vector>
 
+#include "executor/comm/gloo_communicator.h"
 #include "executor/data.h"
-#include "executor/gloo_communicator.h"
 #include "executor/run_rank.h"
 #include "executor/snapshot.h"
 #include "executor/trainer.h"

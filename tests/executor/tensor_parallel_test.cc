@@ -11,10 +11,10 @@
 #include <vector>
 
 #include "executor/data.h"
-#include "executor/ops.h"
+#include "executor/model/ops.h"
+#include "executor/parallel/vocab_parallel_ops.h"
 #include "executor/run_rank.h"
 #include "executor/trainer.h"
-#include "executor/vocab_parallel_ops.h"
 #include "tests/executor/test_training.h"
 #include "tests/executor/test_util.h"
 

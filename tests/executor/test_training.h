@@ -11,8 +11,8 @@
 #include <vector>
 
 #include "executor/data.h"
-#include "executor/device_mesh.h"
-#include "executor/param_layout.h"
+#include "executor/model/param_layout.h"
+#include "executor/parallel/device_mesh.h"
 #include "executor/trainer.h"
 #include "planner/model_spec.h"
 #include "planner/training_spec.h"

@@ -1,5 +1,5 @@
-// Choosing the training device and the attention core (executor/training_device.h,
-// executor/fused_attention.h). On this CPU-only LibTorch: auto is the CPU, cuda is refused
+// Choosing the training device and the attention core (executor/device/training_device.h,
+// executor/model/fused_attention.h). On this CPU-only LibTorch: auto is the CPU, cuda is refused
 // with the reason, the attention core is the naive one.
 #include "tests/executor/rank_threads.h"  // first: LibTorch before Catch2
 
@@ -7,8 +7,8 @@
 
 #include <string>
 
-#include "executor/fused_attention.h"
-#include "executor/training_device.h"
+#include "executor/device/training_device.h"
+#include "executor/model/fused_attention.h"
 
 namespace meshplan {
 namespace {

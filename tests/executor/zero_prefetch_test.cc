@@ -1,5 +1,5 @@
-// ZeRO-3 parameter prefetch (executor/zero_engine.h PrefetchParams): the all-gather of a
-// prefetched group is issued before its AcquireParams, which then gathers nothing, also
+// ZeRO-3 parameter prefetch (executor/parallel/zero_engine.h PrefetchParams): the all-gather of a
+// prefetched group is issued before its LeaseParams, which then gathers nothing, also
 // with gradient reduce-scatters in flight on the same communicator; and the trainer's one-
 // group-ahead prefetch changes neither losses nor parameters (bitwise) nor the number of
 // all-gathers, against the same run with prefetching off.
@@ -9,11 +9,11 @@
 #include <string>
 #include <vector>
 
+#include "executor/comm/gloo_communicator.h"
 #include "executor/data.h"
-#include "executor/gloo_communicator.h"
-#include "executor/param_layout.h"
+#include "executor/model/param_layout.h"
+#include "executor/parallel/zero_engine.h"
 #include "executor/trainer.h"
-#include "executor/zero_engine.h"
 #include "tests/executor/test_util.h"
 
 namespace meshplan {
@@ -89,7 +89,8 @@ std::vector<at::Tensor> BackwardPass(ZeroEngine& engine, bool prefetch, int rank
     const int64_t gathers_before = Count(log, "all_gather");
     const bool was_in_flight = engine.ParamsInFlight(g);
     {
-      const at::Tensor params = engine.AcquireParams(g);
+      const ParamsLease lease = engine.LeaseParams(g);
+      const at::Tensor& params = lease.params();
       // Prefetched: the all-gather was issued earlier and Acquire issues none.
       Expect(Count(log, "all_gather") == gathers_before + (was_in_flight ? 0 : 1),
              "acquire of a prefetched group gathers again");
@@ -102,7 +103,6 @@ std::vector<at::Tensor> BackwardPass(ZeroEngine& engine, bool prefetch, int rank
       // A gradient that depends on the gathered params and the rank.
       engine.GradBuffer(g).copy_(params * 0.5 + double(rank + 1));
     }
-    engine.ReleaseParams(g);
     engine.GradReady(g);
     if (prefetch && i > 0) Expect(log.back() == "reduce_scatter", "order of collectives");
   }
@@ -145,11 +145,13 @@ TEST_CASE("ZeRO-3 prefetch issues a group's all-gather before its acquire, same 
     // A prefetch of a gathered group, or on a stage other than 3, launches nothing.
     const int64_t gathers = Count(log, "all_gather");
     const int b = layout.chunks.front().first_block_group;
-    { const at::Tensor held = on.AcquireParams(b); }
-    Expect(Count(log, "all_gather") == gathers + 1, "blocking acquire");
-    on.PrefetchParams(b);
-    Expect(!on.ParamsInFlight(b) && Count(log, "all_gather") == gathers + 1, "prefetch of held group");
-    on.ReleaseParams(b);
+    {
+      const ParamsLease held = on.LeaseParams(b);
+      Expect(Count(log, "all_gather") == gathers + 1, "blocking acquire");
+      on.PrefetchParams(b);
+      Expect(!on.ParamsInFlight(b) && Count(log, "all_gather") == gathers + 1,
+             "prefetch of held group");
+    }
     ZeroEngine stage2(layout, 2, dp, adamw, 7);
     stage2.PrefetchParams(b);
     Expect(!stage2.ParamsInFlight(b) && Count(log, "all_gather") == gathers + 1, "stage 2 prefetch");

@@ -2,7 +2,7 @@
 // is not blank, and the Memory panel shows the bars and the capacity line in their
 // palette colours where the cost model puts them. The app's --layout-out sidecar
 // says where it drew; the test checks that against its own Estimate() and then
-// looks at the pixels there. Skipped (with a message) when xvfb-run is missing.
+// looks at the pixels there. xvfb-run is required (scripts/install_deps.sh installs it).
 #include <catch2/catch.hpp>
 #include <stb_image.h>
 #include <sys/wait.h>
@@ -17,9 +17,9 @@
 #include <string>
 
 #include "gui/palette.h"
-#include "planner/config_loader.h"
-#include "planner/cost_model.h"
-#include "planner/memory_model.h"
+#include "planner/config/config_loader.h"
+#include "planner/cost/cost_model.h"
+#include "planner/cost/memory_model.h"
 
 namespace meshplan {
 namespace {
@@ -104,10 +104,8 @@ double CapacityLineHits(const Shot& shot) {
 }  // namespace
 
 TEST_CASE("gui --screenshot draws the memory bars and the capacity line", "[gui][screenshot]") {
-  if (!HaveXvfbRun()) {
-    SUCCEED("SKIPPED: xvfb-run is not installed (Debian package xvfb), no screenshot test");
-    return;
-  }
+  INFO("xvfb-run is missing: scripts/install_deps.sh installs it (Debian package xvfb)");
+  REQUIRE(HaveXvfbRun());
   const std::string setup = "--model llama2-7b --cluster 8xH100 --global-batch 64 --seq 4096";
   const std::string plan = "dp=2,tp=4,sp=1,zero=1";
   const Shot shot = Screenshot("fits", setup + " --plan " + plan);
@@ -171,15 +169,13 @@ TEST_CASE("gui --screenshot draws the memory bars and the capacity line", "[gui]
     const Rgb above = img.At(cx, static_cast<int>(top) - 4);
     for (const auto& s : bar["segments"]) CHECK_FALSE(Near(above, ToRgb(s["color"]), 4));
   }
-  // The seed model's activations (SPEC.md 2a) are larger than the detailed ones here.
+  // The seed model's activations (docs/cost_model.md 2(a)) are larger than the detailed ones here.
   CHECK(m["bars"][1]["rect"][1].get<double>() < m["bars"][0]["rect"][1].get<double>());
 }
 
 TEST_CASE("gui --screenshot outlines a bar that does not fit in red", "[gui][screenshot]") {
-  if (!HaveXvfbRun()) {
-    SUCCEED("SKIPPED: xvfb-run is not installed (Debian package xvfb), no screenshot test");
-    return;
-  }
+  INFO("xvfb-run is missing: scripts/install_deps.sh installs it (Debian package xvfb)");
+  REQUIRE(HaveXvfbRun());
   // Llama 2 70B with plain data parallel: 16 bytes per parameter alone is > 1 TB per GPU.
   const Shot shot = Screenshot("oom", "--model llama2-70b --cluster 8xH100 --plan dp=8");
   const auto& m = shot.layout["memory"];

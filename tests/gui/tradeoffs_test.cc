@@ -5,9 +5,9 @@
 #include <algorithm>
 
 #include "gui/tradeoffs.h"
-#include "planner/config_loader.h"
-#include "planner/cost_model.h"
-#include "planner/plan_space.h"
+#include "planner/config/config_loader.h"
+#include "planner/cost/cost_model.h"
+#include "planner/search/plan_space.h"
 
 namespace meshplan {
 namespace {

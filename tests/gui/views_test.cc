@@ -1,12 +1,12 @@
 // The panels' pure helpers: memory segments, the search table's order, number spellings.
 #include <catch2/catch.hpp>
 
-#include "gui/format.h"
 #include "gui/memory_view.h"
 #include "gui/palette.h"
 #include "gui/search_view.h"
-#include "planner/config_loader.h"
-#include "planner/cost_model.h"
+#include "planner/config/config_loader.h"
+#include "planner/cost/cost_model.h"
+#include "planner/units_format.h"
 
 namespace meshplan {
 

@@ -1,5 +1,5 @@
-// The calibration fit (planner/calibration_fit.h) on synthetic samples made with known
-// rates, and the hardware YAML writer (planner/hardware_yaml.h) against LoadGpu.
+// The calibration fit (planner/measure/calibration_fit.h) on synthetic samples made with known
+// rates, and the hardware YAML writer (planner/config/hardware_yaml.h) against LoadGpu.
 #include <catch2/catch.hpp>
 
 #include <filesystem>
@@ -9,9 +9,9 @@
 #include <unistd.h>
 #include <vector>
 
-#include "planner/calibration_fit.h"
-#include "planner/config_loader.h"
-#include "planner/hardware_yaml.h"
+#include "planner/config/config_loader.h"
+#include "planner/config/hardware_yaml.h"
+#include "planner/measure/calibration_fit.h"
 
 namespace meshplan {
 namespace {

@@ -1,7 +1,7 @@
 // Ring collectives: bytes per rank, steps, network tier of each mesh dimension's group.
 #include <catch2/catch.hpp>
 
-#include "planner/collective_time.h"
+#include "planner/cost/collective_time.h"
 #include "tests/planner/cost_test_specs.h"
 
 namespace meshplan {

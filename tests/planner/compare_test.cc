@@ -10,10 +10,10 @@
 #include <filesystem>
 #include <fstream>
 
-#include "planner/compare.h"
-#include "planner/cost_model.h"
+#include "planner/cost/cost_model.h"
+#include "planner/cost/memory_model.h"
 #include "planner/input_error.h"
-#include "planner/memory_model.h"
+#include "planner/measure/compare.h"
 #include "planner/names.h"
 #include "tests/planner/cost_test_specs.h"
 

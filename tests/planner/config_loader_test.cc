@@ -11,10 +11,10 @@
 #include <set>
 #include <sstream>
 
-#include "planner/config_loader.h"
+#include "planner/config/config_loader.h"
+#include "planner/config/yaml_fields.h"
+#include "planner/cost/param_count.h"
 #include "planner/input_error.h"
-#include "planner/param_count.h"
-#include "planner/yaml_fields.h"
 
 namespace meshplan {
 namespace {
@@ -93,7 +93,8 @@ TEST_CASE("every shipped model loads and is well formed", "[planner][config]") {
   CHECK(LoadModel((ConfigsDir() / "models" / (name + ".yaml")).string()) == m);
 }
 
-TEST_CASE("SPEC.md models have the SPEC.md parameter counts", "[planner][config][params]") {
+TEST_CASE("the spec models have the parameter counts of docs/cost_model.md section 1",
+          "[planner][config][params]") {
   CHECK(CountParams(LoadModel("spec-194m-tied")) == 194'103'296);
   CHECK(CountParams(LoadModel("spec-246m")) == 245'566'464);
   CHECK(CountParams(LoadModel("spec-7b")) == 7'257'206'784);

@@ -7,7 +7,7 @@
 
 namespace meshplan::testing {
 
-// SPEC.md section 1: Llama-style, V = 50257, F = 1.5 E, untied unless asked.
+// docs/cost_model.md section 1: Llama-style, V = 50257, F = 1.5 E, untied unless asked.
 inline ModelSpec SpecLlama(int64_t E, int64_t H, int64_t L, int64_t F, bool tied = false) {
   ModelSpec m;
   m.name = "spec-llama";

@@ -48,7 +48,7 @@ TEST_CASE("estimate --format json has every documented field", "[planner][cli][e
   CHECK(j["setup"]["gpus"].get<int64_t>() == 8);
 }
 
-TEST_CASE("estimate reproduces SPEC 2(c): ZeRO-3 moves 1.5x the DP bytes of ZeRO-1",
+TEST_CASE("estimate reproduces docs/cost_model.md 2(c): ZeRO-3 moves 1.5x the DP bytes of ZeRO-1",
           "[planner][cli][estimate][spec]") {
   const std::string common =
       "--model spec-7b --cluster 2xa40-pcie --global-batch 2 --seq 256 --precision bf16 ";
@@ -57,7 +57,8 @@ TEST_CASE("estimate reproduces SPEC 2(c): ZeRO-3 moves 1.5x the DP bytes of ZeRO
   const double P = 7'257'206'784.0;
   CHECK(z1["comm_bytes_per_step"]["dp"].get<double>() == Approx(2 * P * 0.5 * 2));
   CHECK(z3["comm_bytes_per_step"]["dp"].get<double>() == Approx(3 * P * 0.5 * 2));
-  // SPEC 2(a): replicated in pure bf16 it needs ~60 GB; sharding over both cards fits.
+  // docs/cost_model.md 2(a): replicated in pure bf16 it needs ~60 GB; sharding over both
+  // cards fits.
   const nlohmann::json z0 = RunJson(common + "--plan dp=2,zero=0 --memory-model seed");
   CHECK_FALSE(z0["fits"].get<bool>());
   CHECK(z0["reason"].get<std::string>().find("GPU has") != std::string::npos);

@@ -1,8 +1,8 @@
-// FLOPs per step (SPEC.md section 4) and the utilisation figures.
+// FLOPs per step (docs/cost_model.md section 4) and the utilisation figures.
 #include <catch2/catch.hpp>
 
-#include "planner/flops.h"
-#include "planner/param_count.h"
+#include "planner/cost/flops.h"
+#include "planner/cost/param_count.h"
 #include "tests/planner/cost_test_specs.h"
 
 namespace meshplan {

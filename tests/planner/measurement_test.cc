@@ -6,7 +6,7 @@
 #include <unistd.h>
 
 #include "planner/input_error.h"
-#include "planner/measurement.h"
+#include "planner/measure/measurement.h"
 
 namespace meshplan {
 namespace {

@@ -5,12 +5,12 @@
 #include <cmath>
 #include <cstdio>
 
-#include "planner/activation_memory.h"
-#include "planner/memory_model.h"
-#include "planner/model_state_memory.h"
+#include "planner/cost/activation_memory.h"
+#include "planner/cost/memory_model.h"
+#include "planner/cost/model_state_memory.h"
+#include "planner/cost/param_count.h"
+#include "planner/cost/pipeline_in_flight.h"
 #include "planner/names.h"
-#include "planner/param_count.h"
-#include "planner/pipeline_in_flight.h"
 
 namespace meshplan {
 namespace {
@@ -46,7 +46,8 @@ double FieldSum(const MemoryBreakdown& b) {
          b.comm_buffer_bytes + b.gathered_params_bytes + b.transient_bytes;
 }
 
-TEST_CASE("Megatron closed form is SPEC.md 2(d) verbatim", "[planner][memory][megatron]") {
+TEST_CASE("Megatron closed form is docs/cost_model.md 2(d) verbatim",
+          "[planner][memory][megatron]") {
   const double s = 2048, b = 4, h = 2048, a = 16;
   CHECK(MegatronActivationBytesPerLayer(2048, 4, 2048, 16, 1, false, Recompute::kNone) ==
         s * b * h * (34 + 5 * a * s / h));
@@ -156,7 +157,7 @@ TEST_CASE("context parallel splits the sequence, ring attention keeps no probabi
   const double fused4 =
       BlockSavedTensors(m, four, AttentionImpl::kFused, Recompute::kNone).TotalBytes();
   CHECK(fused4 == fused1 / 4);
-  // The executor's ring attention (executor/ring_attention.h) is flash-style whatever the
+  // The executor's ring attention (executor/parallel/ring_attention.h) is flash-style whatever the
   // single-rank attention: local (B,S/4,E) terms, q, k, v of the local chunk and the
   // logsumexp (B,H,S/4) fp32; nothing of S/4 x S.
   const double naive4 =
@@ -370,9 +371,9 @@ TEST_CASE("the peak phase is named and the fields sum to it", "[planner][memory]
   }
 }
 
-// Not a CTest test (hidden tag): prints seed vs detailed for the SPEC.md models.
+// Not a CTest test (hidden tag): prints seed vs detailed for the spec-* models (configs/models/).
 //   build-*/tests/planner_tests "[.table]"
-TEST_CASE("seed vs detailed table for the SPEC.md models", "[.table]") {
+TEST_CASE("seed vs detailed table for the spec models", "[.table]") {
   struct Row {
     const char* name;
     ModelSpec model;

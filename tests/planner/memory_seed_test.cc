@@ -1,9 +1,9 @@
-// The seed memory model: SPEC.md 2(a)-(c) test vectors and its use on a plan.
+// The seed memory model: docs/cost_model.md 2(a)-(c) test vectors and its use on a plan.
 #include <catch2/catch.hpp>
 #include <cmath>
 
-#include "planner/memory_model.h"
-#include "planner/param_count.h"
+#include "planner/cost/memory_model.h"
+#include "planner/cost/param_count.h"
 
 namespace meshplan {
 namespace {
@@ -19,7 +19,7 @@ ModelSpec Spec7b() {
   return m;
 }
 
-// x rounded to `decimals` places of `unit` (the printed precision of SPEC.md).
+// x rounded to `decimals` places of `unit` (the printed precision of docs/cost_model.md).
 double Printed(double x, double unit, int decimals) {
   const double scale = std::pow(10.0, decimals);
   return std::round(x / unit * scale) / scale;

@@ -1,7 +1,7 @@
-// Parameter counts: SPEC.md section 1 test vectors and per-rank shards.
+// Parameter counts: docs/cost_model.md section 1 test vectors and per-rank shards.
 #include <catch2/catch.hpp>
 
-#include "planner/param_count.h"
+#include "planner/cost/param_count.h"
 
 namespace meshplan {
 namespace {
@@ -18,7 +18,7 @@ ModelSpec Llama(int64_t E, int64_t H, int64_t L, int64_t F, bool tied) {
   return m;
 }
 
-TEST_CASE("parameter counts match SPEC.md section 1", "[planner][params]") {
+TEST_CASE("parameter counts match docs/cost_model.md section 1", "[planner][params]") {
   CHECK(CountParams(Llama(1024, 8, 16, 1536, true)) == 194'103'296);
   CHECK(CountParams(Llama(1024, 8, 16, 1536, false)) == 245'566'464);
   CHECK(CountParams(Llama(4096, 32, 48, 6144, false)) == 7'257'206'784);

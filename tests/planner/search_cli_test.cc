@@ -9,7 +9,7 @@
 #include <nlohmann/json.hpp>
 #include <string>
 
-#include "planner/config_loader.h"
+#include "planner/config/config_loader.h"
 #include "tests/cli_run.h"
 
 namespace meshplan {

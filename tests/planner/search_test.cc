@@ -6,11 +6,11 @@
 #include <algorithm>
 #include <set>
 
-#include "planner/config_loader.h"
-#include "planner/cost_model.h"
+#include "planner/config/config_loader.h"
+#include "planner/cost/cost_model.h"
 #include "planner/input_error.h"
-#include "planner/search.h"
-#include "planner/search_advice.h"
+#include "planner/search/search.h"
+#include "planner/search/search_advice.h"
 
 namespace meshplan {
 namespace {
@@ -327,7 +327,8 @@ TEST_CASE("a model that does not fit replicated gets sharded", "[planner][search
 
 TEST_CASE("the documents' story: 7.2B does not fit one A40 and fits two with sharding",
           "[planner][search][spec]") {
-  // SPEC.md 2(a): pure bf16, B=1, C=256 on one 46 GB card; B=2 (one sequence per card) on two.
+  // docs/cost_model.md 2(a): pure bf16, B=1, C=256 on one 46 GB card; B=2 (one sequence per
+  // card) on two.
   const ModelSpec model = LoadModel("spec-7b");
   const SearchResult one =
       Search(model, LoadCluster("1xA40"), Training(1, 256, Precision::kBf16), {});

@@ -3,9 +3,9 @@
 
 #include <algorithm>
 
-#include "planner/flops.h"
-#include "planner/step_time.h"
-#include "planner/step_work.h"
+#include "planner/cost/flops.h"
+#include "planner/cost/step_time.h"
+#include "planner/cost/step_work.h"
 #include "tests/planner/cost_test_specs.h"
 
 namespace meshplan {

@@ -1,4 +1,4 @@
-// The sweep-record table (planner/sweep_table.h, `meshplan measurements`) on the fixture
+// The sweep-record table (planner/measure/sweep_table.h, `meshplan measurements`) on the fixture
 // tests/data/sweep/: two records that scripts/gpu_sweep.sh --cpu-smoke wrote on a CPU
 // (tiny-llama; the same pipeline the GPU sweep runs), plus its calibration report, which
 // a folder listing must skip.
@@ -11,7 +11,7 @@
 #include <string>
 
 #include "planner/input_error.h"
-#include "planner/sweep_table.h"
+#include "planner/measure/sweep_table.h"
 #include "tests/cli_run.h"
 
 namespace meshplan {

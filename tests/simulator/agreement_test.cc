@@ -2,11 +2,11 @@
 // analytic step time (Estimate) and the simulated one agree to 1e-9 relative, part by part.
 #include <catch2/catch.hpp>
 
-#include "planner/config_loader.h"
-#include "planner/cost_model.h"
+#include "planner/config/config_loader.h"
+#include "planner/cost/cost_model.h"
 #include "planner/names.h"
-#include "simulator/simulate.h"
 #include "sim_test_util.h"
+#include "simulator/simulate.h"
 
 namespace meshplan {
 namespace {

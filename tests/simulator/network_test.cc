@@ -2,12 +2,12 @@
 // shared by transfers that overlap on one tier of one rank.
 #include <catch2/catch.hpp>
 
-#include "planner/collective_time.h"
-#include "planner/config_loader.h"
+#include "planner/config/config_loader.h"
+#include "planner/cost/collective_time.h"
+#include "sim_test_util.h"
 #include "simulator/event_sim.h"
 #include "simulator/network.h"
 #include "simulator/simulate.h"
-#include "sim_test_util.h"
 
 namespace meshplan {
 namespace {

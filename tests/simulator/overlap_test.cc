@@ -2,10 +2,10 @@
 // CP's ring exchange behind the attention core, ZeRO-3's prefetched all-gathers.
 #include <catch2/catch.hpp>
 
-#include "planner/collective_time.h"
+#include "planner/cost/collective_time.h"
+#include "sim_test_util.h"
 #include "simulator/event_sim.h"
 #include "simulator/simulate.h"
-#include "sim_test_util.h"
 
 namespace meshplan {
 namespace {

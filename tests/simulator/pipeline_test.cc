@@ -6,11 +6,11 @@
 #include <set>
 #include <tuple>
 
+#include "planner/cost/step_time.h"
 #include "planner/names.h"
-#include "planner/step_time.h"
 #include "planner/pipeline_schedule.h"
-#include "simulator/simulate.h"
 #include "sim_test_util.h"
+#include "simulator/simulate.h"
 
 namespace meshplan {
 namespace {

@@ -5,9 +5,9 @@
 #include <cstdint>
 
 #include "planner/cluster_spec.h"
+#include "planner/cost/step_work.h"
 #include "planner/model_spec.h"
 #include "planner/parallel_plan.h"
-#include "planner/step_work.h"
 #include "planner/training_spec.h"
 
 namespace meshplan::test {

@@ -37,9 +37,13 @@ TEST_CASE("simulate --format json puts the analytic and the simulated step side 
   // Within a few percent of the analytic estimate for this ordinary plan.
   CHECK(step == Approx(j["analytic"]["step_time_s"].get<double>()).epsilon(0.1));
   REQUIRE(sim["stages"].size() == 2);
-  for (const nlohmann::json& stage : sim["stages"])
+  for (const nlohmann::json& stage : sim["stages"]) {
+    // Each stream's share of the step is its busy time over the step time.
     for (const char* stream : {"compute", "dp", "pp", "cp", "tp"})
-      CHECK(stage["streams"][stream]["utilisation"].get<double>() >= 0);
+      CHECK(stage["streams"][stream]["utilisation"].get<double>() ==
+            Approx(stage["streams"][stream]["busy_s"].get<double>() / step));
+    CHECK(stage["streams"]["compute"]["utilisation"].get<double>() > 0.5);
+  }
   CHECK(sim["stages"][1]["rank"] == 4);  // stage 1 starts at rank tp * cp
   std::ifstream in(trace);
   REQUIRE(in);

@@ -10,9 +10,9 @@
 #include <string>
 
 #include "planner/parallel_plan.h"
+#include "sim_test_util.h"
 #include "simulator/simulate.h"
 #include "simulator/trace_export.h"
-#include "sim_test_util.h"
 
 namespace meshplan {
 namespace {
@@ -42,6 +42,7 @@ TEST_CASE("the trace file parses as JSON and holds the expected tracks and event
   std::set<std::string> names;
   int complete = 0;
   double last_end_us = 0;
+  double first_start_us = 1e300;
   for (const nlohmann::json& e : trace["traceEvents"]) {
     const std::string ph = e["ph"];
     const int pid = e["pid"], tid = e["tid"];
@@ -51,7 +52,7 @@ TEST_CASE("the trace file parses as JSON and holds the expected tracks and event
     ++complete;
     ++events[{pid, tid}];
     names.insert(e["name"].get<std::string>());
-    CHECK(e["ts"].get<double>() >= 0);
+    first_start_us = std::min(first_start_us, e["ts"].get<double>());
     CHECK(e["dur"].get<double>() > 0);
     last_end_us = std::max(last_end_us, e["ts"].get<double>() + e["dur"].get<double>());
     if (tid == static_cast<int>(SimStream::kCompute)) CHECK(e["args"].contains("flops"));
@@ -67,6 +68,7 @@ TEST_CASE("the trace file parses as JSON and holds the expected tracks and event
   for (const SimSpan& s : sim.timeline) timed += s.end_s > s.start_s ? 1 : 0;
   CHECK(complete == timed);
   CHECK(last_end_us == Approx(sim.time.total_s * 1e6).epsilon(1e-9));
+  CHECK(first_start_us == 0);  // the step starts with stage 0's first forward, at time 0
   // Every track carries events on both stages; dp holds the gradient buckets of the
   // dp x cp group (cp ranks hold the same weights): one per part (4 blocks + embedding
   // or head) per step.

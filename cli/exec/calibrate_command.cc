@@ -1,0 +1,301 @@
+// `meshplan calibrate`: time the executor's ops on this machine's CPU or GPU, fit the
+// cost model's efficiencies (and, on a CPU, its peaks) and write a hardware file that
+// estimate, search, simulate and compare load like any other (executor/calibration/).
+//
+//   meshplan calibrate --device cpu --quick --out configs/hardware/cpu-ci.yaml
+//   meshplan calibrate --device cuda --precision bf16 --model llama-1b
+//       --base h100-sxm --out configs/hardware/h100-calibrated.yaml
+//
+// Without --out the YAML goes to stdout and the report to stderr. Exit codes: 0 written;
+// 2 bad input (flags, unknown model or base hardware); 1 a failure while measuring
+// (no CUDA device, a fit that the samples cannot determine).
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+#include <iterator>
+#include <memory>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "cli/commands.h"
+#include "executor/calibration/calibrate.h"
+#include "executor/device/cuda_device.h"
+#include "planner/atomic_file.h"
+#include "planner/config/config_loader.h"
+#include "planner/config/hardware_yaml.h"
+#include "planner/input_error.h"
+#include "planner/names.h"
+
+namespace meshplan {
+namespace {
+
+struct CalibrateCommandOptions {
+  std::string out;          // "" : stdout
+  std::string device = "cpu";
+  bool quick = false;
+  std::string model;        // "" : tiny-llama (cpu), llama-1b (cuda)
+  std::string shapes;       // "1x64,2x128" ("" : the defaults)
+  std::string precision;    // "" : fp32 (cpu), bf16 (cuda)
+  std::string base;         // "" : cpu: none; cuda: from the device name
+  std::string name;         // "" : the --out file stem, else cpu-calibrated / <base>-calibrated
+  int threads = 0;
+  int collective_ranks = 0;
+  std::string report;       // JSON report path ("" : none)
+};
+
+const InputLocation kFlags{"<command line>"};
+
+std::vector<BenchShape> ParseShapes(const std::string& text) {
+  std::vector<BenchShape> shapes;
+  std::stringstream in(text);
+  for (std::string item; std::getline(in, item, ',');) {
+    BenchShape s;
+    char x = 0;
+    std::stringstream one(item);
+    if (!(one >> s.batch >> x >> s.seq) || x != 'x' || s.batch < 1 || s.seq < 2 || !one.eof())
+      throw InputError(kFlags, "--shapes",
+                       "expected a comma-separated list of BxS (micro-batch x sequence, e.g. "
+                       "1x64,2x128); got '" + item + "'");
+    shapes.push_back(s);
+  }
+  return shapes;
+}
+
+// The data-sheet file of a CUDA device, from its name ("NVIDIA H100 80GB HBM3" -> h100-sxm).
+std::string BaseForDevice(const std::string& device_name) {
+  const std::string lower = Lower(device_name);
+  if (lower.find("h200") != std::string::npos) return "h200";
+  if (lower.find("h100") != std::string::npos)
+    return lower.find("pcie") != std::string::npos ? "h100-pcie" : "h100-sxm";
+  if (lower.find("a100") != std::string::npos)
+    return lower.find("40gb") != std::string::npos ? "a100-40gb" : "a100-80gb";
+  if (lower.find("a40") != std::string::npos) return "a40";
+  if (lower.find("b200") != std::string::npos) return "b200";
+  throw InputError(kFlags, "--base",
+                   "no hardware file is known for the device '" + device_name +
+                       "'; name the data-sheet file to calibrate against with --base");
+}
+
+std::string CommandLine() {
+  std::ifstream in("/proc/self/cmdline", std::ios::binary);
+  std::string all((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  std::string out;
+  size_t start = 0;
+  bool first = true;
+  for (size_t nul; (nul = all.find('\0', start)) != std::string::npos; start = nul + 1) {
+    std::string arg = all.substr(start, nul - start);
+    if (first) arg = std::filesystem::path(arg).filename().string();
+    out += (first ? "" : " ") + arg;
+    first = false;
+  }
+  return out;
+}
+
+std::string FormatReport(const CalibrationResult& r) {
+  std::string out = fmt::format("meshplan calibrate: {} on {} ({:.1f} s)\n", r.device_name, r.host,
+                                r.seconds);
+  out += fmt::format("{:<34} {:>12} {:>12} {:>8}\n", "sample", "measured_us", "fitted_us", "error");
+  for (size_t i = 0; i < r.samples.size(); ++i) {
+    const double m = r.samples[i].seconds, p = r.fit.predicted_s[i];
+    out += fmt::format("{:<34} {:>12.1f} {:>12.1f} {:>+7.1f}%\n", r.samples[i].name, m * 1e6,
+                       p * 1e6, (p - m) / m * 100);
+  }
+  out += fmt::format(
+      "fit: {:.1f}% error weighted by share of a step; per sample rms {:.1f}%, max {:.1f}% "
+      "over {} samples (op samples inside a segment fit loosely: they only tell the kernel "
+      "classes apart)\n",
+      r.fit.weighted_error * 100, r.fit.rms_relative_error * 100, r.fit.max_relative_error * 100,
+      r.samples.size());
+  for (size_t i = 0; i < r.checks.size(); ++i) {
+    const double m = r.checks[i].seconds, p = r.check_predicted_s[i];
+    out += fmt::format("check {:<28} {:>12.1f} {:>12.1f} {:>+7.1f}%  (not fitted)\n",
+                       r.checks[i].name, m * 1e6, p * 1e6, (p - m) / m * 100);
+  }
+  const ComputeRates& rates = r.fit.rates;
+  out += fmt::format(
+      "rates: matmul {:.2f} TFLOP/s, attention {:.2f} TFLOP/s, memory {:.1f} GB/s, "
+      "overhead {:.2f} us per kernel\n",
+      rates.matmul_flops_per_s / 1e12, rates.attention_flops_per_s / 1e12, rates.memory_Bps / 1e9,
+      rates.kernel_overhead_s * 1e6);
+  if (r.peaks.flops > 0)
+    out += fmt::format("measured peaks: {:.2f} TFLOP/s (GEMM), {:.1f} GB/s (copy)\n",
+                       r.peaks.flops / 1e12, r.peaks.bandwidth_Bps / 1e9);
+  const GpuSpec& g = r.gpu;
+  out += fmt::format("efficiency: matmul {:.3f}, attention {:.3f}, memory bandwidth {:.3f}\n",
+                     g.matmul_efficiency, g.attention_efficiency, g.memory_bandwidth_efficiency);
+  if (r.network)
+    out += fmt::format("network: {:.2f} GB/s per rank, {:.1f} us per ring step ({})\n",
+                       r.network->bandwidth_Bps / 1e9, r.network->latency_s * 1e6, r.network->name);
+  for (const std::string& w : r.warnings) out += "warning: " + w + "\n";
+  return out;
+}
+
+nlohmann::json ReportJson(const CalibrationResult& r) {
+  nlohmann::json samples = nlohmann::json::array();
+  const auto sample = [](const CalibrationSample& s, double predicted) {
+    return nlohmann::json{{"name", s.name},
+                          {"matmul_flops", s.work.matmul_flops},
+                          {"attention_flops", s.work.attention_flops},
+                          {"memory_bytes", s.work.memory_bytes},
+                          {"kernels", s.work.kernels},
+                          {"measured_s", s.seconds},
+                          {"predicted_s", predicted}};
+  };
+  for (size_t i = 0; i < r.samples.size(); ++i) samples.push_back(sample(r.samples[i], r.fit.predicted_s[i]));
+  nlohmann::json checks = nlohmann::json::array();
+  for (size_t i = 0; i < r.checks.size(); ++i) checks.push_back(sample(r.checks[i], r.check_predicted_s[i]));
+  return {{"host", r.host},
+          {"date", r.date},
+          {"device", r.device_name},
+          {"threads", r.threads},
+          {"seconds", r.seconds},
+          {"rates",
+           {{"matmul_flops_per_s", r.fit.rates.matmul_flops_per_s},
+            {"attention_flops_per_s", r.fit.rates.attention_flops_per_s},
+            {"memory_Bps", r.fit.rates.memory_Bps},
+            {"kernel_overhead_s", r.fit.rates.kernel_overhead_s}}},
+          {"peaks", {{"flops", r.peaks.flops}, {"bandwidth_Bps", r.peaks.bandwidth_Bps}}},
+          {"weighted_error", r.fit.weighted_error},
+          {"rms_relative_error", r.fit.rms_relative_error},
+          {"max_relative_error", r.fit.max_relative_error},
+          {"samples", samples},
+          {"checks", checks},
+          {"warnings", r.warnings}};
+}
+
+void WriteFile(const std::string& path, const std::string& text) {
+  const std::filesystem::path p(path);
+  if (p.has_parent_path()) std::filesystem::create_directories(p.parent_path());
+  try {
+    WriteFileAtomically(path, text);
+  } catch (const std::runtime_error& e) {
+    throw InputError({path}, "", e.what());
+  }
+}
+
+int RunCalibrate(const CalibrateCommandOptions& o) {
+  const bool cuda = o.device == "cuda";
+  CalibrationOptions options;
+  options.device = o.device;
+  options.quick = o.quick;
+  options.threads = o.threads;
+  options.collective_ranks = o.collective_ranks;
+  options.model = LoadModel(o.model.empty() ? (cuda ? "llama-1b" : "tiny-llama") : o.model);
+  if (!o.shapes.empty()) options.shapes = ParseShapes(o.shapes);
+  const std::string precision = o.precision.empty() ? (cuda ? "bf16" : "fp32") : o.precision;
+  if (!ParsePrecision(precision, &options.precision))
+    throw InputError(kFlags, "--precision",
+                     "expected one of: " + std::string(AllowedPrecisions()) + "; got '" + precision + "'");
+  if (cuda == (options.precision == Precision::kFp32))
+    throw InputError(kFlags, "--precision",
+                     cuda ? "expected bf16 or mixed on cuda (the precision the plans train in)"
+                          : "expected fp32 on cpu (the CPU executor trains in fp32)");
+
+  std::optional<ClusterSpec> network;
+  std::string base_name = o.base;
+  if (cuda && base_name.empty()) {
+    if (CudaDeviceCount() == 0)
+      throw std::runtime_error("calibrate --device cuda: no CUDA device is visible");
+    base_name = BaseForDevice(CudaDeviceName(0));
+  }
+  if (!base_name.empty()) {
+    options.base = LoadGpu(base_name);
+    network = LoadGpuNetwork(base_name);
+  }
+  const std::string stem = o.out.empty() ? "" : std::filesystem::path(o.out).stem().string();
+  options.base.name = !o.name.empty() ? o.name
+                      : !stem.empty() ? stem
+                      : base_name.empty() ? "cpu-calibrated" : options.base.name + "-calibrated";
+  if (!cuda) {  // a CPU profile: everything measured, nothing from a data sheet
+    options.base.peak_flops_tf32 = 0;
+    options.base.peak_flops_fp8 = 0;
+  }
+
+  const CalibrationResult result = RunCalibration(options);
+  HardwareYamlOptions yaml;
+  if (result.network) {  // ranks sharing this CPU: one "node" of them, over loopback
+    ClusterSpec node;
+    node.gpus_per_node = 1;
+    node.intra_node = *result.network;
+    node.inter_node = *result.network;
+    yaml.network = node;
+  } else {
+    yaml.network = network;
+  }
+  yaml.header = fmt::format(
+      "{} profile written by `{}`.\n"
+      "Efficiencies are fitted to micro-benchmarks of the executor's own ops (matmuls, attention,\n"
+      "memory-bound ops, optimizer) with the cost model's work counts; kernel_overhead_us is the\n"
+      "fitted fixed cost per op the cost model counts. See executor/calibration/calibrate.h.",
+      cuda ? "GPU" : "CPU", CommandLine());
+  if (!cuda)
+    yaml.header += fmt::format(
+        "\nCPU: one process with {} intra-op threads; peaks are the best measured GEMM and copy\n"
+        "rates (bf16 = fp32: a CPU runs 16-bit matmuls no faster); memory_MiB is the host's RAM.\n"
+        "Ranks sharing this CPU: calibrate with --threads cores/N for N ranks.",
+        result.threads);
+  const std::string text = GpuSpecToYaml(result.gpu, yaml);
+
+  const std::string report = FormatReport(result);
+  if (o.out.empty()) {
+    std::cerr << report;
+    std::cout << text;
+  } else {
+    WriteFile(o.out, text);
+    std::cout << report << "wrote " << o.out << "\n";
+  }
+  if (!o.report.empty()) WriteFile(o.report, ReportJson(result).dump(2) + "\n");
+  return 0;
+}
+
+}  // namespace
+
+void AddCalibrateCommand(CLI::App& app, int* exit_code) {
+  auto options = std::make_shared<CalibrateCommandOptions>();
+  CLI::App* command = app.add_subcommand("calibrate", kCalibrateSummary);
+  command->add_option("--out", options->out, "the hardware YAML to write (default: stdout)");
+  command->add_option("--device", options->device, "cpu | cuda")
+      ->check(CLI::IsMember({"cpu", "cuda"}))
+      ->capture_default_str();
+  command->add_flag("--quick", options->quick, "fewer shapes and repeats (a few seconds on CPU)");
+  command->add_option("--model", options->model,
+                      "the model whose shapes are benchmarked (default: tiny-llama on cpu, "
+                      "llama-1b on cuda)");
+  command->add_option("--shapes", options->shapes,
+                      "micro-batch shapes BxS, comma-separated (default: per device, e.g. "
+                      "1x64,2x128,2x256 on cpu --quick)");
+  command->add_option("--precision", options->precision,
+                      "fp32 (cpu) | bf16 | mixed (cuda; both run bf16 matmuls)");
+  command->add_option("--base", options->base,
+                      "hardware file whose data-sheet peaks, memory and network to keep "
+                      "(default on cuda: from the device name)");
+  command->add_option("--name", options->name, "the profile's name (default: the --out file stem)");
+  command->add_option("--threads", options->threads,
+                      "CPU intra-op threads (default: LibTorch's, one per core)")
+      ->check(CLI::Range(1, 4096));
+  command->add_option("--collective-ranks", options->collective_ranks,
+                      "CPU: also time Gloo collectives over this many in-process ranks and fit "
+                      "the network block (0: no network block)")
+      ->check(CLI::Range(0, 64))
+      ->capture_default_str();
+  command->add_option("--report", options->report,
+                      "also write every sample (measured and fitted) as JSON");
+  command->callback([options, exit_code] {
+    try {
+      *exit_code = RunCalibrate(*options);
+    } catch (const InputError&) {
+      throw;
+    } catch (const std::exception& e) {
+      std::cerr << "meshplan calibrate: error: " << e.what() << "\n";
+      *exit_code = 1;
+    }
+  });
+}
+
+}  // namespace meshplan
+

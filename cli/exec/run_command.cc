@@ -1,0 +1,315 @@
+// `meshplan run PLAN.yaml`: train the plan for real (LibTorch; CPU or CUDA devices, Gloo
+// or NCCL) and write what was measured (measured.json) for `meshplan compare`.
+//
+//   meshplan run plan.yaml --nproc 2 --steps 20 --warmup 3 --out measured.json
+//   torchrun --nproc-per-node 2 --no-python meshplan run plan.yaml   (one rank per process)
+//
+// Two modes, one command line. Launcher mode (no RANK / Slurm variables): check the
+// plan, host the rendezvous store, start --nproc rank processes of this same binary
+// with this same command line (executor/launch/launcher.h) and supervise them: the first
+// rank to fail stops the others and is named; the exit code is that rank's. Rank
+// mode (RANK set, by us, torchrun or srun): join the store, build the device mesh,
+// train one rank (executor/run_rank.h), and gather every rank's result on rank 0,
+// which writes --out atomically.
+// Exit codes: 0 success; 2 bad input (plan file, a plan the executor refuses, a
+// world size that is not --nproc, flags), found before any rank starts; otherwise
+// the failing rank's code (1 for a runtime failure, 128+signal when it was killed).
+
+#include <fmt/format.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <csignal>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+#include <iterator>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "cli/commands.h"
+#include "executor/comm/communicator_factory.h"
+#include "executor/comm/rendezvous.h"
+#include "executor/device/training_device.h"
+#include "executor/launch/launcher.h"
+#include "executor/launch/rank_env.h"
+#include "executor/parallel/device_mesh.h"
+#include "executor/run_rank.h"
+#include "planner/atomic_file.h"
+#include "planner/config/config_loader.h"
+#include "planner/input_error.h"
+#include "planner/measure/measurement.h"
+#include "planner/parallel_plan.h"
+
+namespace meshplan {
+namespace {
+
+struct RunCommandOptions {
+  std::string plan_file;
+  int nproc = 0;             // 0: the plan's world size
+  int64_t steps = 0;         // 0: training.steps of the plan file
+  int64_t warmup = 2;
+  std::string out = "measured.json";
+  std::string data = "synthetic";
+  std::string data_dtype = "uint16";
+  int64_t save_every = 0;
+  std::string snapshot;
+  std::string resume;
+  uint64_t seed = 1234;
+  double comm_timeout_s = 60;
+  std::string device = "auto";   // executor/device/training_device.h
+  std::string backend = "gloo";  // executor/comm/communicator_factory.h
+  // For tests only (hidden): make one rank fail at a step.
+  int fail_rank = -1;
+  int64_t fail_at_step = -1;
+  std::string fail_mode = "exit";
+};
+
+const InputLocation kFlags{"<command line>"};
+
+// Where the ranks train and how they talk: --device and --backend, parsed.
+struct RankTarget {
+  DeviceChoice device = DeviceChoice::kAuto;
+  CommBackend backend = CommBackend::kGloo;
+};
+
+// Every reason not to start: a broken plan, a world size that is not --nproc, flags
+// that do not fit together. Throws InputError (exit 2) naming each problem; returns the
+// parsed --device and --backend.
+RankTarget CheckRunnable(const PlanFile& plan_file, const RunCommandOptions& options, int nproc) {
+  const std::vector<PlanViolation> violations =
+      Validate(plan_file.plan, plan_file.model, plan_file.training, nproc);
+  if (!violations.empty()) {
+    std::string message = "the plan " + ToPlanString(plan_file.plan) + " cannot run on " +
+                          std::to_string(nproc) + " ranks:";
+    for (const PlanViolation& v : violations) message += "\n  " + v.constraint + ": " + v.message;
+    throw InputError({options.plan_file}, "plan", message);
+  }
+  for (const std::string& reason : ExecutorLimitations(plan_file))
+    throw InputError({options.plan_file}, "plan", reason);
+  if (options.steps < 0)
+    throw InputError(kFlags, "--steps", "must be >= 1 (0: the plan file's training.steps)");
+  const int64_t steps = options.steps > 0 ? options.steps : plan_file.training.steps;
+  if (options.warmup < 0 || options.warmup >= steps)
+    throw InputError(kFlags, "--warmup",
+                     "must be in 0.." + std::to_string(steps - 1) +
+                         " (fewer than the " + std::to_string(steps) + " steps), got " +
+                         std::to_string(options.warmup));
+  if (options.save_every < 0)
+    throw InputError(kFlags, "--save-every", "must be >= 0 (0: no snapshots)");
+  if (options.save_every > 0 && options.snapshot.empty())
+    throw InputError(kFlags, "--save-every", "needs --snapshot DIR");
+  if (options.comm_timeout_s <= 0)
+    throw InputError(kFlags, "--comm-timeout", "must be a positive number of seconds");
+  if (options.data != "synthetic" && !std::filesystem::is_regular_file(options.data))
+    throw InputError(kFlags, "--data",
+                     "expected 'synthetic' or a token file; '" + options.data + "' is not a file");
+  if (!options.resume.empty() && !std::filesystem::is_directory(options.resume))
+    throw InputError(kFlags, "--resume", "'" + options.resume + "' is not a directory");
+  RankTarget target;
+  if (!ParseDeviceChoice(options.device, &target.device))
+    throw InputError(kFlags, "--device",
+                     std::string("expected one of: ") + kAllowedDevices + "; got '" + options.device + "'");
+  if (!ParseCommBackend(options.backend, &target.backend))
+    throw InputError(kFlags, "--backend",
+                     std::string("expected one of: ") + kAllowedCommBackends + "; got '" +
+                         options.backend + "'");
+  std::string why;  // asked only when a flag needs CUDA
+  const bool cuda = (target.device == DeviceChoice::kCuda || target.backend == CommBackend::kNccl) &&
+                    TorchCudaAvailable(&why);
+  if (target.device == DeviceChoice::kCuda && !cuda)
+    throw InputError(kFlags, "--device", "cuda: " + why);
+  if (target.backend == CommBackend::kNccl) {
+    if (!NcclBuiltIn())
+      throw InputError(kFlags, "--backend",
+                       "nccl: this build has no NCCL (configure with the CUDA toolkit and "
+                       "-DNCCL_ROOT=<dir with include/nccl.h>); use gloo");
+    if (target.device == DeviceChoice::kCpu || !cuda)
+      throw InputError(kFlags, "--backend",
+                       "nccl needs every rank on a CUDA device (--device cuda or auto with a "
+                       "GPU)" + (cuda ? std::string() : ": " + why) + "; use gloo");
+  }
+  return target;
+}
+
+std::chrono::milliseconds CommTimeout(const RunCommandOptions& options) {
+  return std::chrono::milliseconds(static_cast<int64_t>(options.comm_timeout_s * 1000));
+}
+
+// This process's command line and executable, to start the ranks with.
+std::vector<std::string> SelfArgv() {
+  std::ifstream in("/proc/self/cmdline", std::ios::binary);
+  const std::string all((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  std::vector<std::string> argv;
+  size_t start = 0;
+  for (size_t nul; (nul = all.find('\0', start)) != std::string::npos; start = nul + 1)
+    argv.push_back(all.substr(start, nul - start));
+  return argv;
+}
+
+std::string SelfExe() { return std::filesystem::read_symlink("/proc/self/exe").string(); }
+
+int RunLauncher(const PlanFile& plan_file, const RunCommandOptions& options) {
+  const int nproc = options.nproc > 0 ? options.nproc : static_cast<int>(plan_file.plan.world_size());
+  CheckRunnable(plan_file, options, nproc);
+
+  StoreServer store("127.0.0.1", 0, CommTimeout(options));
+  LaunchOptions launch;
+  launch.nproc = nproc;
+  launch.exe = SelfExe();
+  launch.argv = SelfArgv();
+  launch.master_port = store.port();
+  std::cout << fmt::format("meshplan run: {} ranks of {} ({}), rendezvous at 127.0.0.1:{}\n",
+                           nproc, plan_file.model.name, ToPlanString(plan_file.plan),
+                           store.port())
+            << std::flush;
+  const LaunchResult result = LaunchLocalRanks(launch);
+  if (result.exit_code != 0) {
+    std::cerr << "meshplan run: failed: " << result.failure;
+    if (!result.interrupted) {
+      std::string stopped;
+      for (size_t r = 0; r < result.ranks.size(); ++r)
+        if (result.ranks[r].stopped_by_launcher)
+          stopped += (stopped.empty() ? "" : ", ") + std::to_string(r);
+      if (!stopped.empty()) std::cerr << "; stopped ranks " << stopped;
+    }
+    std::cerr << "\n";
+    return result.exit_code;
+  }
+  std::cout << "meshplan run: " << nproc << " ranks finished; measurements in " << options.out
+            << "\n";
+  return 0;
+}
+
+// The hidden test hook: fail like a real crash at the given step.
+void MaybeFail(const RunCommandOptions& options, int rank, int64_t step) {
+  if (rank != options.fail_rank || step != options.fail_at_step) return;
+  std::cerr << "failing on purpose (--fail-rank " << rank << " --fail-at-step " << step
+            << " --fail-mode " << options.fail_mode << ")" << std::endl;
+  if (options.fail_mode == "kill") std::raise(SIGKILL);
+  if (options.fail_mode == "hang")
+    for (;;) std::this_thread::sleep_for(std::chrono::hours(1));
+  std::_Exit(3);
+}
+
+int RunOneRank(const PlanFile& plan_file, const RunCommandOptions& options, const RankEnv& env) {
+  if (options.nproc > 0 && options.nproc != env.world_size)
+    throw InputError(kFlags, "--nproc",
+                     std::to_string(options.nproc) + " differs from the " + env.source +
+                         " world size " + std::to_string(env.world_size));
+  const RankTarget target = CheckRunnable(plan_file, options, env.world_size);
+  try {
+    const auto timeout = CommTimeout(options);
+    RunOptions run;
+    run.device = ChooseTrainingDevice(target.device, env.local_rank);
+    auto store = ConnectRendezvousStore(env, timeout);
+    CommOptions comm;
+    comm.gloo = GlooOptionsForRank(env, timeout);
+    comm.nccl_timeout = timeout;
+    comm.cuda_device = run.device.is_cuda() ? run.device.index() : -1;
+    DeviceMesh mesh(plan_file.plan, env.rank,
+                    MakeGroupFactory(target.backend, store, env.rank, comm));
+
+    run.steps = options.steps > 0 ? options.steps : plan_file.training.steps;
+    run.warmup_steps = options.warmup;
+    run.data = options.data;
+    run.data_dtype = options.data_dtype;
+    run.save_every = options.save_every;
+    run.snapshot_dir = options.snapshot;
+    run.resume_dir = options.resume;
+    run.seed = options.seed;
+    run.after_step = [&options, rank = env.rank](int64_t step) { MaybeFail(options, rank, step); };
+    const RankMeasurement mine = RunRank(plan_file, run, mesh);
+
+    // Gather on rank 0 through the store (it outlives the ranks under a launcher).
+    const std::string key_prefix = "meshplan/run/rank_result/";
+    const std::string payload = RankMeasurementToJson(mine).dump();
+    store->set(key_prefix + std::to_string(env.rank),
+               std::vector<uint8_t>(payload.begin(), payload.end()));
+    if (env.rank != 0) return 0;
+    std::vector<RankMeasurement> ranks;
+    for (int r = 0; r < env.world_size; ++r) {
+      const std::string key = key_prefix + std::to_string(r);
+      store->wait({key}, timeout);
+      const std::vector<uint8_t> bytes = store->get(key);
+      ranks.push_back(RankMeasurementFromJson(
+          nlohmann::json::parse(std::string(bytes.begin(), bytes.end()))));
+    }
+    const Measurement measurement = CombineRankMeasurements(plan_file, run, ranks);
+    WriteFileAtomically(options.out, MeasurementToJson(measurement).dump(2) + "\n");
+    std::cout << FormatMeasurementSummary(measurement) << std::flush;
+    return 0;
+  } catch (const InputError&) {
+    throw;
+  } catch (const std::exception& e) {
+    std::cerr << "meshplan run: rank " << env.rank << " of " << env.world_size
+              << ": error: " << e.what() << std::endl;
+    return 1;
+  }
+}
+
+int RunRun(const RunCommandOptions& options) {
+  const PlanFile plan_file = LoadPlanFile(options.plan_file);
+  if (const std::optional<RankEnv> env = ReadRankEnv()) return RunOneRank(plan_file, options, *env);
+  return RunLauncher(plan_file, options);
+}
+
+}  // namespace
+
+void AddRunCommand(CLI::App& app, int* exit_code) {
+  auto options = std::make_shared<RunCommandOptions>();
+  CLI::App* command = app.add_subcommand("run", kRunSummary);
+  command->add_option("plan", options->plan_file, "the plan file (as `meshplan search --out` writes)")
+      ->required();
+  command->add_option("--nproc", options->nproc,
+                      "local rank processes to start (default: the plan's dp*tp*pp*cp); under "
+                      "torchrun/srun it must equal WORLD_SIZE")
+      ->check(CLI::Range(1, 4096));
+  command->add_option("--steps", options->steps,
+                      "optimizer steps (default: training.steps of the plan file)");
+  command->add_option("--warmup", options->warmup,
+                      "steps left out of the timing (the median is over the rest)")
+      ->capture_default_str();
+  command->add_option("--out", options->out, "where rank 0 writes the measurements")
+      ->capture_default_str();
+  command->add_option("--data", options->data,
+                      "synthetic (a deterministic token stream) or a token file (flat ids)")
+      ->capture_default_str();
+  command->add_option("--data-dtype", options->data_dtype, "token id width of --data: uint16 | uint32")
+      ->check(CLI::IsMember({"uint16", "uint32"}))
+      ->capture_default_str();
+  command->add_option("--save-every", options->save_every,
+                      "write a snapshot every K steps into --snapshot (0: never)")
+      ->capture_default_str();
+  command->add_option("--snapshot", options->snapshot, "snapshot directory");
+  command->add_option("--resume", options->resume, "resume from the latest snapshot in DIR");
+  command->add_option("--seed", options->seed, "initialisation and data seed")
+      ->capture_default_str();
+  command->add_option("--device", options->device,
+                      "where each rank trains: auto (cuda when this LibTorch has CUDA and sees a "
+                      "GPU, else cpu) | cpu | cuda (local rank i on GPU i % count)")
+      ->capture_default_str();
+  command->add_option("--backend", options->backend,
+                      "communication: gloo (CPU, or CUDA tensors through the host) | nccl (one "
+                      "GPU per rank; needs a build with NCCL)")
+      ->capture_default_str();
+  command->add_option("--comm-timeout", options->comm_timeout_s,
+                      "seconds a rank waits for its peers (rendezvous and every collective) "
+                      "before it fails")
+      ->capture_default_str();
+  // Hidden (empty group): for tests of failure handling only.
+  command->add_option("--fail-rank", options->fail_rank, "test only: the rank that fails")
+      ->group("");
+  command->add_option("--fail-at-step", options->fail_at_step, "test only: the step it fails at")
+      ->group("");
+  command->add_option("--fail-mode", options->fail_mode, "test only: exit | kill | hang")
+      ->check(CLI::IsMember({"exit", "kill", "hang"}))
+      ->group("");
+  command->callback([options, exit_code] { *exit_code = RunRun(*options); });
+}
+
+}  // namespace meshplan
+

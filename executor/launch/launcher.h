@@ -1,0 +1,57 @@
+// Launcher: start N local rank processes of one command and supervise them (what
+// `meshplan run PLAN --nproc N` does before any rank trains; like torchrun on one node).
+// Every rank is `exe argv[1..]` with the variables of executor/launch/rank_env.h set (the
+// caller hosts the store), and OMP_NUM_THREADS = cores / N unless already set. Each line a
+// rank writes is copied to out_fd / err_fd prefixed with "[rank R] ". When a rank exits
+// non-zero or is killed, or the launcher gets SIGINT / SIGTERM / SIGHUP, every other rank
+// gets SIGTERM, then SIGKILL after stop_grace; no rank outlives the launcher. The call
+// returns when every rank has been reaped; it is not re-entrant (it installs process-wide
+// signal handlers for its duration and restores them).
+// Environment and supervision in detail: docs/executor_internals.md#launcher.
+#pragma once
+
+#include <sys/types.h>
+
+#include <chrono>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace meshplan {
+
+struct LaunchOptions {
+  int nproc = 1;
+  std::string exe;                // executable path (execv'd as is)
+  std::vector<std::string> argv;  // argv of each rank, argv[0] included
+  std::string master_addr = "127.0.0.1";
+  int master_port = 0;  // the rendezvous store, hosted by the caller
+  std::vector<std::pair<std::string, std::string>> extra_env;  // set in every rank
+  std::chrono::milliseconds stop_grace{std::chrono::seconds(10)};
+  int out_fd = 1;  // where ranks' prefixed stdout goes
+  int err_fd = 2;  // where ranks' prefixed stderr and the launcher's messages go
+};
+
+struct RankExit {
+  pid_t pid = 0;
+  bool exited = false;  // exited normally with `code`; otherwise killed by `signal`
+  int code = 0;
+  int signal = 0;
+  bool stopped_by_launcher = false;  // got SIGTERM/SIGKILL from us after another failure
+  std::string Describe() const;      // "exited with code 3", "was killed by signal 9 (Killed)"
+};
+
+struct LaunchResult {
+  int exit_code = 0;     // 0 when every rank succeeded; else see below
+  int failed_rank = -1;  // the first rank seen to fail (-1: none, or interrupted)
+  std::string failure;   // "rank 1 (pid 4242) exited with code 3" ("" on success)
+  bool interrupted = false;    // the launcher itself got SIGINT/SIGTERM/SIGHUP
+  std::vector<RankExit> ranks;  // indexed by rank
+};
+
+// Starts the ranks and waits for all of them. exit_code: 0 on success; the first
+// failing rank's exit code (or 128 + signal when it was killed); 128 + signal when
+// the launcher was interrupted. Throws std::runtime_error when a rank cannot be
+// started (the ranks already started are stopped first).
+LaunchResult LaunchLocalRanks(const LaunchOptions& options);
+
+}  // namespace meshplan

@@ -1,0 +1,39 @@
+// The fused attention core (flash attention on a GPU) for the llama block, used when this
+// LibTorch has it (2.5 and later: at::scaled_dot_product_attention with enable_gqa) and the
+// block computes in bf16 on CUDA (UseFusedAttention); otherwise the block runs the naive
+// core of executor/model/ops.h (and ring attention with context parallelism either way).
+// Between forward and backward the graph keeps q, k, v (their storage, no copies), the
+// output and the logsumexp (B,H,S) fp32; selective recompute drops it after the forward and
+// rebuilds it in the backward from q, k, v.
+// How the backward is reached without autograd: docs/executor_internals.md#fused-attention.
+#pragma once
+
+#include <ATen/ATen.h>
+
+#include "executor/model/ops.h"
+#include "planner/cost/activation_memory.h"
+#include "planner/training_spec.h"
+
+namespace meshplan {
+
+// True when this LibTorch has the fused kernel and the block computes in bf16 on CUDA.
+bool FusedAttentionBuiltIn();
+bool UseFusedAttention(const at::Device& device, Precision precision);
+// What the executor's block runs on this device (the memory model's AttentionImpl; context
+// parallelism runs ring attention whatever this says).
+AttentionImpl ExecutorAttention(const at::Device& device, Precision precision);
+
+// The graph of one forward: the output (its grad_fn holds the kernel's saved tensors) and
+// the leaves it was computed from.
+struct FusedAttentionGraph {
+  at::Tensor q, k, v;  // (B,H,S,D), (B,K,S,D) x 2: leaves sharing the inputs' storage
+  at::Tensor out;      // (B,H,S,D), stored (B,S,H,D)
+};
+
+// Causal attention of q (B,H,S,D), k, v (B,K,S,D) (K divides H). Fills *graph.
+at::Tensor FusedAttentionForward(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
+                                 FusedAttentionGraph* graph);
+// dout (B,H,S,D) -> dq, dk, dv; consumes the graph (freed on return).
+AttentionGrads FusedAttentionBackward(const at::Tensor& dout, FusedAttentionGraph graph);
+
+}  // namespace meshplan

@@ -1,0 +1,207 @@
+// The flat parameter groups of a model stage and their seeded initialisation.
+#include "executor/model/param_layout.h"
+
+#include <ATen/CPUGeneratorImpl.h>
+
+#include <cmath>
+#include <stdexcept>
+#include <utility>
+
+namespace meshplan {
+
+namespace {
+
+// FNV-1a over the name, mixed with the seed by splitmix64: one independent stream per weight.
+uint64_t WeightSeed(uint64_t seed, const std::string& name) {
+  uint64_t h = 1469598103934665603ull;
+  for (unsigned char c : name) h = (h ^ c) * 1099511628211ull;
+  uint64_t z = seed + 0x9E3779B97F4A7C15ull * (h | 1);
+  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+  return z ^ (z >> 31);
+}
+
+// A weight of full shape `shape`, split along tp_dim (-1: replicated) by the group's tp.
+void AddSlot(ParamGroup& group, std::string name, std::vector<int64_t> shape, double init_std,
+             int tp_dim = -1) {
+  ParamSlot slot;
+  slot.name = std::move(name);
+  slot.full_shape = shape;
+  slot.init_std = init_std;
+  slot.tp_dim = group.tp.size > 1 ? tp_dim : -1;
+  if (slot.tp_dim >= 0) {
+    const int64_t local = shape[static_cast<size_t>(slot.tp_dim)] / group.tp.size;
+    shape[static_cast<size_t>(slot.tp_dim)] = local;
+    slot.tp_start = group.tp.rank * local;
+  }
+  slot.numel = 1;
+  for (int64_t d : shape) slot.numel *= d;
+  slot.shape = std::move(shape);
+  slot.offset = group.numel;
+  group.numel += slot.numel;
+  group.slots.push_back(std::move(slot));
+}
+
+void Finish(ParamGroup& group, int64_t shards) {
+  group.padded_numel = (group.numel + shards - 1) / shards * shards;
+  group.shard_numel = group.padded_numel / shards;
+}
+
+constexpr double kInitStd = 0.02;
+
+}  // namespace
+
+const ParamSlot& ParamGroup::slot(const std::string& slot_name) const {
+  for (const ParamSlot& s : slots)
+    if (s.name == slot_name) return s;
+  throw std::logic_error("parameter group " + name + " has no weight " + slot_name);
+}
+
+int64_t ParamLayout::numel() const {
+  int64_t n = 0;
+  for (const ParamGroup& g : groups) n += g.numel;
+  return n;
+}
+
+int64_t ParamLayout::padded_numel() const {
+  int64_t n = 0;
+  for (const ParamGroup& g : groups) n += g.padded_numel;
+  return n;
+}
+
+StageRange VirtualStageRange(const ModelSpec& model, int64_t virtual_stages, int64_t stage) {
+  if (virtual_stages < 1 || model.layers % virtual_stages != 0 || stage < 0 ||
+      stage >= virtual_stages)
+    throw std::invalid_argument("pipeline: " + std::to_string(model.layers) +
+                                " layers do not split into " + std::to_string(virtual_stages) +
+                                " virtual stages (or stage " + std::to_string(stage) +
+                                " is out of range)");
+  const int64_t per = model.layers / virtual_stages;
+  return {stage * per, (stage + 1) * per, stage == 0, stage == virtual_stages - 1};
+}
+
+std::vector<StageRange> PipelineRankChunks(const ModelSpec& model, int64_t pp, int64_t v,
+                                           int64_t pp_rank) {
+  std::vector<StageRange> chunks;
+  for (int64_t c = 0; c < v; ++c) chunks.push_back(VirtualStageRange(model, pp * v, c * pp + pp_rank));
+  return chunks;
+}
+
+ParamLayout BuildParamLayout(const ModelSpec& model, int64_t shards, StageRange stage,
+                             TpShard tp) {
+  return BuildParamLayout(model, shards, std::vector<StageRange>{stage}, tp);
+}
+
+ParamLayout BuildParamLayout(const ModelSpec& model, int64_t shards,
+                             const std::vector<StageRange>& chunks, TpShard tp) {
+  if (model.block != BlockKind::kLlama)
+    throw std::invalid_argument("the executor builds llama blocks only");
+  if (tp.size < 1 || tp.rank < 0 || tp.rank >= tp.size)
+    throw std::invalid_argument("BuildParamLayout: bad tensor-parallel rank");
+  for (const auto& [what, n] : {std::pair<const char*, int64_t>{"heads", model.heads},
+                                {"kv_heads", model.kv_heads},
+                                {"ffn_hidden", model.ffn_hidden},
+                                {"vocab_size", model.vocab_size}})
+    if (n % tp.size != 0)
+      throw std::invalid_argument(std::string("BuildParamLayout: tp=") + std::to_string(tp.size) +
+                                  " does not divide " + what + "=" + std::to_string(n));
+  const int64_t V = model.vocab_size, E = model.hidden, F = model.ffn_hidden;
+  const int64_t HD = model.heads * model.head_dim(), KD = model.kv_hidden();
+  const double out_std = kInitStd / std::sqrt(2.0 * static_cast<double>(model.layers));
+
+  ParamLayout layout;
+  layout.model = model;
+  layout.shards = shards;
+  layout.tp = tp;
+  for (const StageRange& stage : chunks) {
+    const int64_t end_block = stage.end_block < 0 ? model.layers : stage.end_block;
+    ChunkGroups chunk;
+    if (stage.embedding) {
+      ParamGroup g;
+      g.tp = tp;
+      g.name = "embedding";
+      g.kind = GroupKind::kEmbedding;
+      AddSlot(g, "wte", {V, E}, kInitStd, 0);  // vocabulary parallel: rows split
+      Finish(g, shards);
+      chunk.embedding_group = static_cast<int>(layout.groups.size());
+      layout.groups.push_back(std::move(g));
+    }
+    chunk.first_block_group = static_cast<int>(layout.groups.size());
+    chunk.first_block = stage.first_block;
+    for (int64_t l = stage.first_block; l < end_block; ++l) {
+      ParamGroup g;
+      g.name = "block" + std::to_string(l);
+      g.kind = GroupKind::kBlock;
+      g.block = l;
+      g.tp = tp;
+      AddSlot(g, "attn_norm", {E}, 0);
+      AddSlot(g, "wq", {HD, E}, kInitStd, 0);  // column parallel: output rows split
+      AddSlot(g, "wk", {KD, E}, kInitStd, 0);
+      AddSlot(g, "wv", {KD, E}, kInitStd, 0);
+      AddSlot(g, "wo", {E, HD}, out_std, 1);   // row parallel: input columns split
+      AddSlot(g, "ffn_norm", {E}, 0);
+      AddSlot(g, "w_up", {F, E}, kInitStd, 0);
+      AddSlot(g, "w_gate", {F, E}, kInitStd, 0);
+      AddSlot(g, "w_down", {E, F}, out_std, 1);
+      Finish(g, shards);
+      layout.groups.push_back(std::move(g));
+      ++chunk.num_blocks;
+    }
+    if (stage.head) {
+      ParamGroup g;
+      g.name = "head";
+      g.kind = GroupKind::kHead;
+      g.tp = tp;
+      AddSlot(g, "final_norm", {E}, 0);
+      if (!model.tied_embeddings) AddSlot(g, "lm_head", {V, E}, kInitStd, 0);
+      Finish(g, shards);
+      chunk.head_group = static_cast<int>(layout.groups.size());
+      layout.groups.push_back(std::move(g));
+    }
+    if (chunk.embedding_group >= 0) layout.embedding_group = chunk.embedding_group;
+    if (chunk.head_group >= 0) layout.head_group = chunk.head_group;
+    layout.chunks.push_back(chunk);
+  }
+  if (!layout.chunks.empty()) {
+    layout.first_block_group = layout.chunks.front().first_block_group;
+    layout.num_blocks = layout.chunks.front().num_blocks;
+  }
+  return layout;
+}
+
+at::Tensor SlotView(const at::Tensor& flat, const ParamSlot& slot) {
+  return flat.narrow(0, slot.offset, slot.numel).view(slot.shape);
+}
+
+at::Tensor InitGroup(const ParamGroup& group, uint64_t seed) {
+  at::Tensor flat = at::zeros({group.padded_numel}, at::kFloat);  // padding stays 0
+  for (const ParamSlot& slot : group.slots) {
+    at::Tensor view = SlotView(flat, slot);
+    if (slot.init_std == 0) {
+      view.fill_(1.0);
+      continue;
+    }
+    // The tied lm_head reads "embedding.wte": weight names are unique per model.
+    at::Generator gen = at::detail::createCPUGenerator(WeightSeed(seed, group.name + "." + slot.name));
+    if (slot.tp_dim < 0) {
+      view.normal_(0.0, slot.init_std, gen);
+      continue;
+    }
+    // Draw the whole weight (the single-process values), keep this rank's slice.
+    at::Tensor whole = at::empty(slot.full_shape, at::kFloat);
+    whole.normal_(0.0, slot.init_std, gen);
+    view.copy_(whole.narrow(slot.tp_dim, slot.tp_start, slot.shape[static_cast<size_t>(slot.tp_dim)]));
+  }
+  return flat;
+}
+
+void PlaceTpShard(const ParamGroup& shard, const at::Tensor& shard_flat, const ParamGroup& full,
+                  at::Tensor& full_flat) {
+  for (const ParamSlot& s : shard.slots) {
+    at::Tensor dst = SlotView(full_flat, full.slot(s.name));
+    if (s.tp_dim >= 0) dst = dst.narrow(s.tp_dim, s.tp_start, s.shape[static_cast<size_t>(s.tp_dim)]);
+    dst.copy_(SlotView(shard_flat, s));
+  }
+}
+
+}  // namespace meshplan

@@ -1,0 +1,121 @@
+// ParamLayout: where every weight of a rank's model chunks (the whole model, or its
+// pipeline stage's chunks) lives inside its flat parameter groups, and the deterministic
+// initialisation of those groups from a seed.
+// Groups: "embedding", "block<l>" (one per block), "head"; each ONE flat 1-D buffer (the unit
+// ZeRO shards and communicates), its numel padded with zeros to a multiple of `shards` (the
+// dp size) so every rank owns an equal shard of shard_numel = padded_numel / shards elements.
+// Initialisation is a pure function of (seed, weight name): the values do not depend on the
+// world size, the sharding, the stage split or the tp split (a tp slot holds its slice of
+// the whole weight, ParamSlot::tp_dim).
+// Group contents, init distributions, tp slices: docs/executor_internals.md#param-layout.
+#pragma once
+
+#include <ATen/ATen.h>
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "planner/model_spec.h"
+
+namespace meshplan {
+
+struct ParamSlot {
+  std::string name;            // "wq", "lm_head", ...
+  std::vector<int64_t> shape;  // e.g. {H*D, E}
+  int64_t offset = 0;          // elements from the start of the group's flat buffer
+  int64_t numel = 0;
+  double init_std = 0;         // N(0, init_std); 0 means "ones" (norm weights)
+  // Tensor parallelism: the dim along which the weight is split (-1: replicated, 0: rows,
+  // 1: columns), the whole weight's shape, and where this shard starts along tp_dim.
+  int tp_dim = -1;
+  std::vector<int64_t> full_shape;  // == shape when tp_dim < 0 or tp size is 1
+  int64_t tp_start = 0;
+};
+
+// This rank's place in its tensor-parallel group: size t, rank i.
+struct TpShard {
+  int64_t size = 1;
+  int64_t rank = 0;
+};
+
+enum class GroupKind { kEmbedding, kBlock, kHead };
+
+struct ParamGroup {
+  std::string name;            // "embedding", "block3", "head"
+  GroupKind kind = GroupKind::kBlock;
+  int64_t block = -1;          // the block index for kBlock
+  std::vector<ParamSlot> slots;
+  int64_t numel = 0;           // sum of the slots
+  int64_t padded_numel = 0;    // numel rounded up to a multiple of shards
+  int64_t shard_numel = 0;     // padded_numel / shards
+  TpShard tp;                  // the tensor-parallel slice the slots hold
+
+  const ParamSlot& slot(const std::string& slot_name) const;  // throws if absent
+};
+
+// The blocks [first_block, end_block) plus the embedding and/or the head: one model chunk
+// (one virtual pipeline stage). The whole model (pp = 1) is the default.
+struct StageRange {
+  int64_t first_block = 0;
+  int64_t end_block = -1;  // -1: through the last block
+  bool embedding = true;
+  bool head = true;
+};
+
+// Pipeline chunks (Megatron's interleaved layout, planner/pipeline_schedule.h): with pp
+// ranks and v chunks per rank there are pp*v virtual stages; virtual stage k holds blocks
+// [k*L/(pp*v), (k+1)*L/(pp*v)), the embedding on k = 0, the head on k = pp*v - 1, and
+// chunk c of pp rank r is virtual stage c*pp + r. Needs L % (pp*v) == 0 (else throws).
+StageRange VirtualStageRange(const ModelSpec& model, int64_t virtual_stages, int64_t stage);
+std::vector<StageRange> PipelineRankChunks(const ModelSpec& model, int64_t pp, int64_t v,
+                                           int64_t pp_rank);
+
+// The groups of one chunk (indices into ParamLayout::groups; -1 / 0 when absent).
+struct ChunkGroups {
+  int embedding_group = -1;
+  int first_block_group = -1;  // groups[first_block_group + i] is block first_block + i
+  int64_t first_block = 0;
+  int64_t num_blocks = 0;
+  int head_group = -1;
+};
+
+struct ParamLayout {
+  ModelSpec model;
+  int64_t shards = 1;
+  TpShard tp;
+  std::vector<ParamGroup> groups;  // per chunk in chunk order: embedding?, blocks ascending, head?
+  std::vector<ChunkGroups> chunks; // one per model chunk this rank holds
+  // The rank-wide view: the embedding / head group wherever they are (-1 if not on this
+  // rank); first_block_group and num_blocks are chunk 0's (the only chunk unless the
+  // schedule is interleaved).
+  int embedding_group = -1;
+  int first_block_group = -1;
+  int64_t num_blocks = 0;
+  int head_group = -1;
+
+  int64_t numel() const;         // sum of the groups' numel (unpadded)
+  int64_t padded_numel() const;  // sum of padded_numel
+};
+
+// Throws std::invalid_argument when tp does not divide heads, kv_heads, ffn_hidden and vocab.
+ParamLayout BuildParamLayout(const ModelSpec& model, int64_t shards, StageRange stage = {},
+                             TpShard tp = {});
+// Several chunks on one rank (the ZeRO unit stays the group).
+ParamLayout BuildParamLayout(const ModelSpec& model, int64_t shards,
+                             const std::vector<StageRange>& chunks, TpShard tp = {});
+
+// A view of one weight inside a group's flat buffer (parameters or gradients alike).
+at::Tensor SlotView(const at::Tensor& flat, const ParamSlot& slot);
+
+// The group's full padded flat buffer (padded_numel, fp32 on CPU), freshly initialised.
+at::Tensor InitGroup(const ParamGroup& group, uint64_t seed);
+
+// Copies a tensor-parallel shard's weights (shard_flat: the flat buffer of `shard`, padded or
+// not) into their place in the full group's flat buffer (full: the same group built with
+// tp {1,0}). Replicated weights (norms) are copied whole. Reassembles a full group from the
+// t shards (tests, snapshots).
+void PlaceTpShard(const ParamGroup& shard, const at::Tensor& shard_flat, const ParamGroup& full,
+                  at::Tensor& full_flat);
+
+}  // namespace meshplan

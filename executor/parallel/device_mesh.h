@@ -1,0 +1,70 @@
+// DeviceMesh: this rank's Communicator for each mesh dimension (dp, pp, cp, tp), and for
+// the dp x cp group of ranks that hold the same weights (gradient averaging and ZeRO).
+// Groups follow planner/mesh_layout.h (tp innermost, dp outermost) and are created in the
+// same order on every rank, so joining cannot deadlock. A dimension of size 1 gets a
+// SingleRankCommunicator (no network); the others come from a GroupFactory, which must return
+// a communicator of the members' size in which this rank has its coordinate as rank
+// (checked: std::logic_error otherwise). Not thread-safe, like the communicators it holds.
+// How the groups are formed and ordered: docs/executor_internals.md#device-mesh.
+#pragma once
+
+#include <torch/csrc/distributed/c10d/Store.hpp>
+
+#include <array>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "executor/comm/communicator.h"
+#include "executor/comm/gloo_communicator.h"
+#include "planner/mesh_layout.h"
+#include "planner/parallel_plan.h"
+
+namespace meshplan {
+
+// Makes the communicator of one group: `name` is "dp", "pp", "cp", "tp" or "dp_cp";
+// `members` are world ranks in group-rank order.
+using GroupFactory = std::function<std::unique_ptr<Communicator>(const std::string& name,
+                                                                 const std::vector<int>& members)>;
+
+class DeviceMesh {
+ public:
+  // world_rank in 0..plan.world_size()-1 (std::out_of_range otherwise). Throws what
+  // the factory throws (std::runtime_error when a group cannot be joined).
+  DeviceMesh(const ParallelPlan& plan, int world_rank, const GroupFactory& factory);
+
+  int world_rank() const { return world_rank_; }
+  int world_size() const { return static_cast<int>(plan_.world_size()); }
+  const ParallelPlan& plan() const { return plan_; }
+  const MeshCoords& coords() const { return coords_; }
+  int64_t coord(MeshDim dim) const { return coords_[dim]; }
+  int64_t size(MeshDim dim) const { return MeshDimSize(plan_, dim); }
+  const std::vector<int>& members(MeshDim dim) const { return members_[Index(dim)]; }
+  Communicator& comm(MeshDim dim) const { return *comms_[Index(dim)]; }
+  // The dp x cp group (planner/mesh_layout.h WeightReplicaMembers); its rank is
+  // dp_i * cp + cp_i.
+  Communicator& weight_replicas() const { return *weight_replicas_; }
+  // Waits for every rank of the world: a barrier along each dimension in turn (after the
+  // barrier along dims 1..k, every rank of the sub-mesh spanned by them has arrived).
+  void Barrier() const;
+
+ private:
+  static size_t Index(MeshDim dim) { return static_cast<size_t>(dim); }
+  std::unique_ptr<Communicator> Join(const GroupFactory& factory, const std::string& name,
+                                     const std::vector<int>& members, int64_t my_index) const;
+
+  ParallelPlan plan_;
+  int world_rank_;
+  MeshCoords coords_;
+  std::array<std::vector<int>, kNumMeshDims> members_;
+  std::array<std::unique_ptr<Communicator>, kNumMeshDims> comms_;
+  std::unique_ptr<Communicator> own_weight_replicas_;  // when dp > 1 and cp > 1
+  Communicator* weight_replicas_ = nullptr;
+};
+
+// Gloo groups over one store, each named by its dimension ("dp", "pp", "cp", "tp").
+GroupFactory GlooGroupFactory(c10::intrusive_ptr<c10d::Store> store, int world_rank,
+                              GlooOptions options);
+
+}  // namespace meshplan

@@ -1,0 +1,244 @@
+// ZeRO 0-3 over flat parameter groups (see zero_engine.h for who holds what and when).
+#include "executor/parallel/zero_engine.h"
+
+#include <stdexcept>
+#include <utility>
+
+#include "executor/model/precision_dtypes.h"
+
+namespace meshplan {
+
+ZeroEngine::ZeroEngine(const ParamLayout& layout, int zero_stage, Communicator& replicas,
+                       const AdamWOptions& adamw, uint64_t seed, Precision precision,
+                       at::Device device)
+    // Over a single replica there is nothing to shard, gather or send: stage 0 (no shard
+    // buffers), as planner/cost/memory_detailed.cc assumes.
+    : layout_(layout), zero_stage_(replicas.size() > 1 ? zero_stage : 0), replicas_(replicas), adamw_(adamw) {
+  const PrecisionDtypes dtypes = DtypesFor(precision);
+  compute_ = at::TensorOptions().dtype(dtypes.compute).device(device);
+  state_ = at::TensorOptions().dtype(dtypes.state).device(device);
+  fp32_master_ = dtypes.fp32_master;
+  if (zero_stage < 0 || zero_stage > 3)
+    throw std::invalid_argument("ZeroEngine: zero_stage must be 0..3");
+  if (layout.shards != replicas.size())
+    throw std::invalid_argument("ZeroEngine: the layout is sharded " +
+                                std::to_string(layout.shards) + " ways, the dp group has " +
+                                std::to_string(replicas.size()) + " ranks");
+  groups_.resize(layout_.groups.size());
+  const int64_t r = replicas.rank();
+  for (size_t g = 0; g < groups_.size(); ++g) {
+    const ParamGroup& spec = layout_.groups[g];
+    Group& group = groups_[g];
+    const int64_t shard = spec.shard_numel;
+    // The whole group's fp32 values (rank-independent), of which this rank keeps its part.
+    const at::Tensor init = InitGroup(spec, seed);
+    const at::Tensor owned_init = zero_stage_ == 0 ? init : init.narrow(0, r * shard, shard);
+    group.params = (zero_stage_ == 3 ? owned_init : init)
+                       .to(compute_, /*non_blocking=*/false, /*copy=*/true);
+    if (fp32_master_)
+      group.master = owned_init.to(compute_.dtype(at::kFloat), /*non_blocking=*/false, /*copy=*/true);
+    if (zero_stage_ <= 1) group.grad = at::zeros({spec.padded_numel}, compute_);
+    if (zero_stage_ >= 1) group.grad_shard = at::zeros({shard}, compute_);
+    group.m = at::zeros({owned_init.numel()}, state_);
+    group.v = at::zeros({owned_init.numel()}, state_);
+  }
+}
+
+// ---------------------------------------------------------------------------------------
+// Parameters
+
+at::Tensor ZeroEngine::ParamShardView(Group& group, const ParamGroup& spec) {
+  if (zero_stage_ == 3) return group.params;
+  return group.params.narrow(0, replicas_.rank() * spec.shard_numel, spec.shard_numel);
+}
+
+at::Tensor ZeroEngine::OwnedParams(Group& group, const ParamGroup& spec) {
+  return zero_stage_ == 0 ? group.params : ParamShardView(group, spec);
+}
+
+void ZeroEngine::Update(Group& group, at::Tensor params, const at::Tensor& grad) {
+  if (!fp32_master_) {
+    AdamWUpdate(params, grad, group.m, group.v, optimizer_steps_, adamw_);
+    return;
+  }
+  // Mixed precision: the fp32 gradient copy and AdamW's temporary are the update's
+  // transient (planner/cost/memory_detailed.cc, optimizer phase).
+  AdamWUpdate(group.master, grad.to(at::kFloat), group.m, group.v, optimizer_steps_, adamw_);
+  params.copy_(group.master);  // rounded to the compute dtype
+}
+
+ParamsLease& ParamsLease::operator=(ParamsLease&& other) noexcept {
+  if (this != &other) {
+    reset();
+    engine_ = std::exchange(other.engine_, nullptr);
+    group_ = std::exchange(other.group_, -1);
+    params_ = std::move(other.params_);
+  }
+  return *this;
+}
+
+void ParamsLease::reset() {
+  if (engine_ == nullptr) return;
+  params_.reset();  // the view first, so the release really frees the gathered buffer
+  std::exchange(engine_, nullptr)->ReleaseParams(group_);
+  group_ = -1;
+}
+
+ParamsLease ZeroEngine::LeaseParams(int g) { return ParamsLease(this, g, AcquireParams(g)); }
+
+at::Tensor ZeroEngine::AcquireParams(int g) {
+  Group& group = groups_[g];
+  if (zero_stage_ != 3) return group.params;
+  if (group.acquired++ == 0) {
+    if (group.gather) {  // prefetched: its buffer exists, wait for the all-gather
+      group.gather->Wait();
+      group.gather.reset();
+      ++prefetched_acquires_;
+    } else {
+      group.gathered = at::empty({layout_.groups[g].padded_numel}, compute_);
+      replicas_.AllGather(group.params, group.gathered);
+    }
+  }
+  return group.gathered;
+}
+
+void ZeroEngine::PrefetchParams(int g) {
+  Group& group = groups_[g];
+  if (zero_stage_ != 3 || !prefetch_ || group.gathered.defined()) return;
+  // The shard it reads is only written by Step(), which refuses to run while this is out.
+  group.gathered = at::empty({layout_.groups[g].padded_numel}, compute_);
+  group.gather = replicas_.AllGatherAsync(group.params, group.gathered);
+}
+
+void ZeroEngine::ReleaseParams(int g) {
+  Group& group = groups_[g];
+  if (zero_stage_ != 3) return;
+  if (group.acquired <= 0) throw std::logic_error("ZeroEngine: release without acquire");
+  if (--group.acquired == 0) group.gathered.reset();
+}
+
+// ---------------------------------------------------------------------------------------
+// Gradients
+
+void ZeroEngine::BeginStep(int64_t microbatches) {
+  if (microbatches < 1) throw std::invalid_argument("ZeroEngine: a step needs micro-batches");
+  microbatches_ = microbatches;
+  contributions_.assign(groups_.size(), 0);
+  groups_complete_ = 0;
+}
+
+at::Tensor ZeroEngine::GradBuffer(int g) {
+  Group& group = groups_[g];
+  if (!group.grad.defined()) group.grad = at::zeros({layout_.groups[g].padded_numel}, compute_);
+  return group.grad;
+}
+
+void ZeroEngine::GradReady(int g) {
+  Group& group = groups_[g];
+  if (contributions_.size() != groups_.size()) contributions_.assign(groups_.size(), 0);
+  const int64_t index = contributions_[g]++;  // this contribution's number, 0..m-1
+  if (index >= microbatches_)
+    throw std::logic_error("ZeroEngine: group " + layout_.groups[g].name + " got more than " +
+                           std::to_string(microbatches_) + " gradient contributions in a step");
+  const bool last = index == microbatches_ - 1;
+  if (last) ++groups_complete_;
+  if (zero_stage_ == 0) {
+    if (last) pending_.push_back({g, replicas_.AllReduceSumAsync(group.grad), {}, {}});
+    return;
+  }
+  if (zero_stage_ == 1) {
+    if (last) pending_.push_back({g, replicas_.ReduceScatterSumAsync(group.grad, group.grad_shard), {}, {}});
+    return;
+  }
+  // Stages 2-3: reduce-scatter every contribution; at most one in flight.
+  FinishPending();
+  Pending p;
+  p.group = g;
+  p.full_grad = std::move(group.grad);  // group.grad is now undefined
+  at::Tensor out = group.grad_shard;
+  if (index > 0) out = p.partial = at::empty({layout_.groups[g].shard_numel}, compute_);
+  p.handle = replicas_.ReduceScatterSumAsync(p.full_grad, out);
+  pending_.push_back(std::move(p));
+}
+
+void ZeroEngine::FinishPending() {
+  for (Pending& p : pending_) {
+    p.handle->Wait();
+    if (p.partial.defined()) groups_[p.group].grad_shard.add_(p.partial);
+  }
+  pending_.clear();  // frees the full gradients and partial shards
+}
+
+void ZeroEngine::EndBackward() {
+  if (zero_stage_ >= 2 || groups_complete_ == groups_.size()) FinishPending();
+}
+
+// ---------------------------------------------------------------------------------------
+// Update
+
+void ZeroEngine::Step() {
+  FinishPending();
+  for (size_t g = 0; g < groups_.size(); ++g)
+    if (groups_[g].gathered.defined())  // an all-gather may still be reading the shard
+      throw std::logic_error("ZeroEngine: group " + layout_.groups[g].name +
+                             " is still gathered or prefetched at the optimizer step");
+  if (!contributions_.empty())
+    for (size_t g = 0; g < groups_.size(); ++g)
+      if (contributions_[g] != microbatches_)
+        throw std::logic_error("ZeroEngine: group " + layout_.groups[g].name + " got " +
+                               std::to_string(contributions_[g]) + " of " +
+                               std::to_string(microbatches_) + " gradient contributions");
+  contributions_.assign(groups_.size(), 0);
+  groups_complete_ = 0;
+  ++optimizer_steps_;
+  const double scale = 1.0 / static_cast<double>(replicas_.size());
+  std::vector<std::unique_ptr<CommHandle>> gathers;
+  for (size_t g = 0; g < groups_.size(); ++g) {
+    Group& group = groups_[g];
+    const ParamGroup& spec = layout_.groups[g];
+    if (zero_stage_ == 0) {
+      group.grad.mul_(scale);
+      Update(group, group.params, group.grad);
+      group.grad.zero_();
+      continue;
+    }
+    group.grad_shard.mul_(scale);
+    at::Tensor shard = ParamShardView(group, spec);
+    Update(group, shard, group.grad_shard);
+    group.grad_shard.zero_();
+    if (zero_stage_ == 1) group.grad.zero_();
+    // Stages 1-2: every rank's updated shard back into everyone's full params.
+    if (zero_stage_ <= 2) gathers.push_back(replicas_.AllGatherAsync(shard, group.params));
+  }
+  for (auto& handle : gathers) handle->Wait();
+}
+
+// ---------------------------------------------------------------------------------------
+// State
+
+ZeroEngine::OwnedState ZeroEngine::Owned(int g) {
+  Group& group = groups_[g];
+  const at::Tensor params =
+      fp32_master_ ? group.master : OwnedParams(group, layout_.groups[g]);
+  return {params, group.m, group.v};
+}
+
+void ZeroEngine::SyncParamsFromShards() {
+  if (fp32_master_)
+    for (size_t g = 0; g < groups_.size(); ++g)
+      OwnedParams(groups_[g], layout_.groups[g]).copy_(groups_[g].master);
+  if (zero_stage_ == 0 || zero_stage_ == 3) return;
+  for (size_t g = 0; g < groups_.size(); ++g) {
+    Group& group = groups_[g];
+    replicas_.AllGather(ParamShardView(group, layout_.groups[g]), group.params);
+  }
+}
+
+at::Tensor ZeroEngine::FullParamsCopy(int g) {
+  const ParamGroup& spec = layout_.groups[g];
+  at::Tensor full = AcquireParams(g).narrow(0, 0, spec.numel).clone();
+  ReleaseParams(g);
+  return full;
+}
+
+}  // namespace meshplan

@@ -1,0 +1,61 @@
+// Loading and validating configs/: models, hardware, clusters and plan files.
+//
+// Every loader takes a name (looked up in the configs directory, e.g.
+// "llama2-7b" -> configs/models/llama2-7b.yaml) or a path, validates every
+// field and throws InputError with file, line, column, field and the expected
+// value on bad input (unknown key, missing field, wrong type, zero/negative or
+// overflowing value, heads not divisible by kv_heads, ...). Units in the YAML
+// keys (GB, TFLOPs, GBps, us) are converted to SI once, here.
+#pragma once
+
+#include <filesystem>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "planner/cluster_spec.h"
+#include "planner/hardware_spec.h"
+#include "planner/model_spec.h"
+#include "planner/parallel_plan.h"
+#include "planner/training_setup.h"
+#include "planner/training_spec.h"
+
+namespace meshplan {
+
+// The configs directory: $MESHPLAN_CONFIGS if set, else the source tree's configs/.
+std::filesystem::path ConfigsDir();
+
+// A name from configs/models/, a YAML path, or a Hugging Face config.json path (or a
+// folder holding one). Relative paths are relative to the working directory.
+ModelSpec LoadModel(const std::string& name_or_path);
+// Hugging Face config.json (Llama/Mistral/Qwen fields: hidden_size, intermediate_size,
+// num_attention_heads, num_key_value_heads, num_hidden_layers, vocab_size,
+// tie_word_embeddings, max_position_embeddings) for model_type llama, mistral, qwen2
+// (block llama), and GPT-2 (n_embd, n_layer, n_head, n_positions, n_inner; block gpt, tied).
+ModelSpec LoadHfConfig(const std::string& path);
+// A name (file stem or alias, any case) from configs/hardware/ or a YAML path.
+GpuSpec LoadGpu(const std::string& name_or_path);
+// The hardware file's network block (the defaults of NxGPU shorthand clusters) as one node:
+// gpus_per_node, intra_node, inter_node, gpu = the hardware; nullopt when it has none.
+std::optional<ClusterSpec> LoadGpuNetwork(const std::string& name_or_path);
+// A name from configs/clusters/, a YAML path, or the shorthand "NxGPU"
+// ("64xH100": N GPUs of configs/hardware/GPU, found by file name or alias, any case;
+// nodes of the GPU's network.gpus_per_node (8 for H100), fewer than that: one node of N;
+// otherwise N must be a multiple of it; tiers from the GPU's network block).
+ClusterSpec LoadCluster(const std::string& name_or_path_or_shorthand);
+
+// Names available in each configs/ folder (file stems, sorted).
+std::vector<std::string> ListModels();
+std::vector<std::string> ListGpus();
+std::vector<std::string> ListClusters();
+
+// Plan file sections: model, cluster (a name/path/NxGPU string, or an inline spec; relative
+// paths are relative to the plan file), training {global_batch, seq_len, precision, steps,
+// learning_rate}, plan {the keys of ParsePlanString; omitted keys keep their defaults}.
+// Also runs Validate() and throws InputError naming the plan file on any violation.
+PlanFile LoadPlanFile(const std::string& path);
+std::string PlanFileToYaml(const PlanFile& plan_file);  // LoadPlanFile(written) == plan_file
+// Atomic: writes <path>.tmp.<pid>, then renames it over `path`. InputError when it cannot.
+void SavePlanFile(const std::string& path, const PlanFile& plan_file);
+
+}  // namespace meshplan

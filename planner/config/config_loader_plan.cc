@@ -1,0 +1,193 @@
+// Plan files: LoadPlanFile, PlanFileToYaml and SavePlanFile (planner/config/config_loader.h).
+//
+// A plan file has four sections: model and cluster (a name, path or NxGPU string, or
+// an inline mapping in the configs/ schemas), training, and plan (the keys of
+// ParsePlanString, each parsed by it, so both spellings stay one). The writer emits
+// inline specs so a file is self-contained, every number as the shortest decimal that
+// reads back (through its unit) to the identical double: LoadPlanFile(PlanFileToYaml(p)) == p
+// holds exactly.
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include "planner/atomic_file.h"
+#include "planner/config/config_loader.h"
+#include "planner/config/config_loader_internal.h"
+#include "planner/names.h"
+
+namespace meshplan {
+namespace ci = config_internal;
+namespace {
+
+// ---- Reading ----
+
+TrainingSpec TrainingFromYaml(const YamlFields& f) {
+  f.AllowOnly({"global_batch", "seq_len", "precision", "steps", "learning_rate"});
+  TrainingSpec t;
+  // Limits keep global_batch * seq_len (tokens per step) far inside int64.
+  t.global_batch = f.Int("global_batch", {1, 1'000'000'000});
+  t.seq_len = f.Int("seq_len", {1, 1'000'000'000});
+  const std::string precision = f.String("precision", ToString(t.precision));
+  if (!ParsePrecision(precision, &t.precision))
+    f.Fail("precision",
+           "expected one of: " + std::string(AllowedPrecisions()) + "; got '" + precision + "'");
+  t.steps = f.Int("steps", {1, kMaxConfigInt}, t.steps);
+  t.learning_rate = f.Number("learning_rate", {0, false, 10}, t.learning_rate);
+  return t;
+}
+
+// Each value goes through ParsePlanString, re-located at its line:column on error.
+ParallelPlan PlanFromYaml(const YamlFields& f) {
+  // The keys ParsePlanString accepts (the round-trip test catches a drift from ToPlanString).
+  f.AllowOnly({"dp", "tp", "pp", "cp", "zero", "sp", "mbs", "recompute", "schedule", "vpp",
+               "tp_overlap"});
+  std::string joined;
+  for (const auto& item : f.node()) {
+    const std::string key = item.first.Scalar();
+    const YAML::Node& value = item.second;
+    if (!value.IsScalar() || value.Scalar().find_first_of(",=") != std::string::npos)
+      f.Fail(key, "expected a single value, got " + DescribeNode(value));
+    const std::string pair = key + "=" + value.Scalar();
+    try {
+      ParsePlanString(pair, f.file());
+    } catch (const InputError& e) {
+      f.Fail(key, e.message());
+    }
+    joined += (joined.empty() ? "" : ",") + pair;
+  }
+  return ParsePlanString(joined, f.file());
+}
+
+// ---- Writing ----
+
+// The shortest decimal that reads back to exactly `value` (no unit).
+std::string Shortest(double value) { return FormatShifted(value, 0); }
+
+// A YAML double-quoted scalar (JSON string syntax is a subset); invalid UTF-8 becomes U+FFFD.
+std::string Quote(const std::string& text) {
+  return nlohmann::json(text).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+}
+
+void EmitModel(std::string& out, const ModelSpec& m) {
+  out += "model:\n";
+  if (!m.name.empty()) out += "  name: " + Quote(m.name) + "\n";
+  out += fmt::format(
+      "  block: {}\n  vocab_size: {}\n  hidden: {}\n  layers: {}\n  heads: {}\n  kv_heads: {}\n"
+      "  ffn_hidden: {}\n  tied_embeddings: {}\n  max_seq: {}\n",
+      ToString(m.block), m.vocab_size, m.hidden, m.layers, m.heads, m.kv_heads, m.ffn_hidden,
+      m.tied_embeddings ? "true" : "false", m.max_seq);
+}
+
+std::string Tier(const NetworkTier& t) {
+  std::string s = "{";
+  if (!t.name.empty()) s += "name: " + Quote(t.name) + ", ";
+  s += "bandwidth_GBps: " + FormatShifted(t.bandwidth_Bps, ci::kGiga) +
+       ", latency_us: " + FormatShifted(t.latency_s, ci::kMicro) + "}";
+  return s;
+}
+
+void EmitCluster(std::string& out, const ClusterSpec& c) {
+  const GpuSpec& g = c.gpu;
+  out += "cluster:\n";
+  if (!c.name.empty()) out += "  name: " + Quote(c.name) + "\n";
+  out += fmt::format("  nodes: {}\n  gpus_per_node: {}\n  gpu:\n", c.nodes, c.gpus_per_node);
+  if (!g.name.empty()) out += "    name: " + Quote(g.name) + "\n";
+  if (!g.source.empty()) out += "    source: " + Quote(g.source) + "\n";
+  const auto tflops = [](double flops) { return FormatShifted(flops, ci::kTera); };
+  out += "    memory_MiB: " + Shortest(static_cast<double>(g.memory_bytes) / ci::kBytesPerMiB) + "\n";
+  out += "    peak_TFLOPs: {fp32: " + tflops(g.peak_flops_fp32) + ", tf32: " +
+         tflops(g.peak_flops_tf32) + ", bf16: " + tflops(g.peak_flops_bf16) +
+         ", fp8: " + tflops(g.peak_flops_fp8) + "}\n";
+  out += "    memory_bandwidth_TBps: " + FormatShifted(g.memory_bandwidth_Bps, ci::kTera) + "\n";
+  out += "    efficiency: {matmul: " + Shortest(g.matmul_efficiency) +
+         ", attention: " + Shortest(g.attention_efficiency) +
+         ", memory_bandwidth: " + Shortest(g.memory_bandwidth_efficiency) + "}\n";
+  out += "    kernel_overhead_us: " + FormatShifted(g.kernel_overhead_s, ci::kMicro) + "\n";
+  out += "  intra_node: " + Tier(c.intra_node) + "\n";
+  out += "  inter_node: " + Tier(c.inter_node) + "\n";
+}
+
+void EmitTraining(std::string& out, const TrainingSpec& t) {
+  out += fmt::format(
+      "training:\n  global_batch: {}\n  seq_len: {}\n  precision: {}\n  steps: {}\n"
+      "  learning_rate: {}\n",
+      t.global_batch, t.seq_len, ToString(t.precision), t.steps, Shortest(t.learning_rate));
+}
+
+// One line per key of ToPlanString, so the file and the plan string cannot disagree.
+void EmitPlan(std::string& out, const ParallelPlan& plan) {
+  out += "plan:\n";
+  const std::string text = ToPlanString(plan);
+  size_t start = 0;
+  while (start < text.size()) {
+    size_t end = text.find(',', start);
+    if (end == std::string::npos) end = text.size();
+    const std::string item = text.substr(start, end - start);
+    const size_t eq = item.find('=');
+    out += "  " + item.substr(0, eq) + ": " + item.substr(eq + 1) + "\n";
+    start = end + 1;
+  }
+}
+
+}  // namespace
+
+PlanFile LoadPlanFile(const std::string& path_text) {
+  const std::filesystem::path path(path_text);
+  const YamlFields f(LoadYamlFile(path), path_text, "");
+  f.AllowOnly({"model", "cluster", "training", "plan"});
+  const std::filesystem::path base_dir = path.parent_path();
+  PlanFile out;
+
+  const YAML::Node model = f.Get("model");
+  if (model.IsDefined() && model.IsMap())
+    out.model = ci::ModelFromYaml(f.Map("model"), "");
+  else
+    out.model = ci::LoadModelAt(f.String("model"), base_dir, f.Where("model"), "model");
+
+  const YAML::Node cluster = f.Get("cluster");
+  if (cluster.IsDefined() && cluster.IsMap())
+    out.cluster = ci::ClusterFromYaml(f.Map("cluster"), "", base_dir);
+  else
+    out.cluster = ci::LoadClusterAt(f.String("cluster"), base_dir, f.Where("cluster"), "cluster");
+
+  out.training = TrainingFromYaml(f.Map("training"));
+  out.plan = PlanFromYaml(f.Map("plan"));
+
+  const auto violations = Validate(out.plan, out.model, out.training, out.cluster.world_size());
+  if (!violations.empty()) {
+    std::string message = "the plan is invalid for this model, cluster and batch: ";
+    for (size_t i = 0; i < violations.size(); ++i)
+      message += (i ? "; " : "") + violations[i].message + " [" + violations[i].constraint + "]";
+    throw InputError(f.Where("plan"), "plan", message);
+  }
+  return out;
+}
+
+std::string PlanFileToYaml(const PlanFile& p) {
+  std::string out =
+      "# meshplan plan file: model, cluster, training and the parallel plan, self-contained.\n"
+      "# Units: memory_MiB in MiB (2^20 bytes); peak_TFLOPs in 1e12 FLOP/s (dense);\n"
+      "# memory_bandwidth_TBps in 1e12 bytes/s; bandwidth_GBps in 1e9 bytes/s per GPU per\n"
+      "# direction; latency_us and kernel_overhead_us in microseconds; seq_len in tokens;\n"
+      "# global_batch in sequences per optimizer step.\n";
+  EmitModel(out, p.model);
+  EmitCluster(out, p.cluster);
+  EmitTraining(out, p.training);
+  EmitPlan(out, p.plan);
+  return out;
+}
+
+void SavePlanFile(const std::string& path, const PlanFile& plan_file) {
+  try {
+    WriteFileAtomically(path, PlanFileToYaml(plan_file));
+  } catch (const std::runtime_error& e) {
+    throw InputError({path}, "", std::string("cannot write the plan file: ") + e.what());
+  }
+}
+
+}  // namespace meshplan

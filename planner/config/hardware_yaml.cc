@@ -1,0 +1,68 @@
+// GpuSpec -> hardware YAML (see hardware_yaml.h).
+#include "planner/config/hardware_yaml.h"
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include <sstream>
+
+#include "planner/config/yaml_fields.h"
+
+namespace meshplan {
+namespace {
+
+// `value` rounded to `digits` significant digits, as text in units of 10^exponent.
+std::string Rounded(double value, int exponent, int digits) {
+  const double rounded = std::stod(fmt::format("{:.{}g}", value, digits));
+  return FormatShifted(rounded, exponent);
+}
+
+// A YAML double-quoted scalar (JSON string syntax is a subset of YAML's).
+std::string Quote(const std::string& text) {
+  return nlohmann::json(text).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+}
+
+std::string Tier(const NetworkTier& t, int digits) {
+  return fmt::format("{{name: {}, bandwidth_GBps: {}, latency_us: {}}}", Quote(t.name),
+                     Rounded(t.bandwidth_Bps, 9, digits), Rounded(t.latency_s, -6, digits));
+}
+
+}  // namespace
+
+std::string GpuSpecToYaml(const GpuSpec& g, const HardwareYamlOptions& options) {
+  const int d = options.significant_digits;
+  std::string out;
+  std::istringstream header(options.header);
+  for (std::string line; std::getline(header, line);) out += line.empty() ? "#\n" : "# " + line + "\n";
+  out += "name: " + Quote(g.name) + "\n";
+  if (!options.aliases.empty()) {
+    out += "aliases: [";
+    for (size_t i = 0; i < options.aliases.size(); ++i)
+      out += (i ? ", " : "") + Quote(options.aliases[i]);
+    out += "]\n";
+  }
+  if (!g.source.empty()) out += "source: " + Quote(g.source) + "\n";
+  out += fmt::format("memory_MiB: {:<22} # MiB (2^20 bytes)\n",
+                     Rounded(static_cast<double>(g.memory_bytes) / (1024.0 * 1024.0), 0, 8));
+  out += "peak_TFLOPs:                  # dense peak, TFLOP/s (1e12 FLOP/s)\n";
+  out += fmt::format("  fp32: {}\n  tf32: {}\n  bf16: {}\n  fp8: {}\n",
+                     Rounded(g.peak_flops_fp32, 12, d), Rounded(g.peak_flops_tf32, 12, d),
+                     Rounded(g.peak_flops_bf16, 12, d), Rounded(g.peak_flops_fp8, 12, d));
+  out += fmt::format("memory_bandwidth_TBps: {:<14} # TB/s (1e12 bytes/s)\n",
+                     Rounded(g.memory_bandwidth_Bps, 12, d));
+  out += "efficiency:                   # fractions of peak that real kernels reach\n";
+  out += fmt::format("  matmul: {}\n  attention: {}\n  memory_bandwidth: {}\n",
+                     Rounded(g.matmul_efficiency, 0, d), Rounded(g.attention_efficiency, 0, d),
+                     Rounded(g.memory_bandwidth_efficiency, 0, d));
+  out += fmt::format("kernel_overhead_us: {:<17} # microseconds per launched op\n",
+                     Rounded(g.kernel_overhead_s, -6, d));
+  if (options.network) {
+    const ClusterSpec& n = *options.network;
+    out += "network:                      # bandwidth_GBps per GPU per direction, latency_us per ring step\n";
+    out += fmt::format("  gpus_per_node: {}\n  intra_node: {}\n  inter_node: {}\n", n.gpus_per_node,
+                       Tier(n.intra_node, d), Tier(n.inter_node, d));
+  }
+  return out;
+}
+
+}  // namespace meshplan

@@ -1,0 +1,30 @@
+// Writing a GpuSpec as a configs/hardware/*.yaml file (what `meshplan calibrate` saves).
+//
+// The output follows the schema LoadGpu reads (planner/config/config_loader_specs.cc): name,
+// aliases, source, memory_MiB, peak_TFLOPs {fp32, tf32, bf16, fp8}, memory_bandwidth_TBps,
+// efficiency {matmul, attention, memory_bandwidth}, kernel_overhead_us and, when given,
+// a network block (the defaults of NxGPU shorthand clusters, taken from a ClusterSpec's
+// gpus_per_node and tiers). Every key carries a unit comment. Numbers are rounded to
+// `significant_digits` (a calibration is not more precise than that), so LoadGpu of the
+// text gives the spec back to that precision, not bit for bit. Pure function.
+#pragma once
+
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "planner/cluster_spec.h"
+#include "planner/hardware_spec.h"
+
+namespace meshplan {
+
+struct HardwareYamlOptions {
+  std::vector<std::string> aliases;
+  std::optional<ClusterSpec> network;  // gpus_per_node, intra_node, inter_node (gpu ignored)
+  std::string header;                  // comment lines for the top (each gets "# ")
+  int significant_digits = 4;
+};
+
+std::string GpuSpecToYaml(const GpuSpec& gpu, const HardwareYamlOptions& options);
+
+}  // namespace meshplan

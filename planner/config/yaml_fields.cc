@@ -1,0 +1,268 @@
+#include "planner/config/yaml_fields.h"
+
+#include <charconv>
+#include <cmath>
+#include <fstream>
+#include <map>
+#include <sstream>
+
+#include <fmt/format.h>
+
+namespace meshplan {
+namespace {
+
+// "1e15" rather than "1000000000000000" in messages.
+std::string FormatLimit(double v) {
+  if (v >= 1e6 && v == std::pow(10.0, std::round(std::log10(v))))
+    return fmt::format("1e{}", static_cast<int>(std::round(std::log10(v))));
+  return fmt::format("{}", v);
+}
+
+std::string Expectation(IntRange r) {
+  const std::string upper = " (at most " + FormatLimit(static_cast<double>(r.max)) + ")";
+  if (r.min == 1) return "a positive integer" + upper;
+  if (r.min == 0) return "a non-negative integer" + upper;
+  return fmt::format("an integer in [{}, {}]", r.min, FormatLimit(static_cast<double>(r.max)));
+}
+
+std::string Expectation(NumberRange r) {
+  if (r.min == 0 && r.max > 10) {  // a size or a rate: the upper bound only catches typos
+    return std::string(r.min_inclusive ? "a non-negative" : "a positive") + " number (at most " +
+           FormatLimit(r.max) + ")";
+  }
+  return fmt::format("a number in {}{}, {}]", r.min_inclusive ? "[" : "(", r.min, FormatLimit(r.max));
+}
+
+bool IsQuoted(const YAML::Node& node) { return node.Tag() == "!"; }
+
+}  // namespace
+
+InputLocation LocationOf(const std::string& file, const YAML::Mark& mark) {
+  if (mark.is_null() || mark.line < 0) return {file, 0, 0};
+  return {file, mark.line + 1, mark.column + 1};
+}
+
+YAML::Node LoadYamlText(const std::string& text, const std::string& file) {
+  try {
+    return YAML::Load(text);
+  } catch (const YAML::ParserException& e) {
+    throw InputError(LocationOf(file, e.mark), "", "malformed YAML: " + e.msg);
+  } catch (const YAML::Exception& e) {
+    throw InputError(LocationOf(file, e.mark), "", std::string("cannot read YAML: ") + e.what());
+  }
+}
+
+YAML::Node LoadYamlFile(const std::filesystem::path& path) {
+  std::error_code ec;
+  if (!std::filesystem::is_regular_file(path, ec))
+    throw InputError({path.string()}, "", "no such file");
+  std::ifstream in(path, std::ios::binary);
+  std::stringstream text;
+  text << in.rdbuf();
+  if (!in) throw InputError({path.string()}, "", "cannot read the file");
+  return LoadYamlText(text.str(), path.string());
+}
+
+std::string DescribeNode(const YAML::Node& node) {
+  if (!node.IsDefined() || node.IsNull()) return "an empty value";
+  if (node.IsMap()) return "a mapping";
+  if (node.IsSequence()) return "a list";
+  if (IsQuoted(node)) return "the string \"" + node.Scalar() + "\"";
+  return "'" + node.Scalar() + "'";
+}
+
+YamlFields::YamlFields(const YAML::Node& node, std::string file, std::string field)
+    : node_(node), file_(std::move(file)), field_(std::move(field)) {
+  if (!node_.IsMap())
+    throw InputError(Where(), field_.empty() ? "<document>" : field_,
+                     "expected a mapping of keys to values, got " + DescribeNode(node_));
+}
+
+std::string YamlFields::Field(const std::string& key) const {
+  return field_.empty() ? key : field_ + "." + key;
+}
+
+void YamlFields::Fail(const std::string& key, const std::string& message) const {
+  throw InputError(Where(key), Field(key), message);
+}
+
+void YamlFields::AllowOnly(std::initializer_list<std::string_view> allowed) const {
+  std::map<std::string, YAML::Mark> seen;
+  for (const auto& item : node_) {
+    const YAML::Node& key = item.first;
+    const std::string name = key.IsScalar() ? key.Scalar() : "";
+    bool ok = false;
+    for (std::string_view a : allowed) ok = ok || name == a;
+    if (!ok) {
+      std::string list;
+      for (std::string_view a : allowed) list += (list.empty() ? "" : ", ") + std::string(a);
+      throw InputError(LocationOf(file_, key.Mark()), Field(name.empty() ? "<key>" : name),
+                       "unknown key; allowed keys: " + list);
+    }
+    auto [it, inserted] = seen.emplace(name, key.Mark());
+    if (!inserted)
+      throw InputError(LocationOf(file_, key.Mark()), Field(name),
+                       fmt::format("key given twice (first on line {})", it->second.line + 1));
+  }
+}
+
+bool YamlFields::Has(const std::string& key) const { return node_[key].IsDefined(); }
+
+YAML::Node YamlFields::Get(const std::string& key) const { return node_[key]; }
+
+InputLocation YamlFields::Where(const std::string& key) const {
+  const YAML::Node value = node_[key];
+  return value.IsDefined() ? LocationOf(file_, value.Mark()) : Where();
+}
+
+YAML::Node YamlFields::Required(const std::string& key, const std::string& expectation) const {
+  const YAML::Node value = node_[key];
+  if (!value.IsDefined())
+    throw InputError(Where(), Field(key), "missing required field; expected " + expectation);
+  return value;
+}
+
+YAML::Node YamlFields::Scalar(const std::string& key, const std::string& expectation) const {
+  YAML::Node value = Required(key, expectation);
+  if (!value.IsScalar()) Fail(key, "expected " + expectation + ", got " + DescribeNode(value));
+  return value;
+}
+
+int64_t YamlFields::Int(const std::string& key, IntRange range) const {
+  const std::string expected = Expectation(range);
+  const YAML::Node value = Scalar(key, expected);
+  const std::string& text = value.Scalar();
+  if (IsQuoted(value)) Fail(key, "expected " + expected + ", got " + DescribeNode(value));
+  const char* begin = text.data() + (!text.empty() && text[0] == '+' ? 1 : 0);
+  const char* end = text.data() + text.size();
+  int64_t out = 0;
+  const auto [ptr, ec] = std::from_chars(begin, end, out);
+  if (ec == std::errc::result_out_of_range)
+    Fail(key, "value " + text + " overflows a 64-bit integer; expected " + expected);
+  if (ec != std::errc() || ptr != end || begin == end)
+    Fail(key, "expected " + expected + ", got " + DescribeNode(value));
+  if (out < range.min || out > range.max)
+    Fail(key, "value " + text + " is out of range; expected " + expected);
+  return out;
+}
+
+int64_t YamlFields::Int(const std::string& key, IntRange range, int64_t fallback) const {
+  return Has(key) ? Int(key, range) : fallback;
+}
+
+double YamlFields::Number(const std::string& key, NumberRange range) const {
+  const std::string expected = Expectation(range);
+  const YAML::Node value = Scalar(key, expected);
+  const std::string& text = value.Scalar();
+  if (IsQuoted(value)) Fail(key, "expected " + expected + ", got " + DescribeNode(value));
+  const char* begin = text.data() + (!text.empty() && text[0] == '+' ? 1 : 0);
+  const char* end = text.data() + text.size();
+  double out = 0;
+  const auto [ptr, ec] = std::from_chars(begin, end, out);
+  if (ec == std::errc::result_out_of_range)
+    Fail(key, "value " + text + " is out of range; expected " + expected);
+  if (ec != std::errc() || ptr != end || begin == end || !std::isfinite(out))
+    Fail(key, "expected " + expected + ", got " + DescribeNode(value));
+  const bool above_min = range.min_inclusive ? out >= range.min : out > range.min;
+  if (!above_min || out > range.max)
+    Fail(key, "value " + text + " is out of range; expected " + expected);
+  return out;
+}
+
+double YamlFields::Number(const std::string& key, NumberRange range, double fallback) const {
+  return Has(key) ? Number(key, range) : fallback;
+}
+
+double YamlFields::ScaledNumber(const std::string& key, NumberRange range, int exponent) const {
+  Number(key, range);  // validates type and range in the YAML unit
+  return ParseShifted(Get(key).Scalar(), exponent);
+}
+
+double YamlFields::ScaledNumber(const std::string& key, NumberRange range, int exponent,
+                                double fallback_si) const {
+  return Has(key) ? ScaledNumber(key, range, exponent) : fallback_si;
+}
+
+double ParseShifted(const std::string& number_text, int exponent) {
+  std::string text = number_text;
+  if (!text.empty() && text[0] == '+') text.erase(0, 1);
+  const size_t e = text.find_first_of("eE");
+  long long exp10 = 0;
+  if (e != std::string::npos) {
+    std::from_chars(text.data() + e + 1 + (text[e + 1] == '+' ? 1 : 0), text.data() + text.size(),
+                    exp10);
+    text.resize(e);
+  }
+  text += "e" + std::to_string(exp10 + exponent);
+  double out = 0;
+  std::from_chars(text.data(), text.data() + text.size(), out);
+  return out;
+}
+
+std::string FormatShifted(double value, int exponent) {
+  if (value == 0) return "0";
+  // Shortest round-trip digits of `value`: "d.ddde+XX".
+  char buf[64];
+  const auto [end, ec] = std::to_chars(buf, buf + sizeof(buf), value, std::chars_format::scientific);
+  const std::string sci(buf, end);
+  const size_t e = sci.find('e');
+  const bool negative = sci[0] == '-';
+  std::string digits;
+  for (size_t i = negative ? 1 : 0; i < e; ++i)
+    if (sci[i] != '.') digits += sci[i];
+  const int exp10 = std::stoi(sci.substr(e + 1)) - exponent;  // of the first digit
+  std::string out = negative ? "-" : "";
+  if (exp10 >= 0 && exp10 < 16) {  // plain: 81559, 989.4
+    const size_t int_digits = static_cast<size_t>(exp10) + 1;
+    if (digits.size() <= int_digits) return out + digits + std::string(int_digits - digits.size(), '0');
+    return out + digits.substr(0, int_digits) + "." + digits.substr(int_digits);
+  }
+  if (exp10 < 0 && exp10 >= -5) return out + "0." + std::string(-exp10 - 1, '0') + digits;  // 0.0003
+  // Scientific with a '.', so YAML 1.1 readers (PyYAML) also see a number: 1.0e-20.
+  return out + digits.substr(0, 1) + "." + (digits.size() > 1 ? digits.substr(1) : "0") + "e" +
+         std::to_string(exp10);
+}
+
+std::string YamlFields::String(const std::string& key) const {
+  const YAML::Node value = Scalar(key, "a non-empty string");
+  if (value.Scalar().empty()) Fail(key, "expected a non-empty string, got \"\"");
+  return value.Scalar();
+}
+
+std::string YamlFields::String(const std::string& key, const std::string& fallback) const {
+  return Has(key) ? String(key) : fallback;
+}
+
+bool YamlFields::Bool(const std::string& key) const {
+  const YAML::Node value = Scalar(key, "true or false");
+  bool out = false;
+  if (IsQuoted(value) || !YAML::convert<bool>::decode(value, out))
+    Fail(key, "expected true or false, got " + DescribeNode(value));
+  return out;
+}
+
+bool YamlFields::Bool(const std::string& key, bool fallback) const {
+  return Has(key) ? Bool(key) : fallback;
+}
+
+std::vector<std::string> YamlFields::StringList(const std::string& key) const {
+  std::vector<std::string> out;
+  if (!Has(key)) return out;
+  const YAML::Node value = node_[key];
+  if (!value.IsSequence())
+    Fail(key, "expected a list of strings like [a, b], got " + DescribeNode(value));
+  for (const auto& item : value) {
+    if (!item.IsScalar() || item.Scalar().empty())
+      throw InputError(LocationOf(file_, item.Mark()), Field(key),
+                       "expected a list of non-empty strings, got an item that is " +
+                           DescribeNode(item));
+    out.push_back(item.Scalar());
+  }
+  return out;
+}
+
+YamlFields YamlFields::Map(const std::string& key) const {
+  return YamlFields(Required(key, "a mapping"), file_, Field(key));
+}
+
+}  // namespace meshplan

@@ -1,0 +1,108 @@
+// Typed, located reads of one YAML mapping, for the config loaders (planner/config/config_loader.h).
+//
+// YamlFields wraps a mapping node with the file it came from and a field prefix
+// ("cluster.gpu."). Every read checks presence, type and range and throws
+// InputError with "<file>:<line>:<column>: <prefix><key>: <expectation>"; yaml-cpp's
+// 0-based marks are reported 1-based. Missing keys are reported at the mapping's
+// position. Integers are parsed exactly (no silent overflow, no rounding of 1.5),
+// quoted scalars ("4096") are strings, not numbers. Not thread-safe to share while
+// the underlying YAML::Node is modified; the loaders only read.
+#pragma once
+
+#include <cstdint>
+#include <filesystem>
+#include <initializer_list>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include <yaml-cpp/yaml.h>
+
+#include "planner/input_error.h"
+
+namespace meshplan {
+
+// Anything above this in a config is a typo, not a size (1e15 bytes = 1 PB, 1e15 tokens).
+inline constexpr int64_t kMaxConfigInt = 1'000'000'000'000'000;
+
+// Inclusive integer range accepted by YamlFields::Int.
+struct IntRange {
+  int64_t min = 1;
+  int64_t max = kMaxConfigInt;
+};
+// Number range accepted by YamlFields::Number: min < x (or min <= x when min_inclusive), x <= max.
+struct NumberRange {
+  double min = 0;
+  bool min_inclusive = false;
+  double max = 1e15;
+};
+
+// The location of a yaml-cpp mark (0-based) as an InputLocation (1-based).
+InputLocation LocationOf(const std::string& file, const YAML::Mark& mark);
+
+// Parses a whole YAML file; a missing/unreadable file or malformed YAML becomes an
+// InputError naming the file (and the parser's line:column).
+YAML::Node LoadYamlFile(const std::filesystem::path& path);
+// Same for YAML text; `file` names it in errors.
+YAML::Node LoadYamlText(const std::string& text, const std::string& file);
+
+class YamlFields {
+ public:
+  // `node` must be a mapping; otherwise throws "<what> expected a mapping". `field`
+  // names the mapping itself ("" for the document root, "cluster.gpu", ...).
+  YamlFields(const YAML::Node& node, std::string file, std::string field);
+
+  // Throws on a key outside `allowed` (listing them) and on a key given twice.
+  void AllowOnly(std::initializer_list<std::string_view> allowed) const;
+
+  bool Has(const std::string& key) const;
+  YAML::Node Get(const std::string& key) const;  // invalid node when missing
+
+  // Required reads throw "missing required field" (naming the expectation) when absent.
+  int64_t Int(const std::string& key, IntRange range = {}) const;
+  int64_t Int(const std::string& key, IntRange range, int64_t fallback) const;
+  double Number(const std::string& key, NumberRange range) const;
+  double Number(const std::string& key, NumberRange range, double fallback) const;
+  // A number in a unit of 10^exponent SI units ("989.4" in TFLOP/s, exponent 12), range-checked
+  // in that unit and converted by shifting the decimal exponent of its text ("989.4e12"):
+  // the result is the double nearest the exact decimal value, with no rounding in between.
+  double ScaledNumber(const std::string& key, NumberRange range, int exponent) const;
+  double ScaledNumber(const std::string& key, NumberRange range, int exponent,
+                      double fallback_si) const;
+  std::string String(const std::string& key) const;
+  std::string String(const std::string& key, const std::string& fallback) const;
+  bool Bool(const std::string& key) const;
+  bool Bool(const std::string& key, bool fallback) const;
+  std::vector<std::string> StringList(const std::string& key) const;  // [] when missing
+  YamlFields Map(const std::string& key) const;                      // required mapping
+
+  // "prefix.key" as used in error messages.
+  std::string Field(const std::string& key) const;
+  // Where the key's value is (or this mapping, when the key is missing).
+  InputLocation Where(const std::string& key) const;
+  InputLocation Where() const { return LocationOf(file_, node_.Mark()); }
+  const std::string& file() const { return file_; }
+  const YAML::Node& node() const { return node_; }
+
+  [[noreturn]] void Fail(const std::string& key, const std::string& message) const;
+
+ private:
+  YAML::Node Required(const std::string& key, const std::string& expectation) const;
+  YAML::Node Scalar(const std::string& key, const std::string& expectation) const;
+
+  YAML::Node node_;
+  std::string file_;
+  std::string field_;
+};
+
+// What a YAML node is, for "expected X, got <kind>" messages ("a mapping", "'abc'").
+std::string DescribeNode(const YAML::Node& node);
+
+// Decimal exponent shifts between text and doubles, exact in both directions:
+// ParseShifted("0.45", 12) is the double nearest 0.45e12; FormatShifted(x, 12) is the
+// shortest decimal d with ParseShifted(d, 12) == x ("450" for x = 450e12), in plain
+// notation where that is short ("0.0003", "81559") and as "1.5e-20" otherwise.
+double ParseShifted(const std::string& number_text, int exponent);
+std::string FormatShifted(double value, int exponent);
+
+}  // namespace meshplan

@@ -1,0 +1,69 @@
+// Collectives on a cluster: which network tier a group uses, how many bytes each
+// rank sends, and how long it takes with ring algorithms (docs/cost_model.md section 3).
+//
+// Shared by the analytic cost model and the event simulator: pure functions of
+// (kind, buffer bytes, group, ClusterSpec), no allocation.
+//
+// Buffer convention: `bytes` is the full buffer: the all-reduced tensor, the
+// reduce-scatter input, the all-gather output, the K/V of every rank for a ring
+// exchange, the tensor sent for send/recv. Per rank a ring
+//   all-reduce moves      2(n-1)/n * bytes in 2(n-1) steps,
+//   reduce-scatter moves   (n-1)/n * bytes in  (n-1) steps,
+//   all-gather moves       (n-1)/n * bytes in  (n-1) steps,
+//   ring exchange moves    (n-1)/n * bytes in  (n-1) steps (ring attention's K/V pass),
+//   send/recv moves              bytes in        1 step.
+// time = steps * tier latency + bytes moved / tier bandwidth (per GPU, per direction).
+#pragma once
+
+#include <cstdint>
+
+#include "planner/cluster_spec.h"
+#include "planner/parallel_plan.h"
+#include "planner/plan_cost.h"
+
+namespace meshplan {
+
+enum class CollectiveKind : uint8_t {
+  kAllReduce,
+  kReduceScatter,
+  kAllGather,
+  kSendRecv,
+  kRingExchange,
+};
+const char* ToString(CollectiveKind kind);  // all_reduce | reduce_scatter | all_gather | send_recv | ring_exchange
+
+// `size` ranks spaced `stride` apart in the rank layout of planner/parallel_plan.h.
+struct GroupAxis {
+  int64_t stride = 1;
+  int64_t size = 1;
+};
+// The ranks of one communicator: one mesh dimension, or two (dp x cp for the
+// gradient sync of context-parallel ranks, which hold the same weights).
+struct CommGroup {
+  GroupAxis inner;
+  GroupAxis outer;  // size 1 when the group spans one dimension
+  int64_t size() const { return inner.size * outer.size; }
+};
+
+// The group of one mesh dimension: strides tp 1, cp tp, pp tp*cp, dp tp*cp*pp.
+CommGroup MeshGroup(const ParallelPlan& plan, MeshDim dim);
+// The ranks that hold the same weights and so sync gradients / shard ZeRO state: dp x cp.
+CommGroup DataParallelGroup(const ParallelPlan& plan);
+
+// True when every aligned group of this shape lies inside one node: for each
+// axis of size n > 1 and stride s, s*n <= gpus_per_node and divides it.
+bool StaysInNode(const CommGroup& group, int64_t gpus_per_node);
+// intra_node when the group stays inside a node (or the cluster has one node), else inter_node.
+const NetworkTier& TierFor(const CommGroup& group, const ClusterSpec& cluster);
+
+// Fraction of the buffer each rank sends (0 for a group of one).
+double RingFactor(CollectiveKind kind, int64_t group_size);
+// Latency-bound steps (0 for a group of one).
+int64_t RingSteps(CollectiveKind kind, int64_t group_size);
+// Bytes one rank sends: RingFactor * bytes.
+double BytesSentPerRank(CollectiveKind kind, double bytes, int64_t group_size);
+// Seconds on the group's tier.
+double CollectiveTime(CollectiveKind kind, double bytes, const CommGroup& group,
+                      const ClusterSpec& cluster);
+
+}  // namespace meshplan

@@ -1,0 +1,86 @@
+#include "planner/cost/cost_model.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <iterator>
+
+#include "planner/cost/flops.h"
+#include "planner/cost/memory_model.h"
+#include "planner/cost/param_count.h"
+#include "planner/cost/step_time.h"
+#include "planner/cost/step_work.h"
+#include "planner/units_format.h"
+
+namespace meshplan {
+namespace {
+
+// The distinct pipeline stages: first, last and (pp > 2) a middle one.
+int DistinctStages(const ParallelPlan& plan, int64_t out[3]) {
+  out[0] = 0;
+  out[1] = plan.pp - 1;
+  out[2] = 1;
+  return plan.pp > 2 ? 3 : plan.pp == 2 ? 2 : 1;
+}
+
+// "needs 61.2 GB, GPU has 48.3 GB (headroom 0%)": formatted only for plans that do not fit.
+std::string NoFitReason(double needed_bytes, double capacity_bytes, double headroom,
+                        double usable) {
+  char buffer[160];
+  const auto end =
+      headroom > 0
+          ? fmt::format_to_n(buffer, sizeof(buffer) - 1,
+                             "needs {:.1f} GB, GPU has {:.1f} GB (headroom {:.0f}%: {:.1f} GB usable)",
+                             ToGB(needed_bytes), ToGB(capacity_bytes), headroom * 100, ToGB(usable))
+          : fmt::format_to_n(buffer, sizeof(buffer) - 1, "needs {:.1f} GB, GPU has {:.1f} GB (headroom 0%)",
+                             ToGB(needed_bytes), ToGB(capacity_bytes));
+  return std::string(buffer, end.out);
+}
+
+}  // namespace
+
+double UsableBytes(const GpuSpec& gpu, double memory_headroom) {
+  return static_cast<double>(gpu.memory_bytes) * (1 - memory_headroom);
+}
+
+PlanCost Estimate(const ModelSpec& model, const ClusterSpec& cluster, const TrainingSpec& training,
+                  const ParallelPlan& plan, const EstimateOptions& options) {
+  PlanCost cost;
+  cost.params_total = CountParams(model);
+
+  const StepWork work = BuildStepWork(model, training, plan);
+  int64_t stages[3];
+  const int num_stages = DistinctStages(plan, stages);
+  for (int i = 0; i < num_stages; ++i) {
+    cost.params_per_rank =
+        std::max(cost.params_per_rank, CountStageParams(model, plan, stages[i]).total());
+    const PerMeshDim bytes = CommBytesPerStep(work, stages[i]);
+    for (MeshDim d : kAllMeshDims)
+      cost.comm_bytes_per_step[d] = std::max(cost.comm_bytes_per_step[d], bytes[d]);
+  }
+
+  const StepFlops flops = StepFlopsOf(model, training, plan.recompute);
+  cost.model_flops_per_step = flops.model;
+  cost.model_flops_no_attention = flops.model_no_attention;
+  cost.hardware_flops_per_step = flops.hardware;
+
+  cost.memory = EstimateMemory(model, training, plan, options.memory_model);
+
+  cost.time = AnalyticStepTime(work, cluster, training.precision);
+  const double seconds = cost.time.total_s;
+  if (seconds > 0) cost.tokens_per_s = static_cast<double>(training.tokens_per_step()) / seconds;
+  const double peak = cluster.gpu.PeakFlops(training.precision);
+  const int64_t gpus = plan.world_size();
+  cost.mfu = Utilization(flops.model, gpus, peak, seconds);
+  cost.mfu_no_attention = Utilization(flops.model_no_attention, gpus, peak, seconds);
+  cost.hfu = Utilization(flops.hardware, gpus, peak, seconds);
+
+  const double capacity = static_cast<double>(cluster.gpu.memory_bytes);
+  const double usable = UsableBytes(cluster.gpu, options.memory_headroom);
+  cost.fits = cost.memory.total_bytes <= usable;
+  if (!cost.fits)
+    cost.reason = NoFitReason(cost.memory.total_bytes, capacity, options.memory_headroom, usable);
+  return cost;
+}
+
+}  // namespace meshplan

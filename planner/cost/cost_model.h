@@ -1,0 +1,30 @@
+// The analytic cost model: one call turns (model, cluster, training, plan) into
+// a PlanCost: parameters, FLOPs, memory, communication, step time, MFU, fit.
+//
+// Estimate() is what `meshplan estimate` prints, what the search ranks (millions
+// of times: it allocates nothing on the hot path) and what the simulator's
+// event timeline must agree with where no overlap or pipelining is involved.
+#pragma once
+
+#include "planner/cluster_spec.h"
+#include "planner/model_spec.h"
+#include "planner/parallel_plan.h"
+#include "planner/plan_cost.h"
+#include "planner/training_spec.h"
+
+namespace meshplan {
+
+struct EstimateOptions {
+  MemoryModel memory_model = MemoryModel::kDetailed;
+  double memory_headroom = 0.0;  // fraction of GPU memory kept free (0.1 = plans may use 90%)
+};
+
+// The GPU memory a plan may use: the capacity less the headroom fraction. A plan fits
+// (PlanCost::fits) when its peak memory per GPU is at most this.
+double UsableBytes(const GpuSpec& gpu, double memory_headroom);
+
+// The plan must be valid (Validate() empty); the result for an invalid plan is unspecified.
+PlanCost Estimate(const ModelSpec& model, const ClusterSpec& cluster, const TrainingSpec& training,
+                  const ParallelPlan& plan, const EstimateOptions& options = {});
+
+}  // namespace meshplan

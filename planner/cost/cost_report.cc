@@ -1,0 +1,139 @@
+#include "planner/cost/cost_report.h"
+
+#include <fmt/format.h>
+
+#include <iterator>
+
+#include "planner/names.h"
+#include "planner/units_format.h"
+
+namespace meshplan {
+
+nlohmann::json PerMeshDimToJson(const PerMeshDim& values) {
+  nlohmann::json out = nlohmann::json::object();
+  for (MeshDim d : {MeshDim::kDp, MeshDim::kTp, MeshDim::kCp, MeshDim::kPp}) out[ToString(d)] = values[d];
+  return out;
+}
+
+nlohmann::json MemoryToJson(const MemoryBreakdown& m) {
+  return {{"total_bytes", m.total_bytes},
+          {"breakdown",
+           {{"params_bytes", m.params_bytes},
+            {"grads_bytes", m.grads_bytes},
+            {"optimizer_bytes", m.optimizer_bytes},
+            {"activations_bytes", m.activations_bytes},
+            {"logits_bytes", m.logits_bytes},
+            {"comm_buffer_bytes", m.comm_buffer_bytes},
+            {"gathered_params_bytes", m.gathered_params_bytes},
+            {"transient_bytes", m.transient_bytes}}},
+          {"peak_phase", m.peak_phase},
+          {"worst_stage", m.worst_stage}};
+}
+
+nlohmann::json StepTimeToJson(const StepTimeBreakdown& t) {
+  return {{"compute_s", t.compute_s},
+          {"recompute_s", t.recompute_s},
+          {"exposed_comm_s", PerMeshDimToJson(t.exposed_comm_s)},
+          {"bubble_s", t.bubble_s},
+          {"optimizer_s", t.optimizer_s},
+          {"total_s", t.total_s}};
+}
+
+nlohmann::json CostToJson(const PlanCost& c) {
+  return {{"params_total", c.params_total},
+          {"params_per_rank", c.params_per_rank},
+          {"memory", MemoryToJson(c.memory)},
+          {"flops_per_step", c.model_flops_per_step},
+          {"flops_per_step_no_attention", c.model_flops_no_attention},
+          {"hardware_flops_per_step", c.hardware_flops_per_step},
+          {"comm_bytes_per_step", PerMeshDimToJson(c.comm_bytes_per_step)},
+          {"step_time_s", c.time.total_s},
+          {"time", StepTimeToJson(c.time)},
+          {"tokens_per_s", c.tokens_per_s},
+          {"mfu", c.mfu},
+          {"mfu_no_attention", c.mfu_no_attention},
+          {"hfu", c.hfu},
+          {"fits", c.fits},
+          {"reason", c.reason}};
+}
+
+nlohmann::json SetupToJson(const PlanFile& s) {
+  return {{"model", s.model.name},
+          {"cluster", s.cluster.name},
+          {"gpu", s.cluster.gpu.name},
+          {"gpus", s.cluster.world_size()},
+          {"global_batch", s.training.global_batch},
+          {"seq_len", s.training.seq_len},
+          {"precision", ToString(s.training.precision)},
+          {"plan", ToPlanString(s.plan)}};
+}
+
+namespace {
+
+template <typename... Args>
+void Line(std::string& out, fmt::format_string<Args...> format, Args&&... args) {
+  fmt::format_to(std::back_inserter(out), format, std::forward<Args>(args)...);
+  out += '\n';
+}
+
+}  // namespace
+
+std::string FormatCostTable(const PlanFile& s, const PlanCost& c) {
+  std::string out;
+  const MemoryBreakdown& m = c.memory;
+  const StepTimeBreakdown& t = c.time;
+  const double capacity = static_cast<double>(s.cluster.gpu.memory_bytes);
+
+  Line(out, "{} on {} ({} x {}), global batch {} x {} tokens, {}", s.model.name, s.cluster.name,
+       s.cluster.world_size(), s.cluster.gpu.name, s.training.global_batch, s.training.seq_len,
+       ToString(s.training.precision));
+  Line(out, "plan: {}", ToPlanString(s.plan));
+  out += '\n';
+  Line(out, "Parameters");
+  Line(out, "  {:<34}{:>18}", "total", GroupDigits(c.params_total));
+  Line(out, "  {:<34}{:>18}", "per rank (worst stage, before ZeRO)", GroupDigits(c.params_per_rank));
+  out += '\n';
+  Line(out, "Memory per GPU (stage {}, peak: {}){:>8}", m.worst_stage, m.peak_phase, "GB");
+  const std::pair<const char*, double> parts[] = {
+      {"parameters", m.params_bytes},       {"gradients", m.grads_bytes},
+      {"optimizer states", m.optimizer_bytes}, {"activations", m.activations_bytes},
+      {"logits / loss", m.logits_bytes},    {"communication buffers", m.comm_buffer_bytes},
+      {"gathered parameters (ZeRO-3)", m.gathered_params_bytes},
+      {"transient peak", m.transient_bytes}};
+  for (const auto& [name, bytes] : parts) Line(out, "  {:<34}{:>10.2f}", name, ToGB(bytes));
+  Line(out, "  {:<34}{:>10.2f}   of {:.2f} GB ({:.0f}%)", "total", ToGB(m.total_bytes),
+       ToGB(capacity), PercentOf(m.total_bytes, capacity));
+  out += '\n';
+  Line(out, "FLOPs per step");
+  Line(out, "  {:<34}{:>10.3e}", "model (6*P_dense*tokens + attention)", c.model_flops_per_step);
+  Line(out, "  {:<34}{:>10.3e}", "model without attention", c.model_flops_no_attention);
+  Line(out, "  {:<34}{:>10.3e}", "hardware (with recompute)", c.hardware_flops_per_step);
+  out += '\n';
+  Line(out, "Communication per GPU per step{:>15}", "GB");
+  for (MeshDim d : {MeshDim::kDp, MeshDim::kTp, MeshDim::kCp, MeshDim::kPp})
+    Line(out, "  {:<34}{:>10.3f}", ToString(d), ToGB(c.comm_bytes_per_step[d]));
+  out += '\n';
+  Line(out, "Step time{:>35}{:>8}", "s", "share");
+  auto time_line = [&](const std::string& name, double seconds) {
+    Line(out, "  {:<34}{:>10.4f}{:>7.1f}%", name, seconds, PercentOf(seconds, t.total_s));
+  };
+  time_line("compute", t.compute_s);
+  if (t.recompute_s > 0) time_line("  of which recompute", t.recompute_s);
+  for (MeshDim d : {MeshDim::kDp, MeshDim::kTp, MeshDim::kCp, MeshDim::kPp})
+    time_line(std::string("exposed ") + ToString(d) + " communication", t.exposed_comm_s[d]);
+  time_line("pipeline bubble", t.bubble_s);
+  time_line("optimizer", t.optimizer_s);
+  time_line("total", t.total_s);
+  out += '\n';
+  Line(out, "Throughput");
+  Line(out, "  {:<34}{:>14.0f}", "tokens/s", c.tokens_per_s);
+  Line(out, "  {:<34}{:>13.1f}%", "MFU (with attention)", 100 * c.mfu);
+  Line(out, "  {:<34}{:>13.1f}%", "MFU (6*P_dense only)", 100 * c.mfu_no_attention);
+  Line(out, "  {:<34}{:>13.1f}%", "HFU (with recompute)", 100 * c.hfu);
+  out += '\n';
+  if (c.fits) Line(out, "fits: yes");
+  else Line(out, "fits: no: {}", c.reason);
+  return out;
+}
+
+}  // namespace meshplan

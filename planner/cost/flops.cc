@@ -1,0 +1,49 @@
+#include "planner/cost/flops.h"
+
+#include "planner/cost/param_count.h"
+
+namespace meshplan {
+
+int64_t BlockMatmulParams(const ModelSpec& m) {
+  const int64_t E = m.hidden, F = m.ffn_hidden, KD = m.kv_hidden();
+  const int64_t attention = E * (E + 2 * KD) + E * E;  // Q, K, V projections + output projection
+  const int64_t ffn = (m.block == BlockKind::kLlama ? 3 : 2) * E * F;
+  return attention + ffn;
+}
+
+int64_t DenseParams(const ModelSpec& m) {
+  const int64_t final_norm = m.block == BlockKind::kLlama ? m.hidden : 2 * m.hidden;
+  return m.layers * BlockParams(m) + final_norm + m.vocab_size * m.hidden;
+}
+
+double AttentionCoreForwardFlopsPerToken(const ModelSpec& m, int64_t seq) {
+  return 4.0 * static_cast<double>(m.hidden) * static_cast<double>(seq);
+}
+
+StepFlops StepFlopsOf(const ModelSpec& m, const TrainingSpec& training, Recompute recompute) {
+  const double tokens = static_cast<double>(training.tokens_per_step());
+  const double L = static_cast<double>(m.layers);
+  const double attention_fwd = L * AttentionCoreForwardFlopsPerToken(m, training.seq_len);
+  StepFlops out;
+  out.model_no_attention = tokens * 6.0 * static_cast<double>(DenseParams(m));
+  out.model = out.model_no_attention + tokens * 3.0 * attention_fwd;  // 12*L*E*S per token
+  switch (recompute) {
+    case Recompute::kNone:
+      break;
+    case Recompute::kSelective:
+      out.recompute = tokens * attention_fwd;
+      break;
+    case Recompute::kFull:
+      out.recompute = tokens * (2.0 * L * static_cast<double>(BlockParams(m)) + attention_fwd);
+      break;
+  }
+  out.hardware = out.model + out.recompute;
+  return out;
+}
+
+double Utilization(double flops, int64_t gpus, double peak_flops, double seconds) {
+  if (gpus <= 0 || peak_flops <= 0 || seconds <= 0) return 0;
+  return flops / (static_cast<double>(gpus) * peak_flops * seconds);
+}
+
+}  // namespace meshplan

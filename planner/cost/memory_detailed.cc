@@ -1,0 +1,311 @@
+// The detailed memory model: every tensor the executor allocates on one rank of
+// one pipeline stage, phase by phase; the breakdown is the largest phase
+// (planner/cost/memory_model.h lists the phases, planner/cost/activation_memory.h the
+// activations op by op). Each term below is named after the tensor it counts.
+#include <algorithm>
+#include <cmath>
+
+#include "planner/cost/activation_memory.h"
+#include "planner/cost/memory_model.h"
+#include "planner/cost/model_state_memory.h"
+#include "planner/cost/param_count.h"
+#include "planner/cost/pipeline_in_flight.h"
+
+namespace meshplan {
+namespace {
+
+// `elements` rounded up to a multiple of n: the executor pads each parameter group's flat
+// buffer so that every one of the n ZeRO ranks owns an equal shard (executor/model/param_layout.h).
+double PadTo(double elements, int64_t n) {
+  const double groups = std::ceil(elements / double(n));
+  return groups * double(n);
+}
+
+// The model's buffers, allocated once (executor/model/llama_model.h): the causal mask (S,S) bool,
+// and for llama the RoPE cos and sin tables (S, D/2) each, in the activation dtype.
+double ModelBufferBytes(const ModelSpec& model, const TrainingSpec& training) {
+  const double S = double(training.seq_len);
+  const double mask = S * S * 1.0;
+  const double A = ActivationBytesPerElement(training.precision);
+  const double rope = model.block == BlockKind::kGpt ? 0.0 : 2.0 * S * (model.head_dim() / 2) * A;
+  return mask + rope;
+}
+
+// What is alive in one phase besides the model states.
+struct Phase {
+  const char* name;
+  double activations_bytes = 0;
+  double logits_bytes = 0;
+  double comm_buffer_bytes = 0;
+  double gathered_params_bytes = 0;
+  double transient_bytes = 0;
+  double sum() const {
+    return activations_bytes + logits_bytes + comm_buffer_bytes + gathered_params_bytes +
+           transient_bytes;
+  }
+};
+
+// The stage's parameter groups (executor/model/param_layout.h; also the ZeRO-3 units): the
+// embedding, one block, the final norm + lm_head; each padded to a multiple of the ZeRO ranks.
+struct ParamGroups {
+  double embed = 0;
+  double block = 0;
+  double head = 0;
+};
+
+// The groups of `stage`, padded over the weight_replicas ZeRO ranks.
+ParamGroups StageParamGroups(const ModelSpec& model, const ParallelPlan& plan, int64_t stage,
+                             int64_t weight_replicas) {
+  const StageParams params = CountStageParams(model, plan, stage);
+  ParamGroups g;
+  g.embed = PadTo(double(params.embedding), weight_replicas);
+  g.block = PadTo(double(BlockParamsPerTpRank(model, plan.tp)), weight_replicas);
+  g.head = PadTo(double(params.final_norm + params.lm_head), weight_replicas);
+  return g;
+}
+
+// How ZeRO holds the stage's weights and gradients. ZeRO shards over the ranks that hold
+// the same weights: dp x cp (as planner/cost/step_work.h); over a single such rank it
+// shards, gathers and sends nothing.
+//
+// Gradient communication (executor/parallel/zero_engine.h): ZeRO 0/1 all-reduce /
+// reduce-scatter each group's gradient in place in the flat gradient buffer (no bucket
+// copy). ZeRO 2/3 hold a group's full gradient while it is computed and while its async
+// reduce-scatter is in flight (freed when the next group's gradient is ready); from the
+// second micro-batch on, the reduce-scatter lands in a temporary shard (group / n).
+// ZeRO-3 (executor/trainer.cc, executor/parallel/zero_engine.h): each pass gathers the group it
+// computes and, as that group starts, prefetches the next group the pass computes (one
+// ahead), so two groups are gathered at once: forward embedding -> block 0 -> ... ->
+// head, backward head -> last block -> ... -> block 0 (the embedding backward reads no
+// parameters: block 0 prefetches nothing and the embedding is not gathered).
+struct ZeroLayout {
+  int64_t weight_replicas = 1;
+  double n = 1;  // weight_replicas as a divisor
+  int zero = 0;  // the plan's ZeRO stage, 0 over a single rank
+  BytesPerParam bytes;
+  ParamGroups groups;
+  double stage_layers = 0;   // blocks on the stage (all chunks)
+  double chunk_blocks = 0;   // blocks per chunk (virtual stage)
+  double partial_shard = 0;  // the temporary reduce-scatter shard per group, in groups
+
+  // A group's full gradient (ZeRO 2/3) and its gathered weights (ZeRO-3).
+  double full_grad(double group) const { return zero >= 2 ? bytes.grad * group : 0.0; }
+  double gathered(double group) const { return zero == 3 ? bytes.param * group : 0.0; }
+  // A block's backward prefetches the one before it in its chunk, which the stage's last
+  // block has when the chunk holds two or more.
+  double prefetched_block() const { return chunk_blocks >= 2 ? gathered(groups.block) : 0.0; }
+};
+
+// The ZeRO layout of one rank of `stage`.
+ZeroLayout MakeZeroLayout(const ModelSpec& model, const TrainingSpec& training,
+                          const ParallelPlan& plan, int64_t stage) {
+  ZeroLayout z;
+  z.weight_replicas = plan.dp * plan.cp;
+  z.n = double(z.weight_replicas);
+  z.zero = z.weight_replicas > 1 ? plan.zero_stage : 0;
+  z.bytes = BytesPerParamFor(training.precision);
+  z.groups = StageParamGroups(model, plan, stage, z.weight_replicas);
+  z.stage_layers = double(model.layers) / plan.pp;
+  const bool interleaved = plan.pp > 1 && plan.schedule == PipelineSchedule::kInterleaved;
+  z.chunk_blocks =
+      z.stage_layers / double(interleaved ? std::max<int64_t>(1, plan.virtual_stages) : 1);
+  z.partial_shard = plan.num_microbatches(training.global_batch) > 1 ? 1.0 / z.n : 0.0;
+  return z;
+}
+
+// The activations alive on the stage: the op lists (planner/cost/activation_memory.h)
+// times the micro-batches in flight.
+struct StageActivations {
+  AttentionImpl impl = AttentionImpl::kAuto;  // resolved: naive or fused
+  ActivationShape shape;
+  double saved_mlp_bytes = 0;       // one block's saved tensors in its FFN half
+  double recomputed_bytes = 0;      // what one block's backward rematerialises
+  double recomputed_mlp_bytes = 0;  // ... in its FFN half
+  double first_bytes = 0;           // stage 0's own tensors, per micro-batch
+  double last_bytes = 0;            // the last stage's, before the loss
+  double loss_bytes = 0;            // the loss (fp32 logits), per micro-batch
+  MicrobatchesInFlight in_flight;
+  double per_microbatch = 0;        // the stage's blocks, one micro-batch
+  double total = 0;                 // everything in flight
+  double logits_all = 0;            // the loss tensors of every micro-batch in flight
+  double logits_but_current = 0;    // ... but the one whose backward runs
+};
+
+// Bytes of the tensors of `list` in the FFN half of a block.
+double MlpHalfBytes(const SavedTensorList& list) {
+  double sum = 0;
+  for (const SavedTensor& t : list)
+    if (t.mlp_half) sum += t.bytes();
+  return sum;
+}
+
+// The activations of one rank of `stage`, with the stage's blocks (stage_layers).
+StageActivations CountStageActivations(const ModelSpec& model, const TrainingSpec& training,
+                                       const ParallelPlan& plan, int64_t stage,
+                                       double stage_layers, const MemoryOptions& options) {
+  const bool first = stage == 0, last = stage == plan.pp - 1;
+  StageActivations a;
+  a.impl = ResolveAttentionImpl(options.attention, model, training.precision);
+  a.shape = MakeActivationShape(model, training, plan);
+  const SavedTensorList saved = BlockSavedTensors(model, a.shape, a.impl, plan.recompute);
+  const SavedTensorList recomputed = BlockRecomputedTensors(model, a.shape, a.impl, plan.recompute);
+  a.saved_mlp_bytes = MlpHalfBytes(saved);
+  a.recomputed_bytes = recomputed.TotalBytes();
+  a.recomputed_mlp_bytes = MlpHalfBytes(recomputed);
+  a.first_bytes = first ? FirstStageSavedTensors(model, a.shape).TotalBytes() : 0;
+  a.last_bytes = last ? LastStageSavedTensors(model, a.shape).TotalBytes() : 0;
+  a.loss_bytes = last ? LossSavedTensors(a.shape).TotalBytes() : 0;
+  const int64_t microbatches = plan.num_microbatches(training.global_batch);
+  a.in_flight = CountMicrobatchesInFlight(plan, microbatches, stage);
+  a.per_microbatch = stage_layers * saved.TotalBytes();
+  a.total = a.in_flight.blocks * a.per_microbatch +
+            double(a.in_flight.first_stage) * a.first_bytes +
+            double(a.in_flight.last_stage) * a.last_bytes;
+  a.logits_all = double(a.in_flight.last_stage) * a.loss_bytes;
+  a.logits_but_current = double(a.in_flight.last_stage - 1) * a.loss_bytes;
+  return a;
+}
+
+// What every phase reads: one rank of pipeline stage `index`.
+struct Stage {
+  const ModelSpec& model;
+  const TrainingSpec& training;
+  const ParallelPlan& plan;
+  int64_t index;
+  ZeroLayout zero;
+  StageActivations act;
+  bool first() const { return index == 0; }
+  bool last() const { return index == plan.pp - 1; }
+};
+
+// The backward of the stage's last block in the last micro-batch in flight. The current
+// micro-batch's final-norm / lm_head tensors and logits are freed by now. Two steps: the
+// FFN backward (all recomputed tensors alive) and the attention backward (the FFN half's
+// saved and recomputed tensors freed); the phase is the larger.
+Phase LayerBackwardPhase(const Stage& s) {
+  const StageActivations& a = s.act;
+  const ZeroLayout& z = s.zero;
+  const double saved_mlp = a.saved_mlp_bytes;
+  const double recomputed_mlp = a.recomputed_mlp_bytes;
+  const double recomputed = a.recomputed_bytes;
+  const double mlp_step =
+      recomputed +
+      BlockBackwardStepWorkspace(s.model, a.shape, a.impl, BlockHalf::kMlp).TotalBytes();
+  const double attention_step =
+      recomputed - recomputed_mlp +
+      BlockBackwardStepWorkspace(s.model, a.shape, a.impl, BlockHalf::kAttention).TotalBytes();
+  const bool attention_peak = attention_step - saved_mlp > mlp_step;
+  Phase p{"layer_backward"};
+  p.activations_bytes = a.total - a.last_bytes - (attention_peak ? saved_mlp : 0.0);
+  p.logits_bytes = a.logits_but_current;
+  // The block's full gradient; on the last stage the head's is still in flight.
+  p.comm_buffer_bytes = z.full_grad(z.groups.block) +
+                        (s.last() ? z.full_grad(z.groups.head) * (1.0 + z.partial_shard) : 0.0);
+  // The block computing and the block before it, prefetched (the head is released).
+  p.gathered_params_bytes = z.gathered(z.groups.block) + z.prefetched_block();
+  p.transient_bytes = attention_peak ? attention_step : mlp_step;
+  return p;
+}
+
+// The last stage's lm_head backward: the logits buffer holds their gradient (in place).
+Phase HeadBackwardPhase(const Stage& s) {
+  const StageActivations& a = s.act;
+  const ZeroLayout& z = s.zero;
+  Phase head{"head_backward"};
+  head.activations_bytes = a.total;
+  head.logits_bytes = a.logits_all;
+  head.comm_buffer_bytes = z.full_grad(z.groups.head);
+  // The head (gathered since its forward) and the chunk's last block, prefetched as the
+  // head's backward starts.
+  head.gathered_params_bytes =
+      z.gathered(z.groups.head) + (z.chunk_blocks >= 1 ? z.gathered(z.groups.block) : 0.0);
+  head.transient_bytes = HeadBackwardWorkspace(a.shape).TotalBytes();
+  if (a.shape.act_bytes != 4.0) {  // the fp32 logits are freed once cast, before d(input)
+    const ActivationShape& sh = a.shape;
+    const double d_input = double(sh.b) * sh.s_norm * sh.hidden * sh.act_bytes;
+    head.transient_bytes -= std::min(d_input, a.loss_bytes);
+  }
+  return head;
+}
+
+// Stage 0's embedding backward: the micro-batch's blocks are done; the others in flight
+// remain.
+Phase EmbedBackwardPhase(const Stage& s) {
+  const StageActivations& a = s.act;
+  const ZeroLayout& z = s.zero;
+  Phase embed{"embed_backward"};
+  const double chunk = 1.0 / double(s.plan.virtual_stages);
+  embed.activations_bytes = std::max(0.0, a.in_flight.blocks - chunk) * a.per_microbatch +
+                            double(a.in_flight.first_stage - 1) * a.first_bytes +
+                            (s.last() ? double(a.in_flight.last_stage - 1) * a.last_bytes : 0.0);
+  embed.logits_bytes = a.logits_but_current;
+  // The embedding's full gradient, block 0's still in flight. The embedding backward
+  // scatters into the gradient buffer and allocates nothing.
+  embed.comm_buffer_bytes =
+      z.full_grad(z.groups.embed) + z.full_grad(z.groups.block) * (1.0 + z.partial_shard);
+  // Nothing gathered: the embedding backward reads only the token ids, and block 0's
+  // gather was freed with its backward (it prefetched nothing).
+  embed.gathered_params_bytes = 0;
+  return embed;
+}
+
+// AdamW, group by group (executor/model/adamw.h): one temporary the size of the group's
+// (shard of the) parameters, the denominator, in the state dtype (+ the fp32 copy of the
+// gradient for mixed). ZeRO-1/2 all-gather the updated shard in place.
+Phase OptimizerPhase(const Stage& s) {
+  const ZeroLayout& z = s.zero;
+  Phase opt{"optimizer"};
+  double largest = z.stage_layers > 0 ? z.groups.block : 0.0;
+  largest = std::max({largest, z.groups.embed, z.groups.head});
+  if (z.zero >= 1) largest /= z.n;
+  const bool mixed = s.training.precision == Precision::kMixed;
+  opt.transient_bytes = largest * (z.bytes.state + (mixed ? 4.0 : 0.0));
+  return opt;
+}
+
+// The model states (the padded groups, ZeRO-sharded) and the model's buffers, which live
+// through the step, plus what the peak phase holds.
+MemoryBreakdown Breakdown(const Stage& s, const Phase& peak) {
+  const ZeroLayout& z = s.zero;
+  const double padded_params = z.groups.embed + z.stage_layers * z.groups.block + z.groups.head;
+  const ModelStateBytes states =
+      ExecutorModelStates(padded_params, z.bytes, z.zero, z.weight_replicas);
+  const double model_buffers = ModelBufferBytes(s.model, s.training);
+  MemoryBreakdown out;
+  out.params_bytes = states.params_bytes + model_buffers;
+  out.grads_bytes = states.grads_bytes;
+  out.optimizer_bytes = states.optimizer_bytes;
+  out.activations_bytes = peak.activations_bytes;
+  out.logits_bytes = peak.logits_bytes;
+  out.comm_buffer_bytes = peak.comm_buffer_bytes;
+  out.gathered_params_bytes = peak.gathered_params_bytes;
+  out.transient_bytes = peak.transient_bytes;
+  out.total_bytes = states.total() + model_buffers + peak.sum();
+  out.peak_phase = peak.name;
+  out.worst_stage = s.index;
+  return out;
+}
+
+}  // namespace
+
+// Stage -> its phases (layer backward, head backward on the last stage, embedding
+// backward on the first, optimizer) -> the largest, over the model states.
+MemoryBreakdown DetailedStageMemory(const ModelSpec& model, const TrainingSpec& training,
+                                    const ParallelPlan& plan, int64_t stage,
+                                    const MemoryOptions& options) {
+  const ZeroLayout zero = MakeZeroLayout(model, training, plan, stage);
+  const Stage s{model, training, plan, stage, zero,
+                CountStageActivations(model, training, plan, stage, zero.stage_layers, options)};
+  Phase phases[4];
+  int num_phases = 0;
+  phases[num_phases++] = LayerBackwardPhase(s);
+  if (s.last()) phases[num_phases++] = HeadBackwardPhase(s);
+  if (s.first()) phases[num_phases++] = EmbedBackwardPhase(s);
+  phases[num_phases++] = OptimizerPhase(s);
+  const Phase* peak =
+      std::max_element(phases, phases + num_phases,
+                       [](const Phase& a, const Phase& b) { return a.sum() < b.sum(); });
+  return Breakdown(s, *peak);
+}
+
+}  // namespace meshplan

@@ -1,0 +1,30 @@
+#include "planner/cost/memory_model.h"
+
+namespace meshplan {
+
+MemoryBreakdown EstimateStageMemory(const ModelSpec& model, const TrainingSpec& training,
+                                    const ParallelPlan& plan, MemoryModel memory_model,
+                                    int64_t stage, const MemoryOptions& options) {
+  return memory_model == MemoryModel::kSeed
+             ? SeedStageMemory(model, training, plan, stage)
+             : DetailedStageMemory(model, training, plan, stage, options);
+}
+
+MemoryBreakdown EstimateMemory(const ModelSpec& model, const TrainingSpec& training,
+                               const ParallelPlan& plan, MemoryModel memory_model,
+                               const MemoryOptions& options) {
+  // Stages strictly between the first and the last hold the same parameters and
+  // buffers, and every schedule holds non-increasing micro-batches in flight along
+  // the pipeline (planner/cost/pipeline_in_flight.h): stage 1 bounds them all, so only
+  // stages 0, 1 and pp - 1 need evaluating (ties keep the earlier stage).
+  MemoryBreakdown worst = EstimateStageMemory(model, training, plan, memory_model, 0, options);
+  auto consider = [&](int64_t stage) {
+    MemoryBreakdown b = EstimateStageMemory(model, training, plan, memory_model, stage, options);
+    if (b.total_bytes > worst.total_bytes) worst = std::move(b);
+  };
+  if (plan.pp > 1) consider(1);
+  if (plan.pp > 2) consider(plan.pp - 1);
+  return worst;
+}
+
+}  // namespace meshplan

@@ -1,0 +1,228 @@
+#include "planner/cost/step_time.h"
+
+#include <algorithm>
+
+#include "planner/cost/collective_time.h"
+
+namespace meshplan {
+
+// ---------------------------------------------------------------------------
+// Overlap of one communication stream with compute
+
+void OverlapClock::Prefetch(int64_t n, double compute, double comm) {
+  if (n <= 0) return;
+  const double k = comm, w = compute, dn = static_cast<double>(n);
+  // Chunk j's compute starts at max(previous compute end, comm_end + j*k); over j = 1..n
+  // the latest start is at an end point of the run.
+  compute_end = std::max({compute_end + dn * w, comm_end + k + dn * w, comm_end + dn * k + w});
+  comm_end += dn * k;
+  compute_sum += dn * w;
+}
+
+void OverlapClock::Drain(int64_t n, double compute, double comm) {
+  if (n <= 0) return;
+  const double k = comm, w = compute, dn = static_cast<double>(n);
+  // Chunk j's communication starts at max(previous comm end, compute_end + j*w).
+  comm_end = std::max({comm_end + dn * k, compute_end + w + dn * k, compute_end + dn * w + k});
+  compute_end += dn * w;
+  compute_sum += dn * w;
+}
+
+double OverlapClock::exposed() const { return std::max(compute_end, comm_end) - compute_sum; }
+
+double PipelineBubble(PipelineSchedule schedule, int64_t pp, int64_t vpp, double f, double b,
+                      double w) {
+  if (pp <= 1) return 0;
+  const double stages = static_cast<double>(pp - 1);
+  switch (schedule) {
+    case PipelineSchedule::kGpipe:
+    case PipelineSchedule::k1F1B:
+      return stages * (f + b + w);
+    case PipelineSchedule::kInterleaved:
+      return stages * (f + b + w) / static_cast<double>(std::max<int64_t>(vpp, 1));
+    case PipelineSchedule::kZeroBubbleH1:
+      return stages * std::max(0.0, f + b - w);
+  }
+  return stages * (f + b + w);
+}
+
+// ---------------------------------------------------------------------------
+// Timing parts and stages
+
+namespace {
+
+// Communication hidden behind a window of compute: only the excess shows.
+double Exposed(double comm, double window, bool overlappable) {
+  return overlappable ? std::max(0.0, comm - window) : comm;
+}
+
+// One instance of a part for one micro-batch.
+struct PartTimes {
+  ComputeTime fwd, bwd_in, bwd_w, rec;
+  double tp[3] = {0, 0, 0};  // per micro-batch, by phase: forward, backward, recompute
+  double cp[3] = {0, 0, 0};
+  bool tp_overlap = false;
+  double dp_gather_fwd = 0;  // ZeRO-3 all-gather before the forward
+  double dp_gather_bwd = 0;  // ZeRO-3 all-gather before the backward
+  double dp_grad = 0;        // gradient all-reduce / reduce-scatter (cadence: see work.zero_stage)
+  double dp_after_optimizer = 0;
+  double pp_sync = 0;        // tied-embedding gradient all-reduce, per step
+
+  double backward_compute() const { return bwd_in.total() + rec.total() + bwd_w.total(); }
+  double tp_exposed(int ph, double window) const { return Exposed(tp[ph], window, tp_overlap); }
+  // Forward / backward-input (with recompute) time including exposed TP and CP communication.
+  double f() const {
+    return fwd.total() + tp_exposed(0, fwd.total()) + Exposed(cp[0], fwd.attention_s, true);
+  }
+  double b() const {
+    return bwd_in.total() + rec.total() + tp_exposed(1, bwd_in.total() + bwd_w.total()) +
+           tp_exposed(2, rec.total()) + Exposed(cp[1], bwd_in.attention_s, true) +
+           Exposed(cp[2], rec.attention_s, true);
+  }
+  double w() const { return bwd_w.total(); }
+  double tp_exposed_total() const {
+    return tp_exposed(0, fwd.total()) + tp_exposed(1, bwd_in.total() + bwd_w.total()) +
+           tp_exposed(2, rec.total());
+  }
+  double cp_exposed_total() const {
+    return Exposed(cp[0], fwd.attention_s, true) + Exposed(cp[1], bwd_in.attention_s, true) +
+           Exposed(cp[2], rec.attention_s, true);
+  }
+};
+
+int PhaseIndex(StepPhase phase) {
+  return phase == StepPhase::kForward ? 0 : phase == StepPhase::kRecompute ? 2 : 1;
+}
+
+PartTimes TimePart(const PartWork& part, Recompute mode, const ComputeRates& rates,
+                   const ClusterSpec& cluster) {
+  PartTimes t;
+  t.fwd = TimeOf(part.forward, rates);
+  t.bwd_in = TimeOf(part.backward_input, rates);
+  t.bwd_w = TimeOf(part.backward_weight, rates);
+  t.rec = TimeOf(part.recompute[static_cast<int>(mode)], rates);
+  for (const Collective& c : part.collectives) {
+    const double s = static_cast<double>(c.count) * CollectiveTime(c.kind, c.bytes, c.group, cluster);
+    switch (c.dim) {
+      case MeshDim::kTp:
+        t.tp[PhaseIndex(c.phase)] += s;
+        t.tp_overlap = c.overlappable;
+        break;
+      case MeshDim::kCp:
+        t.cp[PhaseIndex(c.phase)] += s;
+        break;
+      case MeshDim::kPp:
+        t.pp_sync += s;
+        break;
+      case MeshDim::kDp:
+        if (c.position == CollectivePosition::kAfterOptimizer) t.dp_after_optimizer += s;
+        else if (c.position == CollectivePosition::kBeforePart)
+          (c.phase == StepPhase::kForward ? t.dp_gather_fwd : t.dp_gather_bwd) += s;
+        else t.dp_grad += s;
+        break;
+    }
+  }
+  return t;
+}
+
+struct StageTimes {
+  double f = 0, b = 0, w = 0;  // per micro-batch, with exposed TP / CP
+  double compute = 0, recompute = 0, tp = 0, cp = 0;  // per micro-batch
+  double dp = 0, pp_sync = 0, optimizer = 0;          // per step
+};
+
+// DP communication not hidden behind this stage's compute, per step.
+double DpExposed(const StepWork& work, const StageParts& parts, const PartTimes& emb,
+                 const PartTimes& blk, const PartTimes& head) {
+  const double m = static_cast<double>(work.micro_batches);
+  const int64_t n_emb = parts.embedding ? 1 : 0, n_head = parts.head ? 1 : 0;
+  const double after_optimizer = static_cast<double>(parts.blocks) * blk.dp_after_optimizer +
+                                 n_emb * emb.dp_after_optimizer + n_head * head.dp_after_optimizer;
+  if (work.zero_stage <= 2) {
+    // Buckets in backward order: head, blocks, embedding.
+    OverlapClock clock;
+    clock.Drain(n_head, head.backward_compute(), head.dp_grad);
+    clock.Drain(parts.blocks, blk.backward_compute(), blk.dp_grad);
+    clock.Drain(n_emb, emb.backward_compute(), emb.dp_grad);
+    const double per_sync = clock.exposed();
+    return (work.zero_stage == 2 ? m : 1.0) * per_sync + after_optimizer;
+  }
+  OverlapClock forward;
+  forward.Prefetch(n_emb, emb.fwd.total(), emb.dp_gather_fwd);
+  forward.Prefetch(parts.blocks, blk.fwd.total(), blk.dp_gather_fwd);
+  forward.Prefetch(n_head, head.fwd.total(), head.dp_gather_fwd);
+  OverlapClock backward;
+  backward.Prefetch(n_head, head.backward_compute(), head.dp_gather_bwd + head.dp_grad);
+  backward.Prefetch(parts.blocks, blk.backward_compute(), blk.dp_gather_bwd + blk.dp_grad);
+  backward.Prefetch(n_emb, emb.backward_compute(), emb.dp_gather_bwd + emb.dp_grad);
+  // The last part's gradient reduce-scatter can only start after its backward.
+  const double tail = parts.embedding ? emb.dp_grad : blk.dp_grad;
+  return m * (forward.exposed() + backward.exposed() + tail) + after_optimizer;
+}
+
+StageTimes TimeStage(const StepWork& work, int64_t stage, const PartTimes& emb,
+                     const PartTimes& blk, const PartTimes& head, const ComputeRates& rates) {
+  const StageParts parts = PartsOfStage(work, stage);
+  const double n = static_cast<double>(parts.blocks);
+  const double e = parts.embedding ? 1 : 0, h = parts.head ? 1 : 0;
+  StageTimes s;
+  s.f = n * blk.f() + e * emb.f() + h * head.f();
+  s.b = n * blk.b() + e * emb.b() + h * head.b();
+  s.w = n * blk.w() + e * emb.w() + h * head.w();
+  auto compute = [](const PartTimes& p) { return p.fwd.total() + p.backward_compute(); };
+  s.compute = n * compute(blk) + e * compute(emb) + h * compute(head);
+  s.recompute = n * blk.rec.total() + e * emb.rec.total() + h * head.rec.total();
+  s.tp = n * blk.tp_exposed_total() + e * emb.tp_exposed_total() + h * head.tp_exposed_total();
+  s.cp = n * blk.cp_exposed_total() + e * emb.cp_exposed_total() + h * head.cp_exposed_total();
+  s.dp = DpExposed(work, parts, emb, blk, head);
+  s.pp_sync = e * emb.pp_sync + h * head.pp_sync;
+  s.optimizer = TimeOf(OptimizerWork(work, parts), rates).total();
+  return s;
+}
+
+}  // namespace
+
+StepTimeBreakdown AnalyticStepTime(const StepWork& work, const ClusterSpec& cluster,
+                                   Precision precision) {
+  const ComputeRates rates = RatesFor(cluster.gpu, precision);
+  const PartTimes blk = TimePart(work.block, work.recompute, rates, cluster);
+  const PartTimes emb = TimePart(work.embedding, work.recompute, rates, cluster);
+  const PartTimes head = TimePart(work.head, work.recompute, rates, cluster);
+  const double m = static_cast<double>(work.micro_batches);
+
+  // The distinct stages: first, last, and a middle one when pp > 2.
+  int64_t stages[3] = {0, work.pp - 1, 1};
+  const int num_stages = work.pp > 2 ? 3 : work.pp == 2 ? 2 : 1;
+  StageTimes slowest_mb, slowest;
+  double slowest_mb_time = -1, slowest_total = -1;
+  for (int i = 0; i < num_stages; ++i) {
+    const StageTimes s = TimeStage(work, stages[i], emb, blk, head, rates);
+    const double mb = s.f + s.b + s.w;
+    const double total = m * mb + s.dp + s.pp_sync + s.optimizer;
+    if (mb > slowest_mb_time) slowest_mb_time = mb, slowest_mb = s;
+    if (total > slowest_total) slowest_total = total, slowest = s;
+  }
+
+  StepTimeBreakdown out;
+  out.compute_s = m * slowest.compute;
+  out.recompute_s = m * slowest.recompute;
+  out.exposed_comm_s[MeshDim::kTp] = m * slowest.tp;
+  out.exposed_comm_s[MeshDim::kCp] = m * slowest.cp;
+  out.exposed_comm_s[MeshDim::kDp] = slowest.dp;
+  double pp_p2p = 0;
+  if (work.pp > 1) {
+    const double slots = static_cast<double>(work.virtual_stages) * m + static_cast<double>(work.pp - 1);
+    const Collective& a = work.pp_activation;
+    const Collective& g = work.pp_gradient;
+    pp_p2p = slots * (CollectiveTime(a.kind, a.bytes, a.group, cluster) +
+                      CollectiveTime(g.kind, g.bytes, g.group, cluster));
+  }
+  out.exposed_comm_s[MeshDim::kPp] = pp_p2p + slowest.pp_sync;
+  out.bubble_s = PipelineBubble(work.schedule, work.pp, work.virtual_stages, slowest_mb.f,
+                                slowest_mb.b, slowest_mb.w);
+  out.optimizer_s = slowest.optimizer;
+  out.total_s = out.compute_s + out.exposed_comm_s.sum() + out.bubble_s + out.optimizer_s;
+  return out;
+}
+
+}  // namespace meshplan

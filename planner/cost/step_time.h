@@ -1,0 +1,62 @@
+// The analytic step time: a StepWork timed on a ClusterSpec in closed form.
+//
+// The cost model's answer to "how long is one step"; the event simulator times the
+// same StepWork event by event and must agree where nothing overlaps. Rules:
+//  * compute: each part's work at the GPU's sustained rates (step_work.h ComputeTime).
+//  * TP collectives are exposed unless plan.tp_comm_overlap, then only the excess over
+//    the compute of their phase. CP ring exchanges hide behind the attention core of
+//    their phase; only the excess is exposed.
+//  * DP: gradient buckets (one per part) drain behind the backward (OverlapClock::Drain):
+//    exposed = the last bucket's tail, or more when the sync outlasts the backward after
+//    the first bucket. Plain DP / ZeRO-1 do it once per step (last micro-batch), ZeRO-2
+//    every micro-batch. ZeRO-3 prefetches each part's all-gather behind the previous
+//    part's compute (OverlapClock::Prefetch) in forward and backward, its gradient
+//    reduce-scatter rides with the backward all-gathers and the last one is a tail.
+//    ZeRO-1/2's all-gather of the updated parameters after the optimizer is exposed.
+//  * PP: send/recv of activations and gradients sit on the critical path of every
+//    chunk-micro-batch slot, (vpp*m + pp - 1) of them; the tied-embedding gradient
+//    sync is exposed. Bubble: PipelineBubble below.
+//  * optimizer: memory-bound AdamW over this rank's parameter shard.
+// The step is the slowest stage's total plus the bubble of the slowest stage's
+// micro-batch and the pipeline's send/recv time.
+#pragma once
+
+#include <cstdint>
+
+#include "planner/cluster_spec.h"
+#include "planner/cost/step_work.h"
+#include "planner/parallel_plan.h"
+#include "planner/plan_cost.h"
+#include "planner/training_spec.h"
+
+namespace meshplan {
+
+StepTimeBreakdown AnalyticStepTime(const StepWork& work, const ClusterSpec& cluster,
+                                   Precision precision);
+
+// Pipeline idle time per step, from the slowest stage's per-micro-batch forward f,
+// backward-input b (with recompute) and backward-weight w (all model chunks of a rank):
+//   gpipe, 1f1b:  (pp-1) * (f + b + w)          bubble / (m*(f+b+w) + bubble) = (pp-1)/(m+pp-1)
+//   interleaved:  (pp-1) * (f + b + w) / vpp    (Megatron: the bubble divided by vpp)
+//   zb_h1:        (pp-1) * max(0, f + b - w)    (Qi et al. 2023, ZB-H1: weight-gradient work
+//                                                fills the bubble; 1/3 of 1F1B when f=b=w)
+// 0 when pp == 1.
+double PipelineBubble(PipelineSchedule schedule, int64_t pp, int64_t vpp, double f, double b,
+                      double w);
+
+// A compute stream and one communication stream, for chunks (model parts) in order.
+// Closed forms for runs of n equal chunks, so a stage of L blocks costs O(1).
+struct OverlapClock {
+  double compute_end = 0;
+  double comm_end = 0;
+  double compute_sum = 0;
+  // Each chunk's communication must finish before its compute starts; communication
+  // runs ahead as far as it likes (parameter prefetch).
+  void Prefetch(int64_t n, double compute, double comm);
+  // Each chunk's communication starts when its compute ends (gradient buckets).
+  void Drain(int64_t n, double compute, double comm);
+  // Time beyond the pure compute: stalls waiting for communication plus the tail.
+  double exposed() const;
+};
+
+}  // namespace meshplan

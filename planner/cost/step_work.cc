@@ -1,0 +1,415 @@
+#include "planner/cost/step_work.h"
+
+#include "planner/cost/flops.h"
+#include "planner/cost/param_count.h"
+#include "planner/hardware_spec.h"
+
+namespace meshplan {
+
+// ---------------------------------------------------------------------------
+// Time of compute work on a GPU
+
+ComputeRates RatesFor(const GpuSpec& gpu, Precision precision) {
+  const double peak = gpu.PeakFlops(precision);
+  ComputeRates rates;
+  rates.matmul_flops_per_s = peak * gpu.matmul_efficiency;
+  rates.attention_flops_per_s = peak * gpu.attention_efficiency;
+  rates.memory_Bps = gpu.memory_bandwidth_Bps * gpu.memory_bandwidth_efficiency;
+  rates.kernel_overhead_s = gpu.kernel_overhead_s;
+  return rates;
+}
+
+ComputeTime TimeOf(const ComputeWork& work, const ComputeRates& rates) {
+  ComputeTime t;
+  if (rates.matmul_flops_per_s > 0) t.matmul_s = work.matmul_flops / rates.matmul_flops_per_s;
+  if (rates.attention_flops_per_s > 0)
+    t.attention_s = work.attention_flops / rates.attention_flops_per_s;
+  if (rates.memory_Bps > 0) t.memory_s = work.memory_bytes / rates.memory_Bps;
+  t.overhead_s = static_cast<double>(work.kernels) * rates.kernel_overhead_s;
+  return t;
+}
+
+const char* ToString(StepPhase phase) {
+  switch (phase) {
+    case StepPhase::kForward: return "forward";
+    case StepPhase::kBackward: return "backward";
+    case StepPhase::kRecompute: return "recompute";
+    case StepPhase::kOptimizer: return "optimizer";
+  }
+  return "?";
+}
+
+const char* ToString(CollectivePosition position) {
+  switch (position) {
+    case CollectivePosition::kBeforePart: return "before_part";
+    case CollectivePosition::kBeforeAttention: return "before_attention";
+    case CollectivePosition::kDuringAttention: return "during_attention";
+    case CollectivePosition::kAfterAttention: return "after_attention";
+    case CollectivePosition::kBeforeMlp: return "before_mlp";
+    case CollectivePosition::kAfterMlp: return "after_mlp";
+    case CollectivePosition::kEmbeddingOutput: return "embedding_output";
+    case CollectivePosition::kLmHeadInput: return "lm_head_input";
+    case CollectivePosition::kInLoss: return "in_loss";
+    case CollectivePosition::kAfterPart: return "after_part";
+    case CollectivePosition::kAfterOptimizer: return "after_optimizer";
+  }
+  return "?";
+}
+
+// ---------------------------------------------------------------------------
+// Building the step's work
+
+namespace {
+
+int64_t ElementBytes(Precision precision) { return precision == Precision::kFp32 ? 4 : 2; }
+
+// What BuildStepWork's helpers share: the plan's shapes on one rank, as doubles.
+struct Shape {
+  const ModelSpec& model;
+  const ParallelPlan& plan;
+  double T = 0;   // tokens of a micro-batch on this rank: B*S/cp
+  double Tn = 0;  // tokens seen by norms / residuals: T/tp with SP, else T
+  int64_t seq = 0;  // S: keys each query attends to (over the whole CP ring)
+  double S = 0;
+  double E = 0, F = 0, KD = 0, Vl = 0;  // Vl: this rank's vocabulary shard (padded V / tp)
+  double tp = 1;
+  double a = 2;   // activation element size
+};
+
+Collective Make(MeshDim dim, CollectiveKind kind, StepPhase phase, CollectivePosition position,
+                Cadence cadence, double bytes, const CommGroup& group, bool overlappable,
+                int32_t count = 1) {
+  Collective c;
+  c.dim = dim;
+  c.kind = kind;
+  c.phase = phase;
+  c.position = position;
+  c.cadence = cadence;
+  c.bytes = bytes;
+  c.group = group;
+  c.count = count;
+  c.overlappable = overlappable;
+  return c;
+}
+
+// Forward, backward and recompute work of one transformer block.
+void BlockCompute(const Shape& s, PartWork* part) {
+  const ModelSpec& m = s.model;
+  const double matmul_fwd = 2.0 * s.T * static_cast<double>(BlockMatmulParams(m)) / s.tp;  // 2*T*W/tp
+  const double attention_fwd = s.T * AttentionCoreForwardFlopsPerToken(m, s.seq) / s.tp;  // 4*T*E*S/tp
+  double memory_fwd = 0;
+  int64_t matmuls = 0, memory_kernels = 0;
+  if (m.block == BlockKind::kLlama) {
+    memory_fwd = 4 * s.Tn * s.E * s.a                    // 2 RMSNorms: read + write (Tn, E)
+                 + 6 * s.Tn * s.E * s.a                  // 2 residual adds: read 2, write 1 (Tn, E)
+                 + 2 * s.T * (s.E + s.KD) / s.tp * s.a   // RoPE on q (T, E/tp), k (T, KD/tp)
+                 + 3 * s.T * s.F / s.tp * s.a;           // SwiGLU: read gate, up, write (T, F/tp)
+    matmuls = 7;         // q, k, v, o; up, gate, down
+    memory_kernels = 6;  // 2 norms, RoPE, 2 residuals, SwiGLU
+  } else {
+    memory_fwd = 4 * s.Tn * s.E * s.a                    // 2 LayerNorms (Tn, E)
+                 + 6 * s.Tn * s.E * s.a                  // 2 residual adds (Tn, E)
+                 + 2 * (2 * s.a + 1) * s.Tn * s.E        // 2 dropouts: read, write, 1-byte mask
+                 + 2 * s.T * s.F / s.tp * s.a;           // GeLU (T, F/tp)
+    matmuls = 4;         // qkv, o; fc1, fc2 (biases fused)
+    memory_kernels = 7;  // 2 norms, 2 residuals, 2 dropouts, GeLU
+  }
+  part->forward = {matmul_fwd, attention_fwd, memory_fwd, matmuls + 1 + memory_kernels};
+  part->backward_input = {matmul_fwd, 2 * attention_fwd, 2 * memory_fwd,
+                          matmuls + 1 + memory_kernels};
+  part->backward_weight = {matmul_fwd, 0, 0, matmuls};
+  part->recompute[static_cast<int>(Recompute::kNone)] = {};
+  part->recompute[static_cast<int>(Recompute::kSelective)] = {0, attention_fwd, 0, 1};
+  part->recompute[static_cast<int>(Recompute::kFull)] = part->forward;
+}
+
+// TP (and SP) collectives of one block: 2 all-reduces forward and 2 backward, or with SP
+// an all-gather + reduce-scatter pair in place of each (same volume) plus the backward's
+// re-gather of each saved sharded input; full recompute replays the forward ones.
+void BlockTpCollectives(const Shape& s, PartWork* part) {
+  if (s.plan.tp <= 1) return;
+  const CommGroup tp = MeshGroup(s.plan, MeshDim::kTp);
+  const double bytes = s.T * s.E * s.a;  // (T, E) activation of this cp rank
+  const bool overlap = s.plan.tp_comm_overlap;
+  using P = CollectivePosition;
+  auto add = [&](CollectiveKind kind, StepPhase phase, P position, int32_t count = 1) {
+    part->collectives.push_back(Make(MeshDim::kTp, kind, phase, position, Cadence::kPerMicrobatch,
+                                     bytes, tp, overlap, count));
+  };
+  const bool full = s.plan.recompute == Recompute::kFull;
+  if (!s.plan.sequence_parallel) {
+    for (StepPhase phase : {StepPhase::kForward, StepPhase::kRecompute}) {
+      if (phase == StepPhase::kRecompute && !full) continue;
+      add(CollectiveKind::kAllReduce, phase, P::kAfterAttention);
+      add(CollectiveKind::kAllReduce, phase, P::kAfterMlp);
+    }
+    add(CollectiveKind::kAllReduce, StepPhase::kBackward, P::kAfterMlp);
+    add(CollectiveKind::kAllReduce, StepPhase::kBackward, P::kAfterAttention);
+    return;
+  }
+  for (StepPhase phase : {StepPhase::kForward, StepPhase::kRecompute}) {
+    if (phase == StepPhase::kRecompute && !full) continue;
+    add(CollectiveKind::kAllGather, phase, P::kBeforeAttention);
+    add(CollectiveKind::kReduceScatter, phase, P::kAfterAttention);
+    add(CollectiveKind::kAllGather, phase, P::kBeforeMlp);
+    add(CollectiveKind::kReduceScatter, phase, P::kAfterMlp);
+  }
+  // Backward: the gradient of a reduce-scatter is an all-gather and vice versa; and the
+  // sequence-sharded norm output saved for the weight gradients is all-gathered again
+  // (Megatron, and the executor: executor/model/llama_model.h), one more all-gather per region.
+  add(CollectiveKind::kAllGather, StepPhase::kBackward, P::kBeforeMlp, 2);
+  add(CollectiveKind::kReduceScatter, StepPhase::kBackward, P::kAfterMlp);
+  add(CollectiveKind::kAllGather, StepPhase::kBackward, P::kBeforeAttention, 2);
+  add(CollectiveKind::kReduceScatter, StepPhase::kBackward, P::kAfterAttention);
+}
+
+// CP ring attention (executor/parallel/ring_attention.h): every rank's K and V pass around the ring
+// (cp-1 steps) in the forward; the backward passes K, V and their gradients (two
+// exchanges). The ring keeps its logsumexp, so only full recompute replays the forward
+// exchange (selective recomputes nothing of it).
+void BlockCpCollectives(const Shape& s, PartWork* part) {
+  if (s.plan.cp <= 1) return;
+  const CommGroup cp = MeshGroup(s.plan, MeshDim::kCp);
+  const double kv_bytes = s.plan.micro_batch * s.S * 2 * s.KD / s.tp * s.a;  // K, V (B, S, KD/tp)
+  using P = CollectivePosition;
+  auto add = [&](StepPhase phase, int32_t count) {
+    part->collectives.push_back(Make(MeshDim::kCp, CollectiveKind::kRingExchange, phase,
+                                     P::kDuringAttention, Cadence::kPerMicrobatch, kv_bytes, cp,
+                                     /*overlappable=*/true, count));
+  };
+  add(StepPhase::kForward, 1);
+  if (s.plan.recompute == Recompute::kFull) add(StepPhase::kRecompute, 1);
+  add(StepPhase::kBackward, 2);
+}
+
+// DP gradient sync and ZeRO parameter gathers of a part with `params` parameters on this rank.
+void DpCollectives(const Shape& s, const StepWork& w, int64_t params, PartWork* part) {
+  const CommGroup dp = DataParallelGroup(s.plan);
+  if (dp.size() <= 1 || params == 0) return;
+  const double grads = static_cast<double>(params * w.grad_bytes);
+  const double weights = static_cast<double>(params * w.param_bytes);
+  using P = CollectivePosition;
+  using K = CollectiveKind;
+  auto add = [&](K kind, StepPhase phase, P position, Cadence cadence, double bytes, bool overlap) {
+    part->collectives.push_back(
+        Make(MeshDim::kDp, kind, phase, position, cadence, bytes, dp, overlap));
+  };
+  switch (s.plan.zero_stage) {
+    case 0:
+      add(K::kAllReduce, StepPhase::kBackward, P::kAfterPart, Cadence::kPerStep, grads, true);
+      break;
+    case 1:
+    case 2:
+      add(K::kReduceScatter, StepPhase::kBackward, P::kAfterPart,
+          s.plan.zero_stage == 1 ? Cadence::kPerStep : Cadence::kPerMicrobatch, grads, true);
+      add(K::kAllGather, StepPhase::kOptimizer, P::kAfterOptimizer, Cadence::kPerStep, weights,
+          false);
+      break;
+    default:  // 3
+      add(K::kAllGather, StepPhase::kForward, P::kBeforePart, Cadence::kPerMicrobatch, weights,
+          true);
+      add(K::kAllGather, StepPhase::kBackward, P::kBeforePart, Cadence::kPerMicrobatch, weights,
+          true);
+      add(K::kReduceScatter, StepPhase::kBackward, P::kAfterPart, Cadence::kPerMicrobatch, grads,
+          true);
+      break;
+  }
+}
+
+// Tied embeddings split over pipeline stages: the first and last stage each hold a copy
+// and all-reduce its gradient once per step (Megatron's embedding group).
+void TiedEmbeddingSync(const Shape& s, const StepWork& w, int64_t params, PartWork* part) {
+  if (!s.model.tied_embeddings || s.plan.pp <= 1) return;
+  CommGroup ends;
+  ends.inner = {s.plan.tp * s.plan.cp * (s.plan.pp - 1), 2};
+  part->collectives.push_back(Make(MeshDim::kPp, CollectiveKind::kAllReduce, StepPhase::kBackward,
+                                   CollectivePosition::kAfterPart, Cadence::kPerStep,
+                                   static_cast<double>(params * w.grad_bytes), ends, false));
+}
+
+void EmbeddingWork(const Shape& s, const StepWork& w, PartWork* part) {
+  const bool gpt = s.model.block == BlockKind::kGpt;
+  // Lookup: read the rows, write (T, E); GPT adds positions (read 2, write 1) and dropout.
+  const double fwd_bytes = 2 * s.T * s.E * s.a + (gpt ? 3 * s.T * s.E * s.a + (2 * s.a + 1) * s.T * s.E : 0);
+  part->forward = {0, 0, fwd_bytes, gpt ? 3 : 1};
+  // The weight gradient: scatter-add of the (T, E) output gradient into the rows.
+  part->backward_weight = {0, 0, 3 * s.T * s.E * s.a, 1};
+  if (s.plan.tp > 1) {
+    const CommGroup tp = MeshGroup(s.plan, MeshDim::kTp);
+    const double bytes = s.T * s.E * s.a;
+    const bool overlap = s.plan.tp_comm_overlap;
+    using P = CollectivePosition;
+    if (s.plan.sequence_parallel) {
+      part->collectives.push_back(Make(MeshDim::kTp, CollectiveKind::kReduceScatter,
+                                       StepPhase::kForward, P::kEmbeddingOutput,
+                                       Cadence::kPerMicrobatch, bytes, tp, overlap));
+      part->collectives.push_back(Make(MeshDim::kTp, CollectiveKind::kAllGather,
+                                       StepPhase::kBackward, P::kEmbeddingOutput,
+                                       Cadence::kPerMicrobatch, bytes, tp, overlap));
+    } else {
+      part->collectives.push_back(Make(MeshDim::kTp, CollectiveKind::kAllReduce,
+                                       StepPhase::kForward, P::kEmbeddingOutput,
+                                       Cadence::kPerMicrobatch, bytes, tp, overlap));
+    }
+  }
+  DpCollectives(s, w, part->params, part);
+}
+
+void HeadWork(const Shape& s, const StepWork& w, PartWork* part) {
+  const double lm_head = 2 * s.T * s.E * s.Vl;  // (T, E) x (E, V/tp)
+  const double norm_bytes = 2 * s.Tn * s.E * s.a;
+  // Cross-entropy over (T, V/tp) logits: two reading passes (max, sum-exp) and the fp32
+  // softmax written for the backward; backward reads it and writes the logits' gradient.
+  const double loss_fwd = s.T * s.Vl * (2 * s.a + 4);
+  const double loss_bwd = s.T * s.Vl * (4 + s.a);
+  part->forward = {lm_head, 0, norm_bytes + loss_fwd, 1 + 1 + 4};
+  part->backward_input = {lm_head, 0, 2 * norm_bytes + loss_bwd, 2 + 1 + 1};
+  part->backward_weight = {lm_head, 0, 0, 1};
+  if (s.plan.tp > 1) {
+    const CommGroup tp = MeshGroup(s.plan, MeshDim::kTp);
+    const double bytes = s.T * s.E * s.a;
+    const bool overlap = s.plan.tp_comm_overlap;
+    using P = CollectivePosition;
+    using K = CollectiveKind;
+    auto add = [&](K kind, StepPhase phase, P position, double b, int32_t count) {
+      part->collectives.push_back(
+          Make(MeshDim::kTp, kind, phase, position, Cadence::kPerMicrobatch, b, tp, overlap, count));
+    };
+    if (s.plan.sequence_parallel) {  // the backward re-gathers the saved sharded input too
+      add(K::kAllGather, StepPhase::kForward, P::kLmHeadInput, bytes, 1);
+      add(K::kAllGather, StepPhase::kBackward, P::kLmHeadInput, bytes, 1);
+      add(K::kReduceScatter, StepPhase::kBackward, P::kLmHeadInput, bytes, 1);
+    } else {
+      add(K::kAllReduce, StepPhase::kBackward, P::kLmHeadInput, bytes, 1);
+    }
+    add(K::kAllReduce, StepPhase::kForward, P::kInLoss, s.T * 4, 3);  // fp32 (T) each
+  }
+  DpCollectives(s, w, part->params, part);
+}
+
+double OptimizerBytesPerParam(Precision precision) {
+  switch (precision) {
+    case Precision::kMixed:  // read bf16 grad + fp32 master, m, v; write master, m, v, bf16 param
+      return 2 + 12 + 12 + 2;
+    case Precision::kBf16:   // read grad, param, m, v; write param, m, v (all bf16)
+      return 8 + 6;
+    case Precision::kFp32:   // read grad, param, m, v; write param, m, v (all fp32)
+      return 16 + 12;
+  }
+  return 0;
+}
+
+}  // namespace
+
+StepWork BuildStepWork(const ModelSpec& model, const TrainingSpec& training,
+                       const ParallelPlan& plan) {
+  StepWork w;
+  w.pp = plan.pp;
+  w.virtual_stages = plan.virtual_stages;
+  w.micro_batches = plan.num_microbatches(training.global_batch);
+  w.blocks_per_stage = model.layers / plan.pp;
+  w.tokens_per_microbatch = plan.micro_batch * training.seq_len / plan.cp;
+  w.recompute = plan.recompute;
+  w.schedule = plan.schedule;
+  w.zero_stage = plan.zero_stage;
+  w.param_bytes = w.grad_bytes = w.activation_bytes = ElementBytes(training.precision);
+
+  Shape s{model, plan};
+  s.T = static_cast<double>(w.tokens_per_microbatch);
+  s.tp = static_cast<double>(plan.tp);
+  s.Tn = plan.sequence_parallel ? s.T / s.tp : s.T;
+  s.seq = training.seq_len;
+  s.S = static_cast<double>(training.seq_len);
+  s.E = static_cast<double>(model.hidden);
+  s.F = static_cast<double>(model.ffn_hidden);
+  s.KD = static_cast<double>(model.kv_hidden());
+  s.Vl = static_cast<double>(PaddedVocab(model, plan.tp) / plan.tp);
+  s.a = static_cast<double>(w.activation_bytes);
+
+  // Transformer block.
+  w.block.params = BlockParamsPerTpRank(model, plan.tp);
+  BlockCompute(s, &w.block);
+  BlockTpCollectives(s, &w.block);
+  BlockCpCollectives(s, &w.block);
+  DpCollectives(s, w, w.block.params, &w.block);
+
+  // Embedding (first stage) and head (last stage).
+  const StageParams first = CountStageParams(model, plan, 0);
+  const StageParams last = CountStageParams(model, plan, plan.pp - 1);
+  w.embedding.params = first.embedding;
+  EmbeddingWork(s, w, &w.embedding);
+  TiedEmbeddingSync(s, w, first.embedding, &w.embedding);
+  w.head.params = last.final_norm + last.lm_head;
+  HeadWork(s, w, &w.head);
+  TiedEmbeddingSync(s, w, last.lm_head, &w.head);
+
+  // Pipeline point-to-point: the (T, E) stage output (sequence-sharded with SP).
+  if (plan.pp > 1) {
+    const double bytes = s.Tn * s.E * s.a;
+    const CommGroup pp = MeshGroup(plan, MeshDim::kPp);
+    w.pp_activation = Make(MeshDim::kPp, CollectiveKind::kSendRecv, StepPhase::kForward,
+                           CollectivePosition::kAfterPart, Cadence::kPerMicrobatch, bytes, pp, false);
+    w.pp_gradient = Make(MeshDim::kPp, CollectiveKind::kSendRecv, StepPhase::kBackward,
+                         CollectivePosition::kAfterPart, Cadence::kPerMicrobatch, bytes, pp, false);
+  }
+
+  w.optimizer_bytes_per_param = OptimizerBytesPerParam(training.precision);
+  w.optimizer_shards = plan.zero_stage >= 1 ? plan.dp * plan.cp : 1;
+  return w;
+}
+
+StageParts PartsOfStage(const StepWork& work, int64_t stage) {
+  StageParts parts;
+  parts.embedding = stage == 0;
+  parts.head = stage == work.pp - 1;
+  parts.blocks = work.blocks_per_stage;
+  return parts;
+}
+
+int64_t PpActivationSends(const StepWork& work, int64_t stage) {
+  if (work.pp <= 1) return 0;
+  return work.virtual_stages - (stage == work.pp - 1 ? 1 : 0);
+}
+
+int64_t PpGradientSends(const StepWork& work, int64_t stage) {
+  if (work.pp <= 1) return 0;
+  return work.virtual_stages - (stage == 0 ? 1 : 0);
+}
+
+namespace {
+
+void AddPartBytes(const PartWork& part, double instances, double micro_batches, PerMeshDim* out) {
+  for (const Collective& c : part.collectives) {
+    const double per_step = c.cadence == Cadence::kPerMicrobatch ? micro_batches : 1.0;
+    (*out)[c.dim] += instances * per_step * static_cast<double>(c.count) *
+                     BytesSentPerRank(c.kind, c.bytes, c.group.size());
+  }
+}
+
+}  // namespace
+
+PerMeshDim CommBytesPerStep(const StepWork& work, int64_t stage) {
+  const StageParts parts = PartsOfStage(work, stage);
+  const double m = static_cast<double>(work.micro_batches);
+  PerMeshDim out;
+  AddPartBytes(work.block, static_cast<double>(parts.blocks), m, &out);
+  if (parts.embedding) AddPartBytes(work.embedding, 1, m, &out);
+  if (parts.head) AddPartBytes(work.head, 1, m, &out);
+  const double sends = static_cast<double>(PpActivationSends(work, stage)) * work.pp_activation.bytes +
+                       static_cast<double>(PpGradientSends(work, stage)) * work.pp_gradient.bytes;
+  out[MeshDim::kPp] += m * sends;
+  return out;
+}
+
+ComputeWork OptimizerWork(const StepWork& work, const StageParts& parts) {
+  const double params = static_cast<double>(parts.blocks * work.block.params +
+                                            (parts.embedding ? work.embedding.params : 0) +
+                                            (parts.head ? work.head.params : 0));
+  ComputeWork out;
+  out.memory_bytes =
+      params / static_cast<double>(work.optimizer_shards) * work.optimizer_bytes_per_param;
+  out.kernels = parts.blocks + (parts.embedding ? 1 : 0) + (parts.head ? 1 : 0);
+  return out;
+}
+
+}  // namespace meshplan

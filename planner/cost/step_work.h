@@ -1,0 +1,208 @@
+// StepWork: the work of one training step on one rank, as plain data.
+//
+// The one description both the analytic cost model (planner/cost/cost_model.h) and the
+// event simulator read, so they cannot drift apart (docs/architecture.md "Seams"). It holds
+// work, not time: time = f(work, GpuSpec) (TimeOf below) and f(collective,
+// ClusterSpec) (planner/cost/collective_time.h).
+//
+// Compact: all blocks of a stage are equal, so one PartWork describes a block and
+// a stage holds blocks_per_stage of them; stage 0 adds the embedding part, the last
+// stage the head part (final norm, lm_head, loss); with pp == 1 one stage has both.
+// Every number is for ONE rank and ONE micro-batch unless its Cadence says per step.
+//
+// Shapes (planner/model_spec.h legend), per rank: T = B*S/cp tokens of a micro-batch
+// (B = plan.micro_batch), Tn = T/tp with sequence parallel (norms, residuals,
+// dropout run sequence-sharded) else T; column-parallel outputs are (T, X/tp).
+// `a` is the activation element size (2 bytes for bf16 and mixed, 4 for fp32).
+//
+// Assumptions (documented once, here):
+//  * attention is a fused kernel (no S x S scores in memory); its FLOPs are the
+//    full S x S matrix (planner/cost/flops.h convention), the calibrated attention
+//    efficiency absorbs what a causal kernel skips; backward = 2 x forward.
+//  * memory-bound ops move (read + write) the bytes listed in step_work.cc;
+//    their backward moves twice the forward bytes.
+//  * gradients sync in the parameter element size (bf16 for bf16 and mixed,
+//    docs/cost_model.md 2(b)-(c)).
+//  * plain DP and ZeRO-1 accumulate gradients locally and sync once per step (during
+//    the last micro-batch's backward, one bucket per block); ZeRO-2/3 keep only a
+//    gradient shard, so they reduce-scatter every micro-batch. ZeRO-3 all-gathers
+//    each part before its forward and again before its backward, every micro-batch
+//    (FSDP reshard-after-forward). ZeRO shards over dp x cp (the ranks that hold the
+//    same weights; Megatron's distributed optimizer and torchtitan do the same).
+//
+// BuildStepWork allocates nothing (fixed-capacity lists): the search calls it per candidate.
+#pragma once
+
+#include <array>
+#include <cassert>
+#include <cstdint>
+
+#include "planner/cost/collective_time.h"
+#include "planner/model_spec.h"
+#include "planner/parallel_plan.h"
+#include "planner/plan_cost.h"
+#include "planner/training_spec.h"
+
+namespace meshplan {
+
+struct GpuSpec;
+
+// Work split by kernel class; each class runs at its own fraction of the GPU's peak:
+//   matmul_flops     at PeakFlops(precision) * matmul_efficiency
+//   attention_flops  at PeakFlops(precision) * attention_efficiency
+//   memory_bytes     at memory_bandwidth_Bps * memory_bandwidth_efficiency
+// plus kernel_overhead_s per launched kernel.
+struct ComputeWork {
+  double matmul_flops = 0;
+  double attention_flops = 0;
+  double memory_bytes = 0;  // bytes read + written by memory-bound kernels
+  int64_t kernels = 0;      // launched ops
+
+  ComputeWork& operator+=(const ComputeWork& o) {
+    matmul_flops += o.matmul_flops;
+    attention_flops += o.attention_flops;
+    memory_bytes += o.memory_bytes;
+    kernels += o.kernels;
+    return *this;
+  }
+};
+
+// Seconds per kernel class for one ComputeWork.
+struct ComputeTime {
+  double matmul_s = 0;
+  double attention_s = 0;
+  double memory_s = 0;
+  double overhead_s = 0;  // kernels * kernel_overhead_s
+  double total() const { return matmul_s + attention_s + memory_s + overhead_s; }
+};
+
+// The GPU's sustained rates for one precision, computed once per estimate.
+struct ComputeRates {
+  double matmul_flops_per_s = 0;
+  double attention_flops_per_s = 0;
+  double memory_Bps = 0;
+  double kernel_overhead_s = 0;
+};
+ComputeRates RatesFor(const GpuSpec& gpu, Precision precision);
+ComputeTime TimeOf(const ComputeWork& work, const ComputeRates& rates);
+
+enum class StepPhase : uint8_t { kForward, kBackward, kRecompute, kOptimizer };
+const char* ToString(StepPhase phase);  // forward | backward | recompute | optimizer
+
+// Where a collective sits, in the execution order of its phase: the forward runs
+// embedding -> blocks -> head and in a block attention -> MLP; the backward runs
+// head -> blocks -> embedding and in a block MLP -> attention (so in the backward
+// "after MLP" precedes "after attention"); recompute replays a block's forward.
+enum class CollectivePosition : uint8_t {
+  kBeforePart,       // ZeRO-3 all-gather of the part's parameters (prefetchable)
+  kBeforeAttention,  // SP all-gather of the normed input (backward: of its gradient)
+  kDuringAttention,  // CP ring K/V exchange, overlapped with the attention core
+  kAfterAttention,   // TP all-reduce / SP reduce-scatter of the attention output (or gradient)
+  kBeforeMlp,        // SP all-gather, as kBeforeAttention
+  kAfterMlp,         // TP all-reduce / SP reduce-scatter, as kAfterAttention
+  kEmbeddingOutput,  // vocabulary-parallel embedding: all-reduce (SP: reduce-scatter) of its
+                     // output; backward with SP: all-gather of the output gradient
+  kLmHeadInput,      // SP all-gather of the lm_head input; backward: all-reduce (SP:
+                     // reduce-scatter) of the input gradient
+  kInLoss,           // vocabulary-parallel cross-entropy: max, sum-exp, target logit
+  kAfterPart,        // gradient bucket ready (DP), stage output sent (PP), tied-embedding sync
+  kAfterOptimizer,   // ZeRO-1/2 all-gather of the updated parameters
+};
+const char* ToString(CollectivePosition position);
+
+enum class Cadence : uint8_t {
+  kPerMicrobatch,  // once per micro-batch (per part instance)
+  kPerStep,        // once per optimizer step (per part instance)
+};
+
+struct Collective {
+  MeshDim dim = MeshDim::kDp;  // which mesh dimension's communicator (dp x cp counts as dp)
+  CollectiveKind kind = CollectiveKind::kAllReduce;
+  StepPhase phase = StepPhase::kForward;
+  CollectivePosition position = CollectivePosition::kAfterPart;
+  Cadence cadence = Cadence::kPerMicrobatch;
+  double bytes = 0;     // buffer bytes (planner/cost/collective_time.h convention)
+  CommGroup group;
+  int32_t count = 1;    // identical collectives at this position
+  bool overlappable = false;  // may run behind compute (else the compute stream waits)
+};
+
+// A fixed-capacity list: no heap, cheap to copy.
+template <typename T, int N>
+struct FixedList {
+  std::array<T, N> items{};
+  int size = 0;
+  void push_back(const T& item) {
+    assert(size < N && "raise kMaxCollectivesPerPart");
+    items[size++] = item;
+  }
+  const T* begin() const { return items.data(); }
+  const T* end() const { return items.data() + size; }
+};
+// The busiest part is a block with SP, full recompute, CP and ZeRO-3: 12 TP + 3 CP + 3 DP.
+inline constexpr int kMaxCollectivesPerPart = 20;
+
+// One part of the model (a block, the embedding, or the head) on one rank.
+struct PartWork {
+  ComputeWork forward;
+  ComputeWork backward_input;   // gradients of the inputs (zero-bubble "B")
+  ComputeWork backward_weight;  // gradients of the weights (zero-bubble "W")
+  // The forward work replayed in backward, indexed by Recompute (none is empty).
+  std::array<ComputeWork, 3> recompute;
+  int64_t params = 0;  // this rank's parameters of the part (tp shard, before ZeRO)
+  FixedList<Collective, kMaxCollectivesPerPart> collectives;  // of the plan's recompute mode
+};
+
+struct StepWork {
+  // The step's shape.
+  int64_t pp = 1;
+  int64_t virtual_stages = 1;
+  int64_t micro_batches = 1;     // per dp rank per step
+  int64_t blocks_per_stage = 0;  // blocks on one pipeline rank (all its virtual chunks)
+  int64_t tokens_per_microbatch = 0;  // T = B*S/cp on this rank
+  Recompute recompute = Recompute::kNone;
+  PipelineSchedule schedule = PipelineSchedule::k1F1B;
+  int zero_stage = 0;
+  int64_t param_bytes = 2;        // element size of parameters as communicated
+  int64_t grad_bytes = 2;         // element size of gradients as communicated
+  int64_t activation_bytes = 2;   // a
+
+  PartWork block;      // one transformer block
+  PartWork embedding;  // stage 0 only
+  PartWork head;       // last stage only: final norm, lm_head, loss
+
+  // Pipeline: a stage's output activation sent forward, its input gradient sent back,
+  // per micro-batch and model chunk (pp == 1: bytes 0).
+  Collective pp_activation;
+  Collective pp_gradient;
+
+  // AdamW: bytes read + written per parameter this rank updates, the ZeRO shard
+  // count that divides the parameters (dp*cp for zero >= 1, else 1), kernels per part.
+  double optimizer_bytes_per_param = 0;
+  int64_t optimizer_shards = 1;
+};
+
+StepWork BuildStepWork(const ModelSpec& model, const TrainingSpec& training,
+                       const ParallelPlan& plan);
+
+// Which parts pipeline stage `stage` holds.
+struct StageParts {
+  bool embedding = false;
+  bool head = false;
+  int64_t blocks = 0;
+};
+StageParts PartsOfStage(const StepWork& work, int64_t stage);
+
+// Per micro-batch: model chunks whose output this stage sends forward and whose
+// input gradient it sends back (interleaved: one per virtual chunk, less at the ends).
+int64_t PpActivationSends(const StepWork& work, int64_t stage);
+int64_t PpGradientSends(const StepWork& work, int64_t stage);
+
+// Bytes this rank of `stage` sends per step on each mesh dimension (ring factors of
+// planner/cost/collective_time.h applied; the dp x cp gradient group counts as dp).
+PerMeshDim CommBytesPerStep(const StepWork& work, int64_t stage);
+
+// The optimizer step of one stage: memory-bound over this rank's share of the parameters.
+ComputeWork OptimizerWork(const StepWork& work, const StageParts& parts);
+
+}  // namespace meshplan

@@ -1,0 +1,189 @@
+#include "planner/measure/compare.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cmath>
+
+#include "planner/cost/cost_model.h"
+#include "planner/cost/memory_model.h"
+#include "planner/input_error.h"
+#include "planner/mesh_layout.h"
+#include "planner/names.h"
+#include "planner/units_format.h"
+
+namespace meshplan {
+namespace {
+
+// Refuses a measurement of another plan: comparing it would be meaningless.
+void CheckSamePlan(const PlanFile& p, const Measurement& m, const std::string& source) {
+  const MeasurementEnvironment& e = m.environment;
+  auto differ = [&](const char* field, const std::string& measured, const std::string& planned) {
+    if (measured != planned)
+      throw InputError({source}, std::string("environment.") + field,
+                       "measured with " + measured + ", but the plan file has " + planned +
+                           ": this is not a measurement of that plan");
+  };
+  differ("model", e.model, p.model.name);
+  differ("plan", e.plan, ToPlanString(p.plan));
+  differ("world_size", std::to_string(e.world_size), std::to_string(p.plan.world_size()));
+  differ("global_batch", std::to_string(e.global_batch), std::to_string(p.training.global_batch));
+  differ("seq_len", std::to_string(e.seq_len), std::to_string(p.training.seq_len));
+  differ("precision", e.precision, ToString(p.training.precision));
+  if (static_cast<int64_t>(m.peak_memory_bytes.size()) != p.plan.world_size())
+    throw InputError({source}, "peak_memory_bytes",
+                     fmt::format("has {} ranks, the plan {}", m.peak_memory_bytes.size(),
+                                 p.plan.world_size()));
+}
+
+FigureComparison Checked(std::string figure, std::string unit, double predicted, double measured,
+                         double tolerance_pct) {
+  FigureComparison f;
+  f.figure = std::move(figure);
+  f.unit = std::move(unit);
+  f.predicted = predicted;
+  f.measured = measured;
+  if (measured <= 0) {
+    f.status = FigureStatus::kNoPrediction;
+    f.note = "nothing measured";
+    return f;
+  }
+  f.error_pct = (predicted - measured) / measured * 100.0;
+  f.status = std::abs(f.error_pct) <= tolerance_pct ? FigureStatus::kWithin : FigureStatus::kOutside;
+  return f;
+}
+
+FigureComparison Unpredicted(std::string figure, std::string unit, double measured,
+                             std::string note) {
+  FigureComparison f;
+  f.figure = std::move(figure);
+  f.unit = std::move(unit);
+  f.measured = measured;
+  f.status = FigureStatus::kNoPrediction;
+  f.note = std::move(note);
+  return f;
+}
+
+std::string Show(double value, const std::string& unit) {
+  if (unit == "bytes") return value >= 1e9 ? FormatGB(value, 3) : FormatMB(value, 2);
+  if (unit == "s") return value >= 1 ? FormatSeconds(value, 3) : FormatMs(value, 2);
+  return fmt::format("{:.0f}", value);
+}
+
+}  // namespace
+
+const char* ToString(FigureStatus status) {
+  switch (status) {
+    case FigureStatus::kWithin: return "within";
+    case FigureStatus::kOutside: return "outside";
+    case FigureStatus::kNoPrediction: return "no prediction";
+  }
+  return "?";
+}
+
+std::vector<std::string> Comparison::Failures() const {
+  std::vector<std::string> out;
+  for (const FigureComparison& f : figures)
+    if (f.status == FigureStatus::kOutside)
+      out.push_back(fmt::format("{}: error {:+.1f}% exceeds {:g}% (predicted {}, measured {})",
+                                f.figure, f.error_pct, tolerance_pct, Show(f.predicted, f.unit),
+                                Show(f.measured, f.unit)));
+  return out;
+}
+
+bool HardwareDescribesDevice(const GpuSpec& gpu, const std::string& device) {
+  const std::string name = Lower(gpu.name), dev = Lower(device);
+  if (dev == "cpu") return name.rfind("cpu", 0) == 0;
+  if (name.rfind("cpu", 0) == 0) return false;
+  const std::string family = name.substr(0, name.find('-'));
+  return !family.empty() && dev.find(family) != std::string::npos;
+}
+
+Comparison ComparePlan(const PlanFile& p, const Measurement& m, double tolerance_pct,
+                       const std::string& measured_source) {
+  CheckSamePlan(p, m, measured_source);
+  Comparison c;
+  c.tolerance_pct = tolerance_pct;
+  c.device = m.environment.device;
+  c.hardware = p.cluster.gpu.name;
+
+  // Memory: every rank against the detailed model of its pipeline stage, with the
+  // attention core the run used (older measurements do not say: auto).
+  MemoryOptions memory;
+  if (!m.environment.attention.empty() &&
+      !ParseAttentionImpl(m.environment.attention, &memory.attention))
+    throw InputError({measured_source}, "environment.attention",
+                     "expected one of: auto, naive, fused; got '" + m.environment.attention + "'");
+  for (int64_t rank = 0; rank < p.plan.world_size(); ++rank) {
+    const int64_t stage = CoordsOfRank(p.plan, rank)[MeshDim::kPp];
+    const MemoryBreakdown predicted =
+        EstimateStageMemory(p.model, p.training, p.plan, MemoryModel::kDetailed, stage, memory);
+    c.figures.push_back(Checked(fmt::format("peak memory rank {} (stage {})", rank, stage),
+                                "bytes", predicted.total_bytes,
+                                static_cast<double>(m.peak_memory_bytes[rank]), tolerance_pct));
+  }
+
+  // Time: only against hardware that describes the device that ran.
+  if (HardwareDescribesDevice(p.cluster.gpu, m.environment.device)) {
+    const PlanCost cost = Estimate(p.model, p.cluster, p.training, p.plan);
+    c.figures.push_back(
+        Checked("step time", "s", cost.time.total_s, m.median_step_s, tolerance_pct));
+    c.figures.push_back(
+        Checked("tokens/s", "tokens/s", cost.tokens_per_s, m.tokens_per_s, tolerance_pct));
+  } else {
+    const std::string why =
+        "the plan's hardware (" + p.cluster.gpu.name + ") does not describe the device that ran (" +
+        m.environment.device + ")" +
+        (Lower(m.environment.device) == "cpu" ? "; calibrate a CPU profile (meshplan calibrate)" : "");
+    c.figures.push_back(Unpredicted("step time", "s", m.median_step_s, why));
+    c.figures.push_back(Unpredicted("tokens/s", "tokens/s", m.tokens_per_s, why));
+  }
+  return c;
+}
+
+nlohmann::json ComparisonToJson(const Comparison& c) {
+  nlohmann::json figures = nlohmann::json::array();
+  for (const FigureComparison& f : c.figures) {
+    nlohmann::json j{{"figure", f.figure},
+                     {"unit", f.unit},
+                     {"measured", f.measured},
+                     {"status", ToString(f.status)}};
+    if (f.status == FigureStatus::kNoPrediction) {
+      j["predicted"] = nullptr;
+      j["error_pct"] = nullptr;
+      j["note"] = f.note;
+    } else {
+      j["predicted"] = f.predicted;
+      j["error_pct"] = f.error_pct;
+    }
+    figures.push_back(std::move(j));
+  }
+  return {{"tolerance_pct", c.tolerance_pct},
+          {"device", c.device},
+          {"hardware", c.hardware},
+          {"figures", figures},
+          {"failures", c.Failures()},
+          {"within_tolerance", c.Failures().empty()}};
+}
+
+std::string FormatComparisonTable(const Comparison& c) {
+  size_t width = std::string("figure").size();
+  for (const FigureComparison& f : c.figures) width = std::max(width, f.figure.size());
+  std::string out = fmt::format("predicted ({}) vs measured ({}), tolerance {:g}%\n", c.hardware,
+                                c.device, c.tolerance_pct);
+  out += fmt::format("{:<{}}  {:>12}  {:>12}  {:>8}  {}\n", "figure", width, "predicted",
+                     "measured", "error", "status");
+  std::vector<std::string> notes;
+  for (const FigureComparison& f : c.figures) {
+    const bool predicted = f.status != FigureStatus::kNoPrediction;
+    out += fmt::format("{:<{}}  {:>12}  {:>12}  {:>8}  {}\n", f.figure, width,
+                       predicted ? Show(f.predicted, f.unit) : "-", Show(f.measured, f.unit),
+                       predicted ? fmt::format("{:+.1f}%", f.error_pct) : "-", ToString(f.status));
+    if (!f.note.empty() && std::find(notes.begin(), notes.end(), f.note) == notes.end())
+      notes.push_back(f.note);
+  }
+  for (const std::string& note : notes) out += "note: " + note + "\n";
+  return out;
+}
+
+}  // namespace meshplan

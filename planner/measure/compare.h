@@ -1,0 +1,64 @@
+// Compare: the cost model's prediction beside what `meshplan run` measured, figure
+// by figure, with the error in percent. What `meshplan compare` prints.
+//
+// Figures: the peak memory of every rank against the detailed memory model of its
+// pipeline stage (EstimateStageMemory), the median step time and tokens/s against
+// Estimate(). error_pct = (predicted - measured) / measured * 100 (positive: the
+// model over-predicts). A figure is checked against the tolerance only when a real
+// prediction exists: step time and tokens/s need the plan's hardware to describe the
+// device that ran (a CPU run needs a CPU profile, named "cpu...", as `meshplan
+// calibrate` writes); otherwise the figure is listed as "no prediction" with the
+// reason and never fails. Memory is counted on every device.
+// ComparePlan throws InputError when the measurement is not of this plan (model,
+// plan, world size, batch, sequence or precision differ). Pure functions.
+#pragma once
+
+#include <nlohmann/json.hpp>
+
+#include <string>
+#include <vector>
+
+#include "planner/config/config_loader.h"
+#include "planner/measure/measurement.h"
+
+namespace meshplan {
+
+enum class FigureStatus {
+  kWithin,        // |error| <= tolerance
+  kOutside,       // |error| > tolerance: `compare` exits 1
+  kNoPrediction,  // nothing calibrated to compare with (see note)
+};
+const char* ToString(FigureStatus status);  // within | outside | no prediction
+
+struct FigureComparison {
+  std::string figure;  // "peak memory rank 1 (stage 0)", "step time", "tokens/s"
+  std::string unit;    // "bytes" | "s" | "tokens/s"
+  double predicted = 0;
+  double measured = 0;
+  double error_pct = 0;  // (predicted - measured) / measured * 100; 0 without a prediction
+  FigureStatus status = FigureStatus::kNoPrediction;
+  std::string note;  // why there is no prediction
+};
+
+struct Comparison {
+  double tolerance_pct = 0;
+  std::string device;  // what ran (Measurement environment)
+  std::string hardware;  // what the plan predicts for (GpuSpec::name)
+  std::vector<FigureComparison> figures;
+
+  // "step time: error +23.4% exceeds 10%" for every figure outside the tolerance.
+  std::vector<std::string> Failures() const;
+};
+
+// True when `gpu` describes `device` ("cpu" or a CUDA device name): a CPU profile
+// for the CPU, else the GPU's family name (the part of gpu.name before the first
+// '-', e.g. "h100") inside the device name, case-insensitively.
+bool HardwareDescribesDevice(const GpuSpec& gpu, const std::string& device);
+
+Comparison ComparePlan(const PlanFile& plan_file, const Measurement& measured,
+                       double tolerance_pct, const std::string& measured_source = "measured.json");
+
+nlohmann::json ComparisonToJson(const Comparison& comparison);
+std::string FormatComparisonTable(const Comparison& comparison);
+
+}  // namespace meshplan

@@ -1,0 +1,253 @@
+// measured.json: combining the ranks' results, JSON in and out, the terminal summary.
+#include "planner/measure/measurement.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <fstream>
+#include <stdexcept>
+
+#include "planner/input_error.h"
+#include "planner/units_format.h"
+
+namespace meshplan {
+
+using nlohmann::json;
+
+int64_t Measurement::max_peak_memory_bytes() const {
+  int64_t peak = 0;
+  for (int64_t bytes : peak_memory_bytes) peak = std::max(peak, bytes);
+  return peak;
+}
+
+double MedianAfterWarmup(const std::vector<double>& times, int64_t warmup) {
+  if (warmup < 0 || static_cast<size_t>(warmup) >= times.size()) return 0;
+  std::vector<double> timed(times.begin() + warmup, times.end());
+  std::sort(timed.begin(), timed.end());
+  const size_t n = timed.size();
+  return n % 2 == 1 ? timed[n / 2] : 0.5 * (timed[n / 2 - 1] + timed[n / 2]);
+}
+
+double TokensPerSecond(const std::vector<double>& times, int64_t warmup, int64_t tokens_per_step) {
+  if (warmup < 0 || static_cast<size_t>(warmup) >= times.size()) return 0;
+  double seconds = 0;
+  for (size_t i = static_cast<size_t>(warmup); i < times.size(); ++i) seconds += times[i];
+  const double steps = static_cast<double>(times.size() - static_cast<size_t>(warmup));
+  return seconds > 0 ? static_cast<double>(tokens_per_step) * steps / seconds : 0;
+}
+
+Measurement CombineRanks(const MeasurementEnvironment& environment, int64_t warmup_steps,
+                         int64_t tokens_per_step, std::vector<RankMeasurement> ranks) {
+  if (ranks.empty()) throw std::invalid_argument("CombineRanks: no rank results");
+  Measurement m;
+  m.environment = environment;
+  m.first_step = ranks[0].first_step;
+  m.steps = static_cast<int64_t>(ranks[0].step_times_s.size());
+  m.warmup_steps = warmup_steps;
+  m.tokens_per_step = tokens_per_step;
+  m.step_times_s.assign(static_cast<size_t>(m.steps), 0.0);
+  for (size_t r = 0; r < ranks.size(); ++r) {
+    const RankMeasurement& rank = ranks[r];
+    if (rank.rank != static_cast<int>(r))
+      throw std::invalid_argument(fmt::format("CombineRanks: result {} is rank {}", r, rank.rank));
+    if (static_cast<int64_t>(rank.step_times_s.size()) != m.steps ||
+        static_cast<int64_t>(rank.losses.size()) != m.steps || rank.first_step != m.first_step)
+      throw std::invalid_argument(fmt::format(
+          "CombineRanks: rank {} ran {} steps from step {}, rank 0 ran {} from step {}", r,
+          rank.step_times_s.size(), rank.first_step, m.steps, m.first_step));
+    for (size_t s = 0; s < rank.step_times_s.size(); ++s)
+      m.step_times_s[s] = std::max(m.step_times_s[s], rank.step_times_s[s]);
+    m.peak_memory_bytes.push_back(rank.peak_memory_bytes);
+  }
+  m.median_step_s = MedianAfterWarmup(m.step_times_s, warmup_steps);
+  m.tokens_per_s = TokensPerSecond(m.step_times_s, warmup_steps, tokens_per_step);
+  m.losses = ranks[0].losses;
+  m.ranks = std::move(ranks);
+  return m;
+}
+
+// ---------------------------------------------------------------------------------------
+// JSON
+
+namespace {
+
+// A list (not an object) so the phases keep their order (forward, backward, optimizer).
+json PhasePeaksToJson(const std::vector<PhasePeak>& peaks) {
+  json out = json::array();
+  for (const PhasePeak& p : peaks) out.push_back({{"phase", p.phase}, {"peak_bytes", p.peak_bytes}});
+  return out;
+}
+
+// Typed reads that name the field on failure.
+class Reader {
+ public:
+  Reader(const json& j, std::string source, std::string prefix)
+      : j_(j), source_(std::move(source)), prefix_(std::move(prefix)) {
+    if (!j_.is_object()) Fail("", "expected a JSON object");
+  }
+  template <typename T>
+  T Get(const std::string& key) const {
+    const json& v = At(key);
+    try {
+      return v.get<T>();
+    } catch (const json::exception&) {
+      Fail(key, std::string("expected ") + Expected<T>() + ", got " + v.dump());
+    }
+  }
+  // Fields added later (older measured.json files lack them): `fallback` when missing.
+  template <typename T>
+  T GetOr(const std::string& key, T fallback) const {
+    return j_.contains(key) ? Get<T>(key) : fallback;
+  }
+  const json& At(const std::string& key) const {
+    if (!j_.contains(key)) Fail(key, "missing");
+    return j_.at(key);
+  }
+  [[noreturn]] void Fail(const std::string& key, const std::string& message) const {
+    throw InputError({source_}, prefix_ + key, message);
+  }
+  const std::string& source() const { return source_; }
+  const std::string& prefix() const { return prefix_; }
+
+ private:
+  template <typename T>
+  static const char* Expected() {
+    if constexpr (std::is_same_v<T, std::string>) return "a string";
+    else if constexpr (std::is_same_v<T, bool>) return "true or false";
+    else if constexpr (std::is_integral_v<T>) return "an integer";
+    else if constexpr (std::is_floating_point_v<T>) return "a number";
+    else return "a list";
+  }
+  const json& j_;
+  std::string source_, prefix_;
+};
+
+}  // namespace
+
+json RankMeasurementToJson(const RankMeasurement& r) {
+  return json{{"rank", r.rank},
+              {"first_step", r.first_step},
+              {"step_times_s", r.step_times_s},
+              {"losses", r.losses},
+              {"resident_bytes", r.resident_bytes},
+              {"peak_memory_bytes", r.peak_memory_bytes},
+              {"peak_reserved_bytes", r.peak_reserved_bytes},
+              {"phase_peaks", PhasePeaksToJson(r.phase_peaks)}};
+}
+
+json MeasurementToJson(const Measurement& m) {
+  const MeasurementEnvironment& e = m.environment;
+  json ranks = json::array();
+  for (const RankMeasurement& r : m.ranks) ranks.push_back(RankMeasurementToJson(r));
+  return json{{"environment",
+               {{"device", e.device},
+                {"libtorch_version", e.libtorch_version},
+                {"hostname", e.hostname},
+                {"world_size", e.world_size},
+                {"intra_op_threads", e.intra_op_threads},
+                {"model", e.model},
+                {"plan", e.plan},
+                {"precision", e.precision},
+                {"attention", e.attention},
+                {"global_batch", e.global_batch},
+                {"seq_len", e.seq_len}}},
+              {"first_step", m.first_step},
+              {"steps", m.steps},
+              {"warmup_steps", m.warmup_steps},
+              {"tokens_per_step", m.tokens_per_step},
+              {"step_times_s", m.step_times_s},
+              {"median_step_s", m.median_step_s},
+              {"tokens_per_s", m.tokens_per_s},
+              {"losses", m.losses},
+              {"peak_memory_bytes", m.peak_memory_bytes},
+              {"ranks", ranks}};
+}
+
+namespace {
+
+RankMeasurement RankFromReader(const Reader& in) {
+  RankMeasurement r;
+  r.rank = in.Get<int>("rank");
+  r.first_step = in.Get<int64_t>("first_step");
+  r.step_times_s = in.Get<std::vector<double>>("step_times_s");
+  r.losses = in.Get<std::vector<double>>("losses");
+  r.resident_bytes = in.Get<int64_t>("resident_bytes");
+  r.peak_memory_bytes = in.Get<int64_t>("peak_memory_bytes");
+  r.peak_reserved_bytes = in.GetOr<int64_t>("peak_reserved_bytes", 0);
+  const json& phases = in.At("phase_peaks");
+  if (!phases.is_array()) in.Fail("phase_peaks", "expected a list of {phase, peak_bytes}");
+  for (size_t i = 0; i < phases.size(); ++i) {
+    const Reader p(phases[i], in.source(), in.prefix() + fmt::format("phase_peaks[{}].", i));
+    r.phase_peaks.push_back({p.Get<std::string>("phase"), p.Get<int64_t>("peak_bytes")});
+  }
+  return r;
+}
+
+}  // namespace
+
+RankMeasurement RankMeasurementFromJson(const json& j, const std::string& source) {
+  return RankFromReader(Reader(j, source, ""));
+}
+
+Measurement MeasurementFromJson(const json& j, const std::string& source) {
+  const Reader in(j, source, "");
+  Measurement m;
+  const Reader env(in.At("environment"), source, "environment.");
+  MeasurementEnvironment& e = m.environment;
+  e.device = env.Get<std::string>("device");
+  e.libtorch_version = env.Get<std::string>("libtorch_version");
+  e.hostname = env.Get<std::string>("hostname");
+  e.world_size = env.Get<int>("world_size");
+  e.intra_op_threads = env.Get<int>("intra_op_threads");
+  e.model = env.Get<std::string>("model");
+  e.plan = env.Get<std::string>("plan");
+  e.precision = env.Get<std::string>("precision");
+  e.attention = env.GetOr<std::string>("attention", "");
+  e.global_batch = env.Get<int64_t>("global_batch");
+  e.seq_len = env.Get<int64_t>("seq_len");
+  m.first_step = in.Get<int64_t>("first_step");
+  m.steps = in.Get<int64_t>("steps");
+  m.warmup_steps = in.Get<int64_t>("warmup_steps");
+  m.tokens_per_step = in.Get<int64_t>("tokens_per_step");
+  m.step_times_s = in.Get<std::vector<double>>("step_times_s");
+  m.median_step_s = in.Get<double>("median_step_s");
+  m.tokens_per_s = in.Get<double>("tokens_per_s");
+  m.losses = in.Get<std::vector<double>>("losses");
+  m.peak_memory_bytes = in.Get<std::vector<int64_t>>("peak_memory_bytes");
+  const json& ranks = in.At("ranks");
+  if (!ranks.is_array()) in.Fail("ranks", "expected a list of rank results");
+  for (size_t i = 0; i < ranks.size(); ++i)
+    m.ranks.push_back(RankFromReader(Reader(ranks[i], source, fmt::format("ranks[{}].", i))));
+  if (static_cast<int>(m.peak_memory_bytes.size()) != e.world_size)
+    in.Fail("peak_memory_bytes", fmt::format("expected {} entries (environment.world_size), got {}",
+                                             e.world_size, m.peak_memory_bytes.size()));
+  return m;
+}
+
+Measurement LoadMeasurement(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) throw InputError({path}, "measurement", "cannot open the file");
+  json j;
+  try {
+    j = json::parse(in);
+  } catch (const json::parse_error& e) {
+    throw InputError({path}, "measurement", std::string("not valid JSON: ") + e.what());
+  }
+  return MeasurementFromJson(j, path);
+}
+
+std::string FormatMeasurementSummary(const Measurement& m) {
+  std::string out = fmt::format(
+      "measured {} steps of {} ({}) on {} rank(s), {}: median step {:.4f} s, {:.1f} tokens/s\n",
+      m.steps, m.environment.model, m.environment.plan, m.environment.world_size,
+      m.environment.device, m.median_step_s, m.tokens_per_s);
+  for (size_t r = 0; r < m.peak_memory_bytes.size(); ++r)
+    out += fmt::format("  rank {}: peak memory {}\n", r,
+                       FormatMB(static_cast<double>(m.peak_memory_bytes[r]), 3));
+  if (!m.losses.empty())
+    out += fmt::format("  loss: step {} {:.4f} -> step {} {:.4f}\n", m.first_step + 1,
+                       m.losses.front(), m.first_step + m.steps, m.losses.back());
+  return out;
+}
+
+}  // namespace meshplan

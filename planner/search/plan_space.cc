@@ -1,0 +1,236 @@
+#include "planner/search/plan_space.h"
+
+#include <algorithm>
+#include <sstream>
+
+#include "planner/input_error.h"
+#include "planner/names.h"
+
+namespace meshplan {
+
+std::vector<int64_t> Divisors(int64_t n) {
+  std::vector<int64_t> small, large;
+  for (int64_t d = 1; d * d <= n; ++d) {
+    if (n % d != 0) continue;
+    small.push_back(d);
+    if (d != n / d) large.push_back(n / d);
+  }
+  small.insert(small.end(), large.rbegin(), large.rend());
+  return small;
+}
+
+// ---------------------------------------------------------------------------
+// Pins
+
+bool PlanPins::empty() const { return Keys().empty(); }
+
+std::vector<std::string> PlanPins::Keys() const {
+  std::vector<std::string> keys;
+  if (dp) keys.push_back("dp");
+  if (tp) keys.push_back("tp");
+  if (pp) keys.push_back("pp");
+  if (cp) keys.push_back("cp");
+  if (zero_stage) keys.push_back("zero");
+  if (sequence_parallel) keys.push_back("sp");
+  if (micro_batch) keys.push_back("mbs");
+  if (recompute) keys.push_back("recompute");
+  if (schedule) keys.push_back("schedule");
+  if (virtual_stages) keys.push_back("vpp");
+  return keys;
+}
+
+std::string PlanPins::ToString() const {
+  std::string s;
+  auto add = [&s](const std::string& item) { s += (s.empty() ? "" : ",") + item; };
+  if (dp) add("dp=" + std::to_string(*dp));
+  if (tp) add("tp=" + std::to_string(*tp));
+  if (pp) add("pp=" + std::to_string(*pp));
+  if (cp) add("cp=" + std::to_string(*cp));
+  if (zero_stage) add("zero=" + std::to_string(*zero_stage));
+  if (sequence_parallel) add(*sequence_parallel ? "sp=1" : "sp=0");
+  if (micro_batch) add("mbs=" + std::to_string(*micro_batch));
+  if (recompute) add(std::string("recompute=") + meshplan::ToString(*recompute));
+  if (schedule) add(std::string("schedule=") + meshplan::ToString(*schedule));
+  if (virtual_stages) add("vpp=" + std::to_string(*virtual_stages));
+  return s;
+}
+
+PlanPins PlanPins::Without(const std::string& key) const {
+  PlanPins out = *this;
+  if (key == "dp") out.dp.reset();
+  else if (key == "tp") out.tp.reset();
+  else if (key == "pp") out.pp.reset();
+  else if (key == "cp") out.cp.reset();
+  else if (key == "zero") out.zero_stage.reset();
+  else if (key == "sp") out.sequence_parallel.reset();
+  else if (key == "mbs") out.micro_batch.reset();
+  else if (key == "recompute") out.recompute.reset();
+  else if (key == "schedule") out.schedule.reset();
+  else if (key == "vpp") out.virtual_stages.reset();
+  return out;
+}
+
+PlanPins ParsePlanPins(const std::string& text, const std::string& source) {
+  PlanPins pins;
+  std::stringstream items(text);
+  std::string item;
+  while (std::getline(items, item, ',')) {
+    if (item.empty()) continue;
+    // One key at a time through the plan-string parser: one spelling, one set of errors.
+    const ParallelPlan p = ParsePlanString(item, source);
+    const std::string key = item.substr(0, item.find('='));
+    auto positive = [&](int64_t v) {
+      if (v < 1) throw InputError({source}, key, "must be >= 1, got " + std::to_string(v));
+      return v;
+    };
+    if (key == "dp") pins.dp = positive(p.dp);
+    else if (key == "tp") pins.tp = positive(p.tp);
+    else if (key == "pp") pins.pp = positive(p.pp);
+    else if (key == "cp") pins.cp = positive(p.cp);
+    else if (key == "mbs") pins.micro_batch = positive(p.micro_batch);
+    else if (key == "vpp") pins.virtual_stages = positive(p.virtual_stages);
+    else if (key == "sp") pins.sequence_parallel = p.sequence_parallel;
+    else if (key == "recompute") pins.recompute = p.recompute;
+    else if (key == "schedule") pins.schedule = p.schedule;
+    else if (key == "zero") {
+      if (p.zero_stage < 0 || p.zero_stage > 3)
+        throw InputError({source}, key, "expected one of: 0, 1, 2, 3; got " +
+                                            std::to_string(p.zero_stage));
+      pins.zero_stage = p.zero_stage;
+    } else {
+      throw InputError({source}, key,
+                       "cannot be pinned; allowed: dp, tp, pp, cp, zero, sp, mbs, recompute, "
+                       "schedule, vpp");
+    }
+  }
+  return pins;
+}
+
+// ---------------------------------------------------------------------------
+// The grid
+
+PlanSpace::PlanSpace(const ModelSpec& model, const TrainingSpec& training,
+                     const ClusterSpec& cluster, const PlanSpaceOptions& options)
+    : world_size_(cluster.world_size()),
+      tp_group_limit_(TpGroupLimit(cluster, options.allow_tp_across_nodes)) {
+  const PlanPins& pins = options.pins;
+
+  // Meshes: tp, then pp, then cp ascending; dp takes the rest.
+  for (int64_t tp : Divisors(world_size_)) {
+    if (pins.tp && *pins.tp != tp) continue;
+    for (int64_t pp : Divisors(world_size_ / tp)) {
+      if (pins.pp && *pins.pp != pp) continue;
+      for (int64_t cp : Divisors(world_size_ / tp / pp)) {
+        if (pins.cp && *pins.cp != cp) continue;
+        const int64_t dp = world_size_ / tp / pp / cp;
+        if (pins.dp && *pins.dp != dp) continue;
+        meshes_.push_back({dp, tp, pp, cp});
+      }
+    }
+  }
+
+  if (pins.sequence_parallel) {
+    sp_single_ = sp_multi_ = {*pins.sequence_parallel, false};
+    sp_single_n_ = sp_multi_n_ = 1;
+  } else {
+    sp_single_ = {false, false};
+    sp_single_n_ = 1;
+    sp_multi_ = {false, true};
+    sp_multi_n_ = 2;
+  }
+
+  micro_batches_ = pins.micro_batch ? std::vector<int64_t>{*pins.micro_batch}
+                                    : Divisors(std::max<int64_t>(training.global_batch, 1));
+
+  single_stage_schedules_ = {{PipelineSchedule::k1F1B, 1}};
+  if (pins.schedule && pins.virtual_stages) {
+    pipelined_schedules_ = {{*pins.schedule, *pins.virtual_stages}};
+  } else {
+    for (PipelineSchedule s : {PipelineSchedule::kGpipe, PipelineSchedule::k1F1B,
+                               PipelineSchedule::kZeroBubbleH1, PipelineSchedule::kInterleaved}) {
+      if (pins.schedule && *pins.schedule != s) continue;
+      if (s != PipelineSchedule::kInterleaved) {
+        if (!pins.virtual_stages || *pins.virtual_stages == 1) pipelined_schedules_.push_back({s, 1});
+      } else if (pins.virtual_stages) {
+        if (*pins.virtual_stages > 1) pipelined_schedules_.push_back({s, *pins.virtual_stages});
+      } else {
+        for (int64_t vpp : Divisors(std::max<int64_t>(model.layers, 1)))
+          if (vpp >= 2) pipelined_schedules_.push_back({s, vpp});
+      }
+    }
+  }
+
+  if (pins.zero_stage) {
+    zero_single_ = zero_multi_ = {*pins.zero_stage};
+  } else {
+    zero_single_ = {0};
+    zero_multi_ = {0, 1, 2, 3};
+  }
+  recomputes_ = pins.recompute ? std::vector<Recompute>{*pins.recompute}
+                               : std::vector<Recompute>{Recompute::kNone, Recompute::kSelective,
+                                                        Recompute::kFull};
+
+  offsets_.reserve(meshes_.size());
+  for (const MeshShape& m : meshes_) {
+    offsets_.push_back(size_);
+    size_ += axes(m).size();
+  }
+}
+
+MeshAxes PlanSpace::axes(const MeshShape& mesh) const {
+  MeshAxes a;
+  a.sequence_parallel = mesh.tp > 1 ? std::span<const bool>(sp_multi_.data(), sp_multi_n_)
+                                    : std::span<const bool>(sp_single_.data(), sp_single_n_);
+  a.micro_batch = micro_batches_;
+  a.schedule = mesh.pp > 1 ? pipelined_schedules_ : single_stage_schedules_;
+  a.zero_stage = mesh.dp * mesh.cp > 1 ? zero_multi_ : zero_single_;
+  a.recompute = recomputes_;
+  return a;
+}
+
+ParallelPlan PlanSpace::Canonical(const ParallelPlan& plan) const {
+  ParallelPlan out = plan;
+  if (plan.pp == 1 && !(plan.schedule == PipelineSchedule::k1F1B && plan.virtual_stages == 1)) {
+    out.schedule = PipelineSchedule::k1F1B;
+    out.virtual_stages = 1;
+  }
+  if (plan.dp * plan.cp == 1 && zero_single_.size() == 1 && zero_single_[0] == 0) out.zero_stage = 0;
+  return out;
+}
+
+namespace {
+
+template <typename T, typename Eq>
+std::optional<int64_t> IndexOf(std::span<const T> values, Eq eq) {
+  for (size_t i = 0; i < values.size(); ++i)
+    if (eq(values[i])) return static_cast<int64_t>(i);
+  return std::nullopt;
+}
+
+}  // namespace
+
+std::optional<int64_t> PlanSpace::OrdinalOf(const ParallelPlan& plan) const {
+  if (plan.tp_comm_overlap) return std::nullopt;  // the search never turns overlap on
+  for (size_t m = 0; m < meshes_.size(); ++m) {
+    const MeshShape& mesh = meshes_[m];
+    if (mesh.dp != plan.dp || mesh.tp != plan.tp || mesh.pp != plan.pp || mesh.cp != plan.cp)
+      continue;
+    const MeshAxes a = axes(mesh);
+    const auto sp = IndexOf(a.sequence_parallel, [&](bool v) { return v == plan.sequence_parallel; });
+    const auto mbs = IndexOf(a.micro_batch, [&](int64_t v) { return v == plan.micro_batch; });
+    const auto sched = IndexOf(a.schedule, [&](const ScheduleChoice& v) {
+      return v.schedule == plan.schedule && v.virtual_stages == plan.virtual_stages;
+    });
+    const auto zero = IndexOf(a.zero_stage, [&](int v) { return v == plan.zero_stage; });
+    const auto rc = IndexOf(a.recompute, [&](Recompute v) { return v == plan.recompute; });
+    if (!sp || !mbs || !sched || !zero || !rc) return std::nullopt;
+    const int64_t structure =
+        (*sp * static_cast<int64_t>(a.micro_batch.size()) + *mbs) *
+            static_cast<int64_t>(a.schedule.size()) + *sched;
+    return offsets_[m] + structure * a.inner_size() +
+           *zero * static_cast<int64_t>(a.recompute.size()) + *rc;
+  }
+  return std::nullopt;
+}
+
+}  // namespace meshplan

@@ -1,0 +1,126 @@
+// PlanSpace: the grid of candidate plans the search walks, in a fixed order.
+//
+// Calculon style: every axis holds only values that can make sense (divisors),
+// and CheckPlan() (planner/parallel_plan.h) then judges each candidate. The grid:
+//   (dp, tp, pp, cp)  every ordered factorisation of the world size (tp, then pp,
+//                     then cp ascending; dp = world / (tp*pp*cp))
+//   sp                off, and on when tp > 1
+//   mbs               every divisor of the global batch
+//   (schedule, vpp)   pp == 1: one entry (1f1b, vpp 1): a single stage has no schedule.
+//                     pp > 1: gpipe, 1f1b, zb_h1 (vpp 1), and interleaved with every
+//                     vpp >= 2 that divides the layers
+//   zero              0, and 1, 2, 3 when dp*cp > 1 (ZeRO shards over the dp x cp ranks
+//                     that hold the same weights; over one rank it shards nothing)
+//   recompute         none, selective, full
+// A candidate's ordinal is its index in this order (zero and recompute innermost):
+// the search breaks ties by it, so results do not depend on the number of threads.
+// Pins (--only "tp=1,zero=3") replace an axis by the pinned value, enumerated as
+// given even where the grid would leave it out (the constraints then judge it);
+// schedule and vpp pins apply to pipelined meshes (pp > 1) only.
+// Immutable after construction: safe to share between threads.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <optional>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "planner/cluster_spec.h"
+#include "planner/model_spec.h"
+#include "planner/parallel_plan.h"
+#include "planner/training_spec.h"
+
+namespace meshplan {
+
+// Plan keys pinned to one value; unset keys are searched.
+struct PlanPins {
+  std::optional<int64_t> dp, tp, pp, cp, micro_batch, virtual_stages;
+  std::optional<int> zero_stage;
+  std::optional<bool> sequence_parallel;
+  std::optional<Recompute> recompute;
+  std::optional<PipelineSchedule> schedule;
+
+  bool empty() const;
+  // The pinned keys alone, as a short plan string ("tp=1,zero=3"); "" when empty.
+  std::string ToString() const;
+  // The same pins without `key` ("tp", "zero", ... as in plan strings).
+  PlanPins Without(const std::string& key) const;
+  // The keys that are pinned, in plan-string order.
+  std::vector<std::string> Keys() const;
+};
+// "tp=1,zero=3": the plan-string keys (planner/parallel_plan.h) that the search may pin
+// (all but tp_overlap). Throws InputError naming the key and the allowed values.
+PlanPins ParsePlanPins(const std::string& text, const std::string& source = "--only");
+
+struct PlanSpaceOptions {
+  bool allow_tp_across_nodes = false;  // else tp must divide gpus_per_node
+  PlanPins pins;
+};
+
+struct MeshShape {
+  int64_t dp = 1, tp = 1, pp = 1, cp = 1;
+};
+
+struct ScheduleChoice {
+  PipelineSchedule schedule = PipelineSchedule::k1F1B;
+  int64_t virtual_stages = 1;
+};
+
+// The values of the inner axes for one mesh, in enumeration order.
+struct MeshAxes {
+  std::span<const bool> sequence_parallel;
+  std::span<const int64_t> micro_batch;
+  std::span<const ScheduleChoice> schedule;
+  std::span<const int> zero_stage;
+  std::span<const Recompute> recompute;
+
+  // Candidates that differ only in zero and recompute (neither enters a constraint).
+  int64_t inner_size() const { return static_cast<int64_t>(zero_stage.size() * recompute.size()); }
+  int64_t size() const {
+    return static_cast<int64_t>(sequence_parallel.size() * micro_batch.size() * schedule.size()) *
+           inner_size();
+  }
+};
+
+class PlanSpace {
+ public:
+  PlanSpace(const ModelSpec& model, const TrainingSpec& training, const ClusterSpec& cluster,
+            const PlanSpaceOptions& options);
+
+  int64_t size() const { return size_; }  // candidates in the grid
+  int64_t num_meshes() const { return static_cast<int64_t>(meshes_.size()); }
+  const MeshShape& mesh(int64_t i) const { return meshes_[i]; }
+  int64_t mesh_offset(int64_t i) const { return offsets_[i]; }  // ordinal of its first candidate
+  MeshAxes axes(const MeshShape& mesh) const;
+
+  // For CheckPlan(): TpGroupLimit() of the cluster and allow_tp_across_nodes.
+  int64_t tp_group_limit() const { return tp_group_limit_; }
+  int64_t world_size() const { return world_size_; }
+
+  // Where `plan` sits in the grid (nullopt: not a candidate, e.g. zero=1 with dp=1).
+  std::optional<int64_t> OrdinalOf(const ParallelPlan& plan) const;
+  // The candidate that stands for `plan` when the grid leaves it out as a duplicate
+  // (pp == 1 with another schedule -> 1f1b; zero > 0 with dp*cp == 1 -> zero 0); else plan.
+  ParallelPlan Canonical(const ParallelPlan& plan) const;
+
+ private:
+  int64_t world_size_ = 0;
+  int64_t tp_group_limit_ = 0;
+  std::vector<MeshShape> meshes_;
+  std::vector<int64_t> offsets_;
+  int64_t size_ = 0;
+  // sp values for tp == 1 and tp > 1 (std::array: a span needs contiguous bools).
+  std::array<bool, 2> sp_single_{}, sp_multi_{};
+  size_t sp_single_n_ = 0, sp_multi_n_ = 0;
+  std::vector<int64_t> micro_batches_;
+  std::vector<ScheduleChoice> single_stage_schedules_, pipelined_schedules_;
+  std::vector<int> zero_single_, zero_multi_;  // dp*cp == 1, > 1
+  std::vector<Recompute> recomputes_;
+};
+
+// Divisors of n (n >= 1), ascending.
+std::vector<int64_t> Divisors(int64_t n);
+
+}  // namespace meshplan

@@ -1,0 +1,95 @@
+// Search: every candidate plan of a PlanSpace (planner/search/plan_space.h) judged by
+// CheckPlan(), every valid one costed by Estimate(), the fitting ones ranked by
+// predicted tokens/s.
+//
+// Contract:
+//  * Exhaustive: `valid` equals the number of grid points that pass every rule, and
+//    each of them is evaluated once.
+//  * Deterministic: the result is the same for any thread count (ties in tokens/s
+//    are broken by the grid ordinal, lower first; counts are sums).
+//  * Bounded memory: the top K is a bounded heap per thread, merged at the end;
+//    nothing of size "candidates" is ever stored.
+//  * Search() throws nothing for a grid with no valid plan (valid == 0); the CLI turns
+//    that into an InputError (DescribeNoValidPlan).
+// Thread-safety: Search() is reentrant; the progress callback runs on the calling thread.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <functional>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "planner/cluster_spec.h"
+#include "planner/model_spec.h"
+#include "planner/parallel_plan.h"
+#include "planner/plan_cost.h"
+#include "planner/search/pareto.h"
+#include "planner/search/plan_space.h"
+#include "planner/training_spec.h"
+
+namespace meshplan {
+
+struct SearchOptions {
+  int top_k = 10;                // plans kept, best first
+  double memory_headroom = 0.05; // fraction of GPU memory kept free (plans may use 95%)
+  MemoryModel memory_model = MemoryModel::kDetailed;
+  int threads = 0;               // worker threads; 0 = std::thread::hardware_concurrency()
+  PlanSpaceOptions space;        // tp across nodes, pinned keys
+  // When set, result.probe tells where this plan stands (--explain-plan).
+  std::optional<ParallelPlan> probe;
+  // Called on the calling thread about ten times a second while the workers run,
+  // with meshes (dp, tp, pp, cp shapes) done and in all. May be empty.
+  std::function<void(int64_t done, int64_t total)> progress;
+};
+
+// How many candidates one rule removed.
+struct ConstraintTally {
+  int64_t removed = 0;   // candidates whose FIRST broken rule (PlanConstraint order) is this:
+                         // the funnel; these sum to candidates - valid
+  int64_t violated = 0;  // candidates that break it at all (a candidate may break several)
+  std::optional<ParallelPlan> example;  // the lowest-ordinal candidate it removed
+};
+
+// Where the probe plan of SearchOptions stands.
+struct ProbeReport {
+  ParallelPlan plan;                   // as asked
+  ParallelPlan candidate;              // the grid's stand-in (PlanSpace::Canonical)
+  std::vector<PlanViolation> violations;  // Validate() with the cluster's placement rule
+  bool in_space = false;               // the candidate is a grid point (not excluded by a pin)
+  std::optional<PlanCost> cost;        // when valid
+  std::optional<int64_t> rank;         // 1-based among the fitting plans, when it fits
+};
+
+struct SearchResult {
+  int64_t candidates = 0;  // grid points
+  int64_t valid = 0;       // pass every rule; each evaluated with Estimate()
+  int64_t fitting = 0;     // valid and within memory (after the headroom)
+  std::array<ConstraintTally, kNumPlanConstraints> constraints;
+  int64_t removed_by_memory = 0;       // valid - fitting
+  std::optional<RankedPlan> smallest;  // least memory per GPU among the valid plans
+  std::vector<RankedPlan> top;         // best first: tokens/s descending, then ordinal
+  std::vector<RankedPlan> pareto;      // memory ascending (tokens/s ascending too)
+  std::optional<ProbeReport> probe;
+  int threads = 1;
+  double wall_s = 0;
+  double cpu_s = 0;              // CPU time of the process during the search, all threads
+  double evaluations_per_s = 0;  // valid / wall_s
+};
+
+SearchResult Search(const ModelSpec& model, const ClusterSpec& cluster,
+                    const TrainingSpec& training, const SearchOptions& options);
+
+// Why no plan is valid, for the InputError the CLI raises when result.valid == 0:
+// the world size, then each rule that removed candidates with its count and an example.
+std::string DescribeNoValidPlan(const SearchResult& result, const ModelSpec& model,
+                                const ClusterSpec& cluster, const TrainingSpec& training,
+                                const SearchOptions& options);
+
+// The example message for one rule (Validate() of its example candidate), "" if none.
+std::string ExampleMessage(const SearchResult& result, PlanConstraint constraint,
+                           const ModelSpec& model, const ClusterSpec& cluster,
+                           const TrainingSpec& training, const SearchOptions& options);
+
+}  // namespace meshplan

@@ -1,0 +1,36 @@
+// Numbers as text: the one spelling of each unit that the CLI tables, the planner's
+// messages and the GUI panels share. Inputs are SI (bytes, seconds, fractions);
+// GB = 1e9 bytes and MB = 1e6 bytes, as everywhere in the planner.
+// Pure functions of their arguments; none throws.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+namespace meshplan {
+
+// ---- Display-unit numbers, for table cells whose unit sits in the column header.
+constexpr double ToGB(double bytes) { return bytes / 1e9; }
+constexpr double ToMs(double seconds) { return seconds * 1e3; }
+// part / whole in percent; 0 when whole <= 0.
+constexpr double PercentOf(double part, double whole) { return whole > 0 ? 100 * part / whole : 0; }
+
+// ---- Text with the unit.
+std::string GroupDigits(int64_t value);            // 1234567 -> "1,234,567"
+std::string FormatCount(double count);             // "950", "123.4k", "1.23M", "6.74B", "1.20T"
+std::string FormatTokensPerS(double tokens_per_s); // FormatCount of a rate: 74600 -> "74.6k"
+std::string FormatPercent(double fraction);        // 0.4123 -> "41.2%"
+
+// Bytes in GB: 2 decimals below 10 GB, else 1 ("3.37 GB", "24.9 GB"); with `decimals`
+// fixed, for aligned columns (FormatGB(2.54e9, 1) -> "2.5 GB").
+std::string FormatGB(double bytes);
+std::string FormatGB(double bytes, int decimals);
+std::string FormatMB(double bytes, int decimals);  // (12.5e6, 2) -> "12.50 MB"
+
+// Seconds in the unit that fits: "35 us", "8.9 ms", "3.51 s" ("0 s" for 0); with
+// `decimals` fixed, in seconds (FormatSeconds(1.2345, 3) -> "1.234 s").
+std::string FormatSeconds(double seconds);
+std::string FormatSeconds(double seconds, int decimals);
+std::string FormatMs(double seconds, int decimals);  // (0.01234, 1) -> "12.3 ms"
+
+}  // namespace meshplan
