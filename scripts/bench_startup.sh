@@ -52,8 +52,8 @@ for i in "${!commands[@]}"; do
   $cmd >/dev/null 2>"$tmp/err" || { echo "bench_startup: failed: $cmd" >&2; cat "$tmp/err" >&2; exit 1; }
   hyperfine --shell=none --warmup 3 --runs "$runs" --export-json "$tmp/h.json" "$cmd" >/dev/null 2>&1
   median_ms=$(python3 -c "import json,sys; print(f\"{json.load(open(sys.argv[1]))['results'][0]['median']*1e3:.1f}\")" "$tmp/h.json")
-  rss_mb=$( { /usr/bin/time -f '%M' $cmd >/dev/null 2>/dev/null; } 2>&1 | tail -1 )
-  rss_mb=$(python3 -c "import sys; print(f'{int(sys.argv[1])/1024:.1f}')" "$rss_mb")
+  /usr/bin/time -f '%M' -o "$tmp/rss" $cmd >/dev/null 2>&1
+  rss_mb=$(python3 -c "import sys; print(f'{int(open(sys.argv[1]).read().split()[-1])/1024:.1f}')" "$tmp/rss")
   status=$(python3 -c "import sys; print('ok' if float(sys.argv[1]) < float(sys.argv[2]) else 'SLOW')" "$median_ms" "${goals_ms[$i]}")
   if [ "$i" -eq 0 ]; then
     status=$(python3 -c "import sys; print(sys.argv[1] if float(sys.argv[2]) < 15 else 'BIG')" "$status" "$rss_mb")
