@@ -28,5 +28,6 @@ int main(int argc, char** argv) {
   app.add_subcommand("calibrate", meshplan::kCalibrateSummary)->allow_extras();
   meshplan::AddCompareCommand(app, &exit_code);
   meshplan::AddMeasurementsCommand(app, &exit_code);
+  meshplan::AddValidateCommand(app, &exit_code);
   return meshplan::ParseAndRun(app, argc, argv, exit_code);
 }

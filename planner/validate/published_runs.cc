@@ -1,0 +1,192 @@
+// LoadPublishedRuns: configs/validation/published_runs.yaml -> PublishedRuns
+// (planner/validate/published_runs.h). Every row is the table's `common` keys with the
+// row's own keys over them; each key is read, range-checked and located where it is written.
+#include "planner/validate/published_runs.h"
+
+#include <fmt/format.h>
+
+#include "planner/config/config_loader.h"
+#include "planner/config/yaml_fields.h"
+#include "planner/names.h"
+#include "planner/parallel_plan.h"
+
+namespace meshplan {
+namespace {
+
+// A row's fields over its table's `common`: each key is read from the row when the row
+// has it, else from common (errors point at whichever holds it; a missing key, at the row).
+class RowFields {
+ public:
+  RowFields(const YamlFields& row, const YamlFields& common) : row_(row), common_(common) {}
+  const YamlFields& For(const std::string& key) const {
+    return row_.Has(key) || !common_.Has(key) ? row_ : common_;
+  }
+  const YamlFields& row() const { return row_; }
+
+ private:
+  const YamlFields& row_;
+  const YamlFields& common_;
+};
+
+ModelSpec ModelOf(const RowFields& f, const std::string& name, int64_t seq_len) {
+  ModelSpec m;
+  m.name = name;
+  const std::string block = f.For("block").String("block");
+  if (!ParseBlockKind(block, &m.block))
+    f.For("block").Fail("block", "expected one of: " + std::string(AllowedBlockKinds()) +
+                                     "; got '" + block + "'");
+  m.vocab_size = f.For("vocab_size").Int("vocab_size", {1, 100'000'000});
+  m.hidden = f.For("hidden").Int("hidden", {1, 10'000'000});
+  m.layers = f.For("layers").Int("layers", {1, 100'000});
+  m.heads = f.For("heads").Int("heads", {1, 100'000});
+  m.kv_heads = m.heads;  // GPT: multi-head attention
+  const int64_t multiplier = f.For("ffn_multiplier").Int("ffn_multiplier", {1, 64});
+  m.ffn_hidden = multiplier * m.hidden;
+  m.tied_embeddings = f.For("tied_embeddings").Bool("tied_embeddings");
+  m.max_seq = seq_len;  // learned positions for the sequence the run trained on
+  if (m.hidden % m.heads != 0)
+    f.For("heads").Fail("heads", fmt::format("hidden {} is not divisible by heads {}", m.hidden,
+                                             m.heads));
+  return m;
+}
+
+// "N x gpu": nodes of the hardware file's network block (LoadCluster's shorthand).
+ClusterSpec ClusterOf(const RowFields& f, int64_t gpus) {
+  const std::string gpu = f.For("gpu").String("gpu");
+  try {
+    return LoadCluster(fmt::format("{}x{}", gpus, gpu));
+  } catch (const InputError& e) {
+    f.For("gpu").Fail("gpu", e.message());
+  }
+}
+
+TrainingSpec TrainingOf(const RowFields& f) {
+  TrainingSpec t;
+  t.global_batch = f.For("global_batch").Int("global_batch", {1, 1'000'000'000});
+  t.seq_len = f.For("seq_len").Int("seq_len", {1, 1'000'000'000});
+  const std::string precision = f.For("precision").String("precision");
+  if (!ParsePrecision(precision, &t.precision))
+    f.For("precision").Fail("precision", "expected one of: " + std::string(AllowedPrecisions()) +
+                                             "; got '" + precision + "'");
+  return t;
+}
+
+// The plan string, parsed and checked against the row's model, batch and GPUs.
+ParallelPlan PlanOf(const RowFields& f, const PlanFile& setup) {
+  const YamlFields& row = f.row();
+  const std::string text = row.String("plan");
+  ParallelPlan plan;
+  try {
+    plan = ParsePlanString(text, row.file());
+  } catch (const InputError& e) {
+    row.Fail("plan", e.message());
+  }
+  const auto violations =
+      Validate(plan, setup.model, setup.training, setup.cluster.world_size(),
+               TpGroupLimit(setup.cluster, /*allow_tp_across_nodes=*/false));
+  if (!violations.empty()) {
+    std::string message = "'" + text + "' is invalid for this row: ";
+    for (size_t i = 0; i < violations.size(); ++i)
+      message += (i ? "; " : "") + violations[i].message + " [" + violations[i].constraint + "]";
+    row.Fail("plan", message);
+  }
+  return plan;
+}
+
+PublishedRow RowOf(const YamlFields& row, const YamlFields& common) {
+  // The row's own keys, then the shared keys it may take from its table's common.
+  row.AllowOnly({"name", "params_B", "heads", "hidden", "layers", "gpus", "global_batch", "plan",
+                 "published", "block", "vocab_size", "seq_len", "tied_embeddings",
+                 "ffn_multiplier", "gpu", "precision"});
+  const RowFields f(row, common);
+  PublishedRow out;
+  out.where = row.Where();
+  out.name = row.String("name");
+  out.params_billion = row.Number("params_B", {0, true, 1e6}, 0.0);
+  out.setup.training = TrainingOf(f);
+  out.setup.model = ModelOf(f, out.name, out.setup.training.seq_len);
+  out.setup.cluster = ClusterOf(f, row.Int("gpus", {1, 100'000'000}));
+  out.setup.plan = PlanOf(f, out.setup);
+  out.published = row.Number("published", {0, false, 1e15});
+  return out;
+}
+
+PublishedTable TableOf(const YamlFields& t) {
+  t.AllowOnly({"id", "paper", "source", "page", "figure", "common", "rows"});
+  PublishedTable out;
+  out.id = t.String("id");
+  out.paper = t.String("paper");
+  out.source = t.String("source");
+  out.page = t.String("page");
+  const std::string figure = t.String("figure");
+  if (!ParsePublishedFigure(figure, &out.figure))
+    t.Fail("figure", "expected one of: tflops_per_gpu, step_time_s, activation_GiB; got '" +
+                         figure + "'");
+  const YamlFields common = t.Map("common");
+  common.AllowOnly({"block", "vocab_size", "seq_len", "tied_embeddings", "ffn_multiplier", "gpu",
+                    "precision"});  // the shared keys
+  const YAML::Node rows = t.Get("rows");
+  if (!rows.IsSequence() || rows.size() == 0)
+    t.Fail("rows", "expected a non-empty list of rows, got " + DescribeNode(rows));
+  for (size_t i = 0; i < rows.size(); ++i) {
+    const YamlFields row(rows[i], t.file(), t.Field("rows") + fmt::format("[{}]", i));
+    out.rows.push_back(RowOf(row, common));
+  }
+  return out;
+}
+
+}  // namespace
+
+const char* ToString(PublishedFigure figure) {
+  switch (figure) {
+    case PublishedFigure::kTflopsPerGpu: return "tflops_per_gpu";
+    case PublishedFigure::kStepTime: return "step_time_s";
+    case PublishedFigure::kActivationMemory: return "activation_GiB";
+  }
+  return "?";
+}
+
+bool ParsePublishedFigure(const std::string& name, PublishedFigure* out) {
+  for (PublishedFigure f : {PublishedFigure::kTflopsPerGpu, PublishedFigure::kStepTime,
+                            PublishedFigure::kActivationMemory}) {
+    if (name == ToString(f)) {
+      *out = f;
+      return true;
+    }
+  }
+  return false;
+}
+
+const char* UnitOf(PublishedFigure figure) {
+  switch (figure) {
+    case PublishedFigure::kTflopsPerGpu: return "TFLOP/s per GPU";
+    case PublishedFigure::kStepTime: return "s";
+    case PublishedFigure::kActivationMemory: return "GiB";
+  }
+  return "?";
+}
+
+std::string DefaultPublishedRunsPath() {
+  return (ConfigsDir() / "validation" / "published_runs.yaml").string();
+}
+
+PublishedRuns LoadPublishedRuns(const std::string& path) {
+  const YamlFields f(LoadYamlFile(path), path, "");
+  f.AllowOnly({"tables"});
+  const YAML::Node tables = f.Get("tables");
+  if (!tables.IsSequence() || tables.size() == 0)
+    f.Fail("tables", "expected a non-empty list of tables, got " + DescribeNode(tables));
+  PublishedRuns out;
+  out.file = path;
+  for (size_t i = 0; i < tables.size(); ++i) {
+    PublishedTable table = TableOf(YamlFields(tables[i], path, fmt::format("tables[{}]", i)));
+    for (const PublishedTable& other : out.tables)
+      if (other.id == table.id)
+        throw InputError(LocationOf(path, tables[i].Mark()), fmt::format("tables[{}].id", i),
+                         "the id '" + table.id + "' is used twice");
+    out.tables.push_back(std::move(table));
+  }
+  return out;
+}
+
+}  // namespace meshplan

@@ -1,0 +1,71 @@
+// Validation against published runs: every row of every table of PublishedRuns
+// (planner/validate/published_runs.h) predicted by the cost model, beside the published
+// figure, with the error per row and per table. What `meshplan validate` prints.
+//
+// The prediction is the one every other command makes: Estimate() with its defaults
+// (detailed memory model, no headroom, the hardware file's efficiencies). Nothing is tuned
+// per row. Per figure:
+//   tflops_per_gpu   MegatronFlopsPerIteration(row) / (Estimate().time.total_s * GPUs)
+//   step_time_s      Estimate().time.total_s
+//   activation_GiB   the detailed model's activations of pipeline stage 0 (EstimateStageMemory,
+//                    stage 0: what that stage holds at its peak phase), / 2^30
+// error_pct = (predicted - published) / published * 100 (positive: the model predicts more).
+// The command reports; it never judges (no tolerance, exit 0 whenever it ran).
+#pragma once
+
+#include <nlohmann/json.hpp>
+
+#include <string>
+#include <vector>
+
+#include "planner/plan_cost.h"
+#include "planner/validate/published_runs.h"
+
+namespace meshplan {
+
+// Narayanan et al. 2021's count of the FLOPs of one training iteration of a GPT model with
+// full activation recompute (the recomputed forward counted), the count behind Table 1:
+//   96 * B * s * l * h^2 * (1 + s/(6h) + V/(16*l*h))
+// B global batch, s sequence, l layers, h hidden, V vocabulary. The paper's TFLOP/s are
+// this over the iteration time and the GPU count, for every row of Table 1.
+double MegatronFlopsPerIteration(const ModelSpec& model, const TrainingSpec& training);
+
+struct ValidatedRow {
+  std::string name;
+  std::string plan;  // ToShortPlanString
+  int64_t gpus = 0;
+  double predicted = 0;  // in the table's unit
+  double published = 0;
+  double error_pct = 0;  // (predicted - published) / published * 100
+  PlanCost cost;         // Estimate() of the row: the step-time breakdown behind `predicted`
+  double first_stage_activations_bytes = 0;  // the detailed model, stage 0
+};
+
+struct ValidatedTable {
+  std::string id;
+  std::string paper;
+  std::string source;
+  std::string page;
+  PublishedFigure figure = PublishedFigure::kStepTime;
+  std::vector<ValidatedRow> rows;
+  double mape_pct = 0;           // mean of |error_pct| over the rows
+  double max_abs_error_pct = 0;  // the largest |error_pct|
+  std::string worst_row;         // the row with that error
+};
+
+struct ValidationReport {
+  std::string file;  // the published runs file
+  std::vector<ValidatedTable> tables;
+};
+
+// Each row's prediction; a table's rows with its MAPE; every table of the file.
+ValidatedRow PredictPublishedRow(const PublishedRow& row, PublishedFigure figure);
+ValidatedTable PredictPublishedTable(const PublishedTable& table);
+ValidationReport PredictPublishedRuns(const PublishedRuns& runs);
+
+nlohmann::json ValidationToJson(const ValidationReport& report);
+// Per table: a heading (paper, source, unit), one line per row (GPUs, plan, predicted,
+// published, error), then the table's MAPE and max |error| with its row.
+std::string FormatValidationTable(const ValidationReport& report);
+
+}  // namespace meshplan

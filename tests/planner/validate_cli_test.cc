@@ -1,0 +1,102 @@
+// `meshplan validate` end to end: every published row and every table's MAPE, in the table
+// and in JSON; exit 0 whatever the errors (it reports), 2 on bad input.
+#include <catch2/catch.hpp>
+
+#include <cmath>
+#include <nlohmann/json.hpp>
+#include <string>
+
+#include "tests/cli_run.h"
+
+namespace meshplan {
+namespace {
+
+using Result = test::CliResult;
+
+// Every row name of configs/validation/published_runs.yaml.
+const char* const kNarayananRows[] = {"1.7B",   "3.6B",   "7.5B",   "18.4B",  "39.1B",
+                                      "76.1B",  "145.6B", "310.1B", "529.6B", "1008.0B"};
+const char* const kKorthikantiModels[] = {"22B", "175B", "530B", "1T"};
+
+size_t Count(const std::string& text, const std::string& what) {
+  size_t n = 0;
+  for (size_t at = text.find(what); at != std::string::npos; at = text.find(what, at + 1)) ++n;
+  return n;
+}
+
+TEST_CASE("validate prints every published row and the MAPE per table",
+          "[planner][cli][validation]") {
+  const Result r = test::RunMeshplan("validate");
+  INFO(r.output);
+  REQUIRE(r.exit_code == 0);
+  for (const char* row : kNarayananRows)
+    CHECK(Count(r.output, std::string("  ") + row + " ") == 1);
+  for (const char* model : kKorthikantiModels) {
+    const std::string m(model);
+    CHECK(Count(r.output, "  " + m + " full recompute ") == 1);
+    CHECK(Count(r.output, "  " + m + " no recompute ") == 1);
+    CHECK(Count(r.output, "  " + m + " seq+selective ") == 2);  // time and memory
+  }
+  CHECK(Count(r.output, "MAPE ") == 3);
+  CHECK(Count(r.output, "max |error| ") == 3);
+  for (const char* id :
+       {"narayanan2021-table1", "korthikanti2022-table5", "korthikanti2022-figure1"})
+    CHECK(r.output.find(id) != std::string::npos);
+  for (const char* heading : {"predicted", "published", "error", "arXiv:2104.04473",
+                              "arXiv:2205.05198"})
+    CHECK(r.output.find(heading) != std::string::npos);
+}
+
+TEST_CASE("validate --format json: rows, errors and MAPEs", "[planner][cli][validation]") {
+  const Result r = test::RunMeshplan("validate --format json", /*with_stderr=*/false);
+  INFO(r.output);
+  REQUIRE(r.exit_code == 0);
+  const nlohmann::json j = nlohmann::json::parse(r.output);
+  REQUIRE(j["tables"].size() == 3);
+  const size_t sizes[] = {10, 8, 8};
+  const char* units[] = {"TFLOP/s per GPU", "s", "GiB"};
+  for (size_t i = 0; i < 3; ++i) {
+    const nlohmann::json& t = j["tables"][i];
+    CAPTURE(t["id"]);
+    REQUIRE(t["rows"].size() == sizes[i]);
+    CHECK(t["unit"] == units[i]);
+    double sum = 0, worst = 0;
+    for (const nlohmann::json& row : t["rows"]) {
+      const double predicted = row["predicted"], published = row["published"];
+      const double error = row["error_pct"];
+      CHECK(predicted > 0);
+      CHECK(error == Approx((predicted - published) / published * 100));
+      CHECK(row["step_time_s"].get<double>() > 0);
+      CHECK(row["time"].contains("bubble_s"));
+      CHECK(row["plan"].is_string());
+      sum += std::abs(error);
+      worst = std::max(worst, std::abs(error));
+    }
+    CHECK(t["mape_pct"].get<double>() == Approx(sum / double(sizes[i])));
+    CHECK(t["max_abs_error_pct"].get<double>() == Approx(worst));
+    CHECK(t["worst_row"].is_string());
+  }
+}
+
+TEST_CASE("validate --table, --help and bad input", "[planner][cli][validation]") {
+  const Result one = test::RunMeshplan("validate --table korthikanti2022-figure1");
+  INFO(one.output);
+  CHECK(one.exit_code == 0);
+  CHECK(Count(one.output, "MAPE ") == 1);
+  CHECK(one.output.find("1.7B") == std::string::npos);
+
+  CHECK(test::RunMeshplan("--help").output.find("  validate") != std::string::npos);
+  const Result help = test::RunMeshplan("validate --help");
+  CHECK(help.exit_code == 0);
+  CHECK(help.output.find("--runs") != std::string::npos);
+  CHECK(help.output.find("--format") != std::string::npos);
+
+  const Result unknown = test::RunMeshplan("validate --table nope");
+  CHECK(unknown.exit_code == 2);
+  CHECK(unknown.output.find("narayanan2021-table1") != std::string::npos);  // lists the ids
+  CHECK(test::RunMeshplan("validate --runs /nonexistent/runs.yaml").exit_code == 2);
+  CHECK(test::RunMeshplan("validate --format csv").exit_code == 2);
+}
+
+}  // namespace
+}  // namespace meshplan
