@@ -29,11 +29,11 @@ struct CompareCommandOptions {
 };
 
 int RunCompare(const CompareCommandOptions& options) {
-  const PlanFile plan_file = LoadPlanFile(options.plan_file);
+  const PlanFile plan_file = NamingFlag("plan", [&] { return LoadPlanFile(options.plan_file); });
   const Measurement measured = LoadMeasurement(options.measured_file);
   const Comparison comparison =
       ComparePlan(plan_file, measured, options.tolerance_pct, options.measured_file);
-  if (options.format == "json") std::cout << ComparisonToJson(comparison).dump(2) << "\n";
+  if (options.format == "json") std::cout << ToJsonText(ComparisonToJson(comparison)) << "\n";
   else std::cout << FormatComparisonTable(comparison);
   const std::vector<std::string> failures = comparison.Failures();
   for (const std::string& failure : failures) std::cerr << "meshplan compare: " << failure << "\n";
@@ -52,7 +52,7 @@ void AddCompareCommand(CLI::App& app, int* exit_code) {
       ->required();
   command->add_option("--tolerance", options->tolerance_pct,
                       "largest |error| in percent that still passes")
-      ->check(CLI::Range(0.0, 1000.0))
+      ->check(FiniteInRange(0.0, 1000.0))
       ->capture_default_str();
   AddFormatOption(command, &options->format);
   command->callback([options, exit_code] { *exit_code = RunCompare(*options); });

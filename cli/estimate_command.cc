@@ -47,7 +47,7 @@ int RunEstimate(const CLI::App& command, const EstimateCommandOptions& options) 
     out["setup"] = SetupToJson(input);
     out["memory_model"] = options.memory_model;
     out["memory_headroom"] = options.headroom;
-    std::cout << out.dump(2) << "\n";
+    std::cout << ToJsonText(out) << "\n";
   } else {
     std::cout << FormatCostTable(input, cost);
   }

@@ -116,7 +116,7 @@ void AddGuiCommand(CLI::App& app, int* exit_code) {
       ->capture_default_str();
   command->add_option("--scale", options->app.ui_scale,
                       "UI scale (fonts and sizes); default: the monitor's DPI scale")
-      ->check(CLI::Range(0.5, 4.0));
+      ->check(FiniteInRange(0.5, 4.0));
   command->callback([command, options, exit_code] { *exit_code = RunGui(*command, *options); });
 }
 

@@ -11,14 +11,17 @@
 
 #include <algorithm>
 #include <filesystem>
-#include <fstream>
 #include <iostream>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "cli/commands.h"
+#include "cli/setup_options.h"
 #include "planner/input_error.h"
+#include "planner/input_file.h"
+#include "planner/json_input.h"
 #include "planner/measure/sweep_table.h"
 
 namespace meshplan {
@@ -29,35 +32,38 @@ struct MeasurementsCommandOptions {
   std::string format = "markdown";
 };
 
-nlohmann::json ReadJson(const std::filesystem::path& path) {
-  std::ifstream in(path);
-  if (!in) throw InputError({path.string()}, "", "cannot read the file");
-  try {
-    return nlohmann::json::parse(in);
-  } catch (const nlohmann::json::exception& e) {
-    throw InputError({path.string()}, "", std::string("malformed JSON: ") + e.what());
-  }
+bool IsSweepRecord(const nlohmann::json& j) {
+  return j.is_object() && j.contains("record") && j["record"] == "meshplan sweep v1";
 }
 
-bool IsSweepRecord(const nlohmann::json& j) {
-  return j.is_object() && j.value("record", "") == "meshplan sweep v1";
+// One record file (ReadInputFile: regular files only; ParseJson: depth, numbers and
+// duplicate keys checked); nullopt when `skip_others` and it is not a sweep record.
+std::optional<SweepRow> ReadRecord(const std::filesystem::path& path, bool skip_others) {
+  const std::string text = ReadInputFile(path.string(), "inputs");
+  const nlohmann::json j = ParseJson(text, path.string());
+  if (skip_others && !IsSweepRecord(j)) return std::nullopt;
+  try {
+    return SweepRowFromJson(j, path.string());
+  } catch (const InputError& e) {
+    throw LocatedInJson(e, text);
+  }
 }
 
 int RunMeasurements(const MeasurementsCommandOptions& options) {
   std::vector<SweepRow> rows;
   for (const std::string& input : options.inputs) {
     const std::filesystem::path path(input);
-    if (std::filesystem::is_directory(path)) {
+    std::error_code ec;
+    if (std::filesystem::is_directory(path, ec)) {
       std::vector<std::filesystem::path> files;
-      for (const auto& entry : std::filesystem::directory_iterator(path))
+      for (const auto& entry : std::filesystem::directory_iterator(path, ec))
         if (entry.path().extension() == ".json") files.push_back(entry.path());
+      if (ec) throw InputError({input}, "inputs", "cannot list the folder: " + ec.message());
       std::sort(files.begin(), files.end());
-      for (const auto& file : files) {
-        const nlohmann::json j = ReadJson(file);
-        if (IsSweepRecord(j)) rows.push_back(SweepRowFromJson(j, file.string()));
-      }
+      for (const auto& file : files)
+        if (std::optional<SweepRow> row = ReadRecord(file, true)) rows.push_back(*std::move(row));
     } else {
-      rows.push_back(SweepRowFromJson(ReadJson(path), path.string()));
+      rows.push_back(*ReadRecord(path, false));
     }
   }
   if (rows.empty())
@@ -66,7 +72,7 @@ int RunMeasurements(const MeasurementsCommandOptions& options) {
   if (options.format == "json") {
     nlohmann::json out = nlohmann::json::array();
     for (const SweepRow& r : rows) out.push_back(SweepRowToJson(r));
-    std::cout << out.dump(2) << "\n";
+    std::cout << ToJsonText(out) << "\n";
   } else {
     std::cout << FormatSweepTable(rows);
   }

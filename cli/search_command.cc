@@ -17,6 +17,7 @@
 #include "planner/cost/cost_model.h"
 #include "planner/cost/cost_report.h"
 #include "planner/input_error.h"
+#include "planner/limits.h"
 #include "planner/names.h"
 #include "planner/search/search.h"
 #include "planner/search/search_advice.h"
@@ -187,11 +188,19 @@ void PrintNoFit(const FitAdvice& advice, const SearchResult& r, const TrainingSe
     }
     fmt::print(".\n");
   }
+  const std::string skipped =
+      advice.skipped_searches == 0
+          ? ""
+          : fmt::format("{} larger search{} not run (kMaxSearchCandidates, kMaxAdviceCandidates: "
+                        "docs/limits.md).\n",
+                        advice.skipped_searches, advice.skipped_searches == 1 ? " was" : "es were");
   if (advice.suggestions.empty()) {
     fmt::print("Nothing tried makes a plan fit (up to 64x the GPUs, 1/64 of the sequence, bf16, "
-               "no headroom).\n");
+               "no headroom).\n{}",
+               skipped);
     return;
   }
+  fmt::print("{}", skipped);
   fmt::print("What would make one fit (each found by searching again with one change):\n");
   for (const FitSuggestion& f : advice.suggestions)
     fmt::print("  {:<28} {}\n", f.change, f.why);
@@ -302,6 +311,7 @@ nlohmann::json AdviceToJson(const FitAdvice& advice) {
                            {"fitting", f.search.fitting}});
   nlohmann::json j = {{"usable_bytes", advice.usable_bytes},
                       {"levers_used", advice.levers},
+                      {"skipped_searches", advice.skipped_searches},
                       {"suggestions", std::move(suggestions)}};
   if (advice.smallest) j["smallest"] = RankedToJson(*advice.smallest);
   return j;
@@ -359,7 +369,7 @@ int RunBench(const SearchCommandOptions& o, const SearchOptions& base) {
                  GroupDigits(static_cast<int64_t>(r.top.front().cost.tokens_per_s)),
                  100 * r.top.front().cost.mfu, FormatGB(r.top.front().cost.memory.total_bytes, 1));
   }
-  if (json) std::cout << nlohmann::json{{"benchmarks", results}}.dump(2) << "\n";
+  if (json) std::cout << ToJsonText(nlohmann::json{{"benchmarks", results}}) << "\n";
   return 0;
 }
 
@@ -411,7 +421,12 @@ SearchOutcome SearchSetup(const SearchCommandOptions& o, const TrainingSetup& s,
     throw InputError({"<command line>"}, "search",
                      DescribeNoValidPlan(r, s.model, s.cluster, s.training, options));
   if (r.fitting == 0) out.advice = AdviseFit(s.model, s.cluster, s.training, options, r);
-  out.simulated = SimulateTopPlans(s, r.top, o.simulate_top, o.threads);
+  try {
+    out.simulated = SimulateTopPlans(s, r.top, o.simulate_top, o.threads);
+  } catch (const SimulationTooLarge& e) {
+    throw InputError({"<command line>"}, "--simulate-top",
+                     std::string(e.what()) + "; lower --global-batch or drop --simulate-top");
+  }
   return out;
 }
 
@@ -423,7 +438,7 @@ void PrintSearchJson(const SearchCommandOptions& o, const TrainingSetup& s,
   if (out.advice) j["no_fit"] = AdviceToJson(*out.advice);
   if (o.simulate_top > 0) j["simulated"] = SimulatedRankingToJson(out.simulated);
   if (!o.out.empty() && !r.top.empty()) j["out"] = o.out;
-  std::cout << j.dump(2) << "\n";
+  std::cout << ToJsonText(j) << "\n";
 }
 
 // The setup line, the counts, the ranked plans and what --simulate-top, --pareto,
@@ -497,7 +512,9 @@ void AddSearchCommand(CLI::App& app, int* exit_code) {
       "Exit codes: 0 plans found, 2 bad input or no valid plan, 3 valid plans exist but none "
       "fits in memory.");
   AddSetupOptions(cmd, &options->setup);
-  cmd->add_option("--top", options->top, "how many plans to print")->capture_default_str();
+  cmd->add_option("--top", options->top, "how many plans to print")
+      ->check(IntegerInRange(1, 1'000'000, "plans"))
+      ->capture_default_str();
   AddFormatOption(cmd, &options->format);
   cmd->add_option("--out", options->out,
                   "write the best plan (with model, cluster, training) to this YAML plan file");
@@ -508,12 +525,14 @@ void AddSearchCommand(CLI::App& app, int* exit_code) {
   cmd->add_flag("--pareto", options->pareto, "print the memory-vs-tokens/s Pareto frontier");
   cmd->add_option("--simulate-top", options->simulate_top,
                   "re-rank the best K plans by simulating one step of each (meshplan simulate)")
+      ->check(IntegerInRange(0, kMaxSimulateTop, "plans; kMaxSimulateTop, docs/limits.md"))
       ->capture_default_str();
   AddHeadroomOption(cmd, &options->headroom);
   cmd->add_option("--memory-model", options->memory_model, "seed | detailed")
       ->check(CLI::IsMember({"seed", "detailed"}))
       ->capture_default_str();
   cmd->add_option("--threads", options->threads, "worker threads (0 = all cores)")
+      ->check(IntegerInRange(0, kMaxThreads, "kMaxThreads, docs/limits.md"))
       ->capture_default_str();
   cmd->add_flag("--allow-tp-across-nodes", options->allow_tp_across_nodes,
                 "let a tensor-parallel group span nodes (default: tp divides the GPUs per node)");

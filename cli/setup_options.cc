@@ -1,11 +1,20 @@
 #include "cli/setup_options.h"
 
+#include <charconv>
+#include <cmath>
+
+#include <fmt/format.h>
+
+#include "planner/checked_math.h"
 #include "planner/config/config_loader.h"
 #include "planner/input_error.h"
+#include "planner/limits.h"
 #include "planner/names.h"
 #include "planner/parallel_plan.h"
 
 namespace meshplan {
+
+
 
 void AddSetupOptions(CLI::App* command, SetupOptions* options) {
   command->add_option("--model", options->model,
@@ -15,23 +24,38 @@ void AddSetupOptions(CLI::App* command, SetupOptions* options) {
                       "cluster: a name from configs/clusters/, a YAML file, or NxGPU (e.g. 64xH100)")
       ->capture_default_str();
   command->add_option("--global-batch", options->global_batch, "sequences per optimizer step")
+      ->check(IntegerInRange(1, kMaxGlobalBatch, "sequences; kMaxGlobalBatch, docs/limits.md"))
       ->capture_default_str();
-  command->add_option("--seq", options->seq, "sequence length in tokens")->capture_default_str();
+  command->add_option("--seq", options->seq, "sequence length in tokens")
+      ->check(IntegerInRange(1, kMaxSeqLen, "tokens; kMaxSeqLen, docs/limits.md"))
+      ->capture_default_str();
   command->add_option("--precision", options->precision, "bf16 | mixed | fp32")
       ->capture_default_str();
 }
 
 TrainingSetup ResolveSetup(const SetupOptions& options) {
   TrainingSetup setup;
-  setup.model = LoadModel(options.model);
-  setup.cluster = LoadCluster(options.cluster);
+  setup.model = NamingFlag("--model", [&] { return LoadModel(options.model); });
+  setup.cluster = NamingFlag("--cluster", [&] { return LoadCluster(options.cluster); });
   const InputLocation flags{"<command line>"};
-  if (options.global_batch <= 0)
-    throw InputError(flags, "--global-batch", "must be a positive number of sequences, got " +
-                                                  std::to_string(options.global_batch));
-  if (options.seq <= 0)
-    throw InputError(flags, "--seq", "must be a positive number of tokens, got " +
-                                         std::to_string(options.seq));
+  // The flags' checks (IntegerInRange) ran when they were parsed; these cover callers
+  // that fill SetupOptions themselves (search --bench).
+  if (options.global_batch <= 0 || options.global_batch > kMaxGlobalBatch)
+    throw InputError(flags, "--global-batch",
+                     fmt::format("must be a number of sequences from 1 to {} (kMaxGlobalBatch, "
+                                 "docs/limits.md), got {}",
+                                 kMaxGlobalBatch, options.global_batch));
+  if (options.seq <= 0 || options.seq > kMaxSeqLen)
+    throw InputError(flags, "--seq",
+                     fmt::format("must be a number of tokens from 1 to {} (kMaxSeqLen, "
+                                 "docs/limits.md), got {}",
+                                 kMaxSeqLen, options.seq));
+  if (const auto tokens = CheckedMul(options.global_batch, options.seq);
+      !tokens || *tokens > kMaxTokensPerStep)
+    throw InputError(flags, "--global-batch",
+                     fmt::format("--global-batch {} x --seq {} tokens per step; expected at most "
+                                 "{} (kMaxTokensPerStep, docs/limits.md)",
+                                 options.global_batch, options.seq, kMaxTokensPerStep));
   setup.training.global_batch = options.global_batch;
   setup.training.seq_len = options.seq;
   if (!ParsePrecision(options.precision, &setup.training.precision))
@@ -68,7 +92,7 @@ PlanFile ResolvePlanInput(const CLI::App& command, const SetupOptions& setup_opt
         throw InputError(flags, flag,
                          "cannot be combined with --plan-file (the plan file supplies the model, "
                          "cluster, training and plan)");
-    input = LoadPlanFile(options.plan_file);
+    input = NamingFlag("--plan-file", [&] { return LoadPlanFile(options.plan_file); });
   } else {
     TrainingSetup setup = ResolveSetup(setup_options);
     input.model = std::move(setup.model);
@@ -85,6 +109,14 @@ PlanFile ResolvePlanInput(const CLI::App& command, const SetupOptions& setup_opt
                           input.model.name + " on " + std::to_string(input.cluster.world_size()) +
                           " GPUs:";
     for (const PlanViolation& v : violations) message += "\n  " + v.constraint + ": " + v.message;
+    if (options.plan_file.empty())  // say which flag each value came from
+      message += fmt::format(
+          "\nwhere: global_batch is --global-batch {}, seq is --seq {}, the {} GPUs are "
+          "--cluster {} (dp*tp*pp*cp must equal them), the factors are {}",
+          input.training.global_batch, input.training.seq_len, input.cluster.world_size(),
+          setup_options.cluster,
+          command.count("--plan") > 0 ? "--plan " + options.plan
+                                      : std::string("the default plan (no --plan: dp = all GPUs)"));
     throw InputError({options.plan_file.empty() ? "<command line>" : options.plan_file}, "plan",
                      message);
   }
@@ -110,6 +142,10 @@ void AddHeadroomOption(CLI::App* command, double* headroom) {
                       "fraction of GPU memory kept free (0.05: plans may use 95%)")
       ->check(in_range)
       ->capture_default_str();
+}
+
+std::string ToJsonText(const nlohmann::json& j) {
+  return j.dump(2, ' ', false, nlohmann::json::error_handler_t::replace);
 }
 
 }  // namespace meshplan

@@ -6,9 +6,12 @@
 
 #include <CLI/CLI.hpp>
 #include <cstdint>
+#include <nlohmann/json.hpp>
 #include <string>
 
+#include "cli/flag_checks.h"
 #include "planner/config/config_loader.h"
+#include "planner/input_error.h"
 #include "planner/training_setup.h"
 
 namespace meshplan {
@@ -27,7 +30,23 @@ struct SetupOptions {
   std::string precision = "mixed";
 };
 
-// Adds --model, --cluster, --global-batch, --seq, --precision to `command`.
+// Runs `load` on a flag's value, so that its errors say which flag or argument it was: an
+// error about the value itself (an unknown name: no file) is located at the command line
+// with `flag` as its field; an error without a field (a file that cannot be read,
+// malformed YAML) gets `flag` as its field; an error inside a file keeps its location.
+template <typename Load>
+auto NamingFlag(const char* flag, Load load) -> decltype(load()) {
+  try {
+    return load();
+  } catch (const InputError& e) {
+    if (e.where().file.empty()) throw InputError({"<command line>"}, flag, e.message());
+    if (e.field().empty()) throw InputError(e.where(), flag, e.message());
+    throw;
+  }
+}
+
+// Adds --model, --cluster, --global-batch, --seq, --precision to `command`;
+// --global-batch and --seq are checked against planner/limits.h as they are parsed.
 void AddSetupOptions(CLI::App* command, SetupOptions* options);
 
 // Loads and validates; throws InputError naming the flag and the allowed values.
@@ -48,6 +67,10 @@ PlanFile ResolvePlanInput(const CLI::App& command, const SetupOptions& setup,
 
 // "table" | "json", checked by CLI11 (exit code 2 on anything else).
 void AddFormatOption(CLI::App* command, std::string* format);
+
+// `--format json` output, indented: a name that is not UTF-8 (a file name's stem) is
+// written with U+FFFD instead of making nlohmann throw.
+std::string ToJsonText(const nlohmann::json& j);
 
 // --headroom: the fraction of GPU memory a plan must leave free, in [0, 1); *headroom
 // holds the command's default. Checked by CLI11: anything outside exits with code 2.

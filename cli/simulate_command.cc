@@ -108,11 +108,31 @@ void PrintTable(const PlanFile& in, const PlanCost& cost, const SimResult& sim,
   }
 }
 
+// Simulate(), with a step past the simulator's bounds (planner/limits.h) refused as an
+// InputError that names where the batch came from and what to change.
+SimResult SimulateOrRefuse(const PlanFile& in, const SimulateCommandOptions& options) {
+  try {
+    return Simulate(in.model, in.cluster, in.training, in.plan,
+                    {.timeline = !options.trace.empty()});
+  } catch (const SimulationTooLarge& e) {
+    const bool from_file = !options.input.plan_file.empty();
+    const std::string fix =
+        !options.trace.empty() && std::string(e.what()).find("kMaxTraceOps") != std::string::npos
+            ? "drop --trace, or simulate fewer micro-batches"
+            : "fewer micro-batches per step";
+    throw InputError(
+        {from_file ? options.input.plan_file : "<command line>"},
+        from_file ? "training.global_batch" : "--global-batch",
+        fmt::format("{}; {}: lower the global batch ({}) or raise mbs or dp ({})", e.what(), fix,
+                    from_file ? "training.global_batch" : "--global-batch",
+                    from_file ? "the plan section" : "--plan"));
+  }
+}
+
 int RunSimulate(const CLI::App& command, const SimulateCommandOptions& options) {
   const PlanFile in = ResolvePlanInput(command, options.setup, options.input);
   const PlanCost cost = Estimate(in.model, in.cluster, in.training, in.plan);
-  const SimResult sim = Simulate(in.model, in.cluster, in.training, in.plan,
-                                 {.timeline = !options.trace.empty()});
+  const SimResult sim = SimulateOrRefuse(in, options);
   const double seconds = sim.time.total_s;
   const double tokens_per_s =
       seconds > 0 ? static_cast<double>(in.training.tokens_per_step()) / seconds : 0;
@@ -131,7 +151,7 @@ int RunSimulate(const CLI::App& command, const SimulateCommandOptions& options) 
     out["analytic"] = CostToJson(cost);
     out["simulated"] = SimToJson(sim, tokens_per_s, mfu);
     if (!options.trace.empty()) out["trace"] = options.trace;
-    std::cout << out.dump(2) << "\n";
+    std::cout << ToJsonText(out) << "\n";
     return 0;
   }
   PrintTable(in, cost, sim, tokens_per_s, mfu);

@@ -42,9 +42,10 @@ class SyntheticTokens final : public TokenSource {
 
 class FileTokens final : public TokenSource {
  public:
-  FileTokens(std::string path, int fd, int width, int64_t windows, int64_t vocab, int64_t seq_len)
-      : path_(std::move(path)), fd_(fd), width_(width), windows_(windows), vocab_(vocab),
-        seq_len_(seq_len) {}
+  FileTokens(std::string path, int fd, TokenDtype dtype, int64_t windows, int64_t vocab,
+             int64_t seq_len)
+      : path_(std::move(path)), fd_(fd), dtype_(dtype), width_(TokenBytes(dtype)),
+        windows_(windows), vocab_(vocab), seq_len_(seq_len) {}
   ~FileTokens() override { ::close(fd_); }
   void Sequence(int64_t n, int64_t* out) const override {
     const int64_t count = seq_len_ + 1;
@@ -61,23 +62,14 @@ class FileTokens final : public TokenSource {
                                                          : ": unexpected end of file"));
       done += static_cast<size_t>(got);
     }
-    for (int64_t t = 0; t < count; ++t) {
-      const unsigned char* p = bytes.data() + t * width_;
-      uint32_t id = 0;
-      for (int b = width_ - 1; b >= 0; --b) id = (id << 8) | p[b];  // little-endian
-      if (static_cast<int64_t>(id) >= vocab_)
-        throw InputError({path_}, "--data",
-                         "token " + std::to_string(first + t) + " is " + std::to_string(id) +
-                             ", outside the model's vocabulary 0.." + std::to_string(vocab_ - 1) +
-                             " (wrong --data-dtype?)");
-      out[t] = id;
-    }
+    DecodeTokenIds(bytes.data(), count, dtype_, vocab_, first, path_, out);
   }
   int64_t seq_len() const override { return seq_len_; }
 
  private:
   std::string path_;
   int fd_;
+  TokenDtype dtype_;
   int width_;
   int64_t windows_, vocab_, seq_len_;
 };
@@ -88,16 +80,8 @@ std::unique_ptr<TokenSource> MakeSyntheticTokens(uint64_t seed, int64_t vocab, i
   return std::make_unique<SyntheticTokens>(seed, vocab, seq_len);
 }
 
-TokenDtype ParseTokenDtype(const std::string& name, const std::string& field) {
-  if (name == "uint16") return TokenDtype::kUint16;
-  if (name == "uint32") return TokenDtype::kUint32;
-  throw InputError({"<command line>"}, field, "'" + name + "' is not one of: uint16, uint32");
-}
-
 std::unique_ptr<TokenSource> OpenTokenFile(const std::string& path, TokenDtype dtype,
                                            int64_t vocab, int64_t seq_len, int64_t min_sequences) {
-  const int width = dtype == TokenDtype::kUint16 ? 2 : 4;
-  const char* dtype_name = dtype == TokenDtype::kUint16 ? "uint16" : "uint32";
   const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
   if (fd < 0)
     throw InputError({path}, "--data", "cannot open the token file: " + std::string(std::strerror(errno)));
@@ -106,22 +90,14 @@ std::unique_ptr<TokenSource> OpenTokenFile(const std::string& path, TokenDtype d
     ::close(fd);
     throw InputError({path}, "--data", "not a regular file");
   }
-  const int64_t bytes = static_cast<int64_t>(st.st_size);
-  if (bytes % width != 0) {
+  int64_t windows = 0;
+  try {
+    windows = TokenFileWindows(static_cast<int64_t>(st.st_size), dtype, seq_len, min_sequences, path);
+  } catch (...) {
     ::close(fd);
-    throw InputError({path}, "--data",
-                     std::to_string(bytes) + " bytes is not a whole number of " + dtype_name +
-                         " ids (" + std::to_string(width) + " bytes each); wrong --data-dtype?");
+    throw;
   }
-  const int64_t windows = bytes / width / (seq_len + 1);
-  if (windows < std::max<int64_t>(min_sequences, 1)) {
-    ::close(fd);
-    throw InputError({path}, "--data",
-                     "too short: " + std::to_string(bytes / width) + " tokens make " +
-                         std::to_string(windows) + " sequences of " + std::to_string(seq_len + 1) +
-                         " tokens; one global batch needs " + std::to_string(min_sequences));
-  }
-  return std::make_unique<FileTokens>(path, fd, width, windows, vocab, seq_len);
+  return std::make_unique<FileTokens>(path, fd, dtype, windows, vocab, seq_len);
 }
 
 at::Tensor MicroBatchTokens(const TokenSource& source, const BatchShard& shard, int64_t step,

@@ -18,6 +18,8 @@
 #include <memory>
 #include <string>
 
+#include "executor/token_file.h"
+
 namespace meshplan {
 
 class TokenSource {
@@ -30,10 +32,7 @@ class TokenSource {
 
 std::unique_ptr<TokenSource> MakeSyntheticTokens(uint64_t seed, int64_t vocab, int64_t seq_len);
 
-enum class TokenDtype { kUint16, kUint32 };
-// "uint16" | "uint32"; anything else throws InputError on field `field`.
-TokenDtype ParseTokenDtype(const std::string& name, const std::string& field = "--data-dtype");
-// min_sequences: the windows one global batch needs.
+// min_sequences: the windows one global batch needs (the file's checks: token_file.h).
 std::unique_ptr<TokenSource> OpenTokenFile(const std::string& path, TokenDtype dtype,
                                            int64_t vocab, int64_t seq_len, int64_t min_sequences);
 

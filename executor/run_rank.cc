@@ -5,7 +5,10 @@
 #include <torch/version.h>  // TORCH_VERSION only (a tiny header)
 #include <unistd.h>
 
+#include <fmt/format.h>
+
 #include <algorithm>
+#include <cmath>
 #include <memory>
 #include <stdexcept>
 
@@ -28,6 +31,15 @@ std::unique_ptr<TokenSource> MakeTokenSource(const PlanFile& pf, const RunOption
     return MakeSyntheticTokens(options.seed, pf.model.vocab_size, pf.training.seq_len);
   return OpenTokenFile(options.data, ParseTokenDtype(options.data_dtype), pf.model.vocab_size,
                        pf.training.seq_len, pf.training.global_batch);
+}
+
+// Why this rank stops at a step whose loss is not finite.
+std::string NonFiniteLossReason(const StepLog& log, const DeviceMesh& mesh) {
+  std::string why = fmt::format("step {}: the loss is {}", log.step, log.loss);
+  if (log.first_nonfinite_microbatch >= 0)
+    why += fmt::format("; rank {}: micro-batch {} gave the first non-finite loss",
+                       mesh.world_rank(), log.first_nonfinite_microbatch);
+  return why;
 }
 
 void MergePhasePeaks(std::vector<PhasePeak>& into, const std::vector<PhasePeak>& step) {
@@ -84,22 +96,34 @@ RankMeasurement RunRank(const PlanFile& pf, const RunOptions& options, const Dev
   const std::unique_ptr<TokenSource> data = MakeTokenSource(pf, options);
   Trainer trainer(pf.model, pf.training, mesh, *data, options.seed, probe, device);
   if (!options.resume_dir.empty()) LoadSnapshot(options.resume_dir, trainer);
+  const auto milestone = [&options] {
+    if (options.milestone) options.milestone();
+  };
+  milestone();  // the state is ready
 
   RankMeasurement out;
   out.rank = mesh.world_rank();
   out.first_step = trainer.step();
   out.resident_bytes = probe->live_bytes();
   while (trainer.step() < options.steps) {
+    milestone();
     const StepLog log = trainer.Step();
+    if (!std::isfinite(log.loss)) {  // the same loss on every rank: all stop here
+      out.stop_reason = NonFiniteLossReason(log, mesh);
+      break;
+    }
     out.losses.push_back(log.loss);
     out.peak_memory_bytes = std::max(out.peak_memory_bytes, log.peak_bytes);
     out.peak_reserved_bytes = std::max(out.peak_reserved_bytes, log.peak_reserved_bytes);
     MergePhasePeaks(out.phase_peaks, log.phase_peaks);
     if (options.save_every > 0 && log.step % options.save_every == 0)
       SaveSnapshot(options.snapshot_dir, trainer);
+    milestone();
     if (options.after_step) options.after_step(log.step);
+    if (options.tamper) options.tamper(log.step, trainer);
   }
   out.step_times_s = trainer.timer().times_s();
+  out.step_times_s.resize(out.losses.size());  // not the step whose loss was not finite
   return out;
 }
 
@@ -124,8 +148,21 @@ MeasurementEnvironment CurrentEnvironment(const PlanFile& pf, const at::Device& 
 
 Measurement CombineRankMeasurements(const PlanFile& pf, const RunOptions& options,
                                     const std::vector<RankMeasurement>& ranks) {
-  return CombineRanks(CurrentEnvironment(pf, options.device), options.warmup_steps,
-                      pf.training.tokens_per_step(), ranks);
+  Measurement m = CombineRanks(CurrentEnvironment(pf, options.device), options.warmup_steps,
+                               pf.training.tokens_per_step(), ranks);
+  // Every rank stopped at the same step; the ranks that saw the first non-finite
+  // micro-batch loss say so after "; ".
+  std::string where;
+  for (const RankMeasurement& r : ranks) {
+    if (r.stop_reason.empty()) continue;
+    if (m.stop_reason.empty()) m.stop_reason = r.stop_reason.substr(0, r.stop_reason.find("; "));
+    if (const size_t at = r.stop_reason.find("; "); at != std::string::npos)
+      where += (where.empty() ? "" : ", ") + r.stop_reason.substr(at + 2);
+  }
+  if (!m.stop_reason.empty())
+    m.stop_reason += where.empty() ? " (every micro-batch loss was finite: the sum overflowed)"
+                                   : " (" + where + ")";
+  return m;
 }
 
 }  // namespace meshplan

@@ -20,6 +20,8 @@
 
 namespace meshplan {
 
+class Trainer;
+
 struct RunOptions {
   int64_t steps = 10;          // the step count to reach (a resumed run does the rest)
   int64_t warmup_steps = 2;    // first steps of this run left out of the timing
@@ -33,6 +35,11 @@ struct RunOptions {
   at::Device device = at::kCPU;
   // Called after each step with its 1-based number (tests: fail at a step).
   std::function<void(int64_t step)> after_step;
+  // Tests: called after each step with the trainer (to break its state on purpose).
+  std::function<void(int64_t step, Trainer& trainer)> tamper;
+  // Called at each milestone, the same sequence on every rank: the state ready (restored
+  // or fresh), then each step's start and end (executor/launch/rank_status.h).
+  std::function<void()> milestone;
 };
 
 // Why this executor cannot run a plan that the planner's rules accept (Validate, checked
@@ -44,13 +51,18 @@ std::vector<std::string> ExecutorLimitations(const PlanFile& plan_file);
 
 // One rank. mesh.plan() must equal plan_file.plan (std::invalid_argument otherwise); bad
 // options (data file, snapshot) throw InputError; communication failures std::runtime_error.
+// A loss that is not finite (NaN, inf) stops training at the step it appears on every rank
+// (the logged loss is the same on all of them): the result then holds the steps done
+// before it and stop_reason says which step, and on this rank which micro-batch, if any.
 RankMeasurement RunRank(const PlanFile& plan_file, const RunOptions& options,
                         const DeviceMesh& mesh);
 
 // The environment of this process (device, attention core, LibTorch version, host,
 // threads) and the plan.
 MeasurementEnvironment CurrentEnvironment(const PlanFile& plan_file, const at::Device& device);
-// Rank 0: every rank's result (in world-rank order) -> measured.json's content.
+// Rank 0: every rank's result (in world-rank order) -> measured.json's content. When the
+// ranks stopped early, stop_reason says why, naming the ranks and micro-batches where the
+// loss first was not finite.
 Measurement CombineRankMeasurements(const PlanFile& plan_file, const RunOptions& options,
                                     const std::vector<RankMeasurement>& ranks);
 

@@ -1,21 +1,23 @@
-// Snapshot files: a magic line, a JSON header line, raw tensor bytes (see snapshot.h).
+// Snapshots: writing this rank's file (format: snapshot_format.h) and the verified,
+// agreed resume (see snapshot.h).
 #include "executor/snapshot.h"
 
 #include <fcntl.h>
 #include <unistd.h>
 
 #include <fmt/format.h>
-#include <nlohmann/json.hpp>
 
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <optional>
+#include <sstream>
 #include <stdexcept>
 #include <vector>
 
+#include "executor/checksum.h"
 #include "planner/atomic_file.h"
-#include "planner/input_error.h"
 #include "planner/mesh_layout.h"
 #include "planner/names.h"
 
@@ -24,12 +26,6 @@ namespace meshplan {
 namespace {
 
 namespace fs = std::filesystem;
-using nlohmann::json;
-
-constexpr const char* kMagic = "MESHPLAN-SNAPSHOT 1";
-
-std::string StepDirName(int64_t step) { return fmt::format("step_{:08d}", step); }
-std::string RankFileName(int rank) { return fmt::format("rank_{:05d}.bin", rank); }
 
 // The tensors a rank saves, in file order, with their names.
 std::vector<std::pair<std::string, at::Tensor>> StateTensors(Trainer& trainer) {
@@ -45,18 +41,26 @@ std::vector<std::pair<std::string, at::Tensor>> StateTensors(Trainer& trainer) {
   return out;
 }
 
-json Header(Trainer& trainer) {
-  json tensors = json::array();
+// What the file of this rank's state at `step` is: the header it is written with, and what
+// a resume expects.
+SnapshotIdentity IdentityOf(Trainer& trainer, int64_t step) {
+  const ModelSpec& model = trainer.model().spec();
+  SnapshotIdentity id;
+  id.step = step;
+  id.rank = SnapshotFileRank(trainer.plan(), trainer.mesh().world_rank());
+  id.world_size = trainer.mesh().world_size();
+  id.plan = ToPlanString(trainer.plan());
+  id.dp = trainer.plan().dp;
+  id.zero = trainer.plan().zero_stage;
+  id.model = model.name;
+  id.model_shape = {{"vocab", model.vocab_size},   {"hidden", model.hidden},
+                    {"layers", model.layers},      {"heads", model.heads},
+                    {"kv_heads", model.kv_heads},  {"ffn_hidden", model.ffn_hidden},
+                    {"tied_embeddings", model.tied_embeddings ? 1 : 0}};
+  id.precision = ToString(trainer.training().precision);
   for (const auto& [name, t] : StateTensors(trainer))
-    tensors.push_back({{"name", name}, {"numel", t.numel()}, {"dtype", c10::toString(t.scalar_type())}});
-  return json{{"step", trainer.step()},
-              {"precision", ToString(trainer.training().precision)},
-              {"model", trainer.model().spec().name},
-              {"plan", ToPlanString(trainer.plan())},
-              {"dp", trainer.plan().dp},
-              {"zero", trainer.plan().zero_stage},
-              {"rank", trainer.mesh().world_rank()},
-              {"tensors", tensors}};
+    id.tensors.push_back({name, t.numel(), c10::toString(t.scalar_type())});
+  return id;
 }
 
 void WriteAll(int fd, const void* data, size_t bytes, const std::string& path) {
@@ -64,7 +68,9 @@ void WriteAll(int fd, const void* data, size_t bytes, const std::string& path) {
   while (bytes > 0) {
     const ssize_t n = ::write(fd, p, bytes);
     if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) throw std::runtime_error("cannot write " + path + ": " + std::strerror(errno));
+    if (n <= 0)
+      throw std::runtime_error("cannot write the snapshot file " + path + ": " +
+                               std::strerror(n < 0 ? errno : ENOSPC));
     p += n;
     bytes -= static_cast<size_t>(n);
   }
@@ -77,12 +83,18 @@ void WriteFileSynced(const std::string& path, Fn&& write_body) {
   if (fd < 0) throw std::runtime_error("cannot create " + path + ": " + std::strerror(errno));
   try {
     write_body(fd);
-    if (::fsync(fd) != 0) throw std::runtime_error("cannot fsync " + path);
+    if (::fsync(fd) != 0)
+      throw std::runtime_error("cannot fsync " + path + ": " + std::strerror(errno));
   } catch (...) {
     ::close(fd);
+    ::unlink(path.c_str());  // a partial temporary file only takes space
     throw;
   }
-  ::close(fd);
+  if (::close(fd) != 0) {  // NFS and friends report a failed write-back here
+    const int error = errno;
+    ::unlink(path.c_str());
+    throw std::runtime_error("cannot write " + path + ": " + std::strerror(error));
+  }
 }
 
 void SyncDirectory(const fs::path& dir) {
@@ -91,6 +103,95 @@ void SyncDirectory(const fs::path& dir) {
     ::fsync(fd);
     ::close(fd);
   }
+}
+
+// The step DIR/latest names (InputError when there is none, or it is not a step directory
+// inside DIR).
+int64_t LatestStep(const std::string& dir) {
+  const fs::path latest = fs::path(dir) / "latest";
+  std::ifstream in(latest, std::ios::binary);
+  std::string text(64, '\0');
+  if (in) {
+    in.read(text.data(), static_cast<std::streamsize>(text.size()));
+    text.resize(static_cast<size_t>(in.gcount()));
+  }
+  if (!in.is_open() || text.empty())
+    throw InputError({latest.string()}, "latest",
+                     "no complete snapshot in " + dir + " (its `latest` is missing or empty)");
+  return ParseLatestPointer(text, latest.string());
+}
+
+// This rank's file of the snapshot DIR/latest names, verified against the run: the
+// header it was checked with, or the refusal.
+struct Verdict {
+  std::string path;
+  SnapshotHeader header;
+  std::optional<InputError> refusal;
+};
+
+Verdict VerifyOwnFile(const std::string& dir, Trainer& trainer) {
+  Verdict v;
+  v.path = dir;
+  try {
+    const int64_t step = LatestStep(dir);
+    const fs::path step_dir = fs::path(dir) / SnapshotStepDirName(step);
+    const int file_rank = SnapshotFileRank(trainer.plan(), trainer.mesh().world_rank());
+    v.path = (step_dir / SnapshotRankFileName(file_rank)).string();
+    if (fs::is_symlink(step_dir) || fs::is_symlink(v.path))
+      throw InputError({v.path}, "file",
+                       "a symbolic link: snapshot files are read only from inside " + dir);
+    v.header = VerifySnapshotFile(v.path, IdentityOf(trainer, step));
+  } catch (const InputError& e) {
+    v.refusal = e;
+  } catch (const std::exception& e) {  // a file system error: refused like damage
+    v.refusal = InputError({v.path}, "file", e.what());
+  }
+  return v;
+}
+
+// Every rank's verdict to every rank: the world ranks that refused (an all-reduce of one
+// flag per rank along each mesh dimension in turn, which sums over the whole world).
+std::vector<int> RanksThatRefused(const DeviceMesh& mesh, bool refused) {
+  at::Tensor flags = at::zeros({mesh.world_size()}, at::kDouble);
+  if (refused) flags[mesh.world_rank()] = 1.0;
+  for (const MeshDim dim : kAllMeshDims)
+    if (mesh.size(dim) > 1) mesh.comm(dim).AllReduceSum(flags);
+  std::vector<int> out;
+  const auto* f = flags.data_ptr<double>();
+  for (int r = 0; r < mesh.world_size(); ++r)
+    if (f[r] > 0.5) out.push_back(r);
+  return out;
+}
+
+// Reads the tensors of a verified file into the trainer's state, hashing them again: a
+// file that changed since it was verified is reported (the state is then half-loaded).
+void LoadVerified(const Verdict& v, Trainer& trainer) {
+  std::ifstream in(v.path, std::ios::binary);
+  if (!in) throw std::runtime_error("cannot reopen the snapshot file " + v.path);
+  std::string head(static_cast<size_t>(v.header.header_bytes), '\0');
+  in.read(head.data(), static_cast<std::streamsize>(head.size()));
+  Xxh64 hash;
+  hash.Update(head.data(), head.size());
+  for (const auto& [name, t] : StateTensors(trainer)) {
+    at::Tensor host = at::empty_like(t, at::TensorOptions(at::kCPU)).contiguous();
+    in.read(static_cast<char*>(host.data_ptr()), static_cast<std::streamsize>(host.nbytes()));
+    if (!in) throw std::runtime_error("the snapshot file " + v.path + " shrank while it was loaded");
+    hash.Update(host.data_ptr(), static_cast<size_t>(host.nbytes()));
+    at::Tensor target = t;
+    target.copy_(host);
+  }
+  std::string trailer(static_cast<size_t>(kSnapshotTrailerBytes), '\0');
+  in.read(trailer.data(), static_cast<std::streamsize>(trailer.size()));
+  trailer.resize(static_cast<size_t>(in.gcount()));
+  if (ParseSnapshotTrailer(trailer, v.path) != hash.Digest())
+    throw std::runtime_error("the snapshot file " + v.path +
+                             " changed while it was loaded (it was verified before)");
+}
+
+std::string JoinRanks(const std::vector<int>& ranks) {
+  std::string out;
+  for (int r : ranks) out += (out.empty() ? "" : ", ") + std::to_string(r);
+  return out;
 }
 
 }  // namespace
@@ -106,16 +207,30 @@ int SnapshotFileRank(const ParallelPlan& plan, int world_rank) {
 std::string WriteSnapshotTemp(const std::string& dir, Trainer& trainer) {
   const int rank = trainer.mesh().world_rank();
   if (SnapshotFileRank(trainer.plan(), rank) != rank) return "";  // a ZeRO-0 replica
-  const fs::path step_dir = fs::path(dir) / StepDirName(trainer.step());
-  fs::create_directories(step_dir);
-  const std::string path = (step_dir / RankFileName(rank)).string() + ".tmp";
-  const std::string header = std::string(kMagic) + "\n" + Header(trainer).dump() + "\n";
+  const fs::path step_dir = fs::path(dir) / SnapshotStepDirName(trainer.step());
+  std::error_code error;
+  fs::create_directories(step_dir, error);
+  if (error)
+    throw std::runtime_error("cannot create the snapshot directory " + step_dir.string() + ": " +
+                             error.message());
+  const std::string path = (step_dir / SnapshotRankFileName(rank)).string() + ".tmp";
+  const std::string header = FormatSnapshotHeader(IdentityOf(trainer, trainer.step()));
   WriteFileSynced(path, [&](int fd) {
+    Xxh64 hash;
     WriteAll(fd, header.data(), header.size(), path);
+    hash.Update(header.data(), header.size());
     for (const auto& [name, t] : StateTensors(trainer)) {
       const at::Tensor c = t.to(at::kCPU).contiguous();  // a device tensor: a host copy
+      const std::string dtype = c10::toString(c.scalar_type());
+      if (const int64_t bad = FirstNonFinite(c.data_ptr(), c.numel(), dtype); bad >= 0)
+        throw std::runtime_error(fmt::format(
+            "not saving a snapshot of step {}: {} holds a NaN or infinity at element {}",
+            trainer.step(), name, bad));
       WriteAll(fd, c.data_ptr(), static_cast<size_t>(c.nbytes()), path);
+      hash.Update(c.data_ptr(), static_cast<size_t>(c.nbytes()));
     }
+    const std::string trailer = FormatSnapshotTrailer(hash.Digest());
+    WriteAll(fd, trailer.data(), trailer.size(), path);
   });
   return path;
 }
@@ -129,7 +244,7 @@ void PublishSnapshotFile(const std::string& temp_path) {
 
 void CommitSnapshot(const std::string& dir, int64_t step) {
   const fs::path latest = fs::path(dir) / "latest";
-  WriteFileAtomically(latest.string(), StepDirName(step) + "\n");
+  WriteFileAtomically(latest.string(), SnapshotStepDirName(step) + "\n");
 }
 
 void SaveSnapshot(const std::string& dir, Trainer& trainer) {
@@ -141,58 +256,20 @@ void SaveSnapshot(const std::string& dir, Trainer& trainer) {
 }
 
 int64_t LoadSnapshot(const std::string& dir, Trainer& trainer) {
-  const fs::path latest = fs::path(dir) / "latest";
-  std::ifstream latest_in(latest);
-  std::string step_name;
-  if (!latest_in || !(latest_in >> step_name))
-    throw InputError({dir}, "--resume", "no complete snapshot here (" + latest.string() +
-                                            " is missing or empty)");
-  const int file_rank = SnapshotFileRank(trainer.plan(), trainer.mesh().world_rank());
-  const fs::path path = fs::path(dir) / step_name / RankFileName(file_rank);
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw InputError({path.string()}, "--resume", "cannot open the rank's snapshot file");
-  std::string magic, header_line;
-  std::getline(in, magic);
-  std::getline(in, header_line);
-  if (magic != kMagic) throw InputError({path.string()}, "--resume", "not a meshplan snapshot");
-  json header;
-  try {
-    header = json::parse(header_line);
-  } catch (const json::exception& e) {
-    throw InputError({path.string()}, "--resume", std::string("corrupt header: ") + e.what());
-  }
-  const auto mismatch = [&](const std::string& what, const std::string& saved,
-                            const std::string& now) {
-    throw InputError({path.string()}, "--resume",
-                     "the snapshot was saved with " + what + " " + saved + ", this run has " + now);
-  };
-  if (header.value("model", "") != trainer.model().spec().name)
-    mismatch("model", header.value("model", "?"), trainer.model().spec().name);
-  if (header.value("dp", int64_t{-1}) != trainer.plan().dp)
-    mismatch("dp", std::to_string(header.value("dp", int64_t{-1})), std::to_string(trainer.plan().dp));
-  if (header.value("zero", -1) != trainer.plan().zero_stage)
-    mismatch("zero", std::to_string(header.value("zero", -1)),
-             std::to_string(trainer.plan().zero_stage));
-  if (header.value("plan", "") != ToPlanString(trainer.plan()))
-    mismatch("plan", header.value("plan", "?"), ToPlanString(trainer.plan()));
-  const std::string precision = ToString(trainer.training().precision);
-  if (header.value("precision", "fp32") != precision)  // older snapshots: fp32 only
-    mismatch("precision", header.value("precision", "fp32"), precision);
-  const auto tensors = StateTensors(trainer);
-  const json& listed = header.at("tensors");
-  if (listed.size() != tensors.size())
-    mismatch("tensor count", std::to_string(listed.size()), std::to_string(tensors.size()));
-  for (size_t i = 0; i < tensors.size(); ++i) {
-    const auto& [name, t] = tensors[i];
-    if (listed[i].value("name", "") != name || listed[i].value("numel", int64_t{-1}) != t.numel())
-      mismatch("tensor " + std::to_string(i), listed[i].dump(), name + "[" + std::to_string(t.numel()) + "]");
-    at::Tensor host = at::empty_like(t, at::TensorOptions(at::kCPU));  // read, then placed
-    in.read(static_cast<char*>(host.data_ptr()), static_cast<std::streamsize>(host.nbytes()));
-    if (!in) throw InputError({path.string()}, "--resume", "truncated at tensor " + name);
-    at::Tensor target = t;
-    target.copy_(host);
-  }
-  const int64_t step = header.at("step").get<int64_t>();
+  // 1. This rank's file, verified completely (nothing is loaded yet).
+  const Verdict verdict = VerifyOwnFile(dir, trainer);
+  // 2. Every rank learns every verdict: all load, or none does.
+  const std::vector<int> refused = RanksThatRefused(trainer.mesh(), verdict.refusal.has_value());
+  if (verdict.refusal) throw *verdict.refusal;
+  if (!refused.empty())
+    throw SnapshotRefusedElsewhere(
+        {dir}, "--resume",
+        fmt::format("rank{} {} refused {} snapshot file (see {} message); no rank resumes",
+                    refused.size() > 1 ? "s" : "", JoinRanks(refused),
+                    refused.size() > 1 ? "their" : "its", refused.size() > 1 ? "their" : "its"));
+  // 3. Load.
+  LoadVerified(verdict, trainer);
+  const int64_t step = verdict.header.identity.step;
   trainer.engine().SyncParamsFromShards();
   trainer.set_step(step);
   return step;

@@ -10,6 +10,8 @@
 // pass, issues the same all-gathers in the same order.
 #include "executor/trainer.h"
 
+#include <cmath>
+
 #include <algorithm>
 #include <stdexcept>
 #include <utility>
@@ -106,6 +108,7 @@ StepLog Trainer::SingleStageStep() {
   // Summed on the device (in fp64, as the host would): one host sync per step, not one
   // per micro-batch.
   at::Tensor loss_sum = at::zeros({}, activations_.dtype(at::kDouble));
+  std::vector<std::pair<int64_t, at::Tensor>> losses;  // per micro-batch, for a NaN's origin
   for (int64_t i = 0; i < count; ++i) {
     MicroBatch mb;
     LoadTokens(i, true, true, mb);
@@ -113,6 +116,7 @@ StepLog Trainer::SingleStageStep() {
     at::Tensor loss;
     ForwardChunk(chunk, mb, {}, &loss);
     loss_sum.add_(loss);
+    losses.emplace_back(i, loss);
     EndPhase("forward", log);
     BackwardChunk(chunk, mb, {}, 1.0 / static_cast<double>(count));
     engine_.EndBackward();
@@ -120,7 +124,9 @@ StepLog Trainer::SingleStageStep() {
   }
   // The global-batch loss: the mean over micro-batches, cp ranks (each the mean over its
   // S/cp tokens) and dp ranks (equal token counts): one all-reduce over the dp x cp group.
-  at::Tensor loss = at::full({1}, loss_sum.item<double>() / static_cast<double>(count), at::kDouble);
+  const double local_sum = loss_sum.item<double>();
+  if (!std::isfinite(local_sum)) log.first_nonfinite_microbatch = FirstNonFinite(losses);
+  at::Tensor loss = at::full({1}, local_sum / static_cast<double>(count), at::kDouble);
   Communicator& replicas = mesh_.weight_replicas();
   replicas.AllReduceSum(loss);
   log.loss = loss.item<double>() / static_cast<double>(replicas.size());
@@ -129,6 +135,12 @@ StepLog Trainer::SingleStageStep() {
   EndPhase("optimizer", log);
   log.step = ++step_;
   return log;
+}
+
+int64_t Trainer::FirstNonFinite(const std::vector<std::pair<int64_t, at::Tensor>>& losses) {
+  for (const auto& [microbatch, loss] : losses)
+    if (!std::isfinite(loss.item<double>())) return microbatch;
+  return -1;
 }
 
 // ---------------------------------------------------------------------------------------

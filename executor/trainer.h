@@ -37,6 +37,9 @@ namespace meshplan {
 struct StepLog {
   int64_t step = 0;         // 1-based number of the step just done
   double loss = 0;          // global-batch mean cross-entropy (same on every rank)
+  // When the loss is not finite: this rank's first micro-batch whose loss was not (-1 when
+  // all of its were finite, or it computes none: not the last pipeline stage).
+  int64_t first_nonfinite_microbatch = -1;
   double time_s = 0;        // wall time of the whole step (batch to update)
   std::vector<PhasePeak> phase_peaks;  // forward / backward / optimizer (with a probe)
   int64_t peak_bytes = 0;   // max over the phases
@@ -90,6 +93,9 @@ class Trainer {
   std::vector<int64_t> BoundaryShape() const;  // what crosses a stage boundary: (B,S,E)
   void BeginPhase();
   void EndPhase(const char* phase, StepLog& log);
+  // The first of `losses` (micro-batch -> its loss scalar) that is not finite, or -1. Read
+  // only when the step's loss is not finite: no host sync otherwise.
+  static int64_t FirstNonFinite(const std::vector<std::pair<int64_t, at::Tensor>>& losses);
 
   ModelSpec spec_;
   TrainingSpec training_;

@@ -1,5 +1,6 @@
 // One rank's pipeline-parallel step (pp > 1): the schedule's items in order (see
 // trainer.h and executor/parallel/pipeline_p2p.h).
+#include <cmath>
 #include <map>
 #include <stdexcept>
 #include <utility>
@@ -20,6 +21,7 @@ StepLog Trainer::PipelineStep() {
   std::map<std::pair<int32_t, int32_t>, MicroBatch> in_flight;  // (micro-batch, chunk)
   engine_.BeginStep(m);
   at::Tensor loss_sum = at::zeros({}, activations_.dtype(at::kDouble));  // last stage: on the device
+  std::vector<std::pair<int64_t, at::Tensor>> losses;  // last stage, for a NaN's origin
   for (const ScheduleItem& item : StageOrder(plan_.schedule, pp, v, m, rank)) {
     if (item.pass == PipelinePass::kWeight) continue;  // zb_h1: W runs inside B
     channels.Reap();
@@ -34,8 +36,12 @@ StepLog Trainer::PipelineStep() {
       if (stage > 0) x = channels.Receive(PipelineTensor::kActivation, item.microbatch, stage);
       at::Tensor loss;
       at::Tensor y = ForwardChunk(chunk, mb, std::move(x), &loss);
-      if (stage == last) loss_sum.add_(loss);
-      else channels.Send(PipelineTensor::kActivation, item.microbatch, stage + 1, std::move(y));
+      if (stage == last) {
+        loss_sum.add_(loss);
+        losses.emplace_back(item.microbatch, loss);
+      } else {
+        channels.Send(PipelineTensor::kActivation, item.microbatch, stage + 1, std::move(y));
+      }
       EndPhase("forward", log);
       continue;
     }
@@ -54,7 +60,9 @@ StepLog Trainer::PipelineStep() {
   channels.FinishStep();
   // The global-batch loss: the last stage's mean over micro-batches, broadcast over pp from
   // the last pp rank, then averaged over dp x cp (equal token counts).
-  at::Tensor loss = at::full({1}, loss_sum.item<double>() / static_cast<double>(m), at::kDouble);
+  const double local_sum = loss_sum.item<double>();
+  if (!std::isfinite(local_sum)) log.first_nonfinite_microbatch = FirstNonFinite(losses);
+  at::Tensor loss = at::full({1}, local_sum / static_cast<double>(m), at::kDouble);
   pp_.Broadcast(loss, static_cast<int>(pp - 1));
   Communicator& replicas = mesh_.weight_replicas();
   replicas.AllReduceSum(loss);

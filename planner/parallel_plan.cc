@@ -3,13 +3,20 @@
 #include <charconv>
 #include <sstream>
 
+#include <climits>
+
+#include "planner/checked_math.h"
 #include "planner/input_error.h"
+#include "planner/limits.h"
 #include "planner/names.h"
 
 namespace meshplan {
 namespace {
 
 std::string Str(int64_t v) { return std::to_string(v); }
+
+// A product for a message: its value, or "more than 2^63" when it overflows.
+std::string Str(std::optional<int64_t> v) { return v ? Str(*v) : "more than 2^63"; }
 
 }  // namespace
 
@@ -40,19 +47,24 @@ PlanConstraintMask CheckPlan(const ParallelPlan& plan, const ModelSpec& model,
     if (broken) out |= MaskOf(c);
   };
   fail_if(plan.zero_stage < 0 || plan.zero_stage > 3, C::kZeroStageRange);
-  fail_if(world_size > 0 && plan.world_size() != world_size, C::kWorldSize);
+  // Every product below is checked (planner/checked_math.h): one that overflows int64 is
+  // larger than any world size, layer count, sequence or batch, so its rule is broken.
+  const std::optional<int64_t> world = CheckedProduct({plan.dp, plan.tp, plan.pp, plan.cp});
+  fail_if(world_size > 0 && world != world_size, C::kWorldSize);
   fail_if(tp_group_limit > 0 && tp_group_limit % plan.tp != 0, C::kTpWithinNode);
   fail_if(model.heads % plan.tp != 0, C::kTpDividesHeads);
   fail_if(model.kv_heads % plan.tp != 0, C::kTpDividesKvHeads);
   fail_if(model.ffn_hidden % plan.tp != 0, C::kTpDividesFfn);
-  fail_if(model.layers % (plan.pp * plan.virtual_stages) != 0, C::kPpDividesLayers);
+  const std::optional<int64_t> chunks = CheckedMul(plan.pp, plan.virtual_stages);
+  fail_if(!chunks || model.layers % *chunks != 0, C::kPpDividesLayers);
   // Causal load balancing gives each cp rank one early and one late chunk: 2*cp chunks.
-  const int64_t cp_chunks = plan.cp > 1 ? 2 * plan.cp : 1;
-  fail_if(training.seq_len % cp_chunks != 0, C::kCpDividesSeq);
+  const std::optional<int64_t> cp_chunks = plan.cp > 1 ? CheckedMul(2, plan.cp) : std::optional<int64_t>(1);
+  fail_if(!cp_chunks || training.seq_len % *cp_chunks != 0, C::kCpDividesSeq);
   fail_if(model.max_seq > 0 && training.seq_len > model.max_seq, C::kSeqWithinMax);
   fail_if(plan.sequence_parallel && plan.tp == 1, C::kSpNeedsTp);
   fail_if(plan.sequence_parallel && (training.seq_len / plan.cp) % plan.tp != 0, C::kTpDividesSeq);
-  const bool batch_divides = training.global_batch % (plan.dp * plan.micro_batch) == 0;
+  const std::optional<int64_t> per_step = CheckedMul(plan.dp, plan.micro_batch);
+  const bool batch_divides = per_step && training.global_batch % *per_step == 0;
   fail_if(!batch_divides, C::kBatchDivides);
   const bool interleaved = plan.schedule == PipelineSchedule::kInterleaved;
   fail_if(plan.virtual_stages > 1 && !interleaved, C::kVppNeedsInterleaved);
@@ -84,7 +96,8 @@ std::string ViolationMessage(PlanConstraint c, const ParallelPlan& plan, const M
       return "zero=" + Str(plan.zero_stage) + " must be one of 0, 1, 2, 3";
     case C::kWorldSize:
       return "dp*tp*pp*cp = " + Str(plan.dp) + "*" + Str(plan.tp) + "*" + Str(plan.pp) + "*" +
-             Str(plan.cp) + " = " + Str(plan.world_size()) + ", but the cluster has " +
+             Str(plan.cp) + " = " + Str(CheckedProduct({plan.dp, plan.tp, plan.pp, plan.cp})) +
+             ", but the cluster has " +
              Str(world_size) + " GPUs";
     case C::kTpWithinNode:
       return "tp=" + Str(plan.tp) + " does not divide the " + Str(tp_group_limit) +
@@ -100,7 +113,7 @@ std::string ViolationMessage(PlanConstraint c, const ParallelPlan& plan, const M
       return "pp*vpp=" + Str(plan.pp) + "*" + Str(plan.virtual_stages) +
              " does not divide layers=" + Str(model.layers);
     case C::kCpDividesSeq:
-      return "seq=" + Str(training.seq_len) + " is not divisible by 2*cp=" + Str(2 * plan.cp) +
+      return "seq=" + Str(training.seq_len) + " is not divisible by 2*cp=" + Str(CheckedMul(2, plan.cp)) +
              " (load-balanced context parallel)";
     case C::kSeqWithinMax:
       return "seq=" + Str(training.seq_len) + " exceeds the model's max_seq=" + Str(model.max_seq);
@@ -146,13 +159,23 @@ std::vector<PlanViolation> Validate(const ParallelPlan& plan, const ModelSpec& m
 
 namespace {
 
-int64_t ParseInt(const std::string& source, const std::string& key, const std::string& value) {
+// An integer of at most `max` (values below 1 are left to CheckPlan's factors_positive).
+// `allowed` says what is expected when the value is too large.
+int64_t ParseInt(const std::string& source, const std::string& key, const std::string& value,
+                 int64_t max, const std::string& allowed) {
   int64_t out = 0;
   const char* end = value.data() + value.size();
   auto [ptr, ec] = std::from_chars(value.data(), end, out);
+  if (ec == std::errc::result_out_of_range || (ec == std::errc() && ptr == end && out > max))
+    throw InputError({source}, key, "value " + value + " is out of range; expected " + allowed);
   if (ec != std::errc() || ptr != end)
     throw InputError({source}, key, "expected an integer, got '" + value + "'");
   return out;
+}
+
+// "an integer from 1 to 100000000 (kMaxGpus, docs/limits.md)"
+std::string UpTo(int64_t max, const char* bound) {
+  return "an integer from 1 to " + Str(max) + " (" + bound + ", docs/limits.md)";
 }
 
 bool ParseBool(const std::string& source, const std::string& key, const std::string& value) {
@@ -173,13 +196,23 @@ ParallelPlan ParsePlanString(const std::string& text, const std::string& source)
     if (eq == std::string::npos)
       throw InputError({source}, item, "expected key=value (e.g. tp=4)");
     const std::string key = item.substr(0, eq), value = item.substr(eq + 1);
-    if (key == "dp") plan.dp = ParseInt(source, key, value);
-    else if (key == "tp") plan.tp = ParseInt(source, key, value);
-    else if (key == "pp") plan.pp = ParseInt(source, key, value);
-    else if (key == "cp") plan.cp = ParseInt(source, key, value);
-    else if (key == "mbs") plan.micro_batch = ParseInt(source, key, value);
-    else if (key == "vpp") plan.virtual_stages = ParseInt(source, key, value);
-    else if (key == "zero") plan.zero_stage = static_cast<int>(ParseInt(source, key, value));
+    if (key == "dp") plan.dp = ParseInt(source, key, value, kMaxGpus, UpTo(kMaxGpus, "kMaxGpus"));
+    else if (key == "tp") plan.tp = ParseInt(source, key, value, kMaxGpus, UpTo(kMaxGpus, "kMaxGpus"));
+    else if (key == "pp") plan.pp = ParseInt(source, key, value, kMaxGpus, UpTo(kMaxGpus, "kMaxGpus"));
+    else if (key == "cp") plan.cp = ParseInt(source, key, value, kMaxGpus, UpTo(kMaxGpus, "kMaxGpus"));
+    else if (key == "mbs")
+      plan.micro_batch =
+          ParseInt(source, key, value, kMaxGlobalBatch, UpTo(kMaxGlobalBatch, "kMaxGlobalBatch"));
+    else if (key == "vpp")
+      plan.virtual_stages = ParseInt(source, key, value, kMaxVirtualStages,
+                                     UpTo(kMaxVirtualStages, "kMaxVirtualStages"));
+    else if (key == "zero") {
+      constexpr const char* kZeroStages = "one of: 0, 1, 2, 3";
+      const int64_t zero = ParseInt(source, key, value, INT_MAX, kZeroStages);
+      if (zero < INT_MIN)
+        throw InputError({source}, key, "value " + value + " is out of range; expected " + kZeroStages);
+      plan.zero_stage = static_cast<int>(zero);  // 4 parses; CheckPlan reports zero_stage_range
+    }
     else if (key == "sp") plan.sequence_parallel = ParseBool(source, key, value);
     else if (key == "tp_overlap") plan.tp_comm_overlap = ParseBool(source, key, value);
     else if (key == "recompute") {

@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "planner/checked_math.h"
 #include "planner/cluster_spec.h"
 #include "planner/model_spec.h"
 #include "planner/training_spec.h"
@@ -35,10 +36,13 @@ struct ParallelPlan {
   int64_t virtual_stages = 1;     // model chunks per pipeline rank (interleaved only)
   bool tp_comm_overlap = false;   // let TP collectives overlap compute (off: exposed)
 
-  int64_t world_size() const { return dp * tp * pp * cp; }
-  // Micro-batches per step per dp rank: global_batch / (dp * micro_batch).
+  // dp*tp*pp*cp; INT64_MAX when the product overflows (never a real world size).
+  int64_t world_size() const { return CheckedProduct({dp, tp, pp, cp}).value_or(INT64_MAX); }
+  // Micro-batches per step per dp rank: global_batch / (dp * micro_batch); 0 when dp * mbs
+  // is not positive or overflows (CheckPlan() refuses such plans).
   int64_t num_microbatches(int64_t global_batch) const {
-    return global_batch / (dp * micro_batch);
+    const std::optional<int64_t> per_step = CheckedMul(dp, micro_batch);
+    return per_step && *per_step > 0 ? global_batch / *per_step : 0;
   }
   bool operator==(const ParallelPlan&) const = default;
 };
@@ -103,6 +107,9 @@ int64_t TpGroupLimit(const ClusterSpec& cluster, bool allow_tp_across_nodes);
 // "dp=2,tp=4,pp=1,cp=1,zero=1,sp=1,mbs=1,recompute=none,schedule=1f1b,vpp=1";
 // omitted keys keep their defaults. Throws InputError naming the key and the
 // allowed values. `source` names where the string came from in the error.
+// Values above the bounds of planner/limits.h are refused here (dp, tp, pp, cp above
+// kMaxGpus, mbs above kMaxGlobalBatch, vpp above kMaxVirtualStages, zero outside int);
+// values below 1 parse, and CheckPlan() reports them as factors_positive.
 ParallelPlan ParsePlanString(const std::string& text, const std::string& source = "--plan");
 std::string ToPlanString(const ParallelPlan& plan);
 // Only the keys that differ from a default ParallelPlan, in ToPlanString order

@@ -12,6 +12,7 @@ packages=(
   libimgui-dev libglfw3-dev libgl-dev libstb-dev fonts-dejavu-core
   xvfb xauth libgl1-mesa-dri  # the explorer's screenshot test: Xvfb + Mesa software OpenGL
   hyperfine  # scripts/bench_startup.sh: whole-process timings
+  clang libclang-rt-14-dev  # scripts/fuzz.sh: libFuzzer, AddressSanitizer, UBSan runtimes
 )
 
 missing=()

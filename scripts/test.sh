@@ -1,8 +1,13 @@
 #!/usr/bin/env bash
-# README command 2: install what is missing, build, and run every test (CTest).
+# README command 2: install what is missing, build, run every test (CTest), then fuzz every
+# input surface for a bounded time (scripts/fuzz.sh; MESHPLAN_FUZZ_SECONDS per target,
+# default 20; 0 skips it). Extra arguments go to ctest.
 set -euo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
 "$root/scripts/install_deps.sh"
 "$root/scripts/build.sh"
-cd "${MESHPLAN_BUILD_DIR:-$root/build}"
-ctest --output-on-failure -j "$(nproc)" "$@"
+(cd "${MESHPLAN_BUILD_DIR:-$root/build}" && ctest --output-on-failure -j "$(nproc)" "$@")
+fuzz_seconds="${MESHPLAN_FUZZ_SECONDS:-20}"
+if [ "$fuzz_seconds" != "0" ]; then
+  "$root/scripts/fuzz.sh" --seconds "$fuzz_seconds"
+fi

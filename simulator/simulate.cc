@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <iterator>
 
+#include "planner/limits.h"
 #include "simulator/event_sim.h"
 
 namespace meshplan {
@@ -164,6 +165,10 @@ std::string DescribeOp(const SimOp& op) {
 // Run the events -> read each rank's end and stream use -> split each stage's time ->
 // pick the slowest stage -> (optionally) the timeline.
 SimResult SimulateGraph(const StepGraph& g, const SimOptions& options) {
+  if (options.timeline && static_cast<int64_t>(g.ops.size()) > kMaxTraceOps)
+    throw SimulationTooLarge(fmt::format(
+        "a timeline of this step has {} ops; expected at most {} (kMaxTraceOps, docs/limits.md)",
+        g.ops.size(), kMaxTraceOps));
   const EventTrace trace = RunEvents(g);
   SimResult result;
   result.ops = static_cast<int64_t>(g.ops.size());

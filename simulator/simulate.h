@@ -16,7 +16,9 @@
 // The analytic estimate (planner/cost/cost_model.h) and Simulate() time the same work with
 // the same functions; where nothing overlaps and nothing is pipelined they agree to
 // rounding (tests/simulator/agreement_test.cc).
-// Reentrant; allocates the graph and the result.
+// Reentrant; allocates the graph and the result, within the bounds of planner/limits.h:
+// a step of more than kMaxSimOps ops, or a timeline of more than kMaxTraceOps, throws
+// SimulationTooLarge (step_graph.h) instead.
 #pragma once
 
 #include <array>

@@ -3,7 +3,11 @@
 #include <algorithm>
 #include <utility>
 
+#include <fmt/format.h>
+
+#include "planner/checked_math.h"
 #include "planner/cost/flops.h"
+#include "planner/limits.h"
 #include "planner/pipeline_schedule.h"
 
 namespace meshplan {
@@ -118,6 +122,11 @@ class GraphBuilder {
                                        : work_.block;
   }
   int32_t NewOp(const SimOp& op) {
+    if (static_cast<int64_t>(ops_.size()) >= kMaxSimOps)  // op ids are int32_t: far below 2^31
+      throw SimulationTooLarge(fmt::format(
+          "simulating this step takes more than {} ops ({} micro-batches per pipeline stage); "
+          "expected at most {} (kMaxSimOps, docs/limits.md)",
+          kMaxSimOps, work_.micro_batches, kMaxSimOps));
     ops_.push_back(op);
     return static_cast<int32_t>(ops_.size() - 1);
   }
@@ -590,6 +599,15 @@ void GraphBuilder::EmitOptimizer(RankState& rank) {
 
 StepGraph GraphBuilder::Build() {
   const int64_t pp = std::max<int64_t>(work_.pp, 1);
+  // Every micro-batch passes forward and backward through every block, one op at least
+  // each: refuse before allocating anything of that size.
+  const int64_t layers = pp * work_.blocks_per_stage;
+  const std::optional<int64_t> passes = CheckedProduct({2, work_.micro_batches, layers});
+  if (!passes || *passes > kMaxSimOps)
+    throw SimulationTooLarge(fmt::format(
+        "simulating this step takes at least {} ops ({} micro-batches per pipeline stage x {} "
+        "layers x forward and backward); expected at most {} (kMaxSimOps, docs/limits.md)",
+        passes ? std::to_string(*passes) : "2^63", work_.micro_batches, layers, kMaxSimOps));
   split_w_ = SplitsWeightGradients(work_.schedule) && pp > 1;
   for (const Collective& c : work_.block.collectives)
     if (c.dim == MeshDim::kDp && c.position == CollectivePosition::kBeforePart &&

@@ -38,6 +38,8 @@
 #pragma once
 
 #include <cstdint>
+#include <stdexcept>
+#include <string>
 #include <vector>
 
 #include "planner/cluster_spec.h"
@@ -109,7 +111,18 @@ struct StepGraph {
   std::vector<double> link_bandwidth_Bps;
 };
 
+// A step too large to simulate: more than kMaxSimOps ops (planner/limits.h), or a timeline
+// of more than kMaxTraceOps. Thrown before the graph is built when the step's block passes
+// alone (2 x micro-batches x layers) exceed the bound, else as soon as the ops do, so the
+// memory spent is bounded either way. what() names the bound; the CLI adds the flags that
+// change it and exits with code 2.
+class SimulationTooLarge : public std::length_error {
+ public:
+  explicit SimulationTooLarge(const std::string& what) : std::length_error(what) {}
+};
+
 // The step of a valid plan (Validate() empty). Ops are numbered in build order.
+// Throws SimulationTooLarge past kMaxSimOps.
 StepGraph BuildStepGraph(const ModelSpec& model, const ClusterSpec& cluster,
                          const TrainingSpec& training, const ParallelPlan& plan);
 // The same from a StepWork (which tests may edit: e.g. zero the embedding and head

@@ -12,32 +12,48 @@
 // train one rank (executor/run_rank.h), and gather every rank's result on rank 0,
 // which writes --out atomically.
 // Exit codes: 0 success; 2 bad input (plan file, a plan the executor refuses, a
-// world size that is not --nproc, flags), found before any rank starts; otherwise
-// the failing rank's code (1 for a runtime failure, 128+signal when it was killed).
+// world size that is not --nproc, flags out of range, an --out or --snapshot that cannot
+// be written), found before any rank starts, or found by a rank (a token file, a damaged
+// snapshot); 124 when a rank hung (executor/launch/launcher.h); otherwise the failing
+// rank's code (1 for a runtime failure, such as a loss that is not finite, 128+signal when
+// it was killed).
+// Each rank tells the launcher how it is doing (executor/launch/rank_status.h): heartbeats
+// with its milestones, and whether it failed on its own or because of a peer, so the run
+// names the rank that caused a failure, not the ones left waiting for it.
 
 #include <fmt/format.h>
 #include <unistd.h>
 
+#include <cerrno>
+#include <charconv>
 #include <chrono>
+#include <cmath>
 #include <csignal>
 #include <cstdlib>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <iostream>
 #include <iterator>
+#include <limits>
 #include <memory>
 #include <string>
 #include <thread>
 #include <vector>
 
 #include "cli/commands.h"
+#include "cli/flag_checks.h"
+#include "executor/comm/comm_error.h"
 #include "executor/comm/communicator_factory.h"
 #include "executor/comm/rendezvous.h"
 #include "executor/device/training_device.h"
 #include "executor/launch/launcher.h"
 #include "executor/launch/rank_env.h"
+#include "executor/launch/rank_status.h"
 #include "executor/parallel/device_mesh.h"
 #include "executor/run_rank.h"
+#include "executor/snapshot.h"
+#include "executor/trainer.h"
 #include "planner/atomic_file.h"
 #include "planner/config/config_loader.h"
 #include "planner/input_error.h"
@@ -69,6 +85,64 @@ struct RunCommandOptions {
 };
 
 const InputLocation kFlags{"<command line>"};
+
+// ---------------------------------------------------------------------------------------
+// Flag ranges. Integer flags are checked as text, before CLI11 converts them: alone it
+// clamps 99999999999999999999 to INT64_MAX and wraps -1 into a uint64_t. A refusal names
+// the flag and the range (exit 2).
+
+// Steps fit the 8-digit snapshot directory names (step_00000004).
+constexpr int64_t kMaxSteps = kMaxSnapshotStep;
+constexpr int64_t kMaxLocalRanks = 4096;
+// --comm-timeout: at least a second (Gloo and the store count whole milliseconds, and a
+// shorter wait fails healthy runs), at most a day.
+constexpr double kMinCommTimeoutS = 1, kMaxCommTimeoutS = 86400;
+
+
+// ---------------------------------------------------------------------------------------
+// Output paths: checked before any rank starts, so a typo does not cost a whole run.
+
+std::string WhyNotWritableDir(const std::filesystem::path& dir) {
+  std::error_code error;
+  if (!std::filesystem::exists(dir, error)) return "the directory '" + dir.string() + "' does not exist";
+  if (!std::filesystem::is_directory(dir, error)) return "'" + dir.string() + "' is not a directory";
+  if (::access(dir.c_str(), W_OK | X_OK) != 0)
+    return "cannot write into '" + dir.string() + "': " + std::strerror(errno);
+  return "";
+}
+
+// A file the run will create or replace: its directory exists and takes new files.
+void CheckOutputFile(const char* flag, const std::string& path) {
+  namespace fs = std::filesystem;
+  if (path.empty()) throw InputError(kFlags, flag, "needs a file path");
+  std::error_code error;
+  if (fs::is_directory(path, error))
+    throw InputError(kFlags, flag, "'" + path + "' is a directory; expected a file path");
+  const fs::path parent = fs::path(path).parent_path().empty() ? fs::path(".") : fs::path(path).parent_path();
+  if (const std::string why = WhyNotWritableDir(parent); !why.empty())
+    throw InputError(kFlags, flag, why + " (for '" + path + "')");
+}
+
+// A directory the run will create if needed and write into: it, or else its parent, exists
+// and takes new files.
+void CheckOutputDir(const char* flag, const std::string& dir) {
+  namespace fs = std::filesystem;
+  std::error_code error;
+  if (fs::exists(dir, error)) {
+    if (const std::string why = WhyNotWritableDir(dir); !why.empty()) throw InputError(kFlags, flag, why);
+    return;
+  }
+  const fs::path parent = fs::path(dir).parent_path().empty() ? fs::path(".") : fs::path(dir).parent_path();
+  if (const std::string why = WhyNotWritableDir(parent); !why.empty())
+    throw InputError(kFlags, flag, why + " (the parent of '" + dir + "')");
+}
+
+// Every path this process will write: --out when it writes measured.json (the launcher
+// checks for rank 0), --snapshot when it saves.
+void CheckOutputPaths(const RunCommandOptions& options, bool writes_out) {
+  if (writes_out) CheckOutputFile("--out", options.out);
+  if (options.save_every > 0) CheckOutputDir("--snapshot", options.snapshot);
+}
 
 // Where the ranks train and how they talk: --device and --backend, parsed.
 struct RankTarget {
@@ -102,8 +176,10 @@ RankTarget CheckRunnable(const PlanFile& plan_file, const RunCommandOptions& opt
     throw InputError(kFlags, "--save-every", "must be >= 0 (0: no snapshots)");
   if (options.save_every > 0 && options.snapshot.empty())
     throw InputError(kFlags, "--save-every", "needs --snapshot DIR");
-  if (options.comm_timeout_s <= 0)
-    throw InputError(kFlags, "--comm-timeout", "must be a positive number of seconds");
+  if (!(options.comm_timeout_s >= kMinCommTimeoutS && options.comm_timeout_s <= kMaxCommTimeoutS))
+    throw InputError(kFlags, "--comm-timeout",
+                     fmt::format("must be a finite number of seconds from {} to {}, got {}",
+                                 kMinCommTimeoutS, kMaxCommTimeoutS, options.comm_timeout_s));
   if (options.data != "synthetic" && !std::filesystem::is_regular_file(options.data))
     throw InputError(kFlags, "--data",
                      "expected 'synthetic' or a token file; '" + options.data + "' is not a file");
@@ -155,6 +231,7 @@ std::string SelfExe() { return std::filesystem::read_symlink("/proc/self/exe").s
 int RunLauncher(const PlanFile& plan_file, const RunCommandOptions& options) {
   const int nproc = options.nproc > 0 ? options.nproc : static_cast<int>(plan_file.plan.world_size());
   CheckRunnable(plan_file, options, nproc);
+  CheckOutputPaths(options, /*writes_out=*/true);
 
   StoreServer store("127.0.0.1", 0, CommTimeout(options));
   LaunchOptions launch;
@@ -184,69 +261,135 @@ int RunLauncher(const PlanFile& plan_file, const RunCommandOptions& options) {
   return 0;
 }
 
-// The hidden test hook: fail like a real crash at the given step.
-void MaybeFail(const RunCommandOptions& options, int rank, int64_t step) {
-  if (rank != options.fail_rank || step != options.fail_at_step) return;
+// The hidden test hook: fail like a real crash at the given step: exit, be killed, hang
+// (the main thread sleeps; the process keeps its heartbeat), stop (SIGSTOP: the whole
+// process freezes), or nan (this rank's parameters become NaN, so the next loss is NaN).
+bool FailsHere(const RunCommandOptions& options, int rank, int64_t step) {
+  if (rank != options.fail_rank || step != options.fail_at_step) return false;
   std::cerr << "failing on purpose (--fail-rank " << rank << " --fail-at-step " << step
             << " --fail-mode " << options.fail_mode << ")" << std::endl;
+  return true;
+}
+void MaybeFail(const RunCommandOptions& options, int rank, int64_t step, Trainer& trainer) {
+  if (!FailsHere(options, rank, step)) return;
+  if (options.fail_mode == "nan") {
+    trainer.engine().Owned(0).params.fill_(std::numeric_limits<double>::quiet_NaN());
+    return;
+  }
   if (options.fail_mode == "kill") std::raise(SIGKILL);
-  if (options.fail_mode == "hang")
+  if (options.fail_mode == "stop") std::raise(SIGSTOP);
+  if (options.fail_mode == "hang" || options.fail_mode == "stop")
     for (;;) std::this_thread::sleep_for(std::chrono::hours(1));
   std::_Exit(3);
 }
 
-int RunOneRank(const PlanFile& plan_file, const RunCommandOptions& options, const RankEnv& env) {
+void PrintRankError(const RankEnv& env, const std::string& what) {
+  std::cerr << "meshplan run: rank " << env.rank << " of " << env.world_size << ": error: " << what
+            << std::endl;
+}
+
+// `key` in the store, waited for at most `timeout`; a peer that never sets it is a
+// communication failure.
+std::vector<uint8_t> WaitAndGet(c10d::Store& store, const std::string& key,
+                                std::chrono::milliseconds timeout) {
+  try {
+    store.wait({key}, timeout);
+    return store.get(key);
+  } catch (const std::exception& e) {
+    const auto* c10_error = dynamic_cast<const c10::Error*>(&e);
+    throw CommError("waiting for '" + key + "' in the rendezvous store: " +
+                    (c10_error != nullptr ? c10_error->what_without_backtrace() : e.what()));
+  }
+}
+
+// One rank's run: join, train, gather on rank 0, write --out. Returns the exit code (1
+// when training stopped on a loss that is not finite, after --out was written).
+int TrainRank(const PlanFile& plan_file, const RunCommandOptions& options, const RankEnv& env,
+              RankStatus& status) {
   if (options.nproc > 0 && options.nproc != env.world_size)
     throw InputError(kFlags, "--nproc",
                      std::to_string(options.nproc) + " differs from the " + env.source +
                          " world size " + std::to_string(env.world_size));
   const RankTarget target = CheckRunnable(plan_file, options, env.world_size);
+  CheckOutputPaths(options, /*writes_out=*/env.rank == 0);
+  const auto timeout = CommTimeout(options);
+  RunOptions run;
+  run.device = ChooseTrainingDevice(target.device, env.local_rank);
+  auto store = ConnectRendezvousStore(env, timeout);
+  CommOptions comm;
+  comm.gloo = GlooOptionsForRank(env, timeout);
+  comm.nccl_timeout = timeout;
+  comm.cuda_device = run.device.is_cuda() ? run.device.index() : -1;
+  DeviceMesh mesh(plan_file.plan, env.rank, MakeGroupFactory(target.backend, store, env.rank, comm));
+  status.Milestone();  // the mesh is joined
+
+  run.steps = options.steps > 0 ? options.steps : plan_file.training.steps;
+  run.warmup_steps = options.warmup;
+  run.data = options.data;
+  run.data_dtype = options.data_dtype;
+  run.save_every = options.save_every;
+  run.snapshot_dir = options.snapshot;
+  run.resume_dir = options.resume;
+  run.seed = options.seed;
+  run.milestone = [&status] { status.Milestone(); };
+  run.tamper = [&options, rank = env.rank](int64_t step, Trainer& trainer) {
+    MaybeFail(options, rank, step, trainer);
+  };
+  const RankMeasurement mine = RunRank(plan_file, run, mesh);
+
+  // Gather on rank 0 through the store (it outlives the ranks under a launcher).
+  const std::string key_prefix = "meshplan/run/rank_result/";
+  const std::string written_key = "meshplan/run/written";
+  const std::string payload = RankMeasurementToJson(mine).dump();
+  store->set(key_prefix + std::to_string(env.rank),
+             std::vector<uint8_t>(payload.begin(), payload.end()));
+  if (env.rank != 0) {
+    if (mine.stop_reason.empty()) return 0;
+    // Stopped early: rank 0 reports it, once --out is written; this rank waits for that
+    // (exiting first would make the launcher stop rank 0 before it writes).
+    WaitAndGet(*store, written_key, timeout);
+    status.ReportFailure(FailureKind::kPeer, "stopped with the others: " + mine.stop_reason);
+    PrintRankError(env, "training stopped: " + mine.stop_reason);
+    return 1;
+  }
+  std::vector<RankMeasurement> ranks;
+  for (int r = 0; r < env.world_size; ++r) {
+    const std::vector<uint8_t> bytes = WaitAndGet(*store, key_prefix + std::to_string(r), timeout);
+    ranks.push_back(RankMeasurementFromJson(
+        nlohmann::json::parse(std::string(bytes.begin(), bytes.end()))));
+  }
+  const Measurement measurement = CombineRankMeasurements(plan_file, run, ranks);
+  WriteFileAtomically(options.out, MeasurementToJson(measurement).dump(2) + "\n");
+  std::cout << FormatMeasurementSummary(measurement) << std::flush;
+  if (measurement.stop_reason.empty()) return 0;
+  const std::string why = fmt::format("training stopped at {}; {} holds the {} step(s) done before",
+                                      measurement.stop_reason, options.out, measurement.steps);
+  status.ReportFailure(FailureKind::kOwn, why);
+  store->set(written_key, std::vector<uint8_t>{1});
+  PrintRankError(env, why);
+  return 1;
+}
+
+// A rank: trains, and tells the launcher (when there is one) how it ended. Bad input
+// (InputError) goes up to the command line (exit 2); other failures print one line and
+// give exit code 1.
+int RunOneRank(const PlanFile& plan_file, const RunCommandOptions& options, const RankEnv& env) {
+  RankStatus status;  // heartbeats from now on, when the launcher gave us a status pipe
   try {
-    const auto timeout = CommTimeout(options);
-    RunOptions run;
-    run.device = ChooseTrainingDevice(target.device, env.local_rank);
-    auto store = ConnectRendezvousStore(env, timeout);
-    CommOptions comm;
-    comm.gloo = GlooOptionsForRank(env, timeout);
-    comm.nccl_timeout = timeout;
-    comm.cuda_device = run.device.is_cuda() ? run.device.index() : -1;
-    DeviceMesh mesh(plan_file.plan, env.rank,
-                    MakeGroupFactory(target.backend, store, env.rank, comm));
-
-    run.steps = options.steps > 0 ? options.steps : plan_file.training.steps;
-    run.warmup_steps = options.warmup;
-    run.data = options.data;
-    run.data_dtype = options.data_dtype;
-    run.save_every = options.save_every;
-    run.snapshot_dir = options.snapshot;
-    run.resume_dir = options.resume;
-    run.seed = options.seed;
-    run.after_step = [&options, rank = env.rank](int64_t step) { MaybeFail(options, rank, step); };
-    const RankMeasurement mine = RunRank(plan_file, run, mesh);
-
-    // Gather on rank 0 through the store (it outlives the ranks under a launcher).
-    const std::string key_prefix = "meshplan/run/rank_result/";
-    const std::string payload = RankMeasurementToJson(mine).dump();
-    store->set(key_prefix + std::to_string(env.rank),
-               std::vector<uint8_t>(payload.begin(), payload.end()));
-    if (env.rank != 0) return 0;
-    std::vector<RankMeasurement> ranks;
-    for (int r = 0; r < env.world_size; ++r) {
-      const std::string key = key_prefix + std::to_string(r);
-      store->wait({key}, timeout);
-      const std::vector<uint8_t> bytes = store->get(key);
-      ranks.push_back(RankMeasurementFromJson(
-          nlohmann::json::parse(std::string(bytes.begin(), bytes.end()))));
-    }
-    const Measurement measurement = CombineRankMeasurements(plan_file, run, ranks);
-    WriteFileAtomically(options.out, MeasurementToJson(measurement).dump(2) + "\n");
-    std::cout << FormatMeasurementSummary(measurement) << std::flush;
-    return 0;
-  } catch (const InputError&) {
+    return TrainRank(plan_file, options, env, status);
+  } catch (const SnapshotRefusedElsewhere& e) {
+    status.ReportFailure(FailureKind::kPeer, e.what());
     throw;
+  } catch (const InputError& e) {
+    status.ReportFailure(FailureKind::kOwn, e.what());
+    throw;
+  } catch (const CommError& e) {  // a peer failed or hung: the launcher names that one
+    status.ReportFailure(FailureKind::kPeer, e.what());
+    PrintRankError(env, e.what());
+    return 1;
   } catch (const std::exception& e) {
-    std::cerr << "meshplan run: rank " << env.rank << " of " << env.world_size
-              << ": error: " << e.what() << std::endl;
+    status.ReportFailure(FailureKind::kOwn, e.what());
+    PrintRankError(env, e.what());
     return 1;
   }
 }
@@ -267,11 +410,13 @@ void AddRunCommand(CLI::App& app, int* exit_code) {
   command->add_option("--nproc", options->nproc,
                       "local rank processes to start (default: the plan's dp*tp*pp*cp); under "
                       "torchrun/srun it must equal WORLD_SIZE")
-      ->check(CLI::Range(1, 4096));
+      ->check(IntegerInRange(1, kMaxLocalRanks, "processes on this machine"));
   command->add_option("--steps", options->steps,
-                      "optimizer steps (default: training.steps of the plan file)");
+                      "optimizer steps (default: training.steps of the plan file)")
+      ->check(IntegerInRange(0, kMaxSteps, "steps; 0: the plan file's training.steps"));
   command->add_option("--warmup", options->warmup,
                       "steps left out of the timing (the median is over the rest)")
+      ->check(IntegerInRange(0, kMaxSteps, "steps, fewer than --steps"))
       ->capture_default_str();
   command->add_option("--out", options->out, "where rank 0 writes the measurements")
       ->capture_default_str();
@@ -283,10 +428,12 @@ void AddRunCommand(CLI::App& app, int* exit_code) {
       ->capture_default_str();
   command->add_option("--save-every", options->save_every,
                       "write a snapshot every K steps into --snapshot (0: never)")
+      ->check(IntegerInRange(0, kMaxSteps, "steps; 0: never"))
       ->capture_default_str();
   command->add_option("--snapshot", options->snapshot, "snapshot directory");
   command->add_option("--resume", options->resume, "resume from the latest snapshot in DIR");
   command->add_option("--seed", options->seed, "initialisation and data seed")
+      ->check(Uint64InRange("any 64-bit seed"))
       ->capture_default_str();
   command->add_option("--device", options->device,
                       "where each rank trains: auto (cuda when this LibTorch has CUDA and sees a "
@@ -298,15 +445,17 @@ void AddRunCommand(CLI::App& app, int* exit_code) {
       ->capture_default_str();
   command->add_option("--comm-timeout", options->comm_timeout_s,
                       "seconds a rank waits for its peers (rendezvous and every collective) "
-                      "before it fails")
+                      "before it fails, from 1 to 86400; a rank that stops (no heartbeat for "
+                      "10 s) ends the run sooner")
+      ->check(FiniteInRange(kMinCommTimeoutS, kMaxCommTimeoutS))
       ->capture_default_str();
   // Hidden (empty group): for tests of failure handling only.
   command->add_option("--fail-rank", options->fail_rank, "test only: the rank that fails")
       ->group("");
   command->add_option("--fail-at-step", options->fail_at_step, "test only: the step it fails at")
       ->group("");
-  command->add_option("--fail-mode", options->fail_mode, "test only: exit | kill | hang")
-      ->check(CLI::IsMember({"exit", "kill", "hang"}))
+  command->add_option("--fail-mode", options->fail_mode, "test only: exit | kill | hang | stop | nan")
+      ->check(CLI::IsMember({"exit", "kill", "hang", "stop", "nan"}))
       ->group("");
   command->callback([options, exit_code] { *exit_code = RunRun(*options); });
 }

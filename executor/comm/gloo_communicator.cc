@@ -14,6 +14,7 @@
 #include <thread>
 
 #include "executor/comm/comm_checks.h"
+#include "executor/comm/comm_error.h"
 
 namespace meshplan {
 namespace {
@@ -79,7 +80,7 @@ struct GlooCommunicator::Impl {
            ")";
   }
 
-  // Records the first failure and throws it as std::runtime_error.
+  // Records the first failure and throws it as CommError.
   [[noreturn]] void Fail(const std::string& op, const std::string& peers,
                          std::exception_ptr error) {
     std::string message = "gloo " + op + " on " + Where();
@@ -89,13 +90,13 @@ struct GlooCommunicator::Impl {
       std::lock_guard<std::mutex> lock(mu);
       if (broken.empty()) broken = message;
     }
-    throw std::runtime_error(message);
+    throw CommError(message);
   }
 
   void ThrowIfBroken(const char* op) {
     std::lock_guard<std::mutex> lock(mu);
     if (!broken.empty())
-      throw std::runtime_error(std::string("gloo ") + op + " on group '" + name +
+      throw CommError(std::string("gloo ") + op + " on group '" + name +
                                "': the group is broken by an earlier failure: " + broken);
   }
 
@@ -299,10 +300,10 @@ GlooCommunicator::GlooCommunicator(c10::intrusive_ptr<c10d::Store> store, int wo
         c10::make_intrusive<c10d::PrefixStore>(prefix, std::move(store)), impl.rank, impl.size(),
         gloo_options);
   } catch (...) {
-    throw std::runtime_error("gloo " + impl.Where() + " [world ranks " +
-                             Join(impl.members, ",") + "]: could not connect within " +
-                             std::to_string(impl.options.timeout.count() / 1000.0) +
-                             " s: " + Cause(std::current_exception()));
+    throw CommError("gloo " + impl.Where() + " [world ranks " + Join(impl.members, ",") +
+                    "]: could not connect within " +
+                    std::to_string(impl.options.timeout.count() / 1000.0) + " s: " +
+                    Cause(std::current_exception()));
   }
   impl.thread = std::thread([&impl] { impl.Loop(); });
 }

@@ -13,6 +13,7 @@
 #include <thread>
 
 #include "executor/comm/comm_checks.h"
+#include "executor/comm/comm_error.h"
 #include "executor/device/cuda_device.h"
 
 namespace meshplan {
@@ -87,8 +88,7 @@ struct NcclCommunicator::Impl {
 
   void CheckUsable(const char* op) const {
     if (!broken.empty())
-      throw std::runtime_error(Where(op) + ": the communicator is broken by an earlier failure: " +
-                               broken);
+      throw CommError(Where(op) + ": the communicator is broken by an earlier failure: " + broken);
   }
 
   // Marks the group broken, aborts NCCL (so peers blocked on us fail too) and throws.
@@ -98,7 +98,7 @@ struct NcclCommunicator::Impl {
       ncclCommAbort(comm);
       comm = nullptr;
     }
-    throw std::runtime_error(Where(op) + ": " + why);
+    throw CommError(Where(op) + ": " + why);
   }
 
   void Cuda(cudaError_t err, const char* op, const char* what) {
@@ -385,7 +385,7 @@ NcclCommunicator::NcclCommunicator(c10::intrusive_ptr<c10d::Store> store, int wo
     std::memcpy(&id, bytes.data(), sizeof(id));
   } catch (const std::exception& e) {
     const auto* c10_error = dynamic_cast<const c10::Error*>(&e);
-    throw std::runtime_error(fmt::format(
+    throw CommError(fmt::format(
         "nccl group '{}' [{}]: world rank {} could not join within {:.1f} s: {}", g.name,
         Join(g.members, ","), world_rank, std::chrono::duration<double>(g.timeout).count(),
         c10_error != nullptr ? c10_error->what_without_backtrace() : e.what()));

@@ -7,12 +7,21 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <cerrno>
+#include <charconv>
 #include <csignal>
 #include <cstring>
+#include <fstream>
+#include <functional>
+#include <optional>
 #include <stdexcept>
+#include <string_view>
 #include <thread>
+
+#include "executor/launch/rank_status.h"
 
 extern char** environ;
 
@@ -28,6 +37,18 @@ extern "C" void OnStopSignal(int signal) { g_stop_signal = signal; }
 
 constexpr int kStopSignals[] = {SIGINT, SIGTERM, SIGHUP};
 constexpr auto kPollInterval = std::chrono::milliseconds(50);
+// The rank's end of its status pipe (rank_status.h).
+constexpr int kStatusFd = 3;
+// After a rank failed because of a peer: how long to wait for the rank that failed on its
+// own to report, before blaming anyone (a cause is written before its effect, so this only
+// covers the reaping order of processes that die together).
+constexpr auto kBlameWindow = std::chrono::milliseconds(250);
+// A watched rank this long without a heartbeat, while a peer failed waiting, is the one
+// the peer waited for (heartbeats come every kHeartbeatPeriod).
+constexpr auto kSilentBound = 4 * kHeartbeatPeriod;
+// More than this between two supervision rounds: the launcher itself was not running
+// (suspended, starved), so the ranks' silence meanwhile says nothing about them.
+constexpr auto kLauncherStall = std::chrono::seconds(2);
 // After the last rank is reaped, how long to keep reading pipes a stray
 // descendant may still hold open.
 constexpr auto kDrainBound = std::chrono::seconds(1);
@@ -107,15 +128,110 @@ struct Stream {
   }
 };
 
+int64_t Ns(Clock::time_point t) {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(t.time_since_epoch()).count();
+}
+
+// What a rank said on its status pipe (rank_status.h). Lines that do not parse are ignored.
+struct StatusChannel {
+  int fd = -1;
+  std::string partial;
+  int64_t beats = 0;
+  Clock::time_point last_beat_at{};  // when we read its last heartbeat
+  int64_t milestones = -1;           // -1: none reported
+  int64_t milestone_ns = 0;          // when it passed the last one (CLOCK_MONOTONIC)
+  std::optional<FailureKind> failed;
+  int64_t failed_ns = 0;
+  Clock::time_point reported_at{};  // when we read its failure line
+  std::string why;
+
+  void Pump() {
+    char buffer[1 << 14];
+    const ssize_t n = ::read(fd, buffer, sizeof buffer);
+    if (n < 0 && (errno == EINTR || errno == EAGAIN)) return;
+    if (n <= 0) {
+      Close();
+      return;
+    }
+    partial.append(buffer, static_cast<size_t>(n));
+    size_t start = 0;
+    for (size_t nl; (nl = partial.find('\n', start)) != std::string::npos; start = nl + 1)
+      Parse(std::string_view(partial).substr(start, nl - start));
+    partial.erase(0, start);
+    if (partial.size() > (1 << 16)) partial.clear();  // not our protocol
+  }
+  void Close() {
+    if (fd >= 0) ::close(fd);
+    fd = -1;
+  }
+
+ private:
+  static bool Int(std::string_view& text, int64_t* out) {
+    const auto [end, error] = std::from_chars(text.data(), text.data() + text.size(), *out);
+    if (error != std::errc()) return false;
+    text.remove_prefix(static_cast<size_t>(end - text.data()));
+    if (!text.empty() && text.front() == ' ') text.remove_prefix(1);
+    return true;
+  }
+  void Parse(std::string_view line) {
+    if (line.substr(0, 5) == "beat ") {
+      line.remove_prefix(5);
+      int64_t count = 0, ns = 0;
+      if (!Int(line, &count) || !Int(line, &ns)) return;
+      ++beats;
+      last_beat_at = Clock::now();
+      milestones = count;
+      milestone_ns = ns;
+    } else if (line.substr(0, 5) == "fail " && !failed) {
+      line.remove_prefix(5);
+      FailureKind kind;
+      if (line.substr(0, 4) == "own ") kind = FailureKind::kOwn, line.remove_prefix(4);
+      else if (line.substr(0, 5) == "peer ") kind = FailureKind::kPeer, line.remove_prefix(5);
+      else return;
+      if (!Int(line, &failed_ns)) return;
+      failed = kind;
+      reported_at = Clock::now();
+      why = std::string(line.substr(0, 400));
+    }
+  }
+};
+
 struct Child {
   pid_t pid = -1;
   Stream out, err;
+  StatusChannel status;
   bool reaped = false;
+  Clock::time_point reaped_at{};
   RankExit exit;
-  // When its output pipes closed: a process closes them as it exits, so among ranks
-  // reaped in the same sweep the earliest one is the one that died first.
-  Clock::time_point ended_at() const { return std::min(out.closed_at, err.closed_at); }
+  // When its output pipes closed (a process closes them as it exits) or it was reaped,
+  // whichever we saw first.
+  Clock::time_point ended_at() const { return std::min({out.closed_at, err.closed_at, reaped_at}); }
+  bool failed() const { return reaped && (!exit.exited || exit.code != 0); }
+  bool alive() const { return pid > 0 && !reaped; }
+  // Failed on its own: said so, or said nothing (a crash, a signal, a program without the
+  // status protocol). Only a rank that reported a peer failure is not.
+  bool failed_on_its_own() const {
+    return status.failed ? *status.failed == FailureKind::kOwn : failed();
+  }
+  // When it failed, as well as we know (its own report is the most precise).
+  int64_t failed_ns() const { return status.failed ? status.failed_ns : Ns(ended_at()); }
 };
+
+// What /proc says a silent process is doing, for the message.
+std::string ProcessState(pid_t pid) {
+  std::ifstream stat("/proc/" + std::to_string(pid) + "/stat");
+  std::string line;
+  std::getline(stat, line);
+  const auto paren = line.rfind(')');
+  if (paren == std::string::npos || paren + 2 >= line.size()) return "";
+  switch (line[paren + 2]) {
+    case 'T': return "it is stopped (SIGSTOP or SIGTSTP)";
+    case 't': return "it is stopped by a debugger";
+    case 'D': return "it is blocked in the kernel (uninterruptible I/O)";
+    case 'Z': return "it has exited";
+    default: return "it is running but does not report";
+  }
+}
 
 // KEY=VALUE strings for execve: this process's environment with `overrides` applied.
 std::vector<std::string> BuildEnv(const std::vector<std::pair<std::string, std::string>>& overrides) {
@@ -149,7 +265,7 @@ bool HasEnv(const char* name) { return std::getenv(name) != nullptr; }
 // Forks one rank. Between fork and exec only async-signal-safe calls (the parent
 // may have threads): everything the child needs is prepared before.
 pid_t Spawn(const char* exe, char* const* argv, char* const* envp, pid_t pgid, pid_t parent,
-            int out_write, int err_write) {
+            int out_write, int err_write, int status_write) {
   const pid_t pid = ::fork();
   if (pid != 0) return pid;
   // Child.
@@ -158,6 +274,8 @@ pid_t Spawn(const char* exe, char* const* argv, char* const* envp, pid_t pgid, p
   if (::getppid() != parent) ::_exit(127);  // the launcher died before prctl
   ::dup2(out_write, STDOUT_FILENO);
   ::dup2(err_write, STDERR_FILENO);
+  if (status_write == kStatusFd) ::fcntl(kStatusFd, F_SETFD, 0);  // keep it across exec
+  else if (status_write >= 0) ::dup2(status_write, kStatusFd);      // dup2 clears FD_CLOEXEC
   sigset_t none;
   sigemptyset(&none);
   ::sigprocmask(SIG_SETMASK, &none, nullptr);
@@ -178,9 +296,9 @@ std::string RankExit::Describe() const {
 
 namespace {
 
-// The ranks of one launch: started, watched, and stopped together (the first failure, or a
-// stop signal to the launcher, stops every rank: SIGTERM to the process group, SIGKILL after
-// the grace period). One poll interval of supervision per Supervise() call.
+// The ranks of one launch: started, watched, and stopped together (the first failure, a
+// hung rank, or a stop signal to the launcher stops every rank: SIGTERM to the process
+// group, SIGKILL after the grace period). One poll interval of supervision per Supervise().
 class RankGroup {
  public:
   explicit RankGroup(const LaunchOptions& options)
@@ -201,47 +319,45 @@ class RankGroup {
     return "";
   }
 
-  // Asks every running rank to stop (once): SIGTERM now, SIGKILL after options.stop_grace.
+  // Asks every running rank to stop (once): SIGTERM now (SIGCONT too, so a stopped rank
+  // gets it), SIGKILL after options.stop_grace.
   void StopAll(const std::string& why) {
     if (stopping_) return;
     stopping_ = true;
     kill_at_ = Clock::now() + options_.stop_grace;
     bool any = false;
     for (auto& c : children_)
-      if (c.pid > 0 && !c.reaped) c.exit.stopped_by_launcher = any = true;
+      if (c.alive() && !c.exit.hung) c.exit.stopped_by_launcher = any = true;
     if (any) {
       WriteAll(options_.err_fd, "[launcher] " + why + "; stopping the other ranks\n");
-      if (pgid_ > 0) ::killpg(pgid_, SIGTERM);
+      if (pgid_ > 0) {
+        ::killpg(pgid_, SIGTERM);
+        ::killpg(pgid_, SIGCONT);
+      }
     }
   }
 
-  // One round: forward output, reap, stop everyone at the first failure or a stop signal,
-  // escalate to SIGKILL past the grace period. False once every rank is reaped and its
-  // output drained.
+  // One round: forward output, read the status pipes, reap, find whom to blame for a
+  // failure or a hang and stop everyone, escalate to SIGKILL past the grace period. False
+  // once every rank is reaped and its output drained.
   bool Supervise() {
     std::vector<pollfd> fds;
-    std::vector<Stream*> streams = OpenStreams(&fds);
+    std::vector<std::function<void()>> pumps = OpenStreams(&fds);
     if (AllReaped()) {
       if (fds.empty()) return false;
       if (all_reaped_at_ == Clock::time_point{}) all_reaped_at_ = Clock::now();
       if (Clock::now() - all_reaped_at_ > kDrainBound) {
-        for (Stream* s : streams) s->Close();  // a stray descendant holds the pipe
+        CloseStreams();  // a stray descendant holds a pipe
         return false;
       }
     }
     const int ready = ::poll(fds.data(), fds.size(), static_cast<int>(kPollInterval.count()));
     if (ready > 0)
       for (size_t i = 0; i < fds.size(); ++i)
-        if (fds[i].revents != 0) streams[i]->Pump();
-    const int first_failed = ReapExited();
-    if (first_failed >= 0 && !stopping_) {
-      const Child& c = children_[static_cast<size_t>(first_failed)];
-      result_.failed_rank = first_failed;
-      result_.failure = "rank " + std::to_string(first_failed) + " (pid " + std::to_string(c.pid) +
-                        ") " + c.exit.Describe();
-      result_.exit_code = c.exit.exited ? c.exit.code : 128 + c.exit.signal;
-      StopAll(result_.failure);
-    }
+        if (fds[i].revents != 0) pumps[i]();
+    ForgiveLauncherStall();
+    ReapExited();
+    if (!stopping_) Blame();
     if (g_stop_signal != 0 && !stopping_) {
       result_.interrupted = true;
       result_.exit_code = 128 + g_stop_signal;
@@ -258,12 +374,16 @@ class RankGroup {
   // Kills anything a rank left behind in its group and returns every rank's exit.
   LaunchResult Finish() {
     if (pgid_ > 0) ::killpg(pgid_, SIGKILL);
-    for (size_t rank = 0; rank < children_.size(); ++rank) result_.ranks[rank] = children_[rank].exit;
+    for (size_t rank = 0; rank < children_.size(); ++rank) {
+      Child& c = children_[rank];
+      c.exit.reported = c.status.why;
+      result_.ranks[rank] = c.exit;
+    }
     return result_;
   }
 
  private:
-  // Forks rank `rank` with its environment and output pipes; "" or why it could not.
+  // Forks rank `rank` with its environment, output and status pipes; "" or why it could not.
   std::string StartRank(int rank, std::vector<char*>& argv, const std::string& omp_threads) {
     std::vector<std::pair<std::string, std::string>> vars = {
         {"RANK", std::to_string(rank)},
@@ -274,31 +394,35 @@ class RankGroup {
         {"MASTER_PORT", std::to_string(options_.master_port)},
         {"TORCHELASTIC_USE_AGENT_STORE", "True"},
         {"TORCHELASTIC_RESTART_COUNT", "0"},
+        {kStatusFdVariable, std::to_string(kStatusFd)},
     };
     if (!HasEnv("OMP_NUM_THREADS")) vars.emplace_back("OMP_NUM_THREADS", omp_threads);
     for (const auto& kv : options_.extra_env) vars.push_back(kv);
     std::vector<std::string> env_strings = BuildEnv(vars);
     std::vector<char*> envp = CStrings(env_strings);
 
-    int out_pipe[2], err_pipe[2];
-    if (::pipe2(out_pipe, O_CLOEXEC) != 0) return "cannot create pipes for rank " + std::to_string(rank);
-    if (::pipe2(err_pipe, O_CLOEXEC) != 0) {
-      ::close(out_pipe[0]);
-      ::close(out_pipe[1]);
-      return "cannot create pipes for rank " + std::to_string(rank);
-    }
+    int pipes[3][2];  // stdout, stderr, status
+    for (int i = 0; i < 3; ++i)
+      if (::pipe2(pipes[i], O_CLOEXEC) != 0) {
+        for (int j = 0; j < i; ++j) ::close(pipes[j][0]), ::close(pipes[j][1]);
+        return "cannot create pipes for rank " + std::to_string(rank);
+      }
+    // The status pipe must not land on the child's stdin/stdout/stderr (fds 0-2 are open in
+    // any sane launcher, so pipe2 never returns them; a rank then simply has no status pipe).
     const pid_t pid = Spawn(options_.exe.c_str(), argv.data(), envp.data(), pgid_, self_,
-                            out_pipe[1], err_pipe[1]);
-    ::close(out_pipe[1]);
-    ::close(err_pipe[1]);
+                            pipes[0][1], pipes[1][1], pipes[2][1] > 2 ? pipes[2][1] : -1);
+    for (auto& p : pipes) ::close(p[1]);
     Child& child = children_[static_cast<size_t>(rank)];
     const std::string prefix = "[rank " + std::to_string(rank) + "] ";
-    child.out = Stream{out_pipe[0], options_.out_fd, prefix, {}};
-    child.err = Stream{err_pipe[0], options_.err_fd, prefix, {}};
+    child.out = Stream{pipes[0][0], options_.out_fd, prefix, {}};
+    child.err = Stream{pipes[1][0], options_.err_fd, prefix, {}};
+    child.status.fd = pipes[2][0];
+    child.status.last_beat_at = Clock::now();  // silence counts from the start
     if (pid < 0) {
       const std::string error = "cannot fork rank " + std::to_string(rank) + ": " + std::strerror(errno);
       child.out.Close();
       child.err.Close();
+      child.status.Close();
       return error;
     }
     child.pid = pid;
@@ -308,16 +432,28 @@ class RankGroup {
     return "";
   }
 
-  // The rank output pipes still open, as poll entries (same order as the returned streams).
-  std::vector<Stream*> OpenStreams(std::vector<pollfd>* fds) {
-    std::vector<Stream*> streams;
-    for (auto& c : children_)
+  // The pipes still open, as poll entries, and for each the call that reads it.
+  std::vector<std::function<void()>> OpenStreams(std::vector<pollfd>* fds) {
+    std::vector<std::function<void()>> pumps;
+    for (auto& c : children_) {
       for (Stream* s : {&c.out, &c.err})
         if (s->fd >= 0) {
           fds->push_back({s->fd, POLLIN, 0});
-          streams.push_back(s);
+          pumps.emplace_back([s] { s->Pump(); });
         }
-    return streams;
+      if (c.status.fd >= 0) {
+        fds->push_back({c.status.fd, POLLIN, 0});
+        pumps.emplace_back([&status = c.status] { status.Pump(); });
+      }
+    }
+    return pumps;
+  }
+  void CloseStreams() {
+    for (auto& c : children_) {
+      c.out.Close();
+      c.err.Close();
+      c.status.Close();
+    }
   }
 
   bool AllReaped() const {
@@ -325,25 +461,147 @@ class RankGroup {
                        [](const Child& c) { return c.pid <= 0 || c.reaped; });
   }
 
-  // Reaps the ranks that exited; returns the one that failed first of those that failed
-  // now (by when its pipes closed), or -1.
-  int ReapExited() {
-    int first_failed = -1;
-    for (size_t rank = 0; rank < children_.size(); ++rank) {
-      Child& c = children_[rank];
-      if (c.pid <= 0 || c.reaped) continue;
+  // When the launcher itself did not run for a while, the ranks' heartbeats of that time
+  // may still be unread: silence is counted again from now.
+  void ForgiveLauncherStall() {
+    const Clock::time_point now = Clock::now();
+    if (last_round_at_ != Clock::time_point{} && now - last_round_at_ > kLauncherStall)
+      for (auto& c : children_) c.status.last_beat_at = now;
+    last_round_at_ = now;
+  }
+
+  void ReapExited() {
+    for (Child& c : children_) {
+      if (!c.alive()) continue;
       int status = 0;
       if (::waitpid(c.pid, &status, WNOHANG) != c.pid) continue;
       c.reaped = true;
+      c.reaped_at = Clock::now();
       c.exit.exited = WIFEXITED(status);
       c.exit.code = c.exit.exited ? WEXITSTATUS(status) : 0;
       c.exit.signal = WIFSIGNALED(status) ? WTERMSIG(status) : 0;
-      const bool failed = !c.exit.exited || c.exit.code != 0;
-      if (failed && (first_failed < 0 ||
-                     c.ended_at() < children_[static_cast<size_t>(first_failed)].ended_at()))
-        first_failed = static_cast<int>(rank);
+      if (c.status.fd >= 0) c.status.Pump();  // its last words, if any are still unread
     }
-    return first_failed;
+  }
+
+  // Whom to blame, once something failed or hung; stops everyone when decided.
+  void Blame() {
+    const Clock::time_point now = Clock::now();
+    // 1. A rank that failed on its own (the earliest), or says it is about to.
+    int own = -1;
+    bool any_failed = false;
+    for (size_t r = 0; r < children_.size(); ++r) {
+      const Child& c = children_[r];
+      any_failed = any_failed || c.failed();
+      const bool failing = c.failed() || (c.alive() && c.status.failed);
+      if (failing && c.failed_on_its_own() &&
+          (own < 0 || c.failed_ns() < children_[static_cast<size_t>(own)].failed_ns()))
+        own = static_cast<int>(r);
+    }
+    if (own >= 0 && (At(own).failed() || now - At(own).status.reported_at > kSilentBound)) {
+      BlameFailure(own);  // reaped, or reported failing and still not gone
+      return;
+    }
+    // 2. A rank silent for hang_bound: hung, whatever the others do.
+    int silent = MostSilent(false);
+    if (silent >= 0 && now - At(silent).status.last_beat_at > options_.hang_bound) {
+      BlameHung(silent, fmt::format("no heartbeat for {:.1f} s",
+                                    Seconds(now - At(silent).status.last_beat_at)),
+                /*silent=*/true);
+      return;
+    }
+    if (!any_failed || own >= 0) return;  // nothing yet, or the culprit's exit is on its way
+    // 3. Only ranks that failed because of a peer: whom were they waiting for?
+    if (blame_wait_since_ == Clock::time_point{}) blame_wait_since_ = now;
+    const int waited = FirstPeerFailure();
+    silent = MostSilent(true);  // a rank stuck before its first heartbeat counts here
+    if (silent >= 0 && now - At(silent).status.last_beat_at > kSilentBound) {
+      BlameHung(silent,
+                fmt::format("no heartbeat for {:.1f} s; rank {} failed waiting for it",
+                            Seconds(now - At(silent).status.last_beat_at), waited),
+                /*silent=*/true);
+      return;
+    }
+    if (now - blame_wait_since_ < kBlameWindow) return;
+    const int behind = Behind();
+    if (behind >= 0 && At(behind).alive() && !At(behind).status.failed) {
+      const StatusChannel& late = At(behind).status;
+      const int64_t since_ns = MonotonicNs() - late.milestone_ns;
+      BlameHung(behind,
+                fmt::format("stopped making progress ({}it passed {} milestones, rank {} {}); "
+                            "rank {} failed waiting for it",
+                            late.milestone_ns > 0 && since_ns >= 0
+                                ? fmt::format("none for {:.1f} s: ", static_cast<double>(since_ns) * 1e-9)
+                                : "",
+                            late.milestones, waited, At(waited).status.milestones, waited),
+                /*silent=*/false);
+      return;
+    }
+    BlameFailure(behind >= 0 && At(behind).failed() ? behind : waited);
+  }
+
+  Child& At(int rank) { return children_[static_cast<size_t>(rank)]; }
+  static double Seconds(Clock::duration d) { return std::chrono::duration<double>(d).count(); }
+
+  // The alive rank whose last heartbeat (or start, for `unwatched` ones that never sent
+  // one) is oldest, or -1.
+  int MostSilent(bool unwatched) {
+    int silent = -1;
+    for (size_t r = 0; r < children_.size(); ++r) {
+      const auto& c = children_[r];
+      if (!c.alive() || (c.status.beats == 0 && !unwatched) || c.status.failed) continue;
+      if (silent < 0 || c.status.last_beat_at < At(silent).status.last_beat_at)
+        silent = static_cast<int>(r);
+    }
+    return silent;
+  }
+  // The earliest of the ranks that failed (all of them because of a peer).
+  int FirstPeerFailure() {
+    int first = -1;
+    for (size_t r = 0; r < children_.size(); ++r)
+      if (children_[r].failed() &&
+          (first < 0 || children_[r].failed_ns() < At(first).failed_ns()))
+        first = static_cast<int>(r);
+    return first;
+  }
+  // The one rank with fewer milestones than every other watched rank, or -1 (a tie, or
+  // nobody reports milestones).
+  int Behind() {
+    int least = -1;
+    bool unique = false;
+    for (size_t r = 0; r < children_.size(); ++r) {
+      const auto& c = children_[r];
+      if (c.status.milestones < 0) continue;
+      if (least < 0 || c.status.milestones < At(least).status.milestones) {
+        least = static_cast<int>(r);
+        unique = true;
+      } else if (c.status.milestones == At(least).status.milestones) {
+        unique = false;
+      }
+    }
+    return unique ? least : -1;
+  }
+
+  void BlameFailure(int rank) {
+    const Child& c = At(rank);
+    result_.failed_rank = rank;
+    result_.failure = "rank " + std::to_string(rank) + " (pid " + std::to_string(c.pid) + ") " +
+                      (c.reaped ? c.exit.Describe() : "failed and does not exit") +
+                      (c.status.why.empty() ? "" : ": " + c.status.why);
+    result_.exit_code = !c.reaped ? 1 : c.exit.exited ? c.exit.code : 128 + c.exit.signal;
+    StopAll(result_.failure);
+  }
+  // `silent`: it sent no heartbeat (what /proc says it is doing is added to the message).
+  void BlameHung(int rank, const std::string& detail, bool silent) {
+    Child& c = At(rank);
+    const std::string state = silent ? ProcessState(c.pid) : "";
+    c.exit.hung = true;
+    ::kill(c.pid, SIGKILL);  // stopped or stuck: SIGTERM would not be handled
+    result_.failed_rank = rank;
+    result_.failure = "rank " + std::to_string(rank) + " (pid " + std::to_string(c.pid) +
+                      ") hung: " + detail + (state.empty() ? "" : "; " + state);
+    result_.exit_code = kExitHung;
+    StopAll(result_.failure);
   }
 
   const LaunchOptions& options_;
@@ -354,6 +612,8 @@ class RankGroup {
   bool stopping_ = false, killed_ = false;
   Clock::time_point kill_at_{};
   Clock::time_point all_reaped_at_{};
+  Clock::time_point last_round_at_{};
+  Clock::time_point blame_wait_since_{};
 };
 
 }  // namespace

@@ -10,6 +10,8 @@
 #include <fmt/format.h>
 
 #include "planner/config/config_loader_internal.h"
+#include "planner/input_file.h"
+#include "planner/limits.h"
 #include "planner/names.h"
 
 namespace meshplan {
@@ -40,16 +42,19 @@ ModelSpec LoadModelFile(const std::filesystem::path& path) {
   std::error_code ec;
   if (std::filesystem::is_directory(path, ec)) return LoadHfConfig((path / "config.json").string());
   if (EndsWith(path.string(), ".json")) return LoadHfConfig(path.string());
-  return ModelFromYaml(RootOf(LoadYamlFile(path), path), path.stem().string());
+  return ModelFromYamlText(ReadInputFile(path.string()), path.string());
+}
+
+GpuConfig GpuConfigFromText(const std::string& text, const std::filesystem::path& path) {
+  return GpuFromYaml(RootOf(LoadYamlText(text, path.string()), path), path.stem().string());
 }
 
 GpuConfig LoadGpuFile(const std::filesystem::path& path) {
-  return GpuFromYaml(RootOf(LoadYamlFile(path), path), path.stem().string());
+  return GpuConfigFromText(ReadInputFile(path.string()), path);
 }
 
 ClusterSpec LoadClusterFile(const std::filesystem::path& path) {
-  return ClusterFromYaml(RootOf(LoadYamlFile(path), path), path.stem().string(),
-                         path.parent_path());
+  return ClusterFromYamlText(ReadInputFile(path.string()), path.string());
 }
 
 // "64xH100" -> 64 GPUs of the GPU named H100 (stem or alias), nodes of its network.gpus_per_node.
@@ -63,8 +68,7 @@ std::optional<ClusterSpec> ClusterFromShorthand(const std::string& text, const I
   const std::string gpu_name = text.substr(digits + 1);
   int64_t count = 0;
   const auto [ptr, ec] = std::from_chars(text.data(), text.data() + digits, count);
-  constexpr int64_t kMaxGpus = 100'000'000;
-  if (ec != std::errc() || count > kMaxGpus)
+  if (ec != std::errc() || count > kMaxGpus)  // planner/limits.h
     throw InputError(where, field,
                      fmt::format("'{}': {} GPUs is out of range; expected NxGPU with 1 <= N <= {}",
                                  text, text.substr(0, digits), kMaxGpus));
@@ -222,6 +226,21 @@ std::filesystem::path ConfigsDir() {
 #else
   return "configs";
 #endif
+}
+
+ModelSpec ModelFromYamlText(const std::string& text, const std::string& file) {
+  const std::filesystem::path path(file);
+  return ci::ModelFromYaml(ci::RootOf(LoadYamlText(text, file), path), path.stem().string());
+}
+
+GpuSpec GpuFromYamlText(const std::string& text, const std::string& file) {
+  return ci::GpuConfigFromText(text, file).gpu;
+}
+
+ClusterSpec ClusterFromYamlText(const std::string& text, const std::string& file) {
+  const std::filesystem::path path(file);
+  return ci::ClusterFromYaml(ci::RootOf(LoadYamlText(text, file), path), path.stem().string(),
+                             path.parent_path());
 }
 
 ModelSpec LoadModel(const std::string& name_or_path) {

@@ -44,6 +44,15 @@ std::optional<ClusterSpec> LoadGpuNetwork(const std::string& name_or_path);
 // otherwise N must be a multiple of it; tiers from the GPU's network block).
 ClusterSpec LoadCluster(const std::string& name_or_path_or_shorthand);
 
+// The same readers on text already in memory (what the file loaders above call after
+// ReadInputFile, and what the fuzz targets in tests/fuzz/ call): `file` names the text in
+// errors, gives the default name (its stem) and the folder that relative paths in it are
+// relative to.
+ModelSpec ModelFromYamlText(const std::string& text, const std::string& file);
+ModelSpec HfConfigFromText(const std::string& text, const std::string& file);
+GpuSpec GpuFromYamlText(const std::string& text, const std::string& file);
+ClusterSpec ClusterFromYamlText(const std::string& text, const std::string& file);
+
 // Names available in each configs/ folder (file stems, sorted).
 std::vector<std::string> ListModels();
 std::vector<std::string> ListGpus();
@@ -54,6 +63,7 @@ std::vector<std::string> ListClusters();
 // learning_rate}, plan {the keys of ParsePlanString; omitted keys keep their defaults}.
 // Also runs Validate() and throws InputError naming the plan file on any violation.
 PlanFile LoadPlanFile(const std::string& path);
+PlanFile PlanFileFromText(const std::string& text, const std::string& file);
 std::string PlanFileToYaml(const PlanFile& plan_file);  // LoadPlanFile(written) == plan_file
 // Atomic: writes <path>.tmp.<pid>, then renames it over `path`. InputError when it cannot.
 void SavePlanFile(const std::string& path, const PlanFile& plan_file);

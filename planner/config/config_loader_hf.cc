@@ -5,15 +5,15 @@
 // planner does not model (rope scaling, sliding windows, dropout, ...) are ignored;
 // qwen2's q/k/v biases are not counted (a few hundred thousand parameters).
 // Errors name the file and the JSON key; JSON syntax errors carry line:column.
-#include <fstream>
-#include <sstream>
-
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
 #include "planner/config/config_loader.h"
 #include "planner/config/config_loader_internal.h"
+#include "planner/checked_math.h"
 #include "planner/input_error.h"
+#include "planner/input_file.h"
+#include "planner/json_input.h"
 
 namespace meshplan {
 namespace {
@@ -21,21 +21,6 @@ namespace {
 using nlohmann::json;
 
 constexpr const char* kSupportedTypes = "llama, mistral, qwen2 (block llama), gpt2 (block gpt)";
-
-// 1-based line and column of byte offset `byte` (1-based, as nlohmann reports it).
-InputLocation LocationOfByte(const std::string& file, const std::string& text, size_t byte) {
-  InputLocation where{file, 1, 1};
-  const size_t end = std::min(byte > 0 ? byte - 1 : 0, text.size());
-  for (size_t i = 0; i < end; ++i) {
-    if (text[i] == '\n') {
-      ++where.line;
-      where.column = 1;
-    } else {
-      ++where.column;
-    }
-  }
-  return where;
-}
 
 // Typed reads of one JSON object, naming the file and the key on error.
 class JsonFields {
@@ -47,35 +32,36 @@ class JsonFields {
   int64_t Int(const char* key) const {
     if (!Has(key)) Fail(key, "missing required field; expected a positive integer");
     const json& v = object_.at(key);
-    if (!v.is_number_integer())
-      Fail(key, "expected a positive integer (at most 1e15), got " + v.dump());
-    // nlohmann keeps non-negative integers as unsigned and negative ones as signed.
-    const bool in_range = v.is_number_unsigned()
-                              ? v.get<uint64_t>() >= 1 &&
-                                    v.get<uint64_t>() <= static_cast<uint64_t>(kMaxConfigInt)
-                              : v.get<int64_t>() >= 1 && v.get<int64_t>() <= kMaxConfigInt;
-    if (!in_range)
+    const std::optional<int64_t> value = JsonInt64(v);
+    if (!value) Fail(key, "expected a positive integer (at most 1e15), got " + Show(v));
+    if (*value < 1 || *value > kMaxConfigInt)
       Fail(key, "value " + v.dump() + " is out of range; expected a positive integer (at most 1e15)");
-    return v.get<int64_t>();
+    return *value;
   }
   int64_t Int(const char* key, int64_t fallback) const { return Has(key) ? Int(key) : fallback; }
 
   bool Bool(const char* key, bool fallback) const {
     if (!Has(key)) return fallback;
     const json& v = object_.at(key);
-    if (!v.is_boolean()) Fail(key, "expected true or false, got " + v.dump());
+    if (!v.is_boolean()) Fail(key, "expected true or false, got " + Show(v));
     return v.get<bool>();
   }
 
   std::string String(const char* key, const std::string& fallback) const {
     if (!Has(key)) return fallback;
     const json& v = object_.at(key);
-    if (!v.is_string()) Fail(key, "expected a string, got " + v.dump());
+    if (!v.is_string()) Fail(key, "expected a string, got " + Show(v));
     return v.get<std::string>();
   }
 
   [[noreturn]] void Fail(const std::string& key, const std::string& message) const {
     throw InputError({file_}, key, message);
+  }
+
+  // A value for a message: at most 60 characters of its JSON.
+  static std::string Show(const json& v) {
+    const std::string text = v.dump();
+    return text.size() <= 60 ? text : text.substr(0, 57) + "...";
   }
 
  private:
@@ -101,7 +87,7 @@ ModelSpec FromLlama(const JsonFields& f) {
   m.vocab_size = f.Int("vocab_size");
   m.tied_embeddings = f.Bool("tie_word_embeddings", false);
   m.max_seq = f.Has("max_position_embeddings") ? f.Int("max_position_embeddings") : 0;
-  if (f.Has("head_dim") && f.Int("head_dim") * m.heads != m.hidden)
+  if (f.Has("head_dim") && CheckedMul(f.Int("head_dim"), m.heads) != m.hidden)
     f.Fail("head_dim", fmt::format("head_dim={} differs from hidden_size / num_attention_heads = {}; "
                                    "expected them equal (meshplan models D = E / H)",
                                    f.Int("head_dim"), m.hidden / m.heads));
@@ -131,28 +117,10 @@ std::string HfKey(const std::string& field, BlockKind block) {
   return field;
 }
 
-}  // namespace
-
-ModelSpec LoadHfConfig(const std::string& path_text) {
-  const std::filesystem::path path(path_text);
-  std::error_code ec;
-  if (!std::filesystem::is_regular_file(path, ec)) throw InputError({path_text}, "", "no such file");
-  std::ifstream in(path, std::ios::binary);
-  std::stringstream buffer;
-  buffer << in.rdbuf();
-  const std::string text = buffer.str();
-
-  json root;
-  try {
-    root = json::parse(text);
-  } catch (const json::parse_error& e) {
-    throw InputError(LocationOfByte(path_text, text, e.byte), "",
-                     std::string("malformed JSON: ") + e.what());
-  }
+ModelSpec FromHfJson(const json& root, const std::string& file) {
   if (!root.is_object())
-    throw InputError({path_text}, "", "expected a JSON object (a Hugging Face config.json)");
-
-  const JsonFields f(root, path_text);
+    throw InputError({file}, "", "expected a JSON object (a Hugging Face config.json)");
+  const JsonFields f(root, file);
   std::string type = f.String("model_type", "");
   if (type.empty()) type = root.contains("n_embd") ? "gpt2" : "llama";  // infer from the keys
   ModelSpec m;
@@ -164,10 +132,24 @@ ModelSpec LoadHfConfig(const std::string& path_text) {
     f.Fail("model_type", "unsupported model_type '" + type + "'; supported: " + kSupportedTypes);
 
   m.name = f.String("_name_or_path", "");
-  if (m.name.empty()) m.name = DefaultName(path);
+  if (m.name.empty()) m.name = DefaultName(file);
   if (auto problem = config_internal::CheckModelShape(m))
     f.Fail(HfKey(problem->field, m.block), problem->message);
   return m;
+}
+
+}  // namespace
+
+ModelSpec HfConfigFromText(const std::string& text, const std::string& file) {
+  try {
+    return FromHfJson(ParseJson(text, file), file);
+  } catch (const InputError& e) {
+    throw LocatedInJson(e, text);  // a field's error gets the line and column of its value
+  }
+}
+
+ModelSpec LoadHfConfig(const std::string& path) {
+  return HfConfigFromText(ReadInputFile(path, "model"), path);
 }
 
 }  // namespace meshplan

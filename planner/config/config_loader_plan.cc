@@ -18,6 +18,9 @@
 #include "planner/atomic_file.h"
 #include "planner/config/config_loader.h"
 #include "planner/config/config_loader_internal.h"
+#include "planner/input_file.h"
+#include "planner/limits.h"
+#include "planner/checked_math.h"
 #include "planner/names.h"
 
 namespace meshplan {
@@ -29,9 +32,14 @@ namespace {
 TrainingSpec TrainingFromYaml(const YamlFields& f) {
   f.AllowOnly({"global_batch", "seq_len", "precision", "steps", "learning_rate"});
   TrainingSpec t;
-  // Limits keep global_batch * seq_len (tokens per step) far inside int64.
-  t.global_batch = f.Int("global_batch", {1, 1'000'000'000});
-  t.seq_len = f.Int("seq_len", {1, 1'000'000'000});
+  // Limits keep global_batch * seq_len (tokens per step) far inside int64 (planner/limits.h).
+  t.global_batch = f.Int("global_batch", {1, kMaxGlobalBatch});
+  t.seq_len = f.Int("seq_len", {1, kMaxSeqLen});
+  const std::optional<int64_t> tokens = CheckedMul(t.global_batch, t.seq_len);
+  if (!tokens || *tokens > kMaxTokensPerStep)
+    f.Fail("seq_len", fmt::format("global_batch x seq_len = {} x {} tokens per step; expected at "
+                                  "most {} (kMaxTokensPerStep, docs/limits.md)",
+                                  t.global_batch, t.seq_len, kMaxTokensPerStep));
   const std::string precision = f.String("precision", ToString(t.precision));
   if (!ParsePrecision(precision, &t.precision))
     f.Fail("precision",
@@ -136,9 +144,13 @@ void EmitPlan(std::string& out, const ParallelPlan& plan) {
 
 }  // namespace
 
-PlanFile LoadPlanFile(const std::string& path_text) {
+PlanFile LoadPlanFile(const std::string& path) {
+  return PlanFileFromText(ReadInputFile(path), path);
+}
+
+PlanFile PlanFileFromText(const std::string& text, const std::string& path_text) {
   const std::filesystem::path path(path_text);
-  const YamlFields f(LoadYamlFile(path), path_text, "");
+  const YamlFields f(LoadYamlText(text, path_text), path_text, "");
   f.AllowOnly({"model", "cluster", "training", "plan"});
   const std::filesystem::path base_dir = path.parent_path();
   PlanFile out;
@@ -163,6 +175,12 @@ PlanFile LoadPlanFile(const std::string& path_text) {
     std::string message = "the plan is invalid for this model, cluster and batch: ";
     for (size_t i = 0; i < violations.size(); ++i)
       message += (i ? "; " : "") + violations[i].message + " [" + violations[i].constraint + "]";
+    const YamlFields training = f.Map("training");
+    message += fmt::format(
+        " (global_batch is training.global_batch at line {}, seq is training.seq_len at line {}, "
+        "the {} GPUs are the cluster at line {})",
+        training.Where("global_batch").line, training.Where("seq_len").line,
+        out.cluster.world_size(), f.Where("cluster").line);
     throw InputError(f.Where("plan"), "plan", message);
   }
   return out;

@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include "planner/config/config_loader_internal.h"
+#include "planner/limits.h"
 #include "planner/names.h"
 
 namespace meshplan::config_internal {
@@ -138,6 +139,12 @@ ClusterSpec ClusterFromYaml(const YamlFields& f, const std::string& default_name
   } else {
     c.gpus_per_node = f.Int("gpus_per_node", kCount);
   }
+  // nodes <= 1e7 and gpus_per_node <= 1e6: the product fits int64.
+  if (c.world_size() > kMaxGpus)
+    f.Fail(f.Has("gpus_per_node") ? "gpus_per_node" : "nodes",
+           fmt::format("nodes x gpus_per_node = {} x {} = {} GPUs; expected at most {} (kMaxGpus, "
+                       "docs/limits.md)",
+                       c.nodes, c.gpus_per_node, c.world_size(), kMaxGpus));
 
   const auto tier = [&](const std::string& key, const NetworkTier GpuNetwork::*member) {
     if (f.Has(key)) return TierFromYaml(f.Map(key));

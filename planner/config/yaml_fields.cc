@@ -2,11 +2,17 @@
 
 #include <charconv>
 #include <cmath>
-#include <fstream>
 #include <map>
 #include <sstream>
+#include <vector>
 
 #include <fmt/format.h>
+#include <yaml-cpp/eventhandler.h>
+#include <yaml-cpp/parser.h>
+
+#include "planner/checked_math.h"
+#include "planner/input_file.h"
+#include "planner/limits.h"
 
 namespace meshplan {
 namespace {
@@ -42,8 +48,139 @@ InputLocation LocationOf(const std::string& file, const YAML::Mark& mark) {
   return {file, mark.line + 1, mark.column + 1};
 }
 
+namespace {
+
+// The byte offset of the first byte of `text` that is not part of valid UTF-8, or npos.
+size_t FirstInvalidUtf8(const std::string& text) {
+  const auto* p = reinterpret_cast<const unsigned char*>(text.data());
+  const size_t n = text.size();
+  size_t i = 0;
+  while (i < n) {
+    const unsigned char c = p[i];
+    size_t length = 0;
+    unsigned char lo = 0x80, hi = 0xBF;  // the range of the second byte
+    if (c < 0x80) length = 1;
+    else if (c >= 0xC2 && c <= 0xDF) length = 2;
+    else if (c == 0xE0) length = 3, lo = 0xA0;
+    else if ((c >= 0xE1 && c <= 0xEC) || c == 0xEE || c == 0xEF) length = 3;
+    else if (c == 0xED) length = 3, hi = 0x9F;  // no UTF-16 surrogates
+    else if (c == 0xF0) length = 4, lo = 0x90;
+    else if (c >= 0xF1 && c <= 0xF3) length = 4;
+    else if (c == 0xF4) length = 4, hi = 0x8F;
+    else return i;
+    if (length > 1) {
+      if (i + length > n || p[i + 1] < lo || p[i + 1] > hi) return i;
+      for (size_t k = 2; k < length; ++k)
+        if (p[i + k] < 0x80 || p[i + k] > 0xBF) return i;
+    }
+    i += length;
+  }
+  return std::string::npos;
+}
+
+InputLocation LocationOfOffset(const std::string& file, const std::string& text, size_t offset) {
+  InputLocation where{file, 1, 1};
+  for (size_t i = 0; i < offset && i < text.size(); ++i) {
+    if (text[i] == '\n') {
+      ++where.line;
+      where.column = 1;
+    } else {
+      ++where.column;
+    }
+  }
+  return where;
+}
+
+// A pass over the parser's events before any node is built: refuses nesting deeper than
+// kMaxYamlDepth (at the collection that goes too deep) and documents that expand to more
+// than kMaxYamlNodes nodes, each alias counting the nodes of its anchor (alias bombs), and
+// aliases to a collection that contains them (cycles).
+class YamlShapeCheck : public YAML::EventHandler {
+ public:
+  explicit YamlShapeCheck(const std::string& file) : file_(file) {}
+
+  void OnDocumentStart(const YAML::Mark&) override {}
+  void OnDocumentEnd() override {}
+  void OnNull(const YAML::Mark& mark, YAML::anchor_t anchor) override { Leaf(mark, anchor, 1); }
+  void OnAlias(const YAML::Mark& mark, YAML::anchor_t anchor) override {
+    const auto it = sizes_.find(anchor);
+    if (it == sizes_.end())
+      throw InputError(LocationOf(file_, mark), "",
+                       "an alias to a collection that contains it (a cycle); expected aliases "
+                       "only to complete nodes");
+    Leaf(mark, YAML::NullAnchor, it->second);
+  }
+  void OnScalar(const YAML::Mark& mark, const std::string&, YAML::anchor_t anchor,
+                const std::string&) override {
+    Leaf(mark, anchor, 1);
+  }
+  void OnSequenceStart(const YAML::Mark& mark, const std::string&, YAML::anchor_t anchor,
+                       YAML::EmitterStyle::value) override {
+    Open(mark, anchor);
+  }
+  void OnSequenceEnd() override { Close(); }
+  void OnMapStart(const YAML::Mark& mark, const std::string&, YAML::anchor_t anchor,
+                  YAML::EmitterStyle::value) override {
+    Open(mark, anchor);
+  }
+  void OnMapEnd() override { Close(); }
+
+ private:
+  struct Open_ {
+    YAML::anchor_t anchor = YAML::NullAnchor;
+    int64_t nodes = 1;
+  };
+  void Count(const YAML::Mark& mark, int64_t nodes) {
+    total_ += nodes;  // each term is at most kMaxYamlNodes: no overflow
+    if (total_ > kMaxYamlNodes)
+      throw InputError(LocationOf(file_, mark), "",
+                       fmt::format("the document expands to more than {} nodes (each alias "
+                                   "counts the nodes it repeats); expected at most {} "
+                                   "(kMaxYamlNodes, docs/limits.md)",
+                                   kMaxYamlNodes, kMaxYamlNodes));
+  }
+  void Leaf(const YAML::Mark& mark, YAML::anchor_t anchor, int64_t nodes) {
+    Count(mark, nodes);
+    if (!open_.empty()) open_.back().nodes += nodes;
+    if (anchor != YAML::NullAnchor) sizes_[anchor] = nodes;
+  }
+  void Open(const YAML::Mark& mark, YAML::anchor_t anchor) {
+    if (static_cast<int>(open_.size()) >= kMaxYamlDepth)
+      throw InputError(LocationOf(file_, mark), "",
+                       fmt::format("sequences and mappings nested deeper than {} levels; "
+                                   "expected at most {} (kMaxYamlDepth, docs/limits.md)",
+                                   kMaxYamlDepth, kMaxYamlDepth));
+    Count(mark, 1);
+    open_.push_back({anchor, 1});
+  }
+  void Close() {
+    if (open_.empty()) return;
+    const Open_ done = open_.back();
+    open_.pop_back();
+    if (!open_.empty()) open_.back().nodes += done.nodes;
+    if (done.anchor != YAML::NullAnchor) sizes_[done.anchor] = done.nodes;
+  }
+
+  const std::string& file_;
+  std::vector<Open_> open_;
+  std::map<YAML::anchor_t, int64_t> sizes_;  // expanded nodes per complete anchor
+  int64_t total_ = 0;
+};
+
+}  // namespace
+
 YAML::Node LoadYamlText(const std::string& text, const std::string& file) {
+  if (const size_t bad = FirstInvalidUtf8(text); bad != std::string::npos)
+    throw InputError(LocationOfOffset(file, text, bad), "",
+                     fmt::format("byte 0x{:02X} is not valid UTF-8; expected a UTF-8 text file",
+                                 static_cast<unsigned>(static_cast<unsigned char>(text[bad]))));
   try {
+    {  // the events first: nothing is built from a document that is too deep or too large
+      std::istringstream in(text);
+      YAML::Parser parser(in);
+      YamlShapeCheck check(file);
+      parser.HandleNextDocument(check);
+    }
     return YAML::Load(text);
   } catch (const YAML::ParserException& e) {
     throw InputError(LocationOf(file, e.mark), "", "malformed YAML: " + e.msg);
@@ -53,14 +190,7 @@ YAML::Node LoadYamlText(const std::string& text, const std::string& file) {
 }
 
 YAML::Node LoadYamlFile(const std::filesystem::path& path) {
-  std::error_code ec;
-  if (!std::filesystem::is_regular_file(path, ec))
-    throw InputError({path.string()}, "", "no such file");
-  std::ifstream in(path, std::ios::binary);
-  std::stringstream text;
-  text << in.rdbuf();
-  if (!in) throw InputError({path.string()}, "", "cannot read the file");
-  return LoadYamlText(text.str(), path.string());
+  return LoadYamlText(ReadInputFile(path.string()), path.string());
 }
 
 std::string DescribeNode(const YAML::Node& node) {
@@ -187,13 +317,18 @@ double ParseShifted(const std::string& number_text, int exponent) {
   std::string text = number_text;
   if (!text.empty() && text[0] == '+') text.erase(0, 1);
   const size_t e = text.find_first_of("eE");
-  long long exp10 = 0;
+  int64_t exp10 = 0;
   if (e != std::string::npos) {
-    std::from_chars(text.data() + e + 1 + (text[e + 1] == '+' ? 1 : 0), text.data() + text.size(),
-                    exp10);
+    const auto [ptr, ec] = std::from_chars(
+        text.data() + e + 1 + (text[e + 1] == '+' ? 1 : 0), text.data() + text.size(), exp10);
+    // An exponent beyond int64 in a number that Number() accepted as finite and in range
+    // can only belong to a zero ("0e99999999999999999999").
+    if (ec != std::errc()) return 0;
     text.resize(e);
   }
-  text += "e" + std::to_string(exp10 + exponent);
+  const std::optional<int64_t> shifted = CheckedAdd(exp10, exponent);
+  if (!shifted) return 0;  // the same zero, its exponent at the edge of int64
+  text += "e" + std::to_string(*shifted);
   double out = 0;
   std::from_chars(text.data(), text.data() + text.size(), out);
   return out;

@@ -40,11 +40,14 @@ struct NumberRange {
 // The location of a yaml-cpp mark (0-based) as an InputLocation (1-based).
 InputLocation LocationOf(const std::string& file, const YAML::Mark& mark);
 
-// Parses a whole YAML file; a missing/unreadable file or malformed YAML becomes an
-// InputError naming the file (and the parser's line:column).
-YAML::Node LoadYamlFile(const std::filesystem::path& path);
-// Same for YAML text; `file` names it in errors.
+// Parses YAML text (its first document); `file` names it in errors. Before yaml-cpp builds
+// a tree the text is checked (docs/limits.md): UTF-8 only, nesting at most kMaxYamlDepth,
+// at most kMaxYamlNodes nodes with each alias counting the nodes of its anchor (alias
+// bombs), no alias to a collection that contains it. Every refusal and malformed YAML is an
+// InputError at file:line:column.
 YAML::Node LoadYamlText(const std::string& text, const std::string& file);
+// ReadInputFile (planner/input_file.h: regular files only), then LoadYamlText.
+YAML::Node LoadYamlFile(const std::filesystem::path& path);
 
 class YamlFields {
  public:

@@ -4,10 +4,14 @@
 #include <fmt/format.h>
 
 #include <algorithm>
-#include <fstream>
+#include <limits>
+#include <optional>
 #include <stdexcept>
 
 #include "planner/input_error.h"
+#include "planner/input_file.h"
+#include "planner/json_input.h"
+#include "planner/limits.h"
 #include "planner/units_format.h"
 
 namespace meshplan {
@@ -78,46 +82,92 @@ json PhasePeaksToJson(const std::vector<PhasePeak>& peaks) {
   return out;
 }
 
-// Typed reads that name the field on failure.
+// Typed reads that name the field on failure. Strict: an integer field takes only a JSON
+// integer that fits its type (2.5 and 1e30 are refused, not truncated), a number field any
+// JSON number, a list only elements of its type.
 class Reader {
  public:
   Reader(const json& j, std::string source, std::string prefix)
       : j_(j), source_(std::move(source)), prefix_(std::move(prefix)) {
-    if (!j_.is_object()) Fail("", "expected a JSON object");
+    if (!j_.is_object()) Fail("", "expected a JSON object, got " + Show(j_));
   }
   template <typename T>
   T Get(const std::string& key) const {
-    const json& v = At(key);
-    try {
-      return v.get<T>();
-    } catch (const json::exception&) {
-      Fail(key, std::string("expected ") + Expected<T>() + ", got " + v.dump());
-    }
+    return Convert<T>(At(key), key);
   }
   // Fields added later (older measured.json files lack them): `fallback` when missing.
   template <typename T>
   T GetOr(const std::string& key, T fallback) const {
     return j_.contains(key) ? Get<T>(key) : fallback;
   }
+  // An integer field that must be >= `min` (counts, bytes, sizes).
+  template <typename T>
+  T AtLeast(const std::string& key, T min) const {
+    const T value = Get<T>(key);
+    if (value < min)
+      Fail(key, fmt::format("value {} is out of range; expected an integer >= {}", value, min));
+    return value;
+  }
+  // A list of numbers, each >= 0 (times, bytes).
+  template <typename T>
+  std::vector<T> NonNegativeList(const std::string& key) const {
+    std::vector<T> values = Get<std::vector<T>>(key);
+    for (size_t i = 0; i < values.size(); ++i)
+      if (values[i] < 0)
+        throw InputError({source_}, fmt::format("{}{}[{}]", prefix_, key, i),
+                         fmt::format("value {} is negative; expected a number >= 0", values[i]));
+    return values;
+  }
+  bool Has(const std::string& key) const { return j_.contains(key); }
   const json& At(const std::string& key) const {
-    if (!j_.contains(key)) Fail(key, "missing");
+    if (!j_.contains(key)) Fail(key, "missing required field");
     return j_.at(key);
   }
   [[noreturn]] void Fail(const std::string& key, const std::string& message) const {
-    throw InputError({source_}, prefix_ + key, message);
+    const std::string field = key.empty() && !prefix_.empty() && prefix_.back() == '.'
+                                  ? prefix_.substr(0, prefix_.size() - 1)
+                                  : prefix_ + key;
+    throw InputError({source_}, field, message);
   }
   const std::string& source() const { return source_; }
   const std::string& prefix() const { return prefix_; }
 
  private:
-  template <typename T>
-  static const char* Expected() {
-    if constexpr (std::is_same_v<T, std::string>) return "a string";
-    else if constexpr (std::is_same_v<T, bool>) return "true or false";
-    else if constexpr (std::is_integral_v<T>) return "an integer";
-    else if constexpr (std::is_floating_point_v<T>) return "a number";
-    else return "a list";
+  // A value for a message: at most 60 characters of its JSON.
+  static std::string Show(const json& v) {
+    const std::string text = v.dump();
+    return text.size() <= 60 ? text : text.substr(0, 57) + "...";
   }
+
+  template <typename T>
+  T Convert(const json& v, const std::string& key) const {
+    if constexpr (std::is_same_v<T, std::string>) {
+      if (!v.is_string()) Fail(key, "expected a string, got " + Show(v));
+      return v.get<std::string>();
+    } else if constexpr (std::is_same_v<T, bool>) {
+      if (!v.is_boolean()) Fail(key, "expected true or false, got " + Show(v));
+      return v.get<bool>();
+    } else if constexpr (std::is_integral_v<T>) {
+      using Limits = std::numeric_limits<T>;
+      const std::optional<int64_t> value = JsonInt64(v);
+      if (!value || *value < Limits::min() || *value > Limits::max())
+        Fail(key, fmt::format("expected an integer from {} to {}, got {}", Limits::min(),
+                              Limits::max(), Show(v)));
+      return static_cast<T>(*value);
+    } else if constexpr (std::is_floating_point_v<T>) {
+      if (!v.is_number()) Fail(key, "expected a number, got " + Show(v));
+      return v.get<T>();  // finite: ParseJson refuses numbers out of double range
+    } else {  // std::vector<E>
+      using E = typename T::value_type;
+      if (!v.is_array()) Fail(key, "expected a list, got " + Show(v));
+      T out;
+      out.reserve(v.size());
+      for (size_t i = 0; i < v.size(); ++i)
+        out.push_back(Convert<E>(v[i], fmt::format("{}[{}]", key, i)));
+      return out;
+    }
+  }
+
   const json& j_;
   std::string source_, prefix_;
 };
@@ -125,21 +175,23 @@ class Reader {
 }  // namespace
 
 json RankMeasurementToJson(const RankMeasurement& r) {
-  return json{{"rank", r.rank},
-              {"first_step", r.first_step},
-              {"step_times_s", r.step_times_s},
-              {"losses", r.losses},
-              {"resident_bytes", r.resident_bytes},
-              {"peak_memory_bytes", r.peak_memory_bytes},
-              {"peak_reserved_bytes", r.peak_reserved_bytes},
-              {"phase_peaks", PhasePeaksToJson(r.phase_peaks)}};
+  json out{{"rank", r.rank},
+           {"first_step", r.first_step},
+           {"step_times_s", r.step_times_s},
+           {"losses", r.losses},
+           {"resident_bytes", r.resident_bytes},
+           {"peak_memory_bytes", r.peak_memory_bytes},
+           {"peak_reserved_bytes", r.peak_reserved_bytes},
+           {"phase_peaks", PhasePeaksToJson(r.phase_peaks)}};
+  if (!r.stop_reason.empty()) out["stop_reason"] = r.stop_reason;
+  return out;
 }
 
 json MeasurementToJson(const Measurement& m) {
   const MeasurementEnvironment& e = m.environment;
   json ranks = json::array();
   for (const RankMeasurement& r : m.ranks) ranks.push_back(RankMeasurementToJson(r));
-  return json{{"environment",
+  json out{{"environment",
                {{"device", e.device},
                 {"libtorch_version", e.libtorch_version},
                 {"hostname", e.hostname},
@@ -161,24 +213,29 @@ json MeasurementToJson(const Measurement& m) {
               {"losses", m.losses},
               {"peak_memory_bytes", m.peak_memory_bytes},
               {"ranks", ranks}};
+  if (!m.stop_reason.empty()) out["stop_reason"] = m.stop_reason;
+  return out;
 }
 
 namespace {
 
 RankMeasurement RankFromReader(const Reader& in) {
   RankMeasurement r;
-  r.rank = in.Get<int>("rank");
-  r.first_step = in.Get<int64_t>("first_step");
-  r.step_times_s = in.Get<std::vector<double>>("step_times_s");
+  r.rank = in.AtLeast<int>("rank", 0);
+  r.first_step = in.AtLeast<int64_t>("first_step", 0);
+  r.step_times_s = in.NonNegativeList<double>("step_times_s");
   r.losses = in.Get<std::vector<double>>("losses");
-  r.resident_bytes = in.Get<int64_t>("resident_bytes");
-  r.peak_memory_bytes = in.Get<int64_t>("peak_memory_bytes");
-  r.peak_reserved_bytes = in.GetOr<int64_t>("peak_reserved_bytes", 0);
+  r.resident_bytes = in.AtLeast<int64_t>("resident_bytes", 0);
+  r.peak_memory_bytes = in.AtLeast<int64_t>("peak_memory_bytes", 0);
+  r.peak_reserved_bytes = in.Has("peak_reserved_bytes")
+                              ? in.AtLeast<int64_t>("peak_reserved_bytes", 0)
+                              : 0;
+  r.stop_reason = in.GetOr<std::string>("stop_reason", "");
   const json& phases = in.At("phase_peaks");
   if (!phases.is_array()) in.Fail("phase_peaks", "expected a list of {phase, peak_bytes}");
   for (size_t i = 0; i < phases.size(); ++i) {
     const Reader p(phases[i], in.source(), in.prefix() + fmt::format("phase_peaks[{}].", i));
-    r.phase_peaks.push_back({p.Get<std::string>("phase"), p.Get<int64_t>("peak_bytes")});
+    r.phase_peaks.push_back({p.Get<std::string>("phase"), p.AtLeast<int64_t>("peak_bytes", 0)});
   }
   return r;
 }
@@ -197,23 +254,27 @@ Measurement MeasurementFromJson(const json& j, const std::string& source) {
   e.device = env.Get<std::string>("device");
   e.libtorch_version = env.Get<std::string>("libtorch_version");
   e.hostname = env.Get<std::string>("hostname");
-  e.world_size = env.Get<int>("world_size");
+  e.world_size = env.AtLeast<int>("world_size", 1);
+  if (e.world_size > kMaxGpus)
+    env.Fail("world_size", fmt::format("value {} is out of range; expected at most {} (kMaxGpus, "
+                                       "docs/limits.md)", e.world_size, kMaxGpus));
   e.intra_op_threads = env.Get<int>("intra_op_threads");
   e.model = env.Get<std::string>("model");
   e.plan = env.Get<std::string>("plan");
   e.precision = env.Get<std::string>("precision");
   e.attention = env.GetOr<std::string>("attention", "");
-  e.global_batch = env.Get<int64_t>("global_batch");
-  e.seq_len = env.Get<int64_t>("seq_len");
-  m.first_step = in.Get<int64_t>("first_step");
-  m.steps = in.Get<int64_t>("steps");
-  m.warmup_steps = in.Get<int64_t>("warmup_steps");
-  m.tokens_per_step = in.Get<int64_t>("tokens_per_step");
-  m.step_times_s = in.Get<std::vector<double>>("step_times_s");
+  e.global_batch = env.AtLeast<int64_t>("global_batch", 0);
+  e.seq_len = env.AtLeast<int64_t>("seq_len", 0);
+  m.first_step = in.AtLeast<int64_t>("first_step", 0);
+  m.steps = in.AtLeast<int64_t>("steps", 0);
+  m.warmup_steps = in.AtLeast<int64_t>("warmup_steps", 0);
+  m.tokens_per_step = in.AtLeast<int64_t>("tokens_per_step", 0);
+  m.step_times_s = in.NonNegativeList<double>("step_times_s");
   m.median_step_s = in.Get<double>("median_step_s");
   m.tokens_per_s = in.Get<double>("tokens_per_s");
   m.losses = in.Get<std::vector<double>>("losses");
-  m.peak_memory_bytes = in.Get<std::vector<int64_t>>("peak_memory_bytes");
+  m.peak_memory_bytes = in.NonNegativeList<int64_t>("peak_memory_bytes");
+  m.stop_reason = in.GetOr<std::string>("stop_reason", "");
   const json& ranks = in.At("ranks");
   if (!ranks.is_array()) in.Fail("ranks", "expected a list of rank results");
   for (size_t i = 0; i < ranks.size(); ++i)
@@ -224,16 +285,16 @@ Measurement MeasurementFromJson(const json& j, const std::string& source) {
   return m;
 }
 
-Measurement LoadMeasurement(const std::string& path) {
-  std::ifstream in(path);
-  if (!in) throw InputError({path}, "measurement", "cannot open the file");
-  json j;
+Measurement MeasurementFromText(const std::string& text, const std::string& source) {
   try {
-    j = json::parse(in);
-  } catch (const json::parse_error& e) {
-    throw InputError({path}, "measurement", std::string("not valid JSON: ") + e.what());
+    return MeasurementFromJson(ParseJson(text, source), source);
+  } catch (const InputError& e) {
+    throw LocatedInJson(e, text);  // a field's error gets the line and column of its value
   }
-  return MeasurementFromJson(j, path);
+}
+
+Measurement LoadMeasurement(const std::string& path) {
+  return MeasurementFromText(ReadInputFile(path, "measurement"), path);
 }
 
 std::string FormatMeasurementSummary(const Measurement& m) {
@@ -247,6 +308,7 @@ std::string FormatMeasurementSummary(const Measurement& m) {
   if (!m.losses.empty())
     out += fmt::format("  loss: step {} {:.4f} -> step {} {:.4f}\n", m.first_step + 1,
                        m.losses.front(), m.first_step + m.steps, m.losses.back());
+  if (!m.stop_reason.empty()) out += "  stopped early: " + m.stop_reason + "\n";
   return out;
 }
 

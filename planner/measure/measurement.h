@@ -36,6 +36,8 @@ struct RankMeasurement {
   int64_t peak_reserved_bytes = 0;    // CUDA: the caching allocator's max reserved bytes
                                       // (what the process held from the driver); 0 on CPU
   std::vector<PhasePeak> phase_peaks; // per phase, max over the steps
+  std::string stop_reason;            // why this rank stopped before the last step ("": it
+                                      // did not; optional in JSON, absent in older files)
   bool operator==(const RankMeasurement&) const = default;
 };
 
@@ -68,6 +70,10 @@ struct Measurement {
   std::vector<double> losses;         // per step
   std::vector<int64_t> peak_memory_bytes;  // per rank, indexed by world rank
   std::vector<RankMeasurement> ranks;      // everything each rank reported
+  // Why the run stopped before its last step ("" when it did not; e.g. "step 7: the loss
+  // is nan ..."): the figures above cover the steps done before. Optional in JSON (written
+  // only when set; absent in older files).
+  std::string stop_reason;
   bool operator==(const Measurement&) const = default;
 
   int64_t max_peak_memory_bytes() const;  // the most loaded rank
@@ -90,7 +96,11 @@ nlohmann::json MeasurementToJson(const Measurement& measurement);
 RankMeasurement RankMeasurementFromJson(const nlohmann::json& json,
                                         const std::string& source = "<rank result>");
 Measurement MeasurementFromJson(const nlohmann::json& json, const std::string& source);
-// Reads measured.json (InputError when missing or malformed).
+// measured.json text (ParseJson: depth, number range and duplicate keys checked before the
+// document is built), every field type- and range-checked; InputError at file:line:column
+// naming the field. `source` names the text in errors.
+Measurement MeasurementFromText(const std::string& text, const std::string& source);
+// Reads measured.json (ReadInputFile: a regular file only), then MeasurementFromText.
 Measurement LoadMeasurement(const std::string& path);
 
 // A few lines for the terminal: steps, median step time, tokens/s, peak memory per rank,

@@ -7,6 +7,7 @@
 #include <cmath>
 
 #include "planner/input_error.h"
+#include "planner/limits.h"
 #include "planner/units_format.h"
 
 namespace meshplan {
@@ -41,19 +42,45 @@ std::string Text(const json& root, const std::string& path, const std::string& s
   return v.get<std::string>();
 }
 
-// The comparison figure named `prefix...` (e.g. "peak memory rank 0"), with a prediction.
-const json& Figure(const json& record, const std::string& prefix, const std::string& source) {
+// The comparison figure named `prefix...` (e.g. "peak memory rank 0"), with a prediction;
+// its path ("comparison/figures[3]") in *path.
+const json& Figure(const json& record, const std::string& prefix, const std::string& source,
+                   std::string* path) {
   const json& figures = At(record, "comparison/figures", source);
-  if (figures.is_array())
-    for (const json& f : figures)
-      if (f.is_object() && f.value("figure", "").rfind(prefix, 0) == 0) {
-        if (!f.contains("predicted") || !f["predicted"].is_number())
-          throw InputError({source}, "comparison/figures",
-                           "'" + prefix + "' has no prediction (was the hardware calibrated "
-                           "for this device?)");
-        return f;
-      }
+  if (!figures.is_array())
+    throw InputError({source}, "comparison/figures",
+                     "expected a list of figures, got " + figures.dump());
+  for (size_t i = 0; i < figures.size(); ++i) {
+    const json& f = figures[i];
+    if (!f.is_object() || !f.contains("figure") || !f["figure"].is_string() ||
+        f["figure"].get<std::string>().rfind(prefix, 0) != 0)
+      continue;
+    *path = "comparison/figures[" + std::to_string(i) + "]";
+    if (!f.contains("predicted") || !f["predicted"].is_number())
+      throw InputError({source}, *path,
+                       "'" + prefix + "' has no prediction (was the hardware calibrated "
+                       "for this device?)");
+    return f;
+  }
   throw InputError({source}, "comparison/figures", "no '" + prefix + "' figure");
+}
+
+// A number of a JSON object (a figure, a rank) at `path/key`, InputError when absent or not one.
+double NumberIn(const json& object, const std::string& key, const std::string& path,
+                const std::string& source) {
+  const std::string field = path + "/" + key;
+  if (!object.contains(key)) throw InputError({source}, field, "missing field; expected a number");
+  const json& v = object[key];
+  if (!v.is_number()) throw InputError({source}, field, "expected a number, got " + v.dump());
+  return v.get<double>();
+}
+
+// A count (seq_len, global_batch) as an integer in [0, max].
+int64_t Count(const json& root, const std::string& path, const std::string& source, int64_t max) {
+  const double v = Number(root, path, source);
+  if (!(v >= 0 && v <= static_cast<double>(max)))
+    throw InputError({source}, path, fmt::format("value {} is out of range; expected 0 to {}", v, max));
+  return static_cast<int64_t>(v);
 }
 
 double Median(std::vector<double> v) {
@@ -75,20 +102,23 @@ SweepRow SweepRowFromJson(const json& record, const std::string& source) {
   r.model = Text(record, "estimate/setup/model", source);
   r.plan = Text(record, "estimate/setup/plan", source);
   r.precision = Text(record, "estimate/setup/precision", source);
-  r.seq_len = static_cast<int64_t>(Number(record, "estimate/setup/seq_len", source));
-  r.global_batch = static_cast<int64_t>(Number(record, "estimate/setup/global_batch", source));
+  r.seq_len = Count(record, "estimate/setup/seq_len", source, kMaxSeqLen);
+  r.global_batch = Count(record, "estimate/setup/global_batch", source, kMaxGlobalBatch);
 
-  const json& step = Figure(record, "step time", source);
-  r.predicted_step_s = step["predicted"].get<double>();
-  r.measured_step_s = step["measured"].get<double>();
-  r.step_error_pct = step["error_pct"].get<double>();
-  const json& memory = Figure(record, "peak memory rank 0", source);
-  r.predicted_peak_bytes = memory["predicted"].get<double>();
-  r.measured_peak_bytes = memory["measured"].get<double>();
-  r.memory_error_pct = memory["error_pct"].get<double>();
+  std::string path;
+  const json& step = Figure(record, "step time", source, &path);
+  r.predicted_step_s = NumberIn(step, "predicted", path, source);
+  r.measured_step_s = NumberIn(step, "measured", path, source);
+  r.step_error_pct = NumberIn(step, "error_pct", path, source);
+  const json& memory = Figure(record, "peak memory rank 0", source, &path);
+  r.predicted_peak_bytes = NumberIn(memory, "predicted", path, source);
+  r.measured_peak_bytes = NumberIn(memory, "measured", path, source);
+  r.memory_error_pct = NumberIn(memory, "error_pct", path, source);
   const json& ranks = At(record, "measured/ranks", source);
-  if (ranks.is_array() && !ranks.empty() && ranks[0].contains("peak_reserved_bytes"))
-    r.measured_reserved_bytes = ranks[0]["peak_reserved_bytes"].get<double>();
+  if (ranks.is_array() && !ranks.empty() && ranks[0].is_object() &&
+      ranks[0].contains("peak_reserved_bytes"))
+    r.measured_reserved_bytes =
+        NumberIn(ranks[0], "peak_reserved_bytes", "measured/ranks[0]", source);
 
   r.predicted_mfu = Number(record, "estimate/mfu", source);
   r.measured_mfu = r.measured_step_s > 0 ? r.predicted_mfu * r.predicted_step_s / r.measured_step_s : 0;

@@ -91,6 +91,7 @@ class PlanSpace {
 
   int64_t size() const { return size_; }  // candidates in the grid
   int64_t num_meshes() const { return static_cast<int64_t>(meshes_.size()); }
+  int64_t num_micro_batches() const { return static_cast<int64_t>(micro_batches_.size()); }
   const MeshShape& mesh(int64_t i) const { return meshes_[i]; }
   int64_t mesh_offset(int64_t i) const { return offsets_[i]; }  // ordinal of its first candidate
   MeshAxes axes(const MeshShape& mesh) const;

@@ -9,7 +9,10 @@
 #include <mutex>
 #include <thread>
 
+#include <fmt/format.h>
+
 #include "planner/cost/cost_model.h"
+#include "planner/input_error.h"
 
 namespace meshplan {
 namespace {
@@ -285,6 +288,16 @@ SearchResult Search(const ModelSpec& model, const ClusterSpec& cluster,
   estimate.memory_model = options.memory_model;
   estimate.memory_headroom = options.memory_headroom;
   Job job{model, cluster, training, space, estimate, ProbeKey{}};
+  if (space.size() > options.max_candidates)
+    throw InputError(
+        {"<command line>"}, "search",
+        fmt::format("the grid has {} candidate plans ({} dp x tp x pp x cp meshes x {} "
+                    "micro-batch sizes x sp, schedule, ZeRO and recompute choices); expected at "
+                    "most {} (kMaxSearchCandidates, docs/limits.md): pin keys with --only (e.g. "
+                    "--only mbs=1 or --only tp=8,pp=1), or choose a --global-batch with fewer "
+                    "divisors",
+                    space.size(), space.num_meshes(), space.num_micro_batches(),
+                    options.max_candidates));
   SearchResult result;
   result.candidates = space.size();
 
@@ -315,10 +328,10 @@ std::string ExampleMessage(const SearchResult& result, PlanConstraint constraint
 std::string DescribeNoValidPlan(const SearchResult& result, const ModelSpec& model,
                                 const ClusterSpec& cluster, const TrainingSpec& training,
                                 const SearchOptions& options) {
-  std::string out = "no valid plan splits " + std::to_string(cluster.world_size()) + " GPUs (" +
-                    cluster.name + ") for " + model.name + " with global batch " +
-                    std::to_string(training.global_batch) + " and seq " +
-                    std::to_string(training.seq_len);
+  std::string out = "no valid plan splits " + std::to_string(cluster.world_size()) +
+                    " GPUs (--cluster " + cluster.name + ") for " + model.name +
+                    " with --global-batch " + std::to_string(training.global_batch) +
+                    " and --seq " + std::to_string(training.seq_len);
   if (!options.space.pins.empty()) out += " and --only " + options.space.pins.ToString();
   if (result.candidates == 0) {
     return out + ": no dp*tp*pp*cp split of the world size matches the pinned values";

@@ -11,6 +11,9 @@
 //    nothing of size "candidates" is ever stored.
 //  * Search() throws nothing for a grid with no valid plan (valid == 0); the CLI turns
 //    that into an InputError (DescribeNoValidPlan).
+//  * Bounded time: a grid of more than SearchOptions::max_candidates candidates
+//    (kMaxSearchCandidates, planner/limits.h) is refused with an InputError naming the
+//    bound and how to shrink the grid (--only, --global-batch), before any is judged.
 // Thread-safety: Search() is reentrant; the progress callback runs on the calling thread.
 #pragma once
 
@@ -22,6 +25,7 @@
 #include <vector>
 
 #include "planner/cluster_spec.h"
+#include "planner/limits.h"
 #include "planner/model_spec.h"
 #include "planner/parallel_plan.h"
 #include "planner/plan_cost.h"
@@ -39,6 +43,8 @@ struct SearchOptions {
   PlanSpaceOptions space;        // tp across nodes, pinned keys
   // When set, result.probe tells where this plan stands (--explain-plan).
   std::optional<ParallelPlan> probe;
+  // The largest grid searched; more candidates are refused (InputError) before the walk.
+  int64_t max_candidates = kMaxSearchCandidates;
   // Called on the calling thread about ten times a second while the workers run,
   // with meshes (dp, tp, pp, cp shapes) done and in all. May be empty.
   std::function<void(int64_t done, int64_t total)> progress;

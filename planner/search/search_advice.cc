@@ -5,6 +5,7 @@
 #include "planner/config/config_loader.h"
 #include "planner/cost/cost_model.h"
 #include "planner/input_error.h"
+#include "planner/limits.h"
 #include "planner/names.h"
 #include "planner/units_format.h"
 
@@ -20,15 +21,30 @@ struct Baseline {
   const ClusterSpec& cluster;
   const TrainingSpec& training;
   const SearchOptions& options;
+  int64_t* candidates_left;  // of kMaxAdviceCandidates, for all the searches together
+  int* skipped;              // searches not run: larger than the candidates left
 };
 
-// A quiet, small search: only whether something fits and the best plan.
-std::optional<SearchResult> TrySearch(const ModelSpec& model, const ClusterSpec& cluster,
+// A quiet, small search: only whether something fits and the best plan. A search larger
+// than the candidates left (kMaxAdviceCandidates in all, planner/limits.h) is not run.
+std::optional<SearchResult> TrySearch(const Baseline& base, const ClusterSpec& cluster,
                                       const TrainingSpec& training, SearchOptions options) {
+  if (*base.candidates_left <= 0) {
+    ++*base.skipped;
+    return std::nullopt;
+  }
   options.top_k = 1;
   options.probe.reset();
   options.progress = nullptr;
-  SearchResult r = Search(model, cluster, training, options);
+  options.max_candidates = std::min(options.max_candidates, *base.candidates_left);
+  SearchResult r;
+  try {
+    r = Search(base.model, cluster, training, options);
+  } catch (const InputError&) {  // more candidates than left: this suggestion is not tried
+    ++*base.skipped;
+    return std::nullopt;
+  }
+  *base.candidates_left -= r.candidates;
   if (r.fitting == 0) return std::nullopt;
   return r;
 }
@@ -86,7 +102,7 @@ std::vector<FitSuggestion> SuggestLiftingPins(const Baseline& base) {
   for (const std::string& key : base.options.space.pins.Keys()) {
     SearchOptions o = base.options;
     o.space.pins = base.options.space.pins.Without(key);
-    if (auto r = TrySearch(base.model, base.cluster, base.training, o)) {
+    if (auto r = TrySearch(base, base.cluster, base.training, o)) {
       const std::string rest = o.space.pins.ToString();
       out.push_back(Suggestion(rest.empty() ? "drop --only" : "--only " + rest,
                                "let the search choose " + key, std::move(*r)));
@@ -108,7 +124,7 @@ std::optional<FitSuggestion> SuggestMoreGpus(const Baseline& base) {
     } catch (const InputError&) {
       continue;
     }
-    if (auto r = TrySearch(base.model, bigger, base.training, base.options))
+    if (auto r = TrySearch(base, bigger, base.training, base.options))
       return Suggestion(flag, fmt::format("{} GPUs instead of {}", gpus, world), std::move(*r));
   }
   return std::nullopt;
@@ -120,7 +136,7 @@ std::optional<FitSuggestion> SuggestShorterSequence(const Baseline& base) {
   for (int shrink = 2; shrink <= kMaxGrowth && seq / shrink >= 1; shrink *= 2) {
     TrainingSpec shorter = base.training;
     shorter.seq_len = seq / shrink;
-    if (auto r = TrySearch(base.model, base.cluster, shorter, base.options))
+    if (auto r = TrySearch(base, base.cluster, shorter, base.options))
       return Suggestion("--seq " + std::to_string(shorter.seq_len),
                         fmt::format("sequences of {} tokens instead of {}", shorter.seq_len, seq),
                         std::move(*r));
@@ -133,7 +149,7 @@ std::optional<FitSuggestion> SuggestBf16(const Baseline& base) {
   if (base.training.precision == Precision::kBf16) return std::nullopt;
   TrainingSpec bf16 = base.training;
   bf16.precision = Precision::kBf16;
-  auto r = TrySearch(base.model, base.cluster, bf16, base.options);
+  auto r = TrySearch(base, base.cluster, bf16, base.options);
   if (!r) return std::nullopt;
   return Suggestion("--precision bf16",
                     std::string("pure bf16 params, grads and Adam states instead of ") +
@@ -146,7 +162,7 @@ std::optional<FitSuggestion> SuggestNoHeadroom(const Baseline& base) {
   if (base.options.memory_headroom <= 0) return std::nullopt;
   SearchOptions o = base.options;
   o.memory_headroom = 0;
-  auto r = TrySearch(base.model, base.cluster, base.training, o);
+  auto r = TrySearch(base, base.cluster, base.training, o);
   if (!r) return std::nullopt;
   return Suggestion("--headroom 0",
                     fmt::format("use all {} of the GPU (no safety margin; risky)",
@@ -159,8 +175,10 @@ std::optional<FitSuggestion> SuggestNoHeadroom(const Baseline& base) {
 FitAdvice AdviseFit(const ModelSpec& model, const ClusterSpec& cluster,
                     const TrainingSpec& training, const SearchOptions& options,
                     const SearchResult& result) {
-  const Baseline base{model, cluster, training, options};
+  int64_t candidates_left = kMaxAdviceCandidates;
   FitAdvice advice;
+  const Baseline base{model, cluster, training, options, &candidates_left,
+                      &advice.skipped_searches};
   advice.usable_bytes = UsableBytes(cluster.gpu, options.memory_headroom);
   advice.smallest = result.smallest;
   if (result.smallest) advice.levers = LeversUsed(result.smallest->plan);

@@ -29,6 +29,9 @@ struct FitAdvice {
   std::optional<RankedPlan> smallest;  // least memory per GPU of all valid plans
   std::vector<std::string> levers;     // memory savers the smallest plan already uses
   std::vector<FitSuggestion> suggestions;
+  // Searches not run because they were larger than the candidates left of
+  // kMaxAdviceCandidates, or than kMaxSearchCandidates (planner/limits.h).
+  int skipped_searches = 0;
 };
 
 // `result` is the search that found nothing fitting (result.fitting == 0).

@@ -98,5 +98,22 @@ TEST_CASE("bad token files are refused with the reason", "[executor][data]") {
   CHECK_THROWS_AS(ParseTokenDtype("int8"), InputError);
 }
 
+TEST_CASE("token file checks work on bytes alone", "[executor][data]") {
+  CHECK(TokenFileWindows(20, TokenDtype::kUint16, 4, 1, "t.bin") == 2);   // 10 ids, windows of 5
+  CHECK(TokenFileWindows(40, TokenDtype::kUint32, 4, 2, "t.bin") == 2);
+  CHECK_THROWS_WITH(TokenFileWindows(21, TokenDtype::kUint16, 4, 1, "t.bin"),
+                    Catch::Contains("t.bin") && Catch::Contains("--data") &&
+                        Catch::Contains("not a whole number"));
+  CHECK_THROWS_WITH(TokenFileWindows(20, TokenDtype::kUint16, 4, 3, "t.bin"), Catch::Contains("too short"));
+  CHECK_THROWS_AS(TokenFileWindows(0, TokenDtype::kUint16, 4, 0, "t.bin"), InputError);
+  CHECK_THROWS_AS(TokenFileWindows(-2, TokenDtype::kUint16, 4, 1, "t.bin"), InputError);
+  const unsigned char bytes[] = {1, 0, 0xff, 0xff, 3, 0};  // 1, 65535, 3
+  int64_t ids[3];
+  CHECK_THROWS_WITH(DecodeTokenIds(bytes, 3, TokenDtype::kUint16, 100, 40, "t.bin", ids),
+                    Catch::Contains("token 41 is 65535"));
+  DecodeTokenIds(bytes, 3, TokenDtype::kUint16, 65536, 0, "t.bin", ids);
+  CHECK((ids[0] == 1 && ids[1] == 65535 && ids[2] == 3));
+}
+
 }  // namespace
 }  // namespace meshplan

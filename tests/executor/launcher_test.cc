@@ -1,8 +1,12 @@
 // `meshplan run` end to end on CPU: --nproc 2 trains a tiny plan and writes
 // measured.json; a rank that fails (hidden --fail-* flags) ends the whole run with
-// a message naming it, within the bound, leaving no process behind; bad plans and
-// a --nproc that is not the plan's world size exit 2 before any rank starts; the
-// binary also runs as ranks started by someone else (torchrun's variables).
+// a message naming it, within the bound, leaving no process behind; a rank that hangs
+// (SIGSTOP, or stuck while its heartbeat goes on) is named and the run ends within 30 s;
+// a rank that fails on bad input is named, not the peer left waiting; a NaN loss stops the
+// run at its step with measured.json of the steps before; bad plans, flags out of range,
+// unwritable outputs and a --nproc that is not the plan's world size exit 2 before any
+// rank starts; the binary also runs as ranks started by someone else (torchrun's
+// variables).
 #include <catch2/catch.hpp>
 
 #include <fcntl.h>
@@ -178,19 +182,184 @@ TEST_CASE("meshplan run: a rank that fails ends the run, named, within the bound
   CHECK(NothingLeft(scratch.dir.string()));
 }
 
-TEST_CASE("meshplan run: a rank that hangs makes its peer time out, and the run ends",
+TEST_CASE("meshplan run: a rank that hangs makes its peer time out, and the run ends naming it",
           "[executor][launcher][run]") {
   Scratch scratch;
   scratch.Write("plan.yaml", TinyPlan("  dp: 2\n"));
+  // Rank 1's training thread sleeps after step 1 (its heartbeat goes on): rank 0 times out
+  // waiting in step 2, and the launcher names rank 1, which is behind in its milestones.
   const Outcome run =
       Run(scratch, {"run", scratch.Path("plan.yaml"), "--nproc", "2", "--steps", "4", "--out",
                     scratch.Path("measured.json"), "--comm-timeout", "3", "--fail-rank", "1",
                     "--fail-at-step", "1", "--fail-mode", "hang"});
   INFO(run.out << run.err);
-  CHECK(run.exit_code != 0);
+  CHECK(run.exit_code == 124);
   CHECK(run.elapsed_s < 20);
-  CHECK_THAT(run.err, Catch::Contains("rank 0") && Catch::Contains("stopped ranks 1"));
+  CHECK_THAT(run.err, Catch::Contains("failed: rank 1") && Catch::Contains("stopped making progress") &&
+                          Catch::Contains("rank 0 failed waiting for it"));
   CHECK(NothingLeft(scratch.dir.string()));
+}
+
+TEST_CASE("meshplan run: a stopped rank (SIGSTOP) ends the run within 30 s with the default "
+          "timeout, naming it", "[executor][launcher][run][hang]") {
+  Scratch scratch;
+  scratch.Write("plan.yaml", TinyPlan("  dp: 2\n"));
+  // The default --comm-timeout (60 s) would end it at 70 s; the heartbeat bound is 10 s.
+  const Outcome run =
+      Run(scratch, {"run", scratch.Path("plan.yaml"), "--nproc", "2", "--steps", "4", "--out",
+                    scratch.Path("measured.json"), "--fail-rank", "1", "--fail-at-step", "1",
+                    "--fail-mode", "stop"});
+  INFO(run.out << run.err);
+  CHECK(run.exit_code == 124);
+  CHECK(run.elapsed_s < 30);
+  CHECK_THAT(run.err, Catch::Contains("failed: rank 1") && Catch::Contains("hung: no heartbeat") &&
+                          Catch::Contains("it is stopped") && Catch::Contains("stopped ranks 0"));
+  CHECK_FALSE(fs::exists(scratch.Path("measured.json")));
+  CHECK(NothingLeft(scratch.dir.string()));
+}
+
+TEST_CASE("meshplan run: the rank that fails on bad input is named, not the peer waiting for it",
+          "[executor][launcher][run]") {
+  Scratch scratch;
+  scratch.Write("plan.yaml", TinyPlan("  dp: 2\n"));
+  SECTION("a token file whose bad id only rank 1 reads") {
+    // 4 windows of 33 uint16 tokens; dp rank 1 reads windows 2 and 3 at step 1.
+    std::vector<uint16_t> tokens(4 * 33, 7);
+    tokens[2 * 33 + 5] = 60000;  // tiny-llama has 8192 tokens
+    std::ofstream(scratch.Path("bad.tokens"), std::ios::binary)
+        .write(reinterpret_cast<const char*>(tokens.data()),
+               static_cast<std::streamsize>(tokens.size() * sizeof(uint16_t)));
+    for (int attempt = 0; attempt < 3; ++attempt) {
+      const Outcome run = Run(scratch, {"run", scratch.Path("plan.yaml"), "--nproc", "2", "--steps",
+                                        "2", "--warmup", "0", "--data", scratch.Path("bad.tokens"),
+                                        "--out", scratch.Path("measured.json")});
+      INFO("attempt " << attempt << "\n" << run.out << run.err);
+      CHECK(run.exit_code == 2);
+      CHECK_THAT(run.err, Catch::Contains("failed: rank 1") && Catch::Contains("bad.tokens") &&
+                              Catch::Contains("--data") && Catch::Contains("60000"));
+      CHECK(NothingLeft(scratch.dir.string()));
+    }
+  }
+  SECTION("a snapshot whose rank 1 file was damaged") {
+    scratch.Write("plan.yaml", TinyPlan("  dp: 2\n  zero: 1\n"));  // a file per rank
+    const Outcome save =
+        Run(scratch, {"run", scratch.Path("plan.yaml"), "--nproc", "2", "--steps", "2", "--warmup",
+                      "0", "--save-every", "2", "--snapshot", scratch.Path("snap"), "--out",
+                      scratch.Path("first.json")});
+    INFO(save.out << save.err);
+    REQUIRE(save.exit_code == 0);
+    const std::string file = scratch.Path("snap/step_00000002/rank_00001.bin");
+    REQUIRE(fs::exists(file));
+    {
+      std::fstream f(file, std::ios::in | std::ios::out | std::ios::binary);
+      f.seekp(-1000, std::ios::end);  // inside rank 1's Adam state
+      f.put('\x7f');
+    }
+    for (int attempt = 0; attempt < 3; ++attempt) {
+      const Outcome run = Run(scratch, {"run", scratch.Path("plan.yaml"), "--nproc", "2", "--steps",
+                                        "4", "--resume", scratch.Path("snap"), "--out",
+                                        scratch.Path("measured.json")});
+      INFO("attempt " << attempt << "\n" << run.out << run.err);
+      CHECK(run.exit_code == 2);
+      CHECK_THAT(run.err, Catch::Contains("failed: rank 1") && Catch::Contains(file) &&
+                              Catch::Contains("checksum: "));
+      CHECK_THAT(run.err, Catch::Contains("[rank 0] meshplan: error: ") &&
+                              Catch::Contains("rank 1 refused its snapshot file"));
+      CHECK_FALSE(fs::exists(scratch.Path("measured.json")));
+      CHECK(NothingLeft(scratch.dir.string()));
+    }
+  }
+}
+
+TEST_CASE("meshplan run: a NaN loss stops the run at its step and keeps what was measured",
+          "[executor][launcher][run]") {
+  Scratch scratch;
+  scratch.Write("plan.yaml", TinyPlan("  dp: 2\n"));
+  // Rank 1's parameters become NaN after step 2: step 3's loss is NaN on every rank.
+  const Outcome run =
+      Run(scratch, {"run", scratch.Path("plan.yaml"), "--nproc", "2", "--steps", "6", "--warmup",
+                    "1", "--out", scratch.Path("measured.json"), "--fail-rank", "1",
+                    "--fail-at-step", "2", "--fail-mode", "nan"});
+  INFO(run.out << run.err);
+  CHECK(run.exit_code == 1);
+  CHECK(run.elapsed_s < 30);
+  CHECK_THAT(run.err, Catch::Contains("step 3: the loss is nan") &&
+                          Catch::Contains("rank 1: micro-batch 0 gave the first non-finite loss") &&
+                          Catch::Contains("measured.json holds the 2 step(s) done before"));
+  const nlohmann::json measured = nlohmann::json::parse(scratch.Read("measured.json"));
+  CHECK(measured.at("steps") == 2);
+  CHECK(measured.at("losses").size() == 2);
+  CHECK(measured.at("step_times_s").size() == 2);
+  CHECK_THAT(measured.at("stop_reason").get<std::string>(),
+             Catch::Contains("step 3: the loss is nan") && Catch::Contains("rank 1"));
+  // And `meshplan compare` reads it.
+  const Outcome compare = Run(scratch, {"compare", scratch.Path("plan.yaml"), scratch.Path("measured.json")});
+  INFO(compare.out << compare.err);
+  CHECK(compare.exit_code == 0);
+  CHECK(NothingLeft(scratch.dir.string()));
+}
+
+TEST_CASE("meshplan run: outputs that cannot be written are refused before any rank starts",
+          "[executor][launcher][run]") {
+  Scratch scratch;
+  scratch.Write("plan.yaml", TinyPlan("  dp: 2\n"));
+  const std::string plan = scratch.Path("plan.yaml");
+  struct Case {
+    std::vector<std::string> args;
+    std::string flag;
+  };
+  // Paths inside this run's scratch directory (a new one for every generated case).
+  const std::vector<Case> cases = {
+      {{"--out", scratch.Path("no/such/dir/measured.json")}, "--out"},
+      {{"--out", scratch.dir.string()}, "--out"},
+      {{"--out", scratch.Path("plan.yaml/measured.json")}, "--out"},
+      {{"--save-every", "1", "--snapshot", scratch.Path("no/such/snap")}, "--snapshot"},
+      {{"--save-every", "1", "--snapshot", scratch.Path("plan.yaml")}, "--snapshot"}};
+  const Case& c = cases[static_cast<size_t>(GENERATE(range(0, 5)))];
+  std::vector<std::string> args = {"run", plan, "--steps", "4"};
+  args.insert(args.end(), c.args.begin(), c.args.end());
+  if (c.flag != "--out") args.insert(args.end(), {"--out", scratch.Path("m.json")});
+  const Outcome run = Run(scratch, args);
+  INFO(run.out << run.err);
+  CHECK(run.exit_code == 2);
+  CHECK_THAT(run.err, Catch::Contains(c.flag));
+  CHECK_THAT(run.out + run.err, !Catch::Contains("[rank"));
+  CHECK(run.elapsed_s < 10);
+}
+
+TEST_CASE("meshplan run: flags out of range are refused, naming the flag",
+          "[executor][launcher][run]") {
+  Scratch scratch;
+  scratch.Write("plan.yaml", TinyPlan("  dp: 2\n"));
+  const auto [flag, value] = GENERATE(
+      std::make_pair(std::string("--comm-timeout"), std::string("0.5")),
+      std::make_pair(std::string("--comm-timeout"), std::string("0")),
+      std::make_pair(std::string("--comm-timeout"), std::string("-3")),
+      std::make_pair(std::string("--comm-timeout"), std::string("nan")),
+      std::make_pair(std::string("--comm-timeout"), std::string("inf")),
+      std::make_pair(std::string("--comm-timeout"), std::string("1e300")),
+      std::make_pair(std::string("--comm-timeout"), std::string("86401")),
+      std::make_pair(std::string("--steps"), std::string("99999999999999999999")),
+      std::make_pair(std::string("--steps"), std::string("100000000")),
+      std::make_pair(std::string("--steps"), std::string("-1")),
+      std::make_pair(std::string("--steps"), std::string("1e3")),
+      std::make_pair(std::string("--warmup"), std::string("99999999999999999999")),
+      std::make_pair(std::string("--warmup"), std::string("-5")),
+      std::make_pair(std::string("--nproc"), std::string("0")),
+      std::make_pair(std::string("--nproc"), std::string("2.5")),
+      std::make_pair(std::string("--nproc"), std::string("99999")),
+      std::make_pair(std::string("--save-every"), std::string("-1")),
+      std::make_pair(std::string("--save-every"), std::string("99999999999999999999")),
+      std::make_pair(std::string("--seed"), std::string("-1")),
+      std::make_pair(std::string("--seed"), std::string("18446744073709551616")),
+      std::make_pair(std::string("--seed"), std::string("1.5")));
+  const Outcome run = Run(scratch, {"run", scratch.Path("plan.yaml"), flag, value, "--out",
+                                    scratch.Path("m.json")});
+  INFO(flag << " " << value << "\n" << run.out << run.err);
+  CHECK(run.exit_code == 2);
+  CHECK_THAT(run.err, Catch::Contains(flag));
+  CHECK_THAT(run.out + run.err, !Catch::Contains("[rank"));
+  CHECK(run.elapsed_s < 10);
 }
 
 TEST_CASE("meshplan run refuses bad plans and a wrong --nproc before any rank starts",

@@ -1,5 +1,7 @@
 // LaunchLocalRanks with /bin/sh as the rank program: environment, prefixed output,
-// and supervision (a failing rank stops the others within the bound, nothing left behind).
+// and supervision (a failing rank stops the others within the bound, nothing left behind;
+// the status pipe: a rank that stops its heartbeats is hung, and the rank that failed on
+// its own is named, not the peer that failed waiting for it).
 #include <catch2/catch.hpp>
 
 #include <fcntl.h>
@@ -15,6 +17,7 @@
 #include <thread>
 
 #include "executor/launch/launcher.h"
+#include "executor/launch/rank_status.h"
 
 namespace meshplan {
 namespace {
@@ -165,6 +168,131 @@ TEST_CASE("launcher: a program that cannot be executed fails its rank", "[execut
   CHECK(result.exit_code == 127);
   CHECK(result.failed_rank >= 0);
   CHECK_THAT(scratch.Read("err"), Catch::Contains("cannot execute"));
+}
+
+// ---------------------------------------------------------------------------------------
+// The status pipe (executor/launch/rank_status.h): the rank's side, then spoken by hand
+// from the shell (fd 3).
+
+TEST_CASE("RankStatus beats with its milestones and reports a failure on one line",
+          "[executor][launcher][status]") {
+  int fds[2];
+  REQUIRE(::pipe(fds) == 0);
+  const std::string fd_text = std::to_string(fds[1]);
+  {
+    RankStatus status([&](const char* name) -> const char* {
+      return std::string(name) == kStatusFdVariable ? fd_text.c_str() : nullptr;
+    });
+    CHECK(status.active());
+    status.Milestone();
+    status.Milestone();
+    std::this_thread::sleep_for(kHeartbeatPeriod + std::chrono::milliseconds(200));
+    status.ReportFailure(FailureKind::kOwn, "plan.yaml: --data:\ntoken 7 is 9000");
+  }  // the heartbeat thread stops
+  ::close(fds[1]);
+  std::string text;
+  char buffer[4096];
+  for (ssize_t n; (n = ::read(fds[0], buffer, sizeof buffer)) > 0;) text.append(buffer, static_cast<size_t>(n));
+  ::close(fds[0]);
+  INFO(text);
+  CHECK(text.rfind("beat ", 0) == 0);  // the first beat at once
+  CHECK_THAT(text, Catch::Contains("\nbeat 2 "));
+  CHECK_THAT(text, Catch::Contains("\nfail own ") &&
+                       Catch::EndsWith(" plan.yaml: --data: token 7 is 9000\n"));
+
+  RankStatus none([](const char*) -> const char* { return nullptr; });
+  CHECK_FALSE(none.active());
+  none.ReportFailure(FailureKind::kPeer, "nothing happens");
+}
+
+TEST_CASE("launcher: every rank gets a status pipe on fd 3", "[executor][launcher][status]") {
+  Scratch scratch;
+  const LaunchResult result = LaunchLocalRanks(
+      Shell(scratch, 2, "echo \"fd=$MESHPLAN_STATUS_FD\"; echo 'beat 1 0' >&3 && echo written"));
+  CHECK(result.exit_code == 0);
+  const std::string out = scratch.Read("out");
+  CHECK_THAT(out, Catch::Contains("[rank 0] fd=3\n") && Catch::Contains("[rank 1] fd=3\n"));
+  CHECK_THAT(out, Catch::Contains("[rank 0] written") && Catch::Contains("[rank 1] written"));
+}
+
+TEST_CASE("launcher: a rank whose heartbeats stop is declared hung, named and killed",
+          "[executor][launcher][status]") {
+  Scratch scratch;
+  // Rank 0 beats on; rank 1 beats once, then stops itself (SIGSTOP: what a hang looks like).
+  LaunchOptions options = Shell(
+      scratch, 2,
+      "if [ \"$RANK\" = 1 ]; then echo 'beat 2 0' >&3; sleep 0.3; kill -STOP $$; fi; "
+      "while true; do echo 'beat 5 0' >&3; sleep 0.1; done");
+  options.hang_bound = std::chrono::milliseconds(1500);
+  const auto start = Clock::now();
+  const LaunchResult result = LaunchLocalRanks(options);
+  const double elapsed_s = std::chrono::duration<double>(Clock::now() - start).count();
+  INFO(result.failure << "\n" << scratch.Read("err"));
+  CHECK(elapsed_s < 6);  // 0.3 s + the 1.5 s bound, then SIGKILL / SIGTERM
+  CHECK(result.failed_rank == 1);
+  CHECK(result.exit_code == kExitHung);
+  CHECK_THAT(result.failure, Catch::Contains("rank 1") && Catch::Contains("hung") &&
+                                 Catch::Contains("no heartbeat") && Catch::Contains("stopped"));
+  CHECK(result.ranks[1].hung);
+  CHECK(result.ranks[1].signal == SIGKILL);
+  CHECK(result.ranks[0].stopped_by_launcher);
+  for (const RankExit& e : result.ranks) CHECK(GoneSoon(e.pid));
+}
+
+TEST_CASE("launcher: the rank that failed on its own is named, not the peer that failed waiting",
+          "[executor][launcher][status]") {
+  Scratch scratch;
+  // Rank 0 fails on bad input but is slow to exit; rank 1, whose collective broke, exits
+  // first. The launcher still names rank 0 and returns its code.
+  const LaunchResult result = LaunchLocalRanks(Shell(
+      scratch, 2,
+      "echo 'beat 3 0' >&3; "
+      "if [ \"$RANK\" = 0 ]; then echo 'fail own 100 bad.tokens: --data: token 71 is 60000' >&3; "
+      "sleep 0.5; exit 2; fi; "
+      "sleep 0.1; echo 'fail peer 200 gloo allreduce: connection closed by peer' >&3; exit 1"));
+  INFO(scratch.Read("err"));
+  CHECK(result.failed_rank == 0);
+  CHECK(result.exit_code == 2);
+  CHECK_THAT(result.failure, Catch::Contains("rank 0") && Catch::Contains("token 71 is 60000"));
+  CHECK(result.ranks[0].reported == "bad.tokens: --data: token 71 is 60000");
+}
+
+TEST_CASE("launcher: when a peer times out, the silent or stuck rank is named",
+          "[executor][launcher][status]") {
+  Scratch scratch;
+  const bool stopped = GENERATE(true, false);
+  INFO((stopped ? "rank 1 stopped (SIGSTOP)" : "rank 1 alive, stuck at an earlier milestone"));
+  // Rank 0 reaches milestone 5 and waits; its wait times out after 2.5 s. Rank 1 stays at
+  // milestone 4: stopped (no heartbeats), or beating but not moving on.
+  const std::string rank1 = stopped ? "echo 'beat 4 0' >&3; kill -STOP $$; "
+                                    : "while true; do echo 'beat 4 0' >&3; sleep 0.1; done; ";
+  LaunchOptions options = Shell(
+      scratch, 2,
+      "if [ \"$RANK\" = 1 ]; then " + rank1 + "fi; "
+      "i=0; while [ $i -lt 25 ]; do echo 'beat 5 0' >&3; sleep 0.1; i=$((i+1)); done; "
+      "echo 'fail peer 300 gloo allreduce: timed out' >&3; exit 1");
+  options.hang_bound = std::chrono::seconds(60);  // the peer's timeout comes first
+  const auto start = Clock::now();
+  const LaunchResult result = LaunchLocalRanks(options);
+  const double elapsed_s = std::chrono::duration<double>(Clock::now() - start).count();
+  INFO(result.failure << "\n" << scratch.Read("err"));
+  CHECK(elapsed_s < 8);
+  CHECK(result.failed_rank == 1);
+  CHECK(result.exit_code == kExitHung);
+  CHECK(result.ranks[1].hung);
+  CHECK_THAT(result.failure, Catch::Contains("rank 1") && Catch::Contains("rank 0 failed waiting for it"));
+  CHECK_THAT(result.failure, Catch::Contains(stopped ? "no heartbeat" : "stopped making progress"));
+  for (const RankExit& e : result.ranks) CHECK(GoneSoon(e.pid));
+}
+
+TEST_CASE("launcher: ranks that never write to the status pipe are not watched for hangs",
+          "[executor][launcher][status]") {
+  Scratch scratch;
+  LaunchOptions options = Shell(scratch, 2, "sleep 0.6; exit 0");
+  options.hang_bound = std::chrono::milliseconds(100);
+  const LaunchResult result = LaunchLocalRanks(options);
+  CHECK(result.exit_code == 0);
+  CHECK(result.failure.empty());
 }
 
 }  // namespace

@@ -1,0 +1,11 @@
+// Fuzz target: a model YAML (configs/models/) through ModelFromYamlText, and a model that
+// loads through the analytic estimate.
+#include "planner/config/config_loader.h"
+#include "tests/fuzz/fuzz_input.h"
+#include "tests/fuzz/fuzz_setups.h"
+
+extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
+  return meshplan::fuzz::RunOnText(data, size, [](const std::string& text) {
+    meshplan::fuzz::EstimateModel(meshplan::ModelFromYamlText(text, "fuzz/model.yaml"));
+  });
+}
