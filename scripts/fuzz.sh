@@ -88,7 +88,7 @@ for t in "${targets[@]}"; do
     failed+=("$t")
     echo "fuzz_$t: FINDING after ${execs:-?} executions (exit $status); log: $log"
     grep -E '^==[0-9]+==ERROR|runtime error|SUMMARY|Test unit written|deadly signal|uncaught' \
-      "$log" | head -8 | sed 's/^/  /'
+      "$log" | head -8 | sed 's/^/  /' || true
   fi
 done
 if [ ${#failed[@]} -gt 0 ]; then

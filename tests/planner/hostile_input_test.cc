@@ -1,4 +1,4 @@
-// Issue 15, "never crash on input": every input a hostile user tried is refused with an
+// Never crash on input: every input a hostile user tried is refused with an
 // InputError naming where the value came from (file:line:column and field, or the flag) and
 // what is allowed, and the CLI exits with code 2 in well under 20 s. Unit tests call the
 // loaders on text; CLI tests run the binary under `timeout 20`, so a hang fails.
