@@ -23,6 +23,7 @@
 #include "planner/parallel_plan.h"
 #include "planner/search/search.h"
 #include "tests/cli_run.h"
+#include "tests/planner/cost_test_specs.h"
 
 namespace meshplan {
 namespace {
@@ -103,13 +104,6 @@ ModelSpec SmallModel() {
   m.kv_heads = 8;
   m.ffn_hidden = 1024;
   return m;
-}
-
-TrainingSpec Batch(int64_t global_batch, int64_t seq) {
-  TrainingSpec t;
-  t.global_batch = global_batch;
-  t.seq_len = seq;
-  return t;
 }
 
 bool Has(const std::vector<PlanViolation>& violations, const std::string& id) {
@@ -320,12 +314,12 @@ TEST_CASE("plan factors near 2^61 and 2^64 wraps are refused, never divided by",
   ParallelPlan wrapped;
   wrapped.dp = 4611686018427387906LL;
   wrapped.tp = 4;
-  CHECK(Has(Validate(wrapped, m, Batch(8, 128), 8), "world_size"));
+  CHECK(Has(Validate(wrapped, m, testing::Training(8, 128), 8), "world_size"));
   CHECK(wrapped.world_size() == INT64_MAX);
   ParallelPlan huge;
   huge.dp = 1LL << 61;
   huge.micro_batch = 1LL << 61;  // dp * mbs = 2^122: wrapped to 0, a SIGFPE before
-  const std::vector<PlanViolation> v = Validate(huge, m, Batch(64, 128), 8);
+  const std::vector<PlanViolation> v = Validate(huge, m, testing::Training(64, 128), 8);
   CHECK(Has(v, "batch_divides"));
   CHECK(Has(v, "world_size"));
   CHECK(huge.num_microbatches(64) == 0);
@@ -333,7 +327,7 @@ TEST_CASE("plan factors near 2^61 and 2^64 wraps are refused, never divided by",
   chunks.pp = 1LL << 62;
   chunks.virtual_stages = 4;
   chunks.cp = 1LL << 62;
-  const std::vector<PlanViolation> w = Validate(chunks, m, Batch(8, 128), 8);
+  const std::vector<PlanViolation> w = Validate(chunks, m, testing::Training(8, 128), 8);
   CHECK(Has(w, "pp_divides_layers"));
   CHECK(Has(w, "cp_divides_seq"));
   for (const PlanViolation& violation : w)
@@ -390,7 +384,7 @@ TEST_CASE("a search grid above kMaxSearchCandidates is refused before it is walk
           "[planner][hostile][search]") {
   const ModelSpec model = LoadModel("llama3-70b");
   const ClusterSpec cluster = LoadCluster("1024xH100");
-  const TrainingSpec training = Batch(735134400, 1);  // 1,344 divisors: 73.7M candidates
+  const TrainingSpec training = testing::Training(735134400, 1);  // 1,344 divisors: 73.7M candidates
   const auto start = std::chrono::steady_clock::now();
   const InputError e = ErrorOf([&] { Search(model, cluster, training, SearchOptions{}); });
   CHECK(std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count() < 5);
