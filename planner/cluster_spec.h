@@ -1,8 +1,9 @@
 // ClusterSpec: nodes of identical GPUs joined by a two-tier network.
 //
-// Bandwidths are per GPU and per direction (bytes/s): what one rank can send
-// while every rank sends at once. A collective whose group stays inside a node
-// runs on intra_node; one that crosses nodes is limited by inter_node.
+// Bandwidths are per GPU and per direction (bytes/s): the line rate one rank can send
+// at while every rank sends at once; bus_efficiency is the fraction NCCL's protocols
+// deliver of it (its "bus bandwidth"). How collectives use the tiers:
+// planner/cost/collective_time.h.
 #pragma once
 
 #include <cstdint>
@@ -16,6 +17,8 @@ struct NetworkTier {
   std::string name;          // "NVLink4", "PCIe4", "InfiniBand NDR", ...
   double bandwidth_Bps = 0;  // per GPU, per direction
   double latency_s = 0;      // per ring step
+  double bus_efficiency = 1; // achieved bus bandwidth / line rate, in (0, 1]
+  double bus_bandwidth_Bps() const { return bandwidth_Bps * bus_efficiency; }
   bool operator==(const NetworkTier&) const = default;
 };
 

@@ -1,5 +1,7 @@
 // GpuSpec: one accelerator (or a CPU profile) as the cost model sees it.
 //
+// Efficiencies apply to large, well-shaped kernels; kernel_shape says how smaller or
+// oddly shaped ones lose (planner/cost/compute_work.h).
 // Units are SI and sit in the names: bytes, FLOP/s, bytes/s, seconds.
 // The YAML files in configs/hardware/ use TB/s, TFLOP/s and GB and are converted
 // once at load (planner/config/config_loader.h). Efficiencies are fractions in (0, 1]
@@ -13,6 +15,18 @@ namespace meshplan {
 
 enum class Precision;  // planner/training_spec.h
 
+// How a kernel's efficiency depends on its shape (planner/cost/compute_work.h): the
+// data sheet's SM count and the tile geometry of its GEMM and attention kernels.
+// sm_count 0 (a CPU profile): no tile or wave quantization.
+struct KernelShape {
+  int64_t sm_count = 0;
+  int64_t gemm_tile_m = 128;      // output tile of one GEMM CTA, rows x columns
+  int64_t gemm_tile_n = 128;
+  double gemm_k_overhead = 0;     // a tile's prologue + epilogue, in k-depth equivalents
+  int64_t attention_tile_q = 128; // query rows per flash-attention CTA
+  bool operator==(const KernelShape&) const = default;
+};
+
 struct GpuSpec {
   std::string name;
   int64_t memory_bytes = 0;               // device memory capacity
@@ -25,6 +39,7 @@ struct GpuSpec {
   double attention_efficiency = 0.50;     // fraction of peak reached by attention kernels
   double memory_bandwidth_efficiency = 0.80;  // fraction of bandwidth by elementwise ops
   double kernel_overhead_s = 0;           // fixed cost per launched op (CPU profile: dispatch)
+  KernelShape kernel_shape;
   std::string source;                     // data sheet or "calibrated on ..." note
 
   // Peak dense FLOP/s for the precision the matmuls run in (bf16 for bf16 and mixed).

@@ -87,11 +87,11 @@ void Engine::Start(int32_t op, int stream, double t) {
 void Engine::EnterLink(int32_t op, double t) {
   const SimOp& o = g_.ops[op];
   SharedLink& link = links_[LinkIndex(o)];
-  if (!(o.transfer.bytes > 0) || !(link.bandwidth_Bps() > 0)) {
+  if (!(o.transfer.link_bytes > 0) || !(link.bandwidth_Bps() > 0)) {
     queue_.push({t, op, version_[op], EventType::kFinish});
     return;
   }
-  link.Add(op, o.transfer.bytes, t);
+  link.Add(op, o.transfer.link_bytes, t);
   Reschedule(LinkIndex(o));
 }
 
@@ -105,7 +105,7 @@ void Engine::Reschedule(int link_index) {
 
 void Engine::Finish(int32_t op, double t) {
   const SimOp& o = g_.ops[op];
-  if (!o.is_compute() && o.transfer.bytes > 0) {
+  if (!o.is_compute() && o.transfer.link_bytes > 0) {
     const int li = LinkIndex(o);
     if (links_[li].bandwidth_Bps() > 0) {
       links_[li].Remove(op, t);

@@ -29,10 +29,12 @@ Transfer CollectiveTransfer(CollectiveKind kind, double buffer_bytes, const Comm
   Transfer t;
   const int64_t n = group.size();
   if (n <= 1) return t;
-  t.tier = TierIdFor(group, cluster);
+  const CollectiveCost cost = CollectiveCostOf(kind, buffer_bytes, group, cluster);
+  t.tier = cost.inter_node ? TierId::kInterNode : TierId::kIntraNode;
   const double c = static_cast<double>(count);
-  t.latency_s = c * static_cast<double>(RingSteps(kind, n)) * TierOf(cluster, t.tier).latency_s;
+  t.latency_s = c * cost.latency_s;
   t.bytes = c * BytesSentPerRank(kind, buffer_bytes, n);
+  t.link_bytes = c * cost.transfer_s * TierOf(cluster, t.tier).bus_bandwidth_Bps();
   return t;
 }
 
@@ -42,12 +44,13 @@ Transfer SendTransfer(double bytes, int64_t from, int64_t to, const ClusterSpec&
   t.latency_s = static_cast<double>(RingSteps(CollectiveKind::kSendRecv, 2)) *
                 TierOf(cluster, t.tier).latency_s;
   t.bytes = BytesSentPerRank(CollectiveKind::kSendRecv, bytes, 2);
+  t.link_bytes = t.bytes;
   return t;
 }
 
 double AloneTime(const Transfer& transfer, const ClusterSpec& cluster) {
-  const double bw = TierOf(cluster, transfer.tier).bandwidth_Bps;
-  return transfer.latency_s + (bw > 0 ? transfer.bytes / bw : 0);
+  const double bw = TierOf(cluster, transfer.tier).bus_bandwidth_Bps();
+  return transfer.latency_s + (bw > 0 ? transfer.link_bytes / bw : 0);
 }
 
 // ---------------------------------------------------------------------------

@@ -2,11 +2,12 @@
 //
 // Tiers come from the ClusterSpec: intra_node (NVLink) inside a node and inter_node
 // (the NIC) between nodes. A collective's tier is planner/cost/collective_time.h's choice
-// (TierFor: a group that crosses nodes is limited by the slower inter-node tier), and
+// (CollectiveCostOf: a group that crosses nodes runs on the inter-node tier's link), and
 // its cost is split into the two parts that formula adds up:
-//   latency_s = RingSteps(kind, n) * tier.latency_s        (fixed, uses no bandwidth)
-//   bytes     = BytesSentPerRank(kind, buffer, n)          (served at the tier's bandwidth)
-// so a transfer that runs alone takes exactly CollectiveTime() (tests check this).
+//   latency_s  = the collective's latency steps             (fixed, uses no bandwidth)
+//   link_bytes = transfer_s * the tier's bus bandwidth      (served at that bandwidth)
+// so a transfer that runs alone takes exactly CollectiveTime() (tests check this);
+// `bytes` is what the rank sends (BytesSentPerRank), for reports.
 // A point-to-point send between two pipeline stages uses intra_node when both ranks
 // sit in the same node, else inter_node (the exact pair, not the whole pp group).
 //
@@ -43,7 +44,8 @@ TierId TierBetween(int64_t rank_a, int64_t rank_b, const ClusterSpec& cluster);
 struct Transfer {
   TierId tier = TierId::kIntraNode;
   double latency_s = 0;  // fixed part
-  double bytes = 0;      // bytes this rank sends, served at the tier's (shared) bandwidth
+  double bytes = 0;       // bytes this rank sends (reports)
+  double link_bytes = 0;  // served at the tier's (shared) bus bandwidth: see the header
 };
 // `count` back-to-back collectives of one kind and buffer over `group` (see the header).
 Transfer CollectiveTransfer(CollectiveKind kind, double buffer_bytes, const CommGroup& group,

@@ -351,6 +351,7 @@ void GraphBuilder::EmitAttention(RankState& rank, const PartRun& run, StepPhase 
   Transfer step = whole;
   step.latency_s = whole.latency_s / static_cast<double>(n - 1);
   step.bytes = whole.bytes / static_cast<double>(n - 1);
+  step.link_bytes = whole.link_bytes / static_cast<double>(n - 1);
   const int32_t start = rank.critical;
   for (int64_t j = 0; j < n; ++j) {
     int32_t exchange = kNone;
@@ -445,7 +446,10 @@ void GraphBuilder::EmitSend(RankState& rank, const PartRun& run) {
   if (forward ? vs >= V - 1 : vs <= 0) return;
   const Collective& c = forward ? work_.pp_activation : work_.pp_gradient;
   const int64_t to = (forward ? vs + 1 : vs - 1) % work_.pp;
-  const Transfer t = SendTransfer(c.bytes, global_rank_[rank.rank], global_rank_[to], cluster_);
+  Transfer t = SendTransfer(c.bytes, global_rank_[rank.rank], global_rank_[to], cluster_);
+  // Megatron's scatter/gather: the receiver's tp all-gather rides with the send as fixed time.
+  const Collective& regather = work_.pp_regather;
+  t.latency_s += CollectiveTime(regather.kind, regather.bytes, regather.group, cluster_);
   const int32_t id = SendId(forward ? PipelinePass::kForward : PipelinePass::kBackward,
                             run.microbatch, vs);
   SimOp& op = ops_[id];
@@ -659,7 +663,7 @@ StepGraph GraphBuilder::Build() {
   for (int64_t r = 0; r < pp; ++r)
     for (int t = 0; t < kNumTiers; ++t)
       g.link_bandwidth_Bps[r * kNumTiers + t] =
-          TierOf(cluster_, static_cast<TierId>(t)).bandwidth_Bps;
+          TierOf(cluster_, static_cast<TierId>(t)).bus_bandwidth_Bps();
   g.ops = std::move(ops_);
   return g;
 }

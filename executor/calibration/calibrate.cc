@@ -151,7 +151,7 @@ void MeasureAndFit(const CalibrationOptions& options, const std::vector<BenchSha
     step_samples.push_back(BenchmarkOptimizer(options.model, ctx));
   WeightByStepShare(&step_samples);
   for (StepSample& s : step_samples) result->samples.push_back(std::move(s.sample));
-  result->fit = FitComputeRates(result->samples);
+  result->fit = FitComputeRates(result->samples, RatesFor(options.base, options.precision));
 }
 
 // Collective benchmarks over Gloo threads on this CPU, fitted to one network tier.

@@ -34,12 +34,13 @@ StepWork WorkOf(const ModelSpec& model, const BenchShape& shape, Precision preci
   return BuildStepWork(model, training, plan);
 }
 
-// The memory-bound share of one phase of a part: its bytes, and its kernels less the
-// matmuls (as many as the part's weight-gradient kernels) and the attention kernel.
-ComputeWork MemoryShare(const PartWork& part, const ComputeWork& phase) {
+// The memory-bound share of one phase of a part: its bytes and kernels less the matmuls
+// (as many as the part's weight-gradient kernels) and the attention core (`core`, benchmarked
+// on its own).
+ComputeWork MemoryShare(const PartWork& part, const ComputeWork& phase, const ComputeWork& core) {
   ComputeWork w;
-  w.memory_bytes = phase.memory_bytes;
-  w.kernels = phase.kernels - part.backward_weight.kernels - (phase.attention_flops > 0 ? 1 : 0);
+  w.memory_bytes = phase.memory_bytes - core.memory_bytes;
+  w.kernels = phase.kernels - part.backward_weight.kernels - core.kernels;
   return w;
 }
 
@@ -127,7 +128,7 @@ namespace {
 
 struct AttentionInputs {
   at::Tensor q, k, v, dout, mask;
-  double flops = 0;  // the cost model's forward attention FLOPs of one block: 4*N*E*S
+  ComputeWork forward, backward;  // the cost model's attention core of one block
 };
 
 AttentionInputs MakeAttentionInputs(const ModelSpec& m, const BenchShape& shape, const BenchContext& ctx) {
@@ -138,7 +139,9 @@ AttentionInputs MakeAttentionInputs(const ModelSpec& m, const BenchShape& shape,
   in.v = Randn({B, K, S, D}, ctx);
   in.dout = Randn({B, H, S, D}, ctx);
   in.mask = at::ones({S, S}, at::TensorOptions().dtype(at::kBool)).triu_(1).to(ctx.device);
-  in.flops = WorkOf(m, shape, ctx.precision).block.forward.attention_flops;
+  const StepWork work = WorkOf(m, shape, ctx.precision);
+  in.forward = work.block.attention_forward;
+  in.backward = work.block.attention_backward;
   return in;
 }
 
@@ -166,7 +169,9 @@ std::vector<StepSample> BenchmarkAttention(const ModelSpec& m, const std::vector
     const double seconds = MedianSeconds([&] { RunAttentionCore(in, ctx, /*backward=*/true); },
                                          ctx.device, ctx.timing,
                                          [&] { Touch({in.q, in.k, in.v, in.dout}); });
-    out.push_back(InStep(Sample("attention_fwd_bwd " + shape.ToString(), {0, 3 * in.flops, 0, 2}, seconds),
+    ComputeWork work = in.forward;
+    work += in.backward;
+    out.push_back(InStep(Sample("attention_fwd_bwd " + shape.ToString(), work, seconds),
                          shape, static_cast<double>(m.layers)));
   }
   return out;
@@ -177,7 +182,7 @@ CalibrationSample BenchmarkAttentionForward(const ModelSpec& m, const BenchShape
   const AttentionInputs in = MakeAttentionInputs(m, shape, ctx);
   const double seconds = MedianSeconds([&] { RunAttentionCore(in, ctx, /*backward=*/false); },
                                        ctx.device, ctx.timing, [&] { Touch({in.q, in.k, in.v}); });
-  return Sample("attention_fwd " + shape.ToString(), {0, in.flops, 0, 1}, seconds);
+  return Sample("attention_fwd " + shape.ToString(), in.forward, seconds);
 }
 
 // ---------------------------------------------------------------------------------------
@@ -214,7 +219,7 @@ void BenchmarkBlockMemoryOps(const ModelSpec& m, const BenchShape& shape, const 
   }, ctx.device, ctx.timing, [&] { Touch({x, q_proj, k_proj, v_proj, attn, o_out, gate, up, down_out}); });
   const double layers = static_cast<double>(m.layers);
   out->push_back(InStep(Sample("block_memory_fwd " + shape.ToString(),
-                               MemoryShare(work.block, work.block.forward), forward),
+                               MemoryShare(work.block, work.block.forward, work.block.attention_forward), forward),
                         shape, layers));
 
   const at::Tensor dy = Randn({B, S, E}, ctx), dact = Randn({B, S, F}, ctx),
@@ -233,7 +238,7 @@ void BenchmarkBlockMemoryOps(const ModelSpec& m, const BenchShape& shape, const 
     dx.add_(dx2);
   }, ctx.device, ctx.timing, [&] { Touch({dact, dh, dy, dattn, dq, dk, dv}); });  // stash cold
   out->push_back(InStep(Sample("block_memory_bwd " + shape.ToString(),
-                               MemoryShare(work.block, work.block.backward_input), backward),
+                               MemoryShare(work.block, work.block.backward_input, work.block.attention_backward), backward),
                         shape, layers));
 }
 
@@ -256,14 +261,14 @@ void BenchmarkHeadMemoryOps(const ModelSpec& m, const BenchShape& shape, const S
     CrossEntropyForward(logits, targets);
   }, ctx.device, ctx.timing, [&] { Touch({x, logits_act}); });
   out->push_back(InStep(Sample("head_memory_fwd " + shape.ToString(),
-                               MemoryShare(work.head, work.head.forward), forward),
+                               MemoryShare(work.head, work.head.forward, {}), forward),
                         shape, 1));
   const double backward = MedianSeconds([&] {
     CrossEntropyBackward(logits, targets, 1.0);
     RMSNormBackward(dh, x, rstd_head, norm_w, dnorm_w);
   }, ctx.device, ctx.timing, [&] { Touch({dh}); });  // the saved probs and x are cold
   out->push_back(InStep(Sample("head_memory_bwd " + shape.ToString(),
-                               MemoryShare(work.head, work.head.backward_input), backward),
+                               MemoryShare(work.head, work.head.backward_input, {}), backward),
                         shape, 1));
 }
 

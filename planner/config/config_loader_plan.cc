@@ -95,7 +95,8 @@ std::string Tier(const NetworkTier& t) {
   std::string s = "{";
   if (!t.name.empty()) s += "name: " + Quote(t.name) + ", ";
   s += "bandwidth_GBps: " + FormatShifted(t.bandwidth_Bps, ci::kGiga) +
-       ", latency_us: " + FormatShifted(t.latency_s, ci::kMicro) + "}";
+       ", latency_us: " + FormatShifted(t.latency_s, ci::kMicro) +
+       ", bus_efficiency: " + Shortest(t.bus_efficiency) + "}";
   return s;
 }
 
@@ -116,6 +117,11 @@ void EmitCluster(std::string& out, const ClusterSpec& c) {
          ", attention: " + Shortest(g.attention_efficiency) +
          ", memory_bandwidth: " + Shortest(g.memory_bandwidth_efficiency) + "}\n";
   out += "    kernel_overhead_us: " + FormatShifted(g.kernel_overhead_s, ci::kMicro) + "\n";
+  const KernelShape& k = g.kernel_shape;
+  out += fmt::format("    kernel_shape: {{sm_count: {}, gemm_tile_m: {}, gemm_tile_n: {}, "
+                     "gemm_k_overhead: {}, attention_tile_q: {}}}\n",
+                     k.sm_count, k.gemm_tile_m, k.gemm_tile_n, Shortest(k.gemm_k_overhead),
+                     k.attention_tile_q);
   out += "  intra_node: " + Tier(c.intra_node) + "\n";
   out += "  inter_node: " + Tier(c.inter_node) + "\n";
 }

@@ -62,17 +62,30 @@ ModelSpec ModelFromYaml(const YamlFields& f, const std::string& default_name) {
 }
 
 NetworkTier TierFromYaml(const YamlFields& f) {
-  f.AllowOnly({"name", "bandwidth_GBps", "latency_us"});
+  f.AllowOnly({"name", "bandwidth_GBps", "latency_us", "bus_efficiency"});
   NetworkTier tier;
   tier.name = f.String("name", "");
   tier.bandwidth_Bps = f.ScaledNumber("bandwidth_GBps", {0, false, 1e6}, kGiga);
   tier.latency_s = f.ScaledNumber("latency_us", {0, true, 1e7}, kMicro);
+  tier.bus_efficiency = f.Number("bus_efficiency", {0, false, 1}, tier.bus_efficiency);
   return tier;
+}
+
+KernelShape KernelShapeFromYaml(const YamlFields& f) {
+  f.AllowOnly({"sm_count", "gemm_tile_m", "gemm_tile_n", "gemm_k_overhead", "attention_tile_q"});
+  KernelShape k;
+  constexpr IntRange kTile{1, 4096};
+  k.sm_count = f.Int("sm_count", {0, 100'000}, k.sm_count);
+  k.gemm_tile_m = f.Int("gemm_tile_m", kTile, k.gemm_tile_m);
+  k.gemm_tile_n = f.Int("gemm_tile_n", kTile, k.gemm_tile_n);
+  k.gemm_k_overhead = f.Number("gemm_k_overhead", {0, true, 1e6}, k.gemm_k_overhead);
+  k.attention_tile_q = f.Int("attention_tile_q", kTile, k.attention_tile_q);
+  return k;
 }
 
 GpuConfig GpuFromYaml(const YamlFields& f, const std::string& default_name) {
   f.AllowOnly({"name", "aliases", "source", "memory_MiB", "peak_TFLOPs", "memory_bandwidth_TBps",
-               "efficiency", "kernel_overhead_us", "network"});
+               "efficiency", "kernel_overhead_us", "kernel_shape", "network"});
   GpuConfig out;
   GpuSpec& g = out.gpu;
   g.name = f.String("name", default_name);
@@ -100,6 +113,7 @@ GpuConfig GpuFromYaml(const YamlFields& f, const std::string& default_name) {
         eff.Number("memory_bandwidth", kFraction, g.memory_bandwidth_efficiency);
   }
   g.kernel_overhead_s = f.ScaledNumber("kernel_overhead_us", {0, true, 1e6}, kMicro, 0);
+  if (f.Has("kernel_shape")) g.kernel_shape = KernelShapeFromYaml(f.Map("kernel_shape"));
 
   if (f.Has("network")) {
     const YamlFields net = f.Map("network");

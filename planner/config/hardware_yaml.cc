@@ -23,8 +23,9 @@ std::string Quote(const std::string& text) {
 }
 
 std::string Tier(const NetworkTier& t, int digits) {
-  return fmt::format("{{name: {}, bandwidth_GBps: {}, latency_us: {}}}", Quote(t.name),
-                     Rounded(t.bandwidth_Bps, 9, digits), Rounded(t.latency_s, -6, digits));
+  return fmt::format("{{name: {}, bandwidth_GBps: {}, latency_us: {}, bus_efficiency: {}}}",
+                     Quote(t.name), Rounded(t.bandwidth_Bps, 9, digits),
+                     Rounded(t.latency_s, -6, digits), Rounded(t.bus_efficiency, 0, digits));
 }
 
 }  // namespace
@@ -56,6 +57,12 @@ std::string GpuSpecToYaml(const GpuSpec& g, const HardwareYamlOptions& options) 
                      Rounded(g.memory_bandwidth_efficiency, 0, d));
   out += fmt::format("kernel_overhead_us: {:<17} # microseconds per launched op\n",
                      Rounded(g.kernel_overhead_s, -6, d));
+  const KernelShape& k = g.kernel_shape;
+  out += "kernel_shape:                 # how efficiency depends on shape (planner/cost/compute_work.h)\n";
+  out += fmt::format("  sm_count: {}\n  gemm_tile_m: {}\n  gemm_tile_n: {}\n  gemm_k_overhead: {}\n"
+                     "  attention_tile_q: {}\n",
+                     k.sm_count, k.gemm_tile_m, k.gemm_tile_n, Rounded(k.gemm_k_overhead, 0, d),
+                     k.attention_tile_q);
   if (options.network) {
     const ClusterSpec& n = *options.network;
     out += "network:                      # bandwidth_GBps per GPU per direction, latency_us per ring step\n";

@@ -1,5 +1,8 @@
 #include "planner/cost/collective_time.h"
 
+#include <algorithm>
+#include <cmath>
+
 namespace meshplan {
 
 const char* ToString(CollectiveKind kind) {
@@ -79,14 +82,75 @@ double BytesSentPerRank(CollectiveKind kind, double bytes, int64_t n) {
   return RingFactor(kind, n) * bytes;
 }
 
+int64_t MembersPerNode(const CommGroup& group, int64_t gpus_per_node) {
+  auto in_node = [&](const GroupAxis& axis) -> int64_t {
+    if (axis.size <= 1) return 1;
+    if (axis.stride >= gpus_per_node) return 1;
+    return std::min(axis.size, std::max<int64_t>(1, gpus_per_node / axis.stride));
+  };
+  return std::min(group.size(), in_node(group.inner) * in_node(group.outer));
+}
+
+namespace {
+
+CollectiveCost operator+(CollectiveCost a, const CollectiveCost& b) {
+  a.latency_s += b.latency_s;
+  a.transfer_s += b.transfer_s;
+  return a;
+}
+
+// One ring collective over n ranks of one tier.
+CollectiveCost Ring(CollectiveKind kind, double bytes, int64_t n, const NetworkTier& tier) {
+  CollectiveCost c;
+  if (n <= 1) return c;
+  const double bandwidth = tier.bus_bandwidth_Bps();
+  c.latency_s = static_cast<double>(RingSteps(kind, n)) * tier.latency_s;
+  c.transfer_s = bandwidth > 0 ? BytesSentPerRank(kind, bytes, n) / bandwidth : 0;
+  return c;
+}
+
+// Across nodes with one member per node: a ring, or for an all-reduce NCCL's tree when
+// faster: a reduce up and a broadcast down a double binary tree, 2 ceil(log2 n) latency
+// steps and about 2 x bytes per rank.
+CollectiveCost InterNode(CollectiveKind kind, double bytes, int64_t n, const NetworkTier& tier) {
+  CollectiveCost ring = Ring(kind, bytes, n, tier);
+  ring.inter_node = true;
+  if (kind != CollectiveKind::kAllReduce || n <= 2) return ring;
+  CollectiveCost tree = ring;
+  const double bandwidth = tier.bus_bandwidth_Bps();
+  tree.latency_s = 2 * std::ceil(std::log2(static_cast<double>(n))) * tier.latency_s;
+  tree.transfer_s = bandwidth > 0 ? 2 * bytes / bandwidth : 0;
+  return tree.total() < ring.total() ? tree : ring;
+}
+
+}  // namespace
+
+CollectiveCost CollectiveCostOf(CollectiveKind kind, double bytes, const CommGroup& group,
+                                const ClusterSpec& cluster) {
+  const int64_t n = group.size();
+  if (n <= 1) return {};
+  if (cluster.nodes <= 1 || StaysInNode(group, cluster.gpus_per_node))
+    return Ring(kind, bytes, n, cluster.intra_node);
+  const int64_t k = MembersPerNode(group, cluster.gpus_per_node);
+  const int64_t nodes = n / std::max<int64_t>(k, 1);
+  const bool collective = kind == CollectiveKind::kAllReduce ||
+                          kind == CollectiveKind::kReduceScatter ||
+                          kind == CollectiveKind::kAllGather;
+  if (k <= 1 || nodes <= 1 || !collective) return InterNode(kind, bytes, n, cluster.inter_node);
+  // Hierarchical: the k members of a node split the buffer over the intra-node tier, each
+  // carries its 1/k across the nodes on its own NIC, and the node's result is put back.
+  const NetworkTier& intra = cluster.intra_node;
+  const double shard = bytes / static_cast<double>(k);
+  if (kind == CollectiveKind::kAllReduce)
+    return Ring(CollectiveKind::kReduceScatter, bytes, k, intra) +
+           InterNode(CollectiveKind::kAllReduce, shard, nodes, cluster.inter_node) +
+           Ring(CollectiveKind::kAllGather, bytes, k, intra);
+  return Ring(kind, bytes, k, intra) + InterNode(kind, shard, nodes, cluster.inter_node);
+}
+
 double CollectiveTime(CollectiveKind kind, double bytes, const CommGroup& group,
                       const ClusterSpec& cluster) {
-  const int64_t n = group.size();
-  if (n <= 1) return 0;
-  const NetworkTier& tier = TierFor(group, cluster);
-  const double moved = BytesSentPerRank(kind, bytes, n);
-  const double transfer = tier.bandwidth_Bps > 0 ? moved / tier.bandwidth_Bps : 0;
-  return static_cast<double>(RingSteps(kind, n)) * tier.latency_s + transfer;
+  return CollectiveCostOf(kind, bytes, group, cluster).total();
 }
 
 }  // namespace meshplan

@@ -12,7 +12,15 @@
 //   all-gather moves       (n-1)/n * bytes in  (n-1) steps,
 //   ring exchange moves    (n-1)/n * bytes in  (n-1) steps (ring attention's K/V pass),
 //   send/recv moves              bytes in        1 step.
-// time = steps * tier latency + bytes moved / tier bandwidth (per GPU, per direction).
+// time = steps * tier latency + bytes moved / tier bus bandwidth (per GPU, per direction:
+// the line rate times the tier's bus_efficiency, the fraction NCCL achieves).
+// Groups that span nodes (NCCL's hierarchy, as its rings and trees use the NICs):
+//  * one member per node: a ring over the inter-node tier; an all-reduce takes the faster
+//    of the ring and NCCL's tree (2 log2(n) latency steps, 2 x bytes);
+//  * k > 1 members per node: hierarchical: reduce-scatter (all-gather) inside the node
+//    over k, then each member's 1/k shard across the nodes on its own NIC; an all-reduce
+//    is intra reduce-scatter + inter all-reduce of bytes/k + intra all-gather;
+//  * send/recv and ring exchanges that leave the node: the inter-node tier.
 #pragma once
 
 #include <cstdint>
@@ -53,6 +61,8 @@ CommGroup DataParallelGroup(const ParallelPlan& plan);
 // True when every aligned group of this shape lies inside one node: for each
 // axis of size n > 1 and stride s, s*n <= gpus_per_node and divides it.
 bool StaysInNode(const CommGroup& group, int64_t gpus_per_node);
+// Ranks of the group inside one node (aligned layout, as StaysInNode).
+int64_t MembersPerNode(const CommGroup& group, int64_t gpus_per_node);
 // intra_node when the group stays inside a node (or the cluster has one node), else inter_node.
 const NetworkTier& TierFor(const CommGroup& group, const ClusterSpec& cluster);
 
@@ -62,7 +72,17 @@ double RingFactor(CollectiveKind kind, int64_t group_size);
 int64_t RingSteps(CollectiveKind kind, int64_t group_size);
 // Bytes one rank sends: RingFactor * bytes.
 double BytesSentPerRank(CollectiveKind kind, double bytes, int64_t group_size);
-// Seconds on the group's tier.
+// A collective's time split into latency steps and transfer (the simulator shares a link's
+// bandwidth among transfers, planner and simulator both start here).
+struct CollectiveCost {
+  double latency_s = 0;
+  double transfer_s = 0;    // bytes over the bus bandwidth of each tier used
+  bool inter_node = false;  // the group leaves the node
+  double total() const { return latency_s + transfer_s; }
+};
+CollectiveCost CollectiveCostOf(CollectiveKind kind, double bytes, const CommGroup& group,
+                                const ClusterSpec& cluster);
+// Seconds: CollectiveCostOf(...).total().
 double CollectiveTime(CollectiveKind kind, double bytes, const CommGroup& group,
                       const ClusterSpec& cluster);
 

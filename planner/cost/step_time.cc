@@ -214,8 +214,10 @@ StepTimeBreakdown AnalyticStepTime(const StepWork& work, const ClusterSpec& clus
     const double slots = static_cast<double>(work.virtual_stages) * m + static_cast<double>(work.pp - 1);
     const Collective& a = work.pp_activation;
     const Collective& g = work.pp_gradient;
+    const Collective& r = work.pp_regather;
     pp_p2p = slots * (CollectiveTime(a.kind, a.bytes, a.group, cluster) +
-                      CollectiveTime(g.kind, g.bytes, g.group, cluster));
+                      CollectiveTime(g.kind, g.bytes, g.group, cluster) +
+                      2 * CollectiveTime(r.kind, r.bytes, r.group, cluster));
   }
   out.exposed_comm_s[MeshDim::kPp] = pp_p2p + slowest.pp_sync;
   out.bubble_s = PipelineBubble(work.schedule, work.pp, work.virtual_stages, slowest_mb.f,

@@ -2,32 +2,8 @@
 
 #include "planner/cost/flops.h"
 #include "planner/cost/param_count.h"
-#include "planner/hardware_spec.h"
 
 namespace meshplan {
-
-// ---------------------------------------------------------------------------
-// Time of compute work on a GPU
-
-ComputeRates RatesFor(const GpuSpec& gpu, Precision precision) {
-  const double peak = gpu.PeakFlops(precision);
-  ComputeRates rates;
-  rates.matmul_flops_per_s = peak * gpu.matmul_efficiency;
-  rates.attention_flops_per_s = peak * gpu.attention_efficiency;
-  rates.memory_Bps = gpu.memory_bandwidth_Bps * gpu.memory_bandwidth_efficiency;
-  rates.kernel_overhead_s = gpu.kernel_overhead_s;
-  return rates;
-}
-
-ComputeTime TimeOf(const ComputeWork& work, const ComputeRates& rates) {
-  ComputeTime t;
-  if (rates.matmul_flops_per_s > 0) t.matmul_s = work.matmul_flops / rates.matmul_flops_per_s;
-  if (rates.attention_flops_per_s > 0)
-    t.attention_s = work.attention_flops / rates.attention_flops_per_s;
-  if (rates.memory_Bps > 0) t.memory_s = work.memory_bytes / rates.memory_Bps;
-  t.overhead_s = static_cast<double>(work.kernels) * rates.kernel_overhead_s;
-  return t;
-}
 
 const char* ToString(StepPhase phase) {
   switch (phase) {
@@ -74,7 +50,9 @@ struct Shape {
   double E = 0, F = 0, KD = 0, Vl = 0;  // Vl: this rank's vocabulary shard (padded V / tp)
   double tp = 1;
   double a = 2;   // activation element size
+  AttentionImpl attention = AttentionImpl::kFused;  // resolved
 };
+
 
 Collective Make(MeshDim dim, CollectiveKind kind, StepPhase phase, CollectivePosition position,
                 Cadence cadence, double bytes, const CommGroup& group, bool overlappable,
@@ -92,34 +70,94 @@ Collective Make(MeshDim dim, CollectiveKind kind, StepPhase phase, CollectivePos
   return c;
 }
 
+// One linear layer (T, in) x (in, out) on this rank: its GEMM in each pass.
+struct Linear {
+  double in = 0, out = 0;
+};
+
+void AddLinears(const Shape& s, const Linear* linears, int n, PartWork* part) {
+  for (int i = 0; i < n; ++i) {
+    const Linear& l = linears[i];
+    part->forward.AddGemm({s.T, l.out, l.in});
+    part->backward_input.AddGemm({s.T, l.in, l.out});
+    part->backward_weight.AddGemm({l.in, l.out, s.T});
+  }
+}
+
+// The attention core of one block in each pass, as attention_impl resolves it.
+// fused: one flash kernel per CP ring step (forward and backward); naive: QK^T and P@V
+// as batched GEMMs and the (B, H/tp, S/cp, S) scores' softmax (and gpt's dropout) as
+// memory traffic.
+void AddAttentionCore(const Shape& s, PartWork* part) {
+  const ModelSpec& m = s.model;
+  const double bh = static_cast<double>(s.plan.micro_batch) * static_cast<double>(m.heads) / s.tp;
+  const double q = s.S / static_cast<double>(s.plan.cp), kv = s.S;
+  const double d = static_cast<double>(m.head_dim());
+  const double nominal_fwd = s.T * AttentionCoreForwardFlopsPerToken(m, s.seq) / s.tp;  // 4*T*E*S/tp
+  const int64_t ring_steps = s.plan.cp;
+  ComputeWork core;
+  core.attention_flops = nominal_fwd;
+  ComputeWork core_bwd;
+  core_bwd.attention_flops = 2 * nominal_fwd;
+  if (s.attention == AttentionImpl::kFused) {
+    core.flash.push_back({bh, q, kv, d, /*causal=*/true, /*backward=*/false});
+    core_bwd.flash.push_back({bh, q, kv, d, /*causal=*/true, /*backward=*/true});
+    core.kernels = core_bwd.kernels = ring_steps;
+  } else {
+    const double scores = bh * q * kv;  // elements of the score matrix
+    const bool dropout = m.block == BlockKind::kGpt;
+    core.AddGemm({q, kv, d, bh, /*attention_core=*/true});  // S = Q K^T
+    core.AddGemm({q, d, kv, bh, true});                     // O = P V
+    core.memory_bytes = scores * (2 * s.a + (dropout ? 2 * s.a + 1 : 0));  // softmax, dropout
+    core.kernels = 2 + 1 + (dropout ? 1 : 0);
+    core_bwd.AddGemm({q, kv, d, bh, true});   // dP = dO V^T
+    core_bwd.AddGemm({kv, d, q, bh, true});   // dV = P^T dO
+    core_bwd.AddGemm({q, d, kv, bh, true});   // dQ = dS K
+    core_bwd.AddGemm({kv, d, q, bh, true});   // dK = dS^T Q
+    core_bwd.memory_bytes = scores * (3 * s.a + (dropout ? 2 * s.a + 1 : 0));
+    core_bwd.kernels = 4 + 1 + (dropout ? 1 : 0);
+  }
+  part->forward += core;
+  part->backward_input += core_bwd;
+  part->attention_forward = core;
+  part->attention_backward = core_bwd;
+}
+
 // Forward, backward and recompute work of one transformer block.
 void BlockCompute(const Shape& s, PartWork* part) {
   const ModelSpec& m = s.model;
-  const double matmul_fwd = 2.0 * s.T * static_cast<double>(BlockMatmulParams(m)) / s.tp;  // 2*T*W/tp
-  const double attention_fwd = s.T * AttentionCoreForwardFlopsPerToken(m, s.seq) / s.tp;  // 4*T*E*S/tp
+  const double tp = s.tp;
   double memory_fwd = 0;
-  int64_t matmuls = 0, memory_kernels = 0;
+  int64_t memory_kernels = 0;
   if (m.block == BlockKind::kLlama) {
+    const Linear linears[] = {{s.E, s.E / tp},  {s.E, s.KD / tp}, {s.E, s.KD / tp},  // q, k, v
+                              {s.E / tp, s.E},                                         // o
+                              {s.E, s.F / tp},  {s.E, s.F / tp}, {s.F / tp, s.E}};    // gate, up, down
+    AddLinears(s, linears, 7, part);
     memory_fwd = 4 * s.Tn * s.E * s.a                    // 2 RMSNorms: read + write (Tn, E)
                  + 6 * s.Tn * s.E * s.a                  // 2 residual adds: read 2, write 1 (Tn, E)
-                 + 2 * s.T * (s.E + s.KD) / s.tp * s.a   // RoPE on q (T, E/tp), k (T, KD/tp)
-                 + 3 * s.T * s.F / s.tp * s.a;           // SwiGLU: read gate, up, write (T, F/tp)
-    matmuls = 7;         // q, k, v, o; up, gate, down
+                 + 2 * s.T * (s.E + s.KD) / tp * s.a     // RoPE on q (T, E/tp), k (T, KD/tp)
+                 + 3 * s.T * s.F / tp * s.a;             // SwiGLU: read gate, up, write (T, F/tp)
     memory_kernels = 6;  // 2 norms, RoPE, 2 residuals, SwiGLU
   } else {
+    const Linear linears[] = {{s.E, (s.E + 2 * s.KD) / tp}, {s.E / tp, s.E},  // qkv, o
+                              {s.E, s.F / tp},              {s.F / tp, s.E}};  // fc1, fc2
+    AddLinears(s, linears, 4, part);
+    // Megatron-LM's default fusions: bias + dropout + residual add, and bias + GeLU.
     memory_fwd = 4 * s.Tn * s.E * s.a                    // 2 LayerNorms (Tn, E)
-                 + 6 * s.Tn * s.E * s.a                  // 2 residual adds (Tn, E)
-                 + 2 * (2 * s.a + 1) * s.Tn * s.E        // 2 dropouts: read, write, 1-byte mask
-                 + 2 * s.T * s.F / s.tp * s.a;           // GeLU (T, F/tp)
-    matmuls = 4;         // qkv, o; fc1, fc2 (biases fused)
-    memory_kernels = 7;  // 2 norms, 2 residuals, 2 dropouts, GeLU
+                 + 2 * (3 * s.a + 1) * s.Tn * s.E        // 2 bias-dropout-adds: read 2, write 1, mask
+                 + 2 * s.T * s.F / tp * s.a;             // bias-GeLU (T, F/tp)
+    memory_kernels = 5;  // 2 norms, 2 bias-dropout-adds, bias-GeLU
   }
-  part->forward = {matmul_fwd, attention_fwd, memory_fwd, matmuls + 1 + memory_kernels};
-  part->backward_input = {matmul_fwd, 2 * attention_fwd, 2 * memory_fwd,
-                          matmuls + 1 + memory_kernels};
-  part->backward_weight = {matmul_fwd, 0, 0, matmuls};
+  const int64_t matmuls = part->forward.gemms.size;
+  part->forward.memory_bytes += memory_fwd;
+  part->forward.kernels += matmuls + memory_kernels;
+  part->backward_input.memory_bytes += 2 * memory_fwd;
+  part->backward_input.kernels += matmuls + memory_kernels;
+  part->backward_weight.kernels += matmuls;
+  AddAttentionCore(s, part);
   part->recompute[static_cast<int>(Recompute::kNone)] = {};
-  part->recompute[static_cast<int>(Recompute::kSelective)] = {0, attention_fwd, 0, 1};
+  part->recompute[static_cast<int>(Recompute::kSelective)] = part->attention_forward;
   part->recompute[static_cast<int>(Recompute::kFull)] = part->forward;
 }
 
@@ -231,9 +269,11 @@ void EmbeddingWork(const Shape& s, const StepWork& w, PartWork* part) {
   const bool gpt = s.model.block == BlockKind::kGpt;
   // Lookup: read the rows, write (T, E); GPT adds positions (read 2, write 1) and dropout.
   const double fwd_bytes = 2 * s.T * s.E * s.a + (gpt ? 3 * s.T * s.E * s.a + (2 * s.a + 1) * s.T * s.E : 0);
-  part->forward = {0, 0, fwd_bytes, gpt ? 3 : 1};
+  part->forward.memory_bytes = fwd_bytes;
+  part->forward.kernels = gpt ? 3 : 1;
   // The weight gradient: scatter-add of the (T, E) output gradient into the rows.
-  part->backward_weight = {0, 0, 3 * s.T * s.E * s.a, 1};
+  part->backward_weight.memory_bytes = 3 * s.T * s.E * s.a;
+  part->backward_weight.kernels = 1;
   if (s.plan.tp > 1) {
     const CommGroup tp = MeshGroup(s.plan, MeshDim::kTp);
     const double bytes = s.T * s.E * s.a;
@@ -256,15 +296,18 @@ void EmbeddingWork(const Shape& s, const StepWork& w, PartWork* part) {
 }
 
 void HeadWork(const Shape& s, const StepWork& w, PartWork* part) {
-  const double lm_head = 2 * s.T * s.E * s.Vl;  // (T, E) x (E, V/tp)
   const double norm_bytes = 2 * s.Tn * s.E * s.a;
   // Cross-entropy over (T, V/tp) logits: two reading passes (max, sum-exp) and the fp32
   // softmax written for the backward; backward reads it and writes the logits' gradient.
   const double loss_fwd = s.T * s.Vl * (2 * s.a + 4);
   const double loss_bwd = s.T * s.Vl * (4 + s.a);
-  part->forward = {lm_head, 0, norm_bytes + loss_fwd, 1 + 1 + 4};
-  part->backward_input = {lm_head, 0, 2 * norm_bytes + loss_bwd, 2 + 1 + 1};
-  part->backward_weight = {lm_head, 0, 0, 1};
+  const Linear lm_head = {s.E, s.Vl};  // (T, E) x (E, V/tp)
+  AddLinears(s, &lm_head, 1, part);
+  part->forward.memory_bytes = norm_bytes + loss_fwd;
+  part->forward.kernels = 1 + 1 + 4;
+  part->backward_input.memory_bytes = 2 * norm_bytes + loss_bwd;
+  part->backward_input.kernels = 2 + 1 + 1;
+  part->backward_weight.kernels = 1;
   if (s.plan.tp > 1) {
     const CommGroup tp = MeshGroup(s.plan, MeshDim::kTp);
     const double bytes = s.T * s.E * s.a;
@@ -302,7 +345,7 @@ double OptimizerBytesPerParam(Precision precision) {
 }  // namespace
 
 StepWork BuildStepWork(const ModelSpec& model, const TrainingSpec& training,
-                       const ParallelPlan& plan) {
+                       const ParallelPlan& plan, AttentionImpl attention) {
   StepWork w;
   w.pp = plan.pp;
   w.virtual_stages = plan.virtual_stages;
@@ -325,6 +368,7 @@ StepWork BuildStepWork(const ModelSpec& model, const TrainingSpec& training,
   s.KD = static_cast<double>(model.kv_hidden());
   s.Vl = static_cast<double>(PaddedVocab(model, plan.tp) / plan.tp);
   s.a = static_cast<double>(w.activation_bytes);
+  s.attention = ResolveAttentionImpl(attention, model, training.precision);
 
   // Transformer block.
   w.block.params = BlockParamsPerTpRank(model, plan.tp);
@@ -343,9 +387,16 @@ StepWork BuildStepWork(const ModelSpec& model, const TrainingSpec& training,
   HeadWork(s, w, &w.head);
   TiedEmbeddingSync(s, w, last.lm_head, &w.head);
 
-  // Pipeline point-to-point: the (T, E) stage output (sequence-sharded with SP).
+  // Pipeline point-to-point: the (T, E) stage output, sequence-sharded with SP; without SP
+  // each tp rank sends 1/tp of it and the receiver all-gathers it over tp (Megatron-LM's
+  // scatter/gather optimisation, Narayanan et al. 2021 section 4.1).
   if (plan.pp > 1) {
-    const double bytes = s.Tn * s.E * s.a;
+    const bool scatter = !plan.sequence_parallel && plan.tp > 1;
+    const double bytes = s.Tn * s.E * s.a / (scatter ? s.tp : 1.0);
+    if (scatter)
+      w.pp_regather = Make(MeshDim::kTp, CollectiveKind::kAllGather, StepPhase::kForward,
+                           CollectivePosition::kAfterPart, Cadence::kPerMicrobatch,
+                           s.T * s.E * s.a, MeshGroup(plan, MeshDim::kTp), false);
     const CommGroup pp = MeshGroup(plan, MeshDim::kPp);
     w.pp_activation = Make(MeshDim::kPp, CollectiveKind::kSendRecv, StepPhase::kForward,
                            CollectivePosition::kAfterPart, Cadence::kPerMicrobatch, bytes, pp, false);

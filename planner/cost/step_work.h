@@ -16,9 +16,13 @@
 // `a` is the activation element size (2 bytes for bf16 and mixed, 4 for fp32).
 //
 // Assumptions (documented once, here):
-//  * attention is a fused kernel (no S x S scores in memory); its FLOPs are the
-//    full S x S matrix (planner/cost/flops.h convention), the calibrated attention
-//    efficiency absorbs what a causal kernel skips; backward = 2 x forward.
+//  * attention runs as planner/attention_impl.h resolves it (the memory model's choice):
+//    fused, one causal flash kernel (forward 1 pass, backward 2.5); naive, QK^T and P@V
+//    as batched GEMMs with the S x S scores, softmax (and gpt's dropout) as memory traffic.
+//    Nominal attention FLOPs stay the full S x S matrix (planner/cost/flops.h convention);
+//    the kernels' shapes set the time (planner/cost/compute_work.h).
+//  * every linear layer is a GEMM of its shape: forward (T, in) x (in, out); backward
+//    input (T, out) x (out, in); backward weight (in, T) x (T, out).
 //  * memory-bound ops move (read + write) the bytes listed in step_work.cc;
 //    their backward moves twice the forward bytes.
 //  * gradients sync in the parameter element size (bf16 for bf16 and mixed,
@@ -38,6 +42,8 @@
 #include <cstdint>
 
 #include "planner/cost/collective_time.h"
+#include "planner/attention_impl.h"
+#include "planner/cost/compute_work.h"
 #include "planner/model_spec.h"
 #include "planner/parallel_plan.h"
 #include "planner/plan_cost.h"
@@ -46,45 +52,6 @@
 namespace meshplan {
 
 struct GpuSpec;
-
-// Work split by kernel class; each class runs at its own fraction of the GPU's peak:
-//   matmul_flops     at PeakFlops(precision) * matmul_efficiency
-//   attention_flops  at PeakFlops(precision) * attention_efficiency
-//   memory_bytes     at memory_bandwidth_Bps * memory_bandwidth_efficiency
-// plus kernel_overhead_s per launched kernel.
-struct ComputeWork {
-  double matmul_flops = 0;
-  double attention_flops = 0;
-  double memory_bytes = 0;  // bytes read + written by memory-bound kernels
-  int64_t kernels = 0;      // launched ops
-
-  ComputeWork& operator+=(const ComputeWork& o) {
-    matmul_flops += o.matmul_flops;
-    attention_flops += o.attention_flops;
-    memory_bytes += o.memory_bytes;
-    kernels += o.kernels;
-    return *this;
-  }
-};
-
-// Seconds per kernel class for one ComputeWork.
-struct ComputeTime {
-  double matmul_s = 0;
-  double attention_s = 0;
-  double memory_s = 0;
-  double overhead_s = 0;  // kernels * kernel_overhead_s
-  double total() const { return matmul_s + attention_s + memory_s + overhead_s; }
-};
-
-// The GPU's sustained rates for one precision, computed once per estimate.
-struct ComputeRates {
-  double matmul_flops_per_s = 0;
-  double attention_flops_per_s = 0;
-  double memory_Bps = 0;
-  double kernel_overhead_s = 0;
-};
-ComputeRates RatesFor(const GpuSpec& gpu, Precision precision);
-ComputeTime TimeOf(const ComputeWork& work, const ComputeRates& rates);
 
 enum class StepPhase : uint8_t { kForward, kBackward, kRecompute, kOptimizer };
 const char* ToString(StepPhase phase);  // forward | backward | recompute | optimizer
@@ -127,18 +94,6 @@ struct Collective {
   bool overlappable = false;  // may run behind compute (else the compute stream waits)
 };
 
-// A fixed-capacity list: no heap, cheap to copy.
-template <typename T, int N>
-struct FixedList {
-  std::array<T, N> items{};
-  int size = 0;
-  void push_back(const T& item) {
-    assert(size < N && "raise kMaxCollectivesPerPart");
-    items[size++] = item;
-  }
-  const T* begin() const { return items.data(); }
-  const T* end() const { return items.data() + size; }
-};
 // The busiest part is a block with SP, full recompute, CP and ZeRO-3: 12 TP + 3 CP + 3 DP.
 inline constexpr int kMaxCollectivesPerPart = 20;
 
@@ -149,6 +104,8 @@ struct PartWork {
   ComputeWork backward_weight;  // gradients of the weights (zero-bubble "W")
   // The forward work replayed in backward, indexed by Recompute (none is empty).
   std::array<ComputeWork, 3> recompute;
+  // The attention core alone (blocks only), already counted in forward / backward_input.
+  ComputeWork attention_forward, attention_backward;
   int64_t params = 0;  // this rank's parameters of the part (tp shard, before ZeRO)
   FixedList<Collective, kMaxCollectivesPerPart> collectives;  // of the plan's recompute mode
 };
@@ -175,6 +132,10 @@ struct StepWork {
   // per micro-batch and model chunk (pp == 1: bytes 0).
   Collective pp_activation;
   Collective pp_gradient;
+  // Without SP and with tp > 1: the tp all-gather that rebuilds each received slice
+  // (bytes 0 otherwise); one per send. Timed with the send (analytic and simulator), its
+  // intra-node bytes are not in CommBytesPerStep.
+  Collective pp_regather;
 
   // AdamW: bytes read + written per parameter this rank updates, the ZeRO shard
   // count that divides the parameters (dp*cp for zero >= 1, else 1), kernels per part.
@@ -182,8 +143,9 @@ struct StepWork {
   int64_t optimizer_shards = 1;
 };
 
+// `attention` as the memory model's MemoryOptions (auto: planner/attention_impl.h).
 StepWork BuildStepWork(const ModelSpec& model, const TrainingSpec& training,
-                       const ParallelPlan& plan);
+                       const ParallelPlan& plan, AttentionImpl attention = AttentionImpl::kAuto);
 
 // Which parts pipeline stage `stage` holds.
 struct StageParts {

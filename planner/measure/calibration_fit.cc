@@ -17,8 +17,10 @@ enum Column { kMatmul, kAttention, kMemory, kOverhead, kNumColumns };
 constexpr std::array<const char*, kNumColumns> kColumnNames = {"matmul", "attention", "memory",
                                                                "kernel overhead"};
 
-std::array<double, kNumColumns> Features(const ComputeWork& w) {
-  return {w.matmul_flops, w.attention_flops, w.memory_bytes, static_cast<double>(w.kernels)};
+// The work each unknown is charged with, shapes applied (planner/cost/compute_work.h).
+std::array<double, kNumColumns> Features(const ComputeWork& w, const ComputeRates& geometry) {
+  return {ShapedMatmulFlops(w, geometry), ShapedAttentionFlops(w, geometry), w.memory_bytes,
+          static_cast<double>(w.kernels)};
 }
 
 // min ||A x - b|| over x >= 0 (every column that is free), by an active set: solve over
@@ -66,7 +68,8 @@ std::vector<double> SolveScaled(Eigen::MatrixXd a, const Eigen::VectorXd& b,
 
 }  // namespace
 
-CalibrationFit FitComputeRates(const std::vector<CalibrationSample>& samples) {
+CalibrationFit FitComputeRates(const std::vector<CalibrationSample>& samples,
+                               const ComputeRates& geometry) {
   if (samples.empty()) throw std::invalid_argument("calibration fit: no samples");
   const auto rows = static_cast<Eigen::Index>(samples.size());
   Eigen::MatrixXd a(rows, kNumColumns);
@@ -74,7 +77,7 @@ CalibrationFit FitComputeRates(const std::vector<CalibrationSample>& samples) {
   std::array<bool, kNumColumns> used{};
   for (Eigen::Index i = 0; i < rows; ++i) {
     const CalibrationSample& s = samples[static_cast<size_t>(i)];
-    const auto f = Features(s.work);
+    const auto f = Features(s.work, geometry);
     if (!(s.seconds > 0) || !std::isfinite(s.seconds))
       throw std::invalid_argument(fmt::format("calibration fit: sample '{}' has time {} s; "
                                               "expected a positive time", s.name, s.seconds));
@@ -97,6 +100,7 @@ CalibrationFit FitComputeRates(const std::vector<CalibrationSample>& samples) {
       SolveScaled(a, b, std::vector<bool>(used.begin(), used.end()));
 
   CalibrationFit fit;
+  fit.rates = geometry;
   for (int j = kMatmul; j <= kMemory; ++j) {
     if (!used[static_cast<size_t>(j)]) continue;
     if (!(inverse[j] > 0))
@@ -105,9 +109,9 @@ CalibrationFit FitComputeRates(const std::vector<CalibrationSample>& samples) {
           "{:.3g}); their time is explained by the other terms: benchmark larger {} work",
           kColumnNames[j], inverse[j], kColumnNames[j]));
   }
-  if (used[kMatmul]) fit.rates.matmul_flops_per_s = 1.0 / inverse[kMatmul];
-  if (used[kAttention]) fit.rates.attention_flops_per_s = 1.0 / inverse[kAttention];
-  if (used[kMemory]) fit.rates.memory_Bps = 1.0 / inverse[kMemory];
+  fit.rates.matmul_flops_per_s = used[kMatmul] ? 1.0 / inverse[kMatmul] : 0;
+  fit.rates.attention_flops_per_s = used[kAttention] ? 1.0 / inverse[kAttention] : 0;
+  fit.rates.memory_Bps = used[kMemory] ? 1.0 / inverse[kMemory] : 0;
   fit.rates.kernel_overhead_s = inverse[kOverhead];
 
   double sum_sq = 0, weighted_sq = 0, weighted_norm = 0;

@@ -1,10 +1,13 @@
 // Calibration fit: timed micro-benchmarks -> the cost model's sustained rates -> a GpuSpec.
 //
 // Each CalibrationSample is one timed benchmark with its work counted the way the cost
-// model counts it (planner/cost/step_work.h ComputeWork: matmul FLOPs, attention FLOPs,
-// memory-bound bytes, launched kernels). The cost model times work as
-//   t = matmul_flops / R_mm + attention_flops / R_attn + memory_bytes / R_mem + kernels * c
-// (TimeOf in planner/cost/step_work.h), linear in (1/R_mm, 1/R_attn, 1/R_mem, c). FitComputeRates
+// model counts it (planner/cost/compute_work.h ComputeWork: matmul and attention kernels
+// with their shapes, memory-bound bytes, launched kernels). The cost model times work as
+//   t = shaped matmul FLOPs / R_mm + shaped attention FLOPs / R_attn + memory_bytes / R_mem
+//       + kernels * c
+// (TimeOf; "shaped": tile / wave quantized, k overhead added, the compute side of each
+// GEMM's roofline), linear in (1/R_mm, 1/R_attn, 1/R_mem, c) for a fixed kernel geometry
+// (the GPU's KernelShape, not fitted here). FitComputeRates
 // solves that for the samples by weighted least squares, min sum (weight * (t_pred - t))^2,
 // with Eigen, under the constraint that every unknown is >= 0 (a negative overhead is
 // fixed at 0 and the rest refitted). The default weight 1/t fits the RELATIVE error of
@@ -48,7 +51,10 @@ struct CalibrationFit {
 // Throws std::invalid_argument when a sample has no work or a non-positive time, and
 // std::runtime_error when the samples cannot determine a rate (e.g. its fitted inverse
 // is not positive: the class's work does not explain any of the measured time).
-CalibrationFit FitComputeRates(const std::vector<CalibrationSample>& samples);
+// `geometry`: the kernel geometry and element size (RatesFor of the base GpuSpec); its
+// rates are ignored, fit.rates carries its geometry and the fitted rates.
+CalibrationFit FitComputeRates(const std::vector<CalibrationSample>& samples,
+                               const ComputeRates& geometry = {});
 
 // Peaks measured on the device itself (a CPU has no data sheet figure that its
 // kernels can be held against); 0 = keep the base GpuSpec's data-sheet peak.

@@ -89,3 +89,48 @@ TEST_CASE("the dp x cp gradient group crosses nodes when either axis does", "[pl
 
 }  // namespace
 }  // namespace meshplan
+
+namespace meshplan {
+namespace {
+
+TEST_CASE("NCCL's bus efficiency scales the bandwidth term only", "[planner][collective]") {
+  ClusterSpec c = testing::H100Cluster(1);
+  c.intra_node.bus_efficiency = 0.82;
+  const CommGroup tp = MeshGroup(Plan(1, 8), MeshDim::kTp);
+  CHECK(CollectiveTime(CollectiveKind::kAllReduce, 64e6, tp, c) ==
+        Approx(14 * 3e-6 + 2.0 * 7 / 8 * 64e6 / (450e9 * 0.82)));
+}
+
+TEST_CASE("a group with several members per node goes hierarchical", "[planner][collective]") {
+  // dp = 16 over 2 nodes of 8 (tp = 1): 8 members per node. The node's 8 GPUs reduce-scatter
+  // over NVLink, each all-reduces its eighth across the 2 nodes on its own NIC, then all-gather.
+  const ClusterSpec c = testing::H100Cluster(2);
+  const CommGroup dp = MeshGroup(Plan(16, 1), MeshDim::kDp);
+  CHECK(MembersPerNode(dp, 8) == 8);
+  const double bytes = 1e9;
+  const double intra = 7 * 3e-6 + 7.0 / 8 * bytes / 450e9;             // reduce-scatter, all-gather
+  const double inter = 2 * 6e-6 + 2.0 * 1 / 2 * (bytes / 8) / 50e9;    // 2 ranks: ring
+  CHECK(CollectiveTime(CollectiveKind::kAllReduce, bytes, dp, c) == Approx(2 * intra + inter));
+  CHECK(CollectiveTime(CollectiveKind::kAllGather, bytes, dp, c) ==
+        Approx(intra + 6e-6 + 0.5 * (bytes / 8) / 50e9));
+  // Far below the flat ring over the NIC that every rank's traffic would cross.
+  CHECK(CollectiveTime(CollectiveKind::kAllReduce, bytes, dp, c) <
+        0.25 * (30 * 6e-6 + 2.0 * 15 / 16 * bytes / 50e9));
+}
+
+TEST_CASE("one member per node: ring, or NCCL's tree for latency-bound all-reduces",
+          "[planner][collective]") {
+  const ClusterSpec c = testing::H100Cluster(64);
+  const CommGroup dp = MeshGroup(Plan(64, 8), MeshDim::kDp);  // tp fills each node
+  CHECK(MembersPerNode(dp, 8) == 1);
+  const double big = 1e9, small = 1e4;
+  // Over 4 nodes the ring's 2 (n-1)/n bytes beat the tree's 2 bytes.
+  const CommGroup dp4 = MeshGroup(Plan(4, 8), MeshDim::kDp);
+  CHECK(CollectiveTime(CollectiveKind::kAllReduce, big, dp4, testing::H100Cluster(4)) ==
+        Approx(6 * 6e-6 + 2.0 * 3 / 4 * big / 50e9));
+  CHECK(CollectiveTime(CollectiveKind::kAllReduce, small, dp, c) ==
+        Approx(2 * 6 * 6e-6 + 2 * small / 50e9));  // tree: 2 log2(64) steps
+}
+
+}  // namespace
+}  // namespace meshplan

@@ -227,18 +227,19 @@ TEST_CASE("CP passes K and V around the ring, and their gradients back", "[plann
   const double kv = 8192.0 * 2 * 4096 * 2;
   CHECK(cost.comm_bytes_per_step[MeshDim::kCp] == Approx(48 * 4 * 3 * kv * 3 / 4));
   // The ring overlaps the attention core. Forward, per block and micro-batch, the ring takes
-  // c = (3/4 kv) / 450 GB/s + 3 steps x 3 us = 0.233 ms; the attention core of a cp rank,
-  // 4 * (S/cp) * S * E FLOPs at 989.4 TFLOP/s x 0.5 (attention efficiency), a = 0.556 ms.
-  // The backward doubles both, so the ring is hidden: nothing is exposed.
-  const double a = 4.0 * (8192 / 4) * 8192 * 4096 / (989.4e12 * 0.5);
+  // c = (3/4 kv) / 450 GB/s + 3 steps x 3 us = 0.233 ms; the causal flash kernel of a cp rank
+  // executes 4 * (S/cp) * S * E * (1/2 + 128 / (2 * S/cp)) FLOPs at 989.4 TFLOP/s x 0.5
+  // (attention efficiency), a = 0.295 ms; its backward 2.5 a (planner/cost/compute_work.h).
+  // The backward ring passes twice as much, so the ring is hidden: nothing is exposed.
+  const double a = 4.0 * (8192 / 4) * 8192 * 4096 * (0.5 + 0.5 * 128 / 2048) / (989.4e12 * 0.5);
   CHECK(cost.time.exposed_comm_s[MeshDim::kCp] == 0);
-  // A 10x slower link (45 GB/s) outlasts it: c - a forward and 2 (c - a) backward are
+  // A 10x slower link (45 GB/s) outlasts it: c - a forward and 2c - 2.5a backward are
   // exposed, per block (48) and micro-batch (4).
   ClusterSpec slow = H100Cluster(1);
   slow.intra_node.bandwidth_Bps = 45e9;
   const double c = kv * 3 / 4 / 45e9 + 3 * 3e-6;  // 2.246 ms
   CHECK(Estimate(m, slow, t, p).time.exposed_comm_s[MeshDim::kCp] ==
-        Approx(48 * 4 * 3 * (c - a)));
+        Approx(48 * 4 * ((c - a) + (2 * c - 2.5 * a))));
 }
 
 }  // namespace

@@ -36,7 +36,7 @@ TEST_CASE("a pipeline send uses the tier between the two ranks", "[simulator][ne
   CHECK(TierBetween(8, 15, cluster) == TierId::kIntraNode);
   const Transfer t = SendTransfer(1e6, 4, 8, cluster);
   CHECK(AloneTime(t, cluster) == Approx(cluster.inter_node.latency_s +
-                                        1e6 / cluster.inter_node.bandwidth_Bps).epsilon(1e-12));
+                                        1e6 / cluster.inter_node.bus_bandwidth_Bps()).epsilon(1e-12));
 }
 
 TEST_CASE("a shared link splits its bandwidth equally between active flows",
@@ -61,7 +61,7 @@ StepGraph TwoTransfers(TierId dp_tier, TierId pp_tier, double bandwidth) {
     SimOp op;
     op.stream = stream;
     op.kind = SimOpKind::kCollective;
-    op.transfer = {tier, 0.0, 1000.0};
+    op.transfer = {tier, 0.0, 1000.0, 1000.0};
     g.ops.push_back(op);
   }
   g.pred_begin = {0, 0, 0};

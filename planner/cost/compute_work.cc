@@ -1,0 +1,135 @@
+#include "planner/cost/compute_work.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include "planner/hardware_spec.h"
+#include "planner/training_spec.h"
+
+namespace meshplan {
+
+void ComputeWork::AddGemm(const GemmOp& gemm) {
+  gemms.push_back(gemm);
+  if (!gemm.attention_core) matmul_flops += gemm.flops();
+}
+
+ComputeWork& ComputeWork::operator+=(const ComputeWork& other) {
+  for (const GemmOp& g : other.gemms) gemms.push_back(g);
+  for (const FlashAttentionOp& f : other.flash) flash.push_back(f);
+  matmul_flops += other.matmul_flops;
+  attention_flops += other.attention_flops;
+  memory_bytes += other.memory_bytes;
+  kernels += other.kernels;
+  return *this;
+}
+
+double FlashAttentionOp::executed_flops(double tile) const {
+  const double square = 4 * batch_heads * q_len * kv_len * head_dim * (backward ? 2.5 : 1.0);
+  if (!causal || q_len <= 0) return square;
+  // Blocks on or below the diagonal: 1/2 of the square plus half a tile per block row.
+  return square * std::min(1.0, 0.5 + 0.5 * tile / q_len);
+}
+
+double FlashAttentionOp::ctas(double tile) const {
+  return batch_heads * std::ceil((backward ? kv_len : q_len) / tile);
+}
+
+ComputeRates RatesFor(const GpuSpec& gpu, Precision precision) {
+  const double peak = gpu.PeakFlops(precision);
+  ComputeRates rates;
+  rates.matmul_flops_per_s = peak * gpu.matmul_efficiency;
+  rates.attention_flops_per_s = peak * gpu.attention_efficiency;
+  rates.memory_Bps = gpu.memory_bandwidth_Bps * gpu.memory_bandwidth_efficiency;
+  rates.kernel_overhead_s = gpu.kernel_overhead_s;
+  rates.element_bytes = precision == Precision::kFp32 ? 4 : 2;
+  rates.sm_count = static_cast<double>(gpu.kernel_shape.sm_count);
+  rates.gemm_tile_m = static_cast<double>(gpu.kernel_shape.gemm_tile_m);
+  rates.gemm_tile_n = static_cast<double>(gpu.kernel_shape.gemm_tile_n);
+  rates.gemm_k_overhead = gpu.kernel_shape.gemm_k_overhead;
+  rates.attention_tile_q = static_cast<double>(gpu.kernel_shape.attention_tile_q);
+  return rates;
+}
+
+namespace {
+
+// FLOPs the GEMM occupies the GPU for: whole tiles, whole waves, k plus its overhead.
+double ShapedGemmFlops(const GemmOp& g, const ComputeRates& r) {
+  if (g.m <= 0 || g.n <= 0 || g.k <= 0 || g.batch <= 0) return 0;
+  const double depth = 2 * (g.k + r.gemm_k_overhead);
+  if (r.sm_count <= 0) return g.m * g.n * depth * g.batch;
+  const double tiles =
+      std::ceil(g.m / r.gemm_tile_m) * std::ceil(g.n / r.gemm_tile_n) * g.batch;
+  const double waves = std::ceil(tiles / r.sm_count);
+  return waves * r.sm_count * r.gemm_tile_m * r.gemm_tile_n * depth;
+}
+
+double ShapedFlashFlops(const FlashAttentionOp& op, const ComputeRates& r) {
+  const double executed = op.executed_flops(r.attention_tile_q);
+  const double ctas = op.ctas(r.attention_tile_q);
+  if (r.sm_count <= 0 || !(ctas > 0)) return executed;
+  const double waves = std::ceil(ctas / r.sm_count);
+  return executed * (waves * r.sm_count) / ctas;
+}
+
+double Seconds(double work, double rate) { return rate > 0 ? work / rate : 0; }
+
+}  // namespace
+
+double GemmTime(const GemmOp& gemm, const ComputeRates& rates) {
+  const double rate = gemm.attention_core ? rates.attention_flops_per_s : rates.matmul_flops_per_s;
+  const double compute = Seconds(ShapedGemmFlops(gemm, rates), rate);
+  const double bytes =
+      rates.element_bytes * (gemm.m * gemm.k + gemm.k * gemm.n + gemm.m * gemm.n) * gemm.batch;
+  return std::max(compute, Seconds(bytes, rates.memory_Bps));
+}
+
+double FlashAttentionTime(const FlashAttentionOp& op, const ComputeRates& rates) {
+  return Seconds(ShapedFlashFlops(op, rates), rates.attention_flops_per_s);
+}
+
+double ShapedMatmulFlops(const ComputeWork& work, const ComputeRates& rates) {
+  double listed = 0, shaped = 0;
+  for (const GemmOp& g : work.gemms) {
+    if (g.attention_core) continue;
+    listed += g.flops();
+    shaped += ShapedGemmFlops(g, rates);
+  }
+  return shaped + std::max(0.0, work.matmul_flops - listed);
+}
+
+double ShapedAttentionFlops(const ComputeWork& work, const ComputeRates& rates) {
+  double shaped = 0;
+  bool listed = false;
+  for (const GemmOp& g : work.gemms) {
+    if (!g.attention_core) continue;
+    shaped += ShapedGemmFlops(g, rates);
+    listed = true;
+  }
+  for (const FlashAttentionOp& op : work.flash) {
+    shaped += ShapedFlashFlops(op, rates);
+    listed = true;
+  }
+  return listed ? shaped : work.attention_flops;
+}
+
+ComputeTime TimeOf(const ComputeWork& work, const ComputeRates& rates) {
+  ComputeTime t;
+  double listed_matmul = 0;
+  bool listed_attention = false;
+  for (const GemmOp& g : work.gemms) {
+    (g.attention_core ? t.attention_s : t.matmul_s) += GemmTime(g, rates);
+    if (g.attention_core) listed_attention = true;
+    else listed_matmul += g.flops();
+  }
+  for (const FlashAttentionOp& op : work.flash) {
+    t.attention_s += FlashAttentionTime(op, rates);
+    listed_attention = true;
+  }
+  t.matmul_s += Seconds(std::max(0.0, work.matmul_flops - listed_matmul), rates.matmul_flops_per_s);
+  if (!listed_attention) t.attention_s += Seconds(work.attention_flops, rates.attention_flops_per_s);
+  t.memory_s = Seconds(work.memory_bytes, rates.memory_Bps);
+  t.overhead_s = static_cast<double>(work.kernels) * rates.kernel_overhead_s;
+  return t;
+}
+
+}  // namespace meshplan

@@ -1,0 +1,123 @@
+// ComputeWork: the compute of one pass of one model part, as kernels with shapes, and
+// its time on a GPU (docs/cost_model.md section 5, "Shape-aware compute").
+//
+// Work is counted twice on purpose:
+//  * nominal FLOPs (matmul_flops, attention_flops) in the MFU convention of
+//    planner/cost/flops.h (full S x S attention square, backward = 2 x forward); and
+//  * the kernels that run, with their shapes (gemms, flash), which set the time.
+// Matmul or attention FLOPs that no listed kernel covers run at the saturated rate
+// (a shapeless workload, e.g. a calibration sample without shapes).
+//
+// Time of one kernel class (rates: ComputeRates, from GpuSpec and the precision):
+//  * GEMM C(m,n) = A(m,k) B(k,n), `batch` of them: the slower of
+//      compute  waves * SMs * 2 * tile_m * tile_n * (k + k_overhead) / matmul rate
+//               tiles = ceil(m/tile_m) * ceil(n/tile_n) * batch, waves = ceil(tiles/SMs)
+//               (tile and wave quantization: NVIDIA "Matrix Multiplication Background
+//               User's Guide"; k_overhead: the tile's prologue and epilogue in k-depth);
+//      memory   a * (m*k + k*n + m*n) * batch bytes at the memory rate (roofline).
+//    With sm_count 0 (a CPU profile) there is no quantization: 2*m*n*(k+k_overhead)*batch.
+//  * flash attention over batch_heads x q_len queries x kv_len keys, head dim d: the
+//    executed FLOPs 4*bh*q*kv*d (backward x 2.5; causal: only the blocks on or below
+//    the diagonal, 1/2 + tile/(2*q) of the square), quantized into waves of
+//    bh * ceil(q/tile) CTAs (backward: ceil(kv/tile)) on the SMs, at the attention rate.
+//  * memory-bound ops: bytes at the memory rate; a fixed cost per launched kernel.
+// No allocation: the search times a ComputeWork per candidate.
+#pragma once
+
+#include <array>
+#include <cassert>
+#include <cstdint>
+
+namespace meshplan {
+
+struct GpuSpec;
+enum class Precision;
+
+// A fixed-capacity list: no heap, cheap to copy.
+template <typename T, int N>
+struct FixedList {
+  std::array<T, N> items{};
+  int size = 0;
+  void push_back(const T& item) {
+    assert(size < N && "FixedList capacity");
+    items[size++] = item;
+  }
+  const T* begin() const { return items.data(); }
+  const T* end() const { return items.data() + size; }
+};
+
+// C(m x n) = A(m x k) B(k x n), `batch` independent products (a bmm, or repeats).
+struct GemmOp {
+  double m = 0, n = 0, k = 0;
+  double batch = 1;
+  bool attention_core = false;  // QK^T / PV of unfused attention: timed as attention
+  double flops() const { return 2 * m * n * k * batch; }
+};
+
+// One flash-attention kernel. The backward runs five matmuls against the forward's two
+// (2.5 passes) and parallelises over key blocks instead of query blocks
+// (FlashAttention-2, Dao 2023, sections 3.1-3.2).
+struct FlashAttentionOp {
+  double batch_heads = 0;  // micro-batch x this rank's heads
+  double q_len = 0;        // queries on this rank
+  double kv_len = 0;       // keys its queries meet (the whole context, over CP ring steps)
+  double head_dim = 0;
+  bool causal = true;
+  bool backward = false;
+  double executed_flops(double tile) const;
+  double ctas(double tile) const;  // thread blocks of the kernel
+};
+
+// A block's whole backward (input and weight gradients together, as calibration times it):
+// 7 + 7 linear GEMMs and 4 of unfused attention.
+inline constexpr int kMaxGemmsPerPass = 18;
+
+struct ComputeWork {
+  double matmul_flops = 0;     // nominal (planner/cost/flops.h)
+  double attention_flops = 0;  // nominal: the full S x S square
+  double memory_bytes = 0;     // bytes read + written by memory-bound kernels
+  int64_t kernels = 0;         // launched kernels
+  FixedList<GemmOp, kMaxGemmsPerPass> gemms;  // the GEMMs that run (linear and attention core)
+  FixedList<FlashAttentionOp, 1> flash;       // the fused attention kernel, if any
+
+  // Adds a linear-layer GEMM (nominal matmul FLOPs) or an unfused attention GEMM.
+  void AddGemm(const GemmOp& gemm);
+  // Adds another pass's work: FLOPs, bytes, kernels and their shapes.
+  ComputeWork& operator+=(const ComputeWork& other);
+};
+
+// Seconds per kernel class for one ComputeWork.
+struct ComputeTime {
+  double matmul_s = 0;
+  double attention_s = 0;
+  double memory_s = 0;
+  double overhead_s = 0;  // kernels * kernel_overhead_s
+  double total() const { return matmul_s + attention_s + memory_s + overhead_s; }
+};
+
+// The GPU's sustained rates and kernel geometry for one precision, computed once per estimate.
+struct ComputeRates {
+  double matmul_flops_per_s = 0;
+  double attention_flops_per_s = 0;
+  double memory_Bps = 0;
+  double kernel_overhead_s = 0;
+  double element_bytes = 2;  // operand size of GEMMs (roofline)
+  double sm_count = 0;       // 0: no tile / wave quantization
+  double gemm_tile_m = 128, gemm_tile_n = 128;
+  double gemm_k_overhead = 0;
+  double attention_tile_q = 128;
+};
+ComputeRates RatesFor(const GpuSpec& gpu, Precision precision);
+ComputeTime TimeOf(const ComputeWork& work, const ComputeRates& rates);
+
+// Seconds of one GEMM / one flash-attention kernel (the formulas above).
+double GemmTime(const GemmOp& gemm, const ComputeRates& rates);
+double FlashAttentionTime(const FlashAttentionOp& op, const ComputeRates& rates);
+
+// The FLOPs the matmul / attention rates are charged with once shapes are applied
+// (quantized tiles and k overhead), the compute side of the roofline only:
+// calibration's linear regressors (planner/measure/calibration_fit.h).
+double ShapedMatmulFlops(const ComputeWork& work, const ComputeRates& rates);
+double ShapedAttentionFlops(const ComputeWork& work, const ComputeRates& rates);
+
+}  // namespace meshplan
