@@ -18,6 +18,7 @@
 #include "planner/atomic_file.h"
 #include "planner/config/config_loader.h"
 #include "planner/config/config_loader_internal.h"
+#include "planner/config/runtime_memory_yaml.h"
 #include "planner/input_file.h"
 #include "planner/limits.h"
 #include "planner/checked_math.h"
@@ -116,6 +117,7 @@ void EmitCluster(std::string& out, const ClusterSpec& c) {
          ", attention: " + Shortest(g.attention_efficiency) +
          ", memory_bandwidth: " + Shortest(g.memory_bandwidth_efficiency) + "}\n";
   out += "    kernel_overhead_us: " + FormatShifted(g.kernel_overhead_s, ci::kMicro) + "\n";
+  out += RuntimeMemoryToYaml(g.runtime_memory, "    ");
   out += "  intra_node: " + Tier(c.intra_node) + "\n";
   out += "  inter_node: " + Tier(c.inter_node) + "\n";
 }
