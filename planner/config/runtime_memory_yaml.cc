@@ -24,7 +24,8 @@ RuntimeMemorySpec RuntimeMemoryFromYaml(const YamlFields& f) {
   s.nccl_buffer_bytes_per_communicator = MiBToBytes(f, "nccl_buffer_MiB_per_communicator");
   s.cublas_workspace_bytes = MiBToBytes(f, "cublas_workspace_MiB");
   s.attention_workspace_bytes = MiBToBytes(f, "attention_workspace_MiB");
-  s.allocator_fragmentation = f.Number("allocator_fragmentation", {0, true, 1}, 0);
+  // Negative values fail here; [1, ...) below, with the half-open range in the message.
+  s.allocator_fragmentation = f.Number("allocator_fragmentation", {0, true}, 0);
   if (s.allocator_fragmentation >= 1)
     f.Fail("allocator_fragmentation",
            fmt::format("expected a fraction in [0, 1) (the share of reserved memory no tensor "

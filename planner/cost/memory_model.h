@@ -83,7 +83,7 @@ struct MemoryOptions {
   AttentionImpl attention = AttentionImpl::kAuto;  // auto: naive for fp32/gpt, else fused
   // The GPU's runtime memory (GpuSpec::runtime_memory): callers with a cluster pass its GPU's;
   // the default (zero) counts tensors only, as on the CPU profile.
-  RuntimeMemorySpec runtime;
+  RuntimeMemorySpec runtime = {};
 };
 
 // One rank of pipeline stage `stage` (0 <= stage < plan.pp). The plan must be valid.
