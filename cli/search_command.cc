@@ -56,7 +56,8 @@ double StatesBytes(const MemoryBreakdown& m) {
   return m.params_bytes + m.grads_bytes + m.optimizer_bytes;
 }
 double OtherBytes(const MemoryBreakdown& m) {
-  return m.logits_bytes + m.comm_buffer_bytes + m.gathered_params_bytes + m.transient_bytes;
+  return m.logits_bytes + m.comm_buffer_bytes + m.gathered_params_bytes + m.transient_bytes +
+         m.runtime_bytes();
 }
 
 std::string SetupLine(const TrainingSetup& s, const SearchOptions& options) {

@@ -150,9 +150,11 @@ void RecomputeDerived(ExplorerState& state) {
   if (d.valid) {
     try {
       d.cost = Estimate(in.model, in.cluster, in.training, in.plan);
+      MemoryOptions memory;
+      memory.runtime = in.cluster.gpu.runtime_memory;
       for (int64_t stage = 0; stage < in.plan.pp; ++stage)
         d.stage_memory.push_back(EstimateStageMemory(in.model, in.training, in.plan,
-                                                     MemoryModel::kDetailed, stage));
+                                                     MemoryModel::kDetailed, stage, memory));
       d.seed_memory = EstimateMemory(in.model, in.training, in.plan, MemoryModel::kSeed);
       d.zero_rows = ZeroTradeoffRows(in.model, in.cluster, in.training, in.plan);
       d.tp_rows = TpTradeoffRows(in.model, in.cluster, in.training, in.plan);

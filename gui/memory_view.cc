@@ -11,7 +11,8 @@ std::vector<MemorySegment> MemorySegments(const MemoryBreakdown& m) {
           {"activations", m.activations_bytes, kColorActivations},
           {"logits", m.logits_bytes, kColorLogits},
           {"buffers", m.comm_buffer_bytes + m.gathered_params_bytes, kColorBuffers},
-          {"transient", m.transient_bytes, kColorTransient}};
+          {"transient", m.transient_bytes, kColorTransient},
+          {"runtime", m.runtime_bytes(), kColorRuntime}};
 }
 
 double MemoryAxisMax(const std::vector<double>& bar_totals, double capacity_bytes) {

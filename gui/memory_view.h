@@ -3,7 +3,8 @@
 //
 // The breakdown's fields sum to total_bytes (planner/cost/memory_model.h), so the
 // segments do too: params, grads, optimizer, activations, logits, buffers
-// (communication buckets + gathered ZeRO-3 parameters), transient.
+// (communication buckets + gathered ZeRO-3 parameters), transient, runtime (the GPU's
+// CUDA context, NCCL buffers, workspaces and allocator overhead; 0 on the CPU profile).
 #pragma once
 
 #include <vector>
@@ -15,13 +16,13 @@ namespace meshplan {
 
 struct MemorySegment {
   const char* name;  // "params", "grads", "optimizer", "activations", "logits", "buffers",
-                     // "transient"
+                     // "transient", "runtime"
   double bytes;
   Rgb color;
 };
-inline constexpr int kNumMemorySegments = 7;
+inline constexpr int kNumMemorySegments = 8;
 
-// All seven segments, zero-sized ones included, in stacking order.
+// All eight segments, zero-sized ones included, in stacking order.
 std::vector<MemorySegment> MemorySegments(const MemoryBreakdown& memory);
 
 // The top of a memory chart's axis: the largest bar or the capacity, plus 10% air.

@@ -24,6 +24,7 @@ inline constexpr Rgb kColorActivations{171, 71, 188};   // purple
 inline constexpr Rgb kColorLogits{255, 214, 0};         // yellow
 inline constexpr Rgb kColorBuffers{0, 172, 193};        // cyan: comm buckets + gathered params
 inline constexpr Rgb kColorTransient{158, 158, 158};    // grey: transient peak on top
+inline constexpr Rgb kColorRuntime{141, 110, 99};       // brown: CUDA context, NCCL, workspaces, allocator
 // --- memory chart marks ---
 inline constexpr Rgb kColorCapacityLine{255, 255, 255};  // the GPU's memory capacity
 inline constexpr Rgb kColorDoesNotFit{229, 57, 53};      // outline and text of a bar over capacity

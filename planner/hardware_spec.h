@@ -11,6 +11,8 @@
 #include <cstdint>
 #include <string>
 
+#include "planner/runtime_memory_spec.h"
+
 namespace meshplan {
 
 enum class Precision;  // planner/training_spec.h
@@ -41,6 +43,9 @@ struct GpuSpec {
   double kernel_overhead_s = 0;           // fixed cost per launched op (CPU profile: dispatch)
   KernelShape kernel_shape;
   std::string source;                     // data sheet or "calibrated on ..." note
+
+  // What a GPU process holds besides its tensors (all 0 for the CPU profile).
+  RuntimeMemorySpec runtime_memory;
 
   // Peak dense FLOP/s for the precision the matmuls run in (bf16 for bf16 and mixed).
   double PeakFlops(Precision precision) const;

@@ -30,9 +30,19 @@ struct MemoryBreakdown {
   double comm_buffer_bytes = 0;      // DDP buckets, reduce-scatter / all-gather staging
   double gathered_params_bytes = 0;  // ZeRO-3/FSDP: unsharded blocks alive at the peak
   double transient_bytes = 0;        // the temporary peak on top of the steady state
+  // Runtime memory on a GPU (planner/cost/runtime_memory.h; 0 on the CPU profile and in
+  // the seed model): what the process holds besides the model's tensors.
+  double cuda_context_bytes = 0;        // the CUDA context of this rank's process
+  double nccl_buffers_bytes = 0;        // NCCL's buffers, for every communicator the rank joins
+  double workspace_bytes = 0;           // cuBLAS (and fixed attention-kernel) workspaces
+  double allocator_overhead_bytes = 0;  // caching-allocator memory no tensor holds
   double total_bytes = 0;            // the peak: what must fit in GpuSpec::memory_bytes
   std::string peak_phase;            // which phase of the step sets the peak
   int64_t worst_stage = 0;           // pipeline stage this breakdown belongs to
+
+  double runtime_bytes() const {
+    return cuda_context_bytes + nccl_buffers_bytes + workspace_bytes + allocator_overhead_bytes;
+  }
 };
 
 // Step time of the slowest rank, seconds.

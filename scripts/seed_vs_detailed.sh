@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # Prints the README's table: seed vs detailed memory per GPU for the spec-* models,
-# one GPU, micro-batch 1, no parallelism, from `meshplan estimate --format json`.
+# one GPU, micro-batch 1, no parallelism, from `meshplan estimate --format json`. Tensors
+# only: the detailed total less its GPU runtime lines (CUDA context, NCCL, workspaces,
+# allocator overhead), which the seed model does not have.
 # Usage: scripts/seed_vs_detailed.sh [path/to/meshplan]
 set -euo pipefail
 meshplan="${1:-$(cd "$(dirname "$0")/.." && pwd)/build/meshplan}"
@@ -13,7 +15,7 @@ for model in spec-194m-tied spec-246m spec-7b; do
       for memory_model in seed detailed; do
         row+=("$("$meshplan" estimate --model "$model" --cluster 1xH100 --global-batch 1 --seq "$seq" \
           --precision "$precision" --memory-model "$memory_model" --format json |
-          python3 -c 'import json,sys; d=json.load(sys.stdin); print("%.2f %s" % (d["memory"]["total_bytes"]/1e9, d["memory"]["peak_phase"]))')")
+          python3 -c 'import json,sys; m=json.load(sys.stdin)["memory"]; b=m["breakdown"]; runtime=sum(b.get(k, 0) for k in ("cuda_context_bytes", "nccl_buffers_bytes", "workspace_bytes", "allocator_overhead_bytes")); print("%.2f %s" % ((m["total_bytes"] - runtime)/1e9, m["peak_phase"]))')")
       done
       echo "| $model | $precision | $seq | ${row[0]%% *} | ${row[1]%% *} | ${row[1]#* } |"
     done

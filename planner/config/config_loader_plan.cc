@@ -18,6 +18,7 @@
 #include "planner/atomic_file.h"
 #include "planner/config/config_loader.h"
 #include "planner/config/config_loader_internal.h"
+#include "planner/config/runtime_memory_yaml.h"
 #include "planner/input_file.h"
 #include "planner/limits.h"
 #include "planner/checked_math.h"
@@ -122,6 +123,7 @@ void EmitCluster(std::string& out, const ClusterSpec& c) {
                      "gemm_k_overhead: {}, attention_tile_q: {}}}\n",
                      k.sm_count, k.gemm_tile_m, k.gemm_tile_n, Shortest(k.gemm_k_overhead),
                      k.attention_tile_q);
+  out += RuntimeMemoryToYaml(g.runtime_memory, "    ");
   out += "  intra_node: " + Tier(c.intra_node) + "\n";
   out += "  inter_node: " + Tier(c.inter_node) + "\n";
 }

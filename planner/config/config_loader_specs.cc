@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include "planner/config/config_loader_internal.h"
+#include "planner/config/runtime_memory_yaml.h"
 #include "planner/limits.h"
 #include "planner/names.h"
 
@@ -85,7 +86,8 @@ KernelShape KernelShapeFromYaml(const YamlFields& f) {
 
 GpuConfig GpuFromYaml(const YamlFields& f, const std::string& default_name) {
   f.AllowOnly({"name", "aliases", "source", "memory_MiB", "peak_TFLOPs", "memory_bandwidth_TBps",
-               "efficiency", "kernel_overhead_us", "kernel_shape", "network"});
+               "efficiency", "kernel_overhead_us", "kernel_shape", "network",
+               "runtime_memory"});
   GpuConfig out;
   GpuSpec& g = out.gpu;
   g.name = f.String("name", default_name);
@@ -124,6 +126,7 @@ GpuConfig GpuFromYaml(const YamlFields& f, const std::string& default_name) {
     n.inter_node = TierFromYaml(net.Map("inter_node"));
     out.network = n;
   }
+  if (f.Has("runtime_memory")) g.runtime_memory = RuntimeMemoryFromYaml(f.Map("runtime_memory"));
   return out;
 }
 

@@ -6,6 +6,7 @@
 
 #include <sstream>
 
+#include "planner/config/runtime_memory_yaml.h"
 #include "planner/config/yaml_fields.h"
 
 namespace meshplan {
@@ -69,6 +70,7 @@ std::string GpuSpecToYaml(const GpuSpec& g, const HardwareYamlOptions& options) 
     out += fmt::format("  gpus_per_node: {}\n  intra_node: {}\n  inter_node: {}\n", n.gpus_per_node,
                        Tier(n.intra_node, d), Tier(n.inter_node, d));
   }
+  out += RuntimeMemoryToYaml(g.runtime_memory, "");
   return out;
 }
 

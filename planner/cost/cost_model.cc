@@ -64,7 +64,9 @@ PlanCost Estimate(const ModelSpec& model, const ClusterSpec& cluster, const Trai
   cost.model_flops_no_attention = flops.model_no_attention;
   cost.hardware_flops_per_step = flops.hardware;
 
-  cost.memory = EstimateMemory(model, training, plan, options.memory_model);
+  MemoryOptions memory;
+  memory.runtime = cluster.gpu.runtime_memory;  // the seed model ignores it
+  cost.memory = EstimateMemory(model, training, plan, options.memory_model, memory);
 
   cost.time = AnalyticStepTime(work, cluster, training.precision);
   const double seconds = cost.time.total_s;

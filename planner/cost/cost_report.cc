@@ -25,7 +25,11 @@ nlohmann::json MemoryToJson(const MemoryBreakdown& m) {
             {"logits_bytes", m.logits_bytes},
             {"comm_buffer_bytes", m.comm_buffer_bytes},
             {"gathered_params_bytes", m.gathered_params_bytes},
-            {"transient_bytes", m.transient_bytes}}},
+            {"transient_bytes", m.transient_bytes},
+            {"cuda_context_bytes", m.cuda_context_bytes},
+            {"nccl_buffers_bytes", m.nccl_buffers_bytes},
+            {"workspace_bytes", m.workspace_bytes},
+            {"allocator_overhead_bytes", m.allocator_overhead_bytes}}},
           {"peak_phase", m.peak_phase},
           {"worst_stage", m.worst_stage}};
 }
@@ -99,7 +103,11 @@ std::string FormatCostTable(const PlanFile& s, const PlanCost& c) {
       {"optimizer states", m.optimizer_bytes}, {"activations", m.activations_bytes},
       {"logits / loss", m.logits_bytes},    {"communication buffers", m.comm_buffer_bytes},
       {"gathered parameters (ZeRO-3)", m.gathered_params_bytes},
-      {"transient peak", m.transient_bytes}};
+      {"transient peak", m.transient_bytes},
+      {"CUDA context", m.cuda_context_bytes},
+      {"NCCL buffers", m.nccl_buffers_bytes},
+      {"workspaces (cuBLAS, attention)", m.workspace_bytes},
+      {"allocator overhead", m.allocator_overhead_bytes}};
   for (const auto& [name, bytes] : parts) Line(out, "  {:<34}{:>10.2f}", name, ToGB(bytes));
   Line(out, "  {:<34}{:>10.2f}   of {:.2f} GB ({:.0f}%)", "total", ToGB(m.total_bytes),
        ToGB(capacity), PercentOf(m.total_bytes, capacity));

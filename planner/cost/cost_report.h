@@ -4,7 +4,8 @@
 // JSON keys (units in the names, SI): params_total, params_per_rank,
 // memory {total_bytes, breakdown {params_bytes, grads_bytes, optimizer_bytes,
 // activations_bytes, logits_bytes, comm_buffer_bytes, gathered_params_bytes,
-// transient_bytes}, peak_phase, worst_stage}, flops_per_step,
+// transient_bytes, cuda_context_bytes, nccl_buffers_bytes, workspace_bytes,
+// allocator_overhead_bytes}, peak_phase, worst_stage}, flops_per_step,
 // flops_per_step_no_attention, hardware_flops_per_step, comm_bytes_per_step {dp, tp, cp,
 // pp}, step_time_s, time {compute_s, recompute_s, exposed_comm_s {dp, tp, cp, pp},
 // bubble_s, optimizer_s, total_s}, tokens_per_s, mfu, mfu_no_attention, hfu, fits, reason.

@@ -10,6 +10,7 @@
 #include "planner/cost/model_state_memory.h"
 #include "planner/cost/param_count.h"
 #include "planner/cost/pipeline_in_flight.h"
+#include "planner/cost/runtime_memory.h"
 
 namespace meshplan {
 namespace {
@@ -289,7 +290,8 @@ MemoryBreakdown Breakdown(const Stage& s, const Phase& peak) {
 }  // namespace
 
 // Stage -> its phases (layer backward, head backward on the last stage, embedding
-// backward on the first, optimizer) -> the largest, over the model states.
+// backward on the first, optimizer) -> the largest, over the model states -> plus the
+// GPU's runtime memory (fixed, or proportional to the phase's bytes: the peak stays).
 MemoryBreakdown DetailedStageMemory(const ModelSpec& model, const TrainingSpec& training,
                                     const ParallelPlan& plan, int64_t stage,
                                     const MemoryOptions& options) {
@@ -305,7 +307,9 @@ MemoryBreakdown DetailedStageMemory(const ModelSpec& model, const TrainingSpec& 
   const Phase* peak =
       std::max_element(phases, phases + num_phases,
                        [](const Phase& a, const Phase& b) { return a.sum() < b.sum(); });
-  return Breakdown(s, *peak);
+  MemoryBreakdown out = Breakdown(s, *peak);
+  AddRuntimeMemory(options.runtime, plan, &out);
+  return out;
 }
 
 }  // namespace meshplan

@@ -48,6 +48,10 @@
 //     lm_head input, and AdamW's one temporary per group (the denominator, state dtype;
 //     + the fp32 copy of the gradient for mixed). Weight gradients are accumulated
 //     straight into the flat gradient buffer: no weight-gradient temporaries.
+//   * runtime memory on a GPU (options.runtime; planner/cost/runtime_memory.h): the CUDA
+//     context, NCCL's buffers per communicator, the cuBLAS / attention workspaces and the
+//     caching allocator's overhead, added to every phase's total (so the peak phase is the
+//     same); all zero by default and on the CPU profile.
 //
 // Seed model on a plan (--memory-model seed): docs/cost_model.md 2(a)-(b) applied to one rank.
 //   * model states: 2(b)'s ZeRO table over N = dp with P = this rank's parameters
@@ -69,6 +73,7 @@
 #include "planner/model_spec.h"
 #include "planner/parallel_plan.h"
 #include "planner/plan_cost.h"
+#include "planner/runtime_memory_spec.h"
 #include "planner/training_spec.h"
 
 namespace meshplan {
@@ -76,6 +81,9 @@ namespace meshplan {
 // Knobs of the detailed model that are not part of the plan.
 struct MemoryOptions {
   AttentionImpl attention = AttentionImpl::kAuto;  // auto: naive for fp32/gpt, else fused
+  // The GPU's runtime memory (GpuSpec::runtime_memory): callers with a cluster pass its GPU's;
+  // the default (zero) counts tensors only, as on the CPU profile.
+  RuntimeMemorySpec runtime = {};
 };
 
 // One rank of pipeline stage `stage` (0 <= stage < plan.pp). The plan must be valid.

@@ -108,7 +108,10 @@ Comparison ComparePlan(const PlanFile& p, const Measurement& m, double tolerance
   c.hardware = p.cluster.gpu.name;
 
   // Memory: every rank against the detailed model of its pipeline stage, with the
-  // attention core the run used (older measurements do not say: auto).
+  // attention core the run used (older measurements do not say: auto). Tensors only: the
+  // measured peak is the allocator's allocated bytes (executor/device/memory_probe.h), which
+  // hold no CUDA context, NCCL buffers or allocator overhead, so the runtime lines stay 0
+  // (PyTorch's cuBLAS workspace, 8-32 MiB, is in them and is left out too).
   MemoryOptions memory;
   if (!m.environment.attention.empty() &&
       !ParseAttentionImpl(m.environment.attention, &memory.attention))

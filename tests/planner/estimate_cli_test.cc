@@ -31,7 +31,8 @@ TEST_CASE("estimate --format json has every documented field", "[planner][cli][e
   CHECK(j["params_total"].get<int64_t>() == 6'738'415'616);  // Llama 2 7B
   for (const char* key : {"params_bytes", "grads_bytes", "optimizer_bytes", "activations_bytes",
                           "logits_bytes", "comm_buffer_bytes", "gathered_params_bytes",
-                          "transient_bytes"})
+                          "transient_bytes", "cuda_context_bytes", "nccl_buffers_bytes",
+                          "workspace_bytes", "allocator_overhead_bytes"})
     CHECK(j["memory"]["breakdown"].contains(key));
   CHECK(j["memory"]["total_bytes"].get<double>() > 0);
   CHECK(j["memory"]["peak_phase"].is_string());
