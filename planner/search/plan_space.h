@@ -6,9 +6,13 @@
 //                     then cp ascending; dp = world / (tp*pp*cp))
 //   sp                off, and on when tp > 1
 //   mbs               every divisor of the global batch
-//   (schedule, vpp)   pp == 1: one entry (1f1b, vpp 1): a single stage has no schedule.
-//                     pp > 1: gpipe, 1f1b, zb_h1 (vpp 1), and interleaved with every
-//                     vpp >= 2 that divides the layers
+//   (schedule, vpp,   pp == 1: one entry (1f1b, vpp 1): a single stage has no schedule.
+//    stage split)     pp > 1: gpipe, 1f1b, zb_h1 (vpp 1), and interleaved with every
+//                     vpp >= 2 that divides the layers, all on even stages; then (unless
+//                     options.uneven_stages is off) gpipe, 1f1b, zb_h1 again on the
+//                     pp's LighterEndsSplit (planner/stage_layers.h): first and last
+//                     stage lighter, which is also how layers that pp does not divide
+//                     get split (126 layers on pp=16: 7 + 14 x 8 + 7)
 //   zero              0, and 1, 2, 3 when dp*cp > 1 (ZeRO shards over the dp x cp ranks
 //                     that hold the same weights; over one rank it shards nothing)
 //   recompute         none, selective, full
@@ -25,6 +29,7 @@
 #include <optional>
 #include <span>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "planner/cluster_spec.h"
@@ -56,6 +61,7 @@ PlanPins ParsePlanPins(const std::string& text, const std::string& source = "--o
 
 struct PlanSpaceOptions {
   bool allow_tp_across_nodes = false;  // else tp must divide gpus_per_node
+  bool uneven_stages = true;           // also try LighterEndsSplit on pp > 1 (above)
   PlanPins pins;
 };
 
@@ -63,9 +69,12 @@ struct MeshShape {
   int64_t dp = 1, tp = 1, pp = 1, cp = 1;
 };
 
+// The pipeline choices of one candidate: schedule, virtual stages and the stage split.
 struct ScheduleChoice {
   PipelineSchedule schedule = PipelineSchedule::k1F1B;
   int64_t virtual_stages = 1;
+  int64_t first_stage_layers = 0;  // 0, 0: even stages
+  int64_t last_stage_layers = 0;
 };
 
 // The values of the inner axes for one mesh, in enumeration order.
@@ -116,7 +125,9 @@ class PlanSpace {
   std::array<bool, 2> sp_single_{}, sp_multi_{};
   size_t sp_single_n_ = 0, sp_multi_n_ = 0;
   std::vector<int64_t> micro_batches_;
-  std::vector<ScheduleChoice> single_stage_schedules_, pipelined_schedules_;
+  std::vector<ScheduleChoice> single_stage_schedules_;
+  // Per distinct pp > 1 of the meshes: the schedule choices (the stage split depends on pp).
+  std::vector<std::pair<int64_t, std::vector<ScheduleChoice>>> pipelined_schedules_;
   std::vector<int> zero_single_, zero_multi_;  // dp*cp == 1, > 1
   std::vector<Recompute> recomputes_;
 };
