@@ -11,6 +11,7 @@
 #include "planner/input_error.h"
 #include "planner/search/search.h"
 #include "planner/search/search_advice.h"
+#include "planner/stage_layers.h"
 
 namespace meshplan {
 namespace {
@@ -82,8 +83,17 @@ struct BruteForce {
   std::vector<RankedPlan> fitting_plans;
 };
 
+// The stage splits the grid tries on pp stages: even, and (uneven_stages) the lighter ends.
+std::vector<StageSplit> SplitsTried(const ModelSpec& model, int64_t pp, const SearchOptions& options) {
+  std::vector<StageSplit> splits = {StageSplit{}};
+  if (const auto lighter = LighterEndsSplit(model.layers, pp); lighter && options.space.uneven_stages)
+    splits.push_back(*lighter);
+  return splits;
+}
+
 // Naive: every tuple of every field over generous ranges, filtered with Validate() and
-// the grid's two duplicate rules, written out independently of PlanSpace.
+// the grid's two duplicate rules, written out independently of PlanSpace (the stage split
+// takes the grid's two values: an arbitrary split is valid wherever it adds up).
 BruteForce CountNaively(const ModelSpec& model, const ClusterSpec& cluster,
                         const TrainingSpec& training, const SearchOptions& options,
                         bool keep_plans) {
@@ -112,8 +122,11 @@ BruteForce CountNaively(const ModelSpec& model, const ClusterSpec& cluster,
             for (p.micro_batch = 1; p.micro_batch <= training.global_batch; ++p.micro_batch)
               for (PipelineSchedule schedule : schedules)
                 for (p.virtual_stages = 1; p.virtual_stages <= model.layers; ++p.virtual_stages)
+                  for (const StageSplit& split : SplitsTried(model, p.pp, options))
                   for (p.zero_stage = 0; p.zero_stage <= 3; ++p.zero_stage)
                     for (Recompute recompute : recomputes) {
+                      p.first_stage_layers = split.first_stage_layers;
+                      p.last_stage_layers = split.last_stage_layers;
                       p.sequence_parallel = sp == 1;
                       p.schedule = schedule;
                       p.recompute = recompute;
@@ -159,6 +172,9 @@ std::vector<Case> SmallCases() {
   Case across{"gpt, tp across nodes", SmallGpt(), H100s(3, 4), Training(12, 96), {}};
   across.options.space.allow_tp_across_nodes = true;
   cases.push_back(across);
+  Case even{"gpt, even stages only", SmallGpt(), H100s(3, 4), Training(12, 96), {}};
+  even.options.space.uneven_stages = false;
+  cases.push_back(even);
   Case pinned{"llama, pinned tp and recompute", SmallLlama(), H100s(2, 4), Training(8, 128), {}};
   pinned.options.space.pins = ParsePlanPins("tp=2,recompute=full");
   cases.push_back(pinned);
