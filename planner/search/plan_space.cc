@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <sstream>
 
+#include "planner/cost/param_count.h"
 #include "planner/input_error.h"
 #include "planner/names.h"
 #include "planner/stage_layers.h"
@@ -110,6 +111,31 @@ PlanPins ParsePlanPins(const std::string& text, const std::string& source) {
 // ---------------------------------------------------------------------------
 // The grid
 
+namespace {
+
+// The largest stage load, in parameters (a proxy for both compute and model states): its
+// blocks, plus the vocabulary matrix on the first (embedding) and last (lm_head) stage.
+int64_t LargestStageParams(const ModelSpec& model, const StageLayers& stages) {
+  const int64_t block = BlockParams(model), vocab = model.vocab_size * model.hidden;
+  int64_t largest = std::max(stages.first, stages.last) * block + vocab;
+  if (stages.pp > 2) largest = std::max(largest, stages.middle * block);
+  return largest;
+}
+
+}  // namespace
+
+std::optional<StageSplit> UnevenSplitWorthTrying(const ModelSpec& model, int64_t pp) {
+  const std::optional<StageSplit> split = LighterEndsSplit(model.layers, pp);
+  if (!split || model.layers % pp != 0) return split;
+  ParallelPlan even, uneven;
+  even.pp = uneven.pp = pp;
+  uneven.first_stage_layers = split->first_stage_layers;
+  uneven.last_stage_layers = split->last_stage_layers;
+  const bool better = LargestStageParams(model, SplitLayers(model.layers, uneven)) <
+                      LargestStageParams(model, SplitLayers(model.layers, even));
+  return better ? split : std::nullopt;
+}
+
 PlanSpace::PlanSpace(const ModelSpec& model, const TrainingSpec& training,
                      const ClusterSpec& cluster, const PlanSpaceOptions& options)
     : world_size_(cluster.world_size()),
@@ -161,17 +187,17 @@ PlanSpace::PlanSpace(const ModelSpec& model, const TrainingSpec& training,
       }
     }
   }
-  // Uneven stages take the even choices of one chunk per rank (not interleaved).
+  // Uneven stages: one chunk per rank (not interleaved), 1f1b only (see the header).
   for (const MeshShape& mesh : meshes_) {
     if (mesh.pp == 1 || std::any_of(pipelined_schedules_.begin(), pipelined_schedules_.end(),
-                                        [&](const auto& entry) { return entry.first == mesh.pp; }))
+                                    [&](const auto& entry) { return entry.first == mesh.pp; }))
       continue;
     std::vector<ScheduleChoice> choices = even;
     const std::optional<StageSplit> split =
-        options.uneven_stages ? LighterEndsSplit(model.layers, mesh.pp) : std::nullopt;
+        options.uneven_stages ? UnevenSplitWorthTrying(model, mesh.pp) : std::nullopt;
     if (split)
       for (const ScheduleChoice& c : even)
-        if (c.virtual_stages == 1)
+        if (c.virtual_stages == 1 && c.schedule == PipelineSchedule::k1F1B)
           choices.push_back({c.schedule, 1, split->first_stage_layers, split->last_stage_layers});
     pipelined_schedules_.push_back({mesh.pp, std::move(choices)});
   }

@@ -9,10 +9,12 @@
 //   (schedule, vpp,   pp == 1: one entry (1f1b, vpp 1): a single stage has no schedule.
 //    stage split)     pp > 1: gpipe, 1f1b, zb_h1 (vpp 1), and interleaved with every
 //                     vpp >= 2 that divides the layers, all on even stages; then (unless
-//                     options.uneven_stages is off) gpipe, 1f1b, zb_h1 again on the
-//                     pp's LighterEndsSplit (planner/stage_layers.h): first and last
-//                     stage lighter, which is also how layers that pp does not divide
-//                     get split (126 layers on pp=16: 7 + 14 x 8 + 7)
+//                     options.uneven_stages is off) 1f1b on UnevenSplitWorthTrying: the
+//                     first and last stage lighter (planner/stage_layers.h), where pp does
+//                     not divide the layers (126 on pp=16: 7 + 14 x 8 + 7) or where that
+//                     lowers the largest stage. 1f1b only: the executor runs it, gpipe has
+//                     its time and more memory, and the other two would triple the
+//                     uneven candidates (the search must stay fast, README "Benchmarks")
 //   zero              0, and 1, 2, 3 when dp*cp > 1 (ZeRO shards over the dp x cp ranks
 //                     that hold the same weights; over one rank it shards nothing)
 //   recompute         none, selective, full
@@ -35,6 +37,7 @@
 #include "planner/cluster_spec.h"
 #include "planner/model_spec.h"
 #include "planner/parallel_plan.h"
+#include "planner/stage_layers.h"
 #include "planner/training_spec.h"
 
 namespace meshplan {
@@ -131,6 +134,12 @@ class PlanSpace {
   std::vector<int> zero_single_, zero_multi_;  // dp*cp == 1, > 1
   std::vector<Recompute> recomputes_;
 };
+
+// The uneven split the grid tries on pp stages: LighterEndsSplit when pp does not divide
+// the layers; when it does, only if that lowers the largest stage's parameters (blocks,
+// plus the vocabulary matrix on the first and last stage: models whose embedding or
+// lm_head outweighs a block). nullopt: even stages only.
+std::optional<StageSplit> UnevenSplitWorthTrying(const ModelSpec& model, int64_t pp);
 
 // Divisors of n (n >= 1), ascending.
 std::vector<int64_t> Divisors(int64_t n);

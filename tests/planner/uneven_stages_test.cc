@@ -11,6 +11,7 @@
 #include "planner/cost/step_work.h"
 #include "planner/input_error.h"
 #include "planner/parallel_plan.h"
+#include "planner/search/plan_space.h"
 #include "planner/search/search.h"
 #include "planner/stage_layers.h"
 #include "tests/cli_run.h"
@@ -221,9 +222,15 @@ TEST_CASE("search: 126 layers on pp=16 are split 7 + 14 x 8 + 7, and only uneven
   CHECK(Search(m, H100Cluster(2), Training(32, 128), options).valid == 0);
 }
 
-TEST_CASE("search also tries lighter ends where pp divides the layers", "[planner][search][uneven]") {
+TEST_CASE("search also tries lighter ends where pp divides the layers and the vocabulary "
+          "outweighs a block",
+          "[planner][search][uneven]") {
   ModelSpec m = SpecLlama(256, 8, 12, 768);
-  m.vocab_size = 1000;
+  m.vocab_size = 1000;  // V*E = 0.26 M < a block's 0.85 M: even stages only
+  CHECK_FALSE(UnevenSplitWorthTrying(m, 4));
+  m.vocab_size = 8000;  // V*E = 2.05 M: 3 + 3 + 3 + 3 has 4.6 M on the ends, 2 + 4 + 4 + 2 3.7 M
+  CHECK(UnevenSplitWorthTrying(m, 4) == StageSplit{2, 2});
+  CHECK(UnevenSplitWorthTrying(m, 5) == StageSplit{2, 1});  // 12 on pp=5 must be uneven: 2+3x3+1
   SearchOptions options;
   options.threads = 1;
   options.top_k = 1'000'000;
