@@ -84,7 +84,8 @@ std::vector<StageRange> PipelineRankChunks(const ModelSpec& model, const StageLa
                                            int64_t v, int64_t pp_rank) {
   const int64_t pp = stages.pp;
   if (v == 1) {
-    if (stages.Total() != model.layers || pp_rank < 0 || pp_rank >= pp || stages.Of(pp_rank) < 1)
+    const bool empty_stage = stages.first < 1 || stages.last < 1 || (pp > 2 && stages.middle < 1);
+    if (stages.Total() != model.layers || empty_stage || pp_rank < 0 || pp_rank >= pp)
       throw std::invalid_argument("pipeline: " + std::to_string(model.layers) +
                                   " layers do not split into " + std::to_string(pp) +
                                   " stages as planned (or stage " + std::to_string(pp_rank) +

@@ -71,7 +71,7 @@ struct StageRange {
 StageRange VirtualStageRange(const ModelSpec& model, int64_t virtual_stages, int64_t stage);
 // The chunks of pipeline rank `pp_rank`: with v == 1 its one stage, of the blocks `stages`
 // gives it (planner/stage_layers.h: even, or uneven first / last stages; throws unless the
-// stages hold all L blocks); with v > 1 the interleaved chunks above (even stages only).
+// stages hold all L blocks, at least one each); with v > 1 the interleaved chunks above (even stages only).
 std::vector<StageRange> PipelineRankChunks(const ModelSpec& model, const StageLayers& stages,
                                            int64_t v, int64_t pp_rank);
 
