@@ -145,7 +145,11 @@ std::string ViolationMessage(PlanConstraint c, const ParallelPlan& plan, const M
       return "tp=" + Str(plan.tp) + " does not divide ffn_hidden=" + Str(model.ffn_hidden);
     case C::kPpDividesLayers:
       return "pp*vpp=" + Str(plan.pp) + "*" + Str(plan.virtual_stages) +
-             " does not divide layers=" + Str(model.layers);
+             " does not divide layers=" + Str(model.layers) +
+             (plan.pp > 1 && plan.virtual_stages == 1
+                  ? " (or give the first / last stage its own count: first_stage_layers, "
+                    "last_stage_layers)"
+                  : "");
     case C::kStageLayersNeedPp:
       return StageFields(plan) + " need pp >= 2 (pp=1 has one stage, holding all layers=" +
              Str(model.layers) + "); allowed with pp=1: 0 (the default)";

@@ -32,8 +32,6 @@ int64_t StageLayers::FirstBlockOf(int64_t stage) const {
   return first + (std::min(stage, pp) - 1) * middle;
 }
 
-int64_t StageLayers::Max() const { return std::max({first, middle, last}); }
-
 StageLayers SplitLayers(int64_t layers, const ParallelPlan& plan) {
   StageLayers split;
   split.pp = std::max<int64_t>(plan.pp, 1);

@@ -29,8 +29,6 @@ struct StageLayers {
   int64_t Of(int64_t stage) const;
   // The index of the first block of `stage` (blocks are numbered from 0 along the pipeline).
   int64_t FirstBlockOf(int64_t stage) const;
-  // The most blocks any stage holds.
-  int64_t Max() const;
   // Blocks over all stages (the model's layers when the split is whole).
   int64_t Total() const { return FirstBlockOf(pp - 1) + Of(pp - 1); }
   // Every stage holds the same number of blocks.
