@@ -41,6 +41,7 @@ struct SearchCommandOptions {
   int threads = 0;
   bool bench = false;
   bool allow_tp_across_nodes = false;
+  bool even_stages = false;  // no uneven first / last pipeline stages
   std::string only;
   bool setup_given = false;  // any of --model, --cluster, --global-batch, --seq, --precision
   int simulate_top = 0;      // re-rank the best K by simulation (cli/search_simulate.h)
@@ -220,7 +221,9 @@ nlohmann::json PlanFieldsToJson(const ParallelPlan& p) {
           {"mbs", p.micro_batch},
           {"recompute", ToString(p.recompute)},
           {"schedule", ToString(p.schedule)},
-          {"vpp", p.virtual_stages}};
+          {"vpp", p.virtual_stages},
+          {"first_stage_layers", p.first_stage_layers},
+          {"last_stage_layers", p.last_stage_layers}};
 }
 
 nlohmann::json RankedToJson(const RankedPlan& r) {
@@ -244,6 +247,7 @@ nlohmann::json ResultToJson(const SearchResult& r, const TrainingSetup& s, const
                 {"headroom", options.memory_headroom},
                 {"usable_bytes", UsableBytes(s.cluster.gpu, options.memory_headroom)},
                 {"allow_tp_across_nodes", options.space.allow_tp_across_nodes},
+                {"uneven_stages", options.space.uneven_stages},
                 {"only", options.space.pins.ToString()}};
   j["candidates"] = r.candidates;
   j["valid"] = r.valid;
@@ -391,6 +395,7 @@ SearchOptions ToSearchOptions(const SearchCommandOptions& o) {
   options.memory_model = o.memory_model == "seed" ? MemoryModel::kSeed : MemoryModel::kDetailed;
   options.threads = o.threads;
   options.space.allow_tp_across_nodes = o.allow_tp_across_nodes;
+  options.space.uneven_stages = !o.even_stages;
   options.space.pins = ParsePlanPins(o.only, "--only");
   if (!o.explain_plan.empty()) options.probe = ParsePlanString(o.explain_plan, "--explain-plan");
   return options;
@@ -537,6 +542,9 @@ void AddSearchCommand(CLI::App& app, int* exit_code) {
       ->capture_default_str();
   cmd->add_flag("--allow-tp-across-nodes", options->allow_tp_across_nodes,
                 "let a tensor-parallel group span nodes (default: tp divides the GPUs per node)");
+  cmd->add_flag("--even-stages", options->even_stages,
+                "try even pipeline stages only (default: also the split with a lighter first and "
+                "last stage, first_stage_layers / last_stage_layers)");
   cmd->add_option("--only", options->only,
                   "pin plan keys, search the rest (e.g. \"tp=1,pp=1\" or \"zero=3\")");
   cmd->add_flag("--bench", options->bench,

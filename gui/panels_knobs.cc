@@ -22,6 +22,7 @@ const char* KnobTitle(Knob knob) {
     case Knob::kRecompute: return "recompute";
     case Knob::kSchedule: return "schedule";
     case Knob::kVirtualStages: return "virtual stages";
+    case Knob::kStageSplit: return "stage split";
   }
   return "?";
 }
@@ -38,6 +39,9 @@ const char* KnobHelp(Knob knob) {
     case Knob::kRecompute: return "activation recomputation in the backward pass";
     case Knob::kSchedule: return "pipeline schedule (pp > 1)";
     case Knob::kVirtualStages: return "vpp: model chunks per pipeline rank (interleaved)";
+    case Knob::kStageSplit:
+      return "layers per pipeline stage: even, or first and last stage lighter "
+             "(first_stage_layers, last_stage_layers; pp > 1, vpp = 1)";
   }
   return "";
 }

@@ -6,6 +6,7 @@
 #include "planner/cost/cost_model.h"
 #include "planner/names.h"
 #include "planner/search/plan_space.h"  // Divisors
+#include "planner/stage_layers.h"
 
 namespace meshplan {
 namespace {
@@ -30,7 +31,19 @@ void SetKnob(ParallelPlan& plan, Knob knob, int64_t value) {
     case Knob::kRecompute: plan.recompute = static_cast<Recompute>(value); break;
     case Knob::kSchedule: plan.schedule = static_cast<PipelineSchedule>(value); break;
     case Knob::kVirtualStages: plan.virtual_stages = value; break;
+    case Knob::kStageSplit:
+      plan.first_stage_layers = value / kStageSplitBase;
+      plan.last_stage_layers = value % kStageSplitBase;
+      break;
   }
+}
+
+// The stage splits offered for pp: even (0) and the lighter ends, when there is one.
+std::vector<int64_t> StageSplitValues(int64_t layers, int64_t pp) {
+  std::vector<int64_t> values = {0};
+  if (const std::optional<StageSplit> split = LighterEndsSplit(layers, pp))
+    values.push_back(split->first_stage_layers * kStageSplitBase + split->last_stage_layers);
+  return values;
 }
 
 // The specs every check needs, bundled for the helpers below.
@@ -75,6 +88,10 @@ std::vector<int64_t> RepairValues(const Ctx& ctx, const ParallelPlan& plan, Knob
   const int64_t current = KnobValue(plan, knob);
   switch (knob) {
     case Knob::kSequenceParallel: values = {current ? 0 : 1}; break;
+    case Knob::kStageSplit:
+      for (int64_t v : StageSplitValues(ctx.model.layers, plan.pp))
+        if (v != current) values.push_back(v);
+      break;
     case Knob::kSchedule:  // the default schedule first
       for (PipelineSchedule s : {PipelineSchedule::k1F1B, PipelineSchedule::kGpipe,
                                  PipelineSchedule::kInterleaved, PipelineSchedule::kZeroBubbleH1})
@@ -104,7 +121,7 @@ std::optional<ParallelPlan> Repair(const Ctx& ctx, const ParallelPlan& plan,
   if (ctx.Valid(plan)) return plan;
   std::vector<Knob> free;
   for (Knob k : {Knob::kSequenceParallel, Knob::kMicroBatch, Knob::kSchedule,
-                 Knob::kVirtualStages})
+                 Knob::kVirtualStages, Knob::kStageSplit})
     if (!pinned || k != *pinned) free.push_back(k);
   for (Knob k : free)
     for (int64_t v : RepairValues(ctx, plan, k)) {
@@ -147,6 +164,13 @@ std::vector<int64_t> CandidateValues(const Ctx& ctx, const ParallelPlan& plan, K
     case Knob::kVirtualStages: {
       const int64_t l = ctx.model.layers;
       return Divisors(plan.pp > 0 && l % plan.pp == 0 ? l / plan.pp : l);
+    }
+    case Knob::kStageSplit: {
+      std::vector<int64_t> values = StageSplitValues(ctx.model.layers, plan.pp);
+      const int64_t current = KnobValue(plan, knob);  // a split typed into the plan string
+      if (std::find(values.begin(), values.end(), current) == values.end())
+        values.push_back(current);
+      return values;
     }
   }
   return {};
@@ -200,6 +224,7 @@ const char* KnobKey(Knob knob) {
     case Knob::kRecompute: return "recompute";
     case Knob::kSchedule: return "schedule";
     case Knob::kVirtualStages: return "vpp";
+    case Knob::kStageSplit: return "stages";
   }
   return "?";
 }
@@ -216,6 +241,8 @@ int64_t KnobValue(const ParallelPlan& plan, Knob knob) {
     case Knob::kRecompute: return static_cast<int64_t>(plan.recompute);
     case Knob::kSchedule: return static_cast<int64_t>(plan.schedule);
     case Knob::kVirtualStages: return plan.virtual_stages;
+    case Knob::kStageSplit:
+      return plan.first_stage_layers * kStageSplitBase + plan.last_stage_layers;
   }
   return 0;
 }
@@ -225,6 +252,10 @@ std::string KnobValueLabel(Knob knob, int64_t value) {
     case Knob::kSequenceParallel: return value ? "on" : "off";
     case Knob::kRecompute: return ToString(static_cast<Recompute>(value));
     case Knob::kSchedule: return ToString(static_cast<PipelineSchedule>(value));
+    case Knob::kStageSplit:
+      return value == 0 ? "even"
+                        : "first " + std::to_string(value / kStageSplitBase) + ", last " +
+                              std::to_string(value % kStageSplitBase);
     default: return std::to_string(value);
   }
 }

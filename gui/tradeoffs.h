@@ -8,7 +8,7 @@
 //  - the mesh factors keep dp*tp*pp*cp equal to the cluster's GPUs: tp and dp
 //    trade against each other (the ZeRO/TP trade-off), pp and cp take from dp;
 //  - if the plan that results breaks a rule, the other secondary knobs (sp, mbs,
-//    schedule, vpp; never the one being set, never zero or recompute) may change,
+//    schedule, vpp, stage split; never the one being set, never zero or recompute) may change,
 //    at most two of them, the fewest and closest changes first. The option then
 //    says what else changed ("also sets sp=0").
 // A value is offered (valid) when that yields a valid plan.
@@ -30,19 +30,22 @@ namespace meshplan {
 
 // The plan's knobs, in the order the Knobs panel shows them.
 enum class Knob { kDp, kTp, kPp, kCp, kZero, kSequenceParallel, kMicroBatch, kRecompute,
-                  kSchedule, kVirtualStages };
-inline constexpr int kNumKnobs = 10;
+                  kSchedule, kVirtualStages, kStageSplit };
+inline constexpr int kNumKnobs = 11;
 inline constexpr std::array<Knob, kNumKnobs> kAllKnobs{
     Knob::kDp,         Knob::kTp,        Knob::kPp,       Knob::kCp,
     Knob::kZero,       Knob::kSequenceParallel, Knob::kMicroBatch,
-    Knob::kRecompute,  Knob::kSchedule,  Knob::kVirtualStages};
+    Knob::kRecompute,  Knob::kSchedule,  Knob::kVirtualStages, Knob::kStageSplit};
 
-// The plan-string key of a knob ("dp", "sp", "mbs", "vpp", ...).
+// The plan-string key of a knob ("dp", "sp", "mbs", "vpp", ...; "stages" for the stage
+// split, which stands for first_stage_layers and last_stage_layers).
 const char* KnobKey(Knob knob);
 // A knob's value as an integer: factors as they are, sp 0/1, recompute and
-// schedule as their enum index.
+// schedule as their enum index, the stage split as first_stage_layers * kStageSplitBase +
+// last_stage_layers (0: even stages).
 int64_t KnobValue(const ParallelPlan& plan, Knob knob);
-// "4", "on", "selective", "1f1b".
+inline constexpr int64_t kStageSplitBase = 1'000'001;  // > kMaxStageLayers
+// "4", "on", "selective", "1f1b", "even", "first 7, last 7".
 std::string KnobValueLabel(Knob knob, int64_t value);
 
 // One value a knob could take from the current plan.
@@ -57,7 +60,8 @@ struct KnobOption {
 
 // The candidate values of `knob` (dp/tp/pp/cp: divisors of the GPU count; zero 0-3;
 // sp off/on; mbs: divisors of the global batch per dp rank; every recompute policy
-// and schedule; vpp: divisors of the layers per stage), each with its verdict.
+// and schedule; vpp: divisors of the layers per stage; stage split: even, and the pp's
+// LighterEndsSplit (planner/stage_layers.h)), each with its verdict.
 std::vector<KnobOption> KnobOptions(const ModelSpec& model, const ClusterSpec& cluster,
                                     const TrainingSpec& training, const ParallelPlan& current,
                                     Knob knob);

@@ -36,6 +36,9 @@ inline constexpr int64_t kMaxSeqLen = 1'000'000'000;
 inline constexpr int64_t kMaxTokensPerStep = 1'000'000'000'000;
 // Virtual pipeline stages (vpp): at most one per layer, and layers are at most 1e6.
 inline constexpr int64_t kMaxVirtualStages = 1'000'000;
+// Layers of the first or last pipeline stage (first_stage_layers, last_stage_layers): a model
+// has at most 1e6 layers.
+inline constexpr int64_t kMaxStageLayers = 1'000'000;
 
 // ---- Work per command ----
 // Candidates one plan search may judge (--bench: 6.6M for 530B on 5,120 GPUs in 0.2 s).

@@ -9,6 +9,7 @@
 #include "planner/input_error.h"
 #include "planner/limits.h"
 #include "planner/names.h"
+#include "planner/stage_layers.h"
 
 namespace meshplan {
 namespace {
@@ -24,6 +25,7 @@ const char* ConstraintId(PlanConstraint constraint) {
   constexpr const char* kIds[kNumPlanConstraints] = {
       "factors_positive", "zero_stage_range",   "world_size",      "tp_within_node",
       "tp_divides_heads", "tp_divides_kv_heads", "tp_divides_ffn", "pp_divides_layers",
+      "stage_layers_need_pp", "stage_layers_split", "stage_layers_with_vpp",
       "cp_divides_seq",   "seq_within_max",     "sp_needs_tp",     "tp_divides_seq",
       "batch_divides",    "vpp_needs_interleaved", "interleaved_needs_pp_vpp",
       "interleaved_microbatches"};
@@ -56,7 +58,11 @@ PlanConstraintMask CheckPlan(const ParallelPlan& plan, const ModelSpec& model,
   fail_if(model.kv_heads % plan.tp != 0, C::kTpDividesKvHeads);
   fail_if(model.ffn_hidden % plan.tp != 0, C::kTpDividesFfn);
   const std::optional<int64_t> chunks = CheckedMul(plan.pp, plan.virtual_stages);
-  fail_if(!chunks || model.layers % *chunks != 0, C::kPpDividesLayers);
+  const bool uneven = HasUnevenStages(plan);
+  fail_if(!uneven && (!chunks || model.layers % *chunks != 0), C::kPpDividesLayers);
+  fail_if(uneven && plan.pp == 1, C::kStageLayersNeedPp);
+  fail_if(uneven && plan.pp > 1 && !StageSplitIsWhole(model.layers, plan), C::kStageLayersSplit);
+  fail_if(uneven && plan.virtual_stages > 1, C::kStageLayersWithVpp);
   // Causal load balancing gives each cp rank one early and one late chunk: 2*cp chunks.
   const std::optional<int64_t> cp_chunks = plan.cp > 1 ? CheckedMul(2, plan.cp) : std::optional<int64_t>(1);
   fail_if(!cp_chunks || training.seq_len % *cp_chunks != 0, C::kCpDividesSeq);
@@ -76,6 +82,34 @@ PlanConstraintMask CheckPlan(const ParallelPlan& plan, const ModelSpec& model,
 }
 
 namespace {
+
+// "first_stage_layers=7, last_stage_layers=5": the uneven-stage fields the plan sets.
+std::string StageFields(const ParallelPlan& plan) {
+  std::string s;
+  if (plan.first_stage_layers != 0) s = "first_stage_layers=" + Str(plan.first_stage_layers);
+  if (plan.last_stage_layers != 0)
+    s += (s.empty() ? "" : ", ") + std::string("last_stage_layers=") + Str(plan.last_stage_layers);
+  return s;
+}
+
+// Why an uneven split is not whole, and the values that would be (stage_layers_split).
+std::string StageSplitMessage(const ParallelPlan& plan, int64_t layers) {
+  const std::string fields = StageFields(plan);
+  if (plan.first_stage_layers < 0 || plan.last_stage_layers < 0)
+    return fields + ": a stage's layers must be >= 1 (0 = the even share, the default)";
+  const bool first = plan.first_stage_layers > 0, last = plan.last_stage_layers > 0;
+  const int64_t others = plan.pp - (first ? 1 : 0) - (last ? 1 : 0);
+  const int64_t rest = layers - plan.first_stage_layers - plan.last_stage_layers;
+  if (others == 0)
+    return fields + " on pp=2 must add up to layers=" + Str(layers) + " (each >= 1)";
+  const std::string set = first && last ? "first_stage_layers + last_stage_layers"
+                          : first       ? "first_stage_layers"
+                                        : "last_stage_layers";
+  return fields + " leave " + Str(rest) + " of layers=" + Str(layers) + " to the other " +
+         Str(others) + " stage(s) of pp=" + Str(plan.pp) +
+         ", which must each get the same whole number >= 1; allowed: " + set + " = " +
+         Str(layers) + " - " + Str(others) + "*k for a whole k >= 1 (each stage >= 1 layer)";
+}
 
 // The message for one broken rule; the rule itself lives in CheckPlan().
 std::string ViolationMessage(PlanConstraint c, const ParallelPlan& plan, const ModelSpec& model,
@@ -111,7 +145,20 @@ std::string ViolationMessage(PlanConstraint c, const ParallelPlan& plan, const M
       return "tp=" + Str(plan.tp) + " does not divide ffn_hidden=" + Str(model.ffn_hidden);
     case C::kPpDividesLayers:
       return "pp*vpp=" + Str(plan.pp) + "*" + Str(plan.virtual_stages) +
-             " does not divide layers=" + Str(model.layers);
+             " does not divide layers=" + Str(model.layers) +
+             (plan.pp > 1 && plan.virtual_stages == 1
+                  ? " (or give the first / last stage its own count: first_stage_layers, "
+                    "last_stage_layers)"
+                  : "");
+    case C::kStageLayersNeedPp:
+      return StageFields(plan) + " need pp >= 2 (pp=1 has one stage, holding all layers=" +
+             Str(model.layers) + "); allowed with pp=1: 0 (the default)";
+    case C::kStageLayersSplit:
+      return StageSplitMessage(plan, model.layers);
+    case C::kStageLayersWithVpp:
+      return StageFields(plan) + " with vpp=" + Str(plan.virtual_stages) +
+             ": uneven stages are not implemented for interleaved virtual stages; allowed: "
+             "vpp=1, or first_stage_layers=0 and last_stage_layers=0";
     case C::kCpDividesSeq:
       return "seq=" + Str(training.seq_len) + " is not divisible by 2*cp=" + Str(CheckedMul(2, plan.cp)) +
              " (load-balanced context parallel)";
@@ -206,6 +253,12 @@ ParallelPlan ParsePlanString(const std::string& text, const std::string& source)
     else if (key == "vpp")
       plan.virtual_stages = ParseInt(source, key, value, kMaxVirtualStages,
                                      UpTo(kMaxVirtualStages, "kMaxVirtualStages"));
+    else if (key == "first_stage_layers")
+      plan.first_stage_layers =
+          ParseInt(source, key, value, kMaxStageLayers, UpTo(kMaxStageLayers, "kMaxStageLayers"));
+    else if (key == "last_stage_layers")
+      plan.last_stage_layers =
+          ParseInt(source, key, value, kMaxStageLayers, UpTo(kMaxStageLayers, "kMaxStageLayers"));
     else if (key == "zero") {
       constexpr const char* kZeroStages = "one of: 0, 1, 2, 3";
       const int64_t zero = ParseInt(source, key, value, INT_MAX, kZeroStages);
@@ -227,7 +280,7 @@ ParallelPlan ParsePlanString(const std::string& text, const std::string& source)
     } else {
       throw InputError({source}, key,
                        "unknown key; allowed: dp, tp, pp, cp, zero, sp, mbs, recompute, schedule, "
-                       "vpp, tp_overlap");
+                       "vpp, tp_overlap, first_stage_layers, last_stage_layers");
     }
   }
   return plan;
@@ -239,6 +292,8 @@ std::string ToPlanString(const ParallelPlan& p) {
                   ",mbs=" + Str(p.micro_batch) + ",recompute=" + ToString(p.recompute) +
                   ",schedule=" + ToString(p.schedule) + ",vpp=" + Str(p.virtual_stages);
   if (p.tp_comm_overlap) s += ",tp_overlap=1";
+  if (p.first_stage_layers != 0) s += ",first_stage_layers=" + Str(p.first_stage_layers);
+  if (p.last_stage_layers != 0) s += ",last_stage_layers=" + Str(p.last_stage_layers);
   return s;
 }
 
@@ -257,6 +312,9 @@ std::string ToShortPlanString(const ParallelPlan& p) {
   if (p.schedule != d.schedule) add(std::string("schedule=") + ToString(p.schedule));
   if (p.virtual_stages != d.virtual_stages) add("vpp=" + Str(p.virtual_stages));
   if (p.tp_comm_overlap != d.tp_comm_overlap) add(p.tp_comm_overlap ? "tp_overlap=1" : "tp_overlap=0");
+  if (p.first_stage_layers != d.first_stage_layers)
+    add("first_stage_layers=" + Str(p.first_stage_layers));
+  if (p.last_stage_layers != d.last_stage_layers) add("last_stage_layers=" + Str(p.last_stage_layers));
   return s.empty() ? "dp=1" : s;
 }
 

@@ -35,6 +35,10 @@ struct ParallelPlan {
   PipelineSchedule schedule = PipelineSchedule::k1F1B;
   int64_t virtual_stages = 1;     // model chunks per pipeline rank (interleaved only)
   bool tp_comm_overlap = false;   // let TP collectives overlap compute (off: exposed)
+  // Uneven pipeline stages (planner/stage_layers.h): the layers of the first / last stage;
+  // 0 = the same share as the other stages (the even split, the default).
+  int64_t first_stage_layers = 0;
+  int64_t last_stage_layers = 0;
 
   // dp*tp*pp*cp; INT64_MAX when the product overflows (never a real world size).
   int64_t world_size() const { return CheckedProduct({dp, tp, pp, cp}).value_or(INT64_MAX); }
@@ -57,7 +61,10 @@ enum class PlanConstraint : uint8_t {
   kTpDividesHeads,          // H % tp
   kTpDividesKvHeads,        // K % tp
   kTpDividesFfn,            // F % tp
-  kPpDividesLayers,         // L % (pp*vpp)
+  kPpDividesLayers,         // L % (pp*vpp) (even stages only)
+  kStageLayersNeedPp,       // first/last_stage_layers set with pp == 1
+  kStageLayersSplit,        // uneven stages: the rest splits equally, >= 1 each, over the others
+  kStageLayersWithVpp,      // uneven stages with vpp > 1 (not implemented)
   kCpDividesSeq,            // S % (2*cp) (load-balanced causal context parallel)
   kSeqWithinMax,            // S <= max_seq
   kSpNeedsTp,               // sp only with tp > 1
@@ -104,12 +111,15 @@ std::vector<PlanViolation> Validate(const ParallelPlan& plan, const ModelSpec& m
 // cluster.gpus_per_node, or 0 (no limit) when tp groups may cross nodes.
 int64_t TpGroupLimit(const ClusterSpec& cluster, bool allow_tp_across_nodes);
 
-// "dp=2,tp=4,pp=1,cp=1,zero=1,sp=1,mbs=1,recompute=none,schedule=1f1b,vpp=1";
-// omitted keys keep their defaults. Throws InputError naming the key and the
+// "dp=2,tp=4,pp=1,cp=1,zero=1,sp=1,mbs=1,recompute=none,schedule=1f1b,vpp=1" (plus
+// tp_overlap=1, first_stage_layers=N, last_stage_layers=N when set); omitted keys keep their
+// defaults. Throws InputError naming the key and the
 // allowed values. `source` names where the string came from in the error.
 // Values above the bounds of planner/limits.h are refused here (dp, tp, pp, cp above
-// kMaxGpus, mbs above kMaxGlobalBatch, vpp above kMaxVirtualStages, zero outside int);
-// values below 1 parse, and CheckPlan() reports them as factors_positive.
+// kMaxGpus, mbs above kMaxGlobalBatch, vpp above kMaxVirtualStages, first_stage_layers and
+// last_stage_layers above kMaxStageLayers, zero outside int);
+// values below 1 parse, and CheckPlan() reports them as factors_positive (negative stage
+// layers as stage_layers_split).
 ParallelPlan ParsePlanString(const std::string& text, const std::string& source = "--plan");
 std::string ToPlanString(const ParallelPlan& plan);
 // Only the keys that differ from a default ParallelPlan, in ToPlanString order

@@ -206,7 +206,11 @@ std::vector<PartRun> GraphBuilder::StageRuns(int64_t stage) const {
   const int64_t pp = work_.pp, v = std::max<int64_t>(work_.virtual_stages, 1);
   const int64_t V = pp * v;
   const int64_t m = work_.micro_batches;
-  const int64_t blocks_per_chunk = work_.blocks_per_stage / v;
+  // Chunks hold equal blocks; uneven stages (first / last stage layers) have one chunk each.
+  const int64_t blocks_per_chunk = work_.stage_layers.Of(stage) / v;
+  auto first_layer_of = [&](int64_t vs) {
+    return v == 1 ? work_.stage_layers.FirstBlockOf(stage) : vs * blocks_per_chunk;
+  };
   // One stage has no pipeline: zb_h1 then runs W inside B like the others.
   const PipelineSchedule schedule =
       SplitsWeightGradients(work_.schedule) && !split_w_ ? PipelineSchedule::k1F1B : work_.schedule;
@@ -240,11 +244,11 @@ std::vector<PartRun> GraphBuilder::StageRuns(int64_t stage) const {
     };
     if (item.pass == PipelinePass::kForward) {
       if (vs == 0) push(SimPart::kEmbedding, -1);
-      for (int64_t j = 0; j < blocks_per_chunk; ++j) push(SimPart::kBlock, vs * blocks_per_chunk + j);
+      for (int64_t j = 0; j < blocks_per_chunk; ++j) push(SimPart::kBlock, first_layer_of(vs) + j);
       if (vs == V - 1) push(SimPart::kHead, -1);
     } else {
       if (vs == V - 1) push(SimPart::kHead, -1);
-      for (int64_t j = blocks_per_chunk - 1; j >= 0; --j) push(SimPart::kBlock, vs * blocks_per_chunk + j);
+      for (int64_t j = blocks_per_chunk - 1; j >= 0; --j) push(SimPart::kBlock, first_layer_of(vs) + j);
       if (vs == 0) push(SimPart::kEmbedding, -1);
     }
     if (item.pass == PipelinePass::kBackward) input_items.push_back(begin);
@@ -605,7 +609,7 @@ StepGraph GraphBuilder::Build() {
   const int64_t pp = std::max<int64_t>(work_.pp, 1);
   // Every micro-batch passes forward and backward through every block, one op at least
   // each: refuse before allocating anything of that size.
-  const int64_t layers = pp * work_.blocks_per_stage;
+  const int64_t layers = work_.stage_layers.Total();
   const std::optional<int64_t> passes = CheckedProduct({2, work_.micro_batches, layers});
   if (!passes || *passes > kMaxSimOps)
     throw SimulationTooLarge(fmt::format(

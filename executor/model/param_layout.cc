@@ -80,8 +80,19 @@ StageRange VirtualStageRange(const ModelSpec& model, int64_t virtual_stages, int
   return {stage * per, (stage + 1) * per, stage == 0, stage == virtual_stages - 1};
 }
 
-std::vector<StageRange> PipelineRankChunks(const ModelSpec& model, int64_t pp, int64_t v,
-                                           int64_t pp_rank) {
+std::vector<StageRange> PipelineRankChunks(const ModelSpec& model, const StageLayers& stages,
+                                           int64_t v, int64_t pp_rank) {
+  const int64_t pp = stages.pp;
+  if (v == 1) {
+    const bool empty_stage = stages.first < 1 || stages.last < 1 || (pp > 2 && stages.middle < 1);
+    if (stages.Total() != model.layers || empty_stage || pp_rank < 0 || pp_rank >= pp)
+      throw std::invalid_argument("pipeline: " + std::to_string(model.layers) +
+                                  " layers do not split into " + std::to_string(pp) +
+                                  " stages as planned (or stage " + std::to_string(pp_rank) +
+                                  " is out of range)");
+    const int64_t first = stages.FirstBlockOf(pp_rank);
+    return {{first, first + stages.Of(pp_rank), pp_rank == 0, pp_rank == pp - 1}};
+  }
   std::vector<StageRange> chunks;
   for (int64_t c = 0; c < v; ++c) chunks.push_back(VirtualStageRange(model, pp * v, c * pp + pp_rank));
   return chunks;

@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "planner/model_spec.h"
+#include "planner/stage_layers.h"
 
 namespace meshplan {
 
@@ -68,8 +69,11 @@ struct StageRange {
 // [k*L/(pp*v), (k+1)*L/(pp*v)), the embedding on k = 0, the head on k = pp*v - 1, and
 // chunk c of pp rank r is virtual stage c*pp + r. Needs L % (pp*v) == 0 (else throws).
 StageRange VirtualStageRange(const ModelSpec& model, int64_t virtual_stages, int64_t stage);
-std::vector<StageRange> PipelineRankChunks(const ModelSpec& model, int64_t pp, int64_t v,
-                                           int64_t pp_rank);
+// The chunks of pipeline rank `pp_rank`: with v == 1 its one stage, of the blocks `stages`
+// gives it (planner/stage_layers.h: even, or uneven first / last stages; throws unless the
+// stages hold all L blocks, at least one each); with v > 1 the interleaved chunks above (even stages only).
+std::vector<StageRange> PipelineRankChunks(const ModelSpec& model, const StageLayers& stages,
+                                           int64_t v, int64_t pp_rank);
 
 // The groups of one chunk (indices into ParamLayout::groups; -1 / 0 when absent).
 struct ChunkGroups {

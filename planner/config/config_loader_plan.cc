@@ -54,7 +54,7 @@ TrainingSpec TrainingFromYaml(const YamlFields& f) {
 ParallelPlan PlanFromYaml(const YamlFields& f) {
   // The keys ParsePlanString accepts (the round-trip test catches a drift from ToPlanString).
   f.AllowOnly({"dp", "tp", "pp", "cp", "zero", "sp", "mbs", "recompute", "schedule", "vpp",
-               "tp_overlap"});
+               "tp_overlap", "first_stage_layers", "last_stage_layers"});
   std::string joined;
   for (const auto& item : f.node()) {
     const std::string key = item.first.Scalar();

@@ -11,6 +11,7 @@
 #include "planner/cost/param_count.h"
 #include "planner/cost/pipeline_in_flight.h"
 #include "planner/cost/runtime_memory.h"
+#include "planner/stage_layers.h"
 
 namespace meshplan {
 namespace {
@@ -106,7 +107,7 @@ ZeroLayout MakeZeroLayout(const ModelSpec& model, const TrainingSpec& training,
   z.zero = z.weight_replicas > 1 ? plan.zero_stage : 0;
   z.bytes = BytesPerParamFor(training.precision);
   z.groups = StageParamGroups(model, plan, stage, z.weight_replicas);
-  z.stage_layers = double(model.layers) / plan.pp;
+  z.stage_layers = double(LayersOfStage(model, plan, stage));
   const bool interleaved = plan.pp > 1 && plan.schedule == PipelineSchedule::kInterleaved;
   z.chunk_blocks =
       z.stage_layers / double(interleaved ? std::max<int64_t>(1, plan.virtual_stages) : 1);

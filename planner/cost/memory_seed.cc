@@ -4,6 +4,7 @@
 #include "planner/cost/model_state_memory.h"
 #include "planner/cost/param_count.h"
 #include "planner/cost/pipeline_in_flight.h"
+#include "planner/stage_layers.h"
 
 namespace meshplan {
 namespace {
@@ -50,7 +51,7 @@ MemoryBreakdown SeedStageMemory(const ModelSpec& model, const TrainingSpec& trai
   const double A = ActivationBytesPerElement(training.precision);
   // This rank's tokens of one micro-batch, each with 1/tp of the per-token terms.
   const double rank_tokens = double(plan.micro_batch) * training.seq_len / plan.cp / plan.tp;
-  const double layers = double(model.layers) / plan.pp;
+  const double layers = double(LayersOfStage(model, plan, stage));
 
   MemoryBreakdown out;
   out.params_bytes = states.params_bytes;

@@ -1,5 +1,7 @@
 #include "planner/cost/param_count.h"
 
+#include "planner/stage_layers.h"
+
 namespace meshplan {
 
 int64_t BlockParams(const ModelSpec& model) { return BlockParamsPerTpRank(model, 1); }
@@ -42,7 +44,7 @@ int64_t CountParams(const ModelSpec& m) {
 StageParams CountStageParams(const ModelSpec& m, const ParallelPlan& plan, int64_t stage) {
   StageParams out;
   const int64_t vocab_shard = PaddedVocab(m, plan.tp) / plan.tp * m.hidden;
-  out.blocks = m.layers / plan.pp * BlockParamsPerTpRank(m, plan.tp);
+  out.blocks = LayersOfStage(m, plan, stage) * BlockParamsPerTpRank(m, plan.tp);
   if (stage == 0) out.embedding = vocab_shard + PositionParams(m);
   if (stage == plan.pp - 1) {
     out.final_norm = FinalNormParams(m);

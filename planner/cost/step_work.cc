@@ -350,7 +350,7 @@ StepWork BuildStepWork(const ModelSpec& model, const TrainingSpec& training,
   w.pp = plan.pp;
   w.virtual_stages = plan.virtual_stages;
   w.micro_batches = plan.num_microbatches(training.global_batch);
-  w.blocks_per_stage = model.layers / plan.pp;
+  w.stage_layers = SplitLayers(model.layers, plan);
   w.tokens_per_microbatch = plan.micro_batch * training.seq_len / plan.cp;
   w.recompute = plan.recompute;
   w.schedule = plan.schedule;
@@ -413,7 +413,7 @@ StageParts PartsOfStage(const StepWork& work, int64_t stage) {
   StageParts parts;
   parts.embedding = stage == 0;
   parts.head = stage == work.pp - 1;
-  parts.blocks = work.blocks_per_stage;
+  parts.blocks = work.stage_layers.Of(stage);
   return parts;
 }
 

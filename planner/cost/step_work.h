@@ -5,8 +5,8 @@
 // work, not time: time = f(work, GpuSpec) (TimeOf below) and f(collective,
 // ClusterSpec) (planner/cost/collective_time.h).
 //
-// Compact: all blocks of a stage are equal, so one PartWork describes a block and
-// a stage holds blocks_per_stage of them; stage 0 adds the embedding part, the last
+// Compact: all blocks are equal, so one PartWork describes a block and a stage holds
+// stage_layers.Of(stage) of them (planner/stage_layers.h); stage 0 adds the embedding part, the last
 // stage the head part (final norm, lm_head, loss); with pp == 1 one stage has both.
 // Every number is for ONE rank and ONE micro-batch unless its Cadence says per step.
 //
@@ -47,6 +47,7 @@
 #include "planner/model_spec.h"
 #include "planner/parallel_plan.h"
 #include "planner/plan_cost.h"
+#include "planner/stage_layers.h"
 #include "planner/training_spec.h"
 
 namespace meshplan {
@@ -115,7 +116,7 @@ struct StepWork {
   int64_t pp = 1;
   int64_t virtual_stages = 1;
   int64_t micro_batches = 1;     // per dp rank per step
-  int64_t blocks_per_stage = 0;  // blocks on one pipeline rank (all its virtual chunks)
+  StageLayers stage_layers;      // blocks per pipeline rank (all its virtual chunks)
   int64_t tokens_per_microbatch = 0;  // T = B*S/cp on this rank
   Recompute recompute = Recompute::kNone;
   PipelineSchedule schedule = PipelineSchedule::k1F1B;

@@ -3,8 +3,10 @@
 #include <algorithm>
 #include <sstream>
 
+#include "planner/cost/param_count.h"
 #include "planner/input_error.h"
 #include "planner/names.h"
+#include "planner/stage_layers.h"
 
 namespace meshplan {
 
@@ -109,6 +111,31 @@ PlanPins ParsePlanPins(const std::string& text, const std::string& source) {
 // ---------------------------------------------------------------------------
 // The grid
 
+namespace {
+
+// The largest stage load, in parameters (a proxy for both compute and model states): its
+// blocks, plus the vocabulary matrix on the first (embedding) and last (lm_head) stage.
+int64_t LargestStageParams(const ModelSpec& model, const StageLayers& stages) {
+  const int64_t block = BlockParams(model), vocab = model.vocab_size * model.hidden;
+  int64_t largest = std::max(stages.first, stages.last) * block + vocab;
+  if (stages.pp > 2) largest = std::max(largest, stages.middle * block);
+  return largest;
+}
+
+}  // namespace
+
+std::optional<StageSplit> UnevenSplitWorthTrying(const ModelSpec& model, int64_t pp) {
+  const std::optional<StageSplit> split = LighterEndsSplit(model.layers, pp);
+  if (!split || model.layers % pp != 0) return split;
+  ParallelPlan even, uneven;
+  even.pp = uneven.pp = pp;
+  uneven.first_stage_layers = split->first_stage_layers;
+  uneven.last_stage_layers = split->last_stage_layers;
+  const bool better = LargestStageParams(model, SplitLayers(model.layers, uneven)) <
+                      LargestStageParams(model, SplitLayers(model.layers, even));
+  return better ? split : std::nullopt;
+}
+
 PlanSpace::PlanSpace(const ModelSpec& model, const TrainingSpec& training,
                      const ClusterSpec& cluster, const PlanSpaceOptions& options)
     : world_size_(cluster.world_size()),
@@ -143,21 +170,36 @@ PlanSpace::PlanSpace(const ModelSpec& model, const TrainingSpec& training,
                                     : Divisors(std::max<int64_t>(training.global_batch, 1));
 
   single_stage_schedules_ = {{PipelineSchedule::k1F1B, 1}};
+  std::vector<ScheduleChoice> even;
   if (pins.schedule && pins.virtual_stages) {
-    pipelined_schedules_ = {{*pins.schedule, *pins.virtual_stages}};
+    even = {{*pins.schedule, *pins.virtual_stages}};
   } else {
     for (PipelineSchedule s : {PipelineSchedule::kGpipe, PipelineSchedule::k1F1B,
                                PipelineSchedule::kZeroBubbleH1, PipelineSchedule::kInterleaved}) {
       if (pins.schedule && *pins.schedule != s) continue;
       if (s != PipelineSchedule::kInterleaved) {
-        if (!pins.virtual_stages || *pins.virtual_stages == 1) pipelined_schedules_.push_back({s, 1});
+        if (!pins.virtual_stages || *pins.virtual_stages == 1) even.push_back({s, 1});
       } else if (pins.virtual_stages) {
-        if (*pins.virtual_stages > 1) pipelined_schedules_.push_back({s, *pins.virtual_stages});
+        if (*pins.virtual_stages > 1) even.push_back({s, *pins.virtual_stages});
       } else {
         for (int64_t vpp : Divisors(std::max<int64_t>(model.layers, 1)))
-          if (vpp >= 2) pipelined_schedules_.push_back({s, vpp});
+          if (vpp >= 2) even.push_back({s, vpp});
       }
     }
+  }
+  // Uneven stages: one chunk per rank (not interleaved), 1f1b only (see the header).
+  for (const MeshShape& mesh : meshes_) {
+    if (mesh.pp == 1 || std::any_of(pipelined_schedules_.begin(), pipelined_schedules_.end(),
+                                    [&](const auto& entry) { return entry.first == mesh.pp; }))
+      continue;
+    std::vector<ScheduleChoice> choices = even;
+    const std::optional<StageSplit> split =
+        options.uneven_stages ? UnevenSplitWorthTrying(model, mesh.pp) : std::nullopt;
+    if (split)
+      for (const ScheduleChoice& c : even)
+        if (c.virtual_stages == 1 && c.schedule == PipelineSchedule::k1F1B)
+          choices.push_back({c.schedule, 1, split->first_stage_layers, split->last_stage_layers});
+    pipelined_schedules_.push_back({mesh.pp, std::move(choices)});
   }
 
   if (pins.zero_stage) {
@@ -182,7 +224,9 @@ MeshAxes PlanSpace::axes(const MeshShape& mesh) const {
   a.sequence_parallel = mesh.tp > 1 ? std::span<const bool>(sp_multi_.data(), sp_multi_n_)
                                     : std::span<const bool>(sp_single_.data(), sp_single_n_);
   a.micro_batch = micro_batches_;
-  a.schedule = mesh.pp > 1 ? pipelined_schedules_ : single_stage_schedules_;
+  a.schedule = single_stage_schedules_;
+  for (const auto& [pp, choices] : pipelined_schedules_)
+    if (pp == mesh.pp) a.schedule = choices;
   a.zero_stage = mesh.dp * mesh.cp > 1 ? zero_multi_ : zero_single_;
   a.recompute = recomputes_;
   return a;
@@ -219,7 +263,9 @@ std::optional<int64_t> PlanSpace::OrdinalOf(const ParallelPlan& plan) const {
     const auto sp = IndexOf(a.sequence_parallel, [&](bool v) { return v == plan.sequence_parallel; });
     const auto mbs = IndexOf(a.micro_batch, [&](int64_t v) { return v == plan.micro_batch; });
     const auto sched = IndexOf(a.schedule, [&](const ScheduleChoice& v) {
-      return v.schedule == plan.schedule && v.virtual_stages == plan.virtual_stages;
+      return v.schedule == plan.schedule && v.virtual_stages == plan.virtual_stages &&
+             v.first_stage_layers == plan.first_stage_layers &&
+             v.last_stage_layers == plan.last_stage_layers;
     });
     const auto zero = IndexOf(a.zero_stage, [&](int v) { return v == plan.zero_stage; });
     const auto rc = IndexOf(a.recompute, [&](Recompute v) { return v == plan.recompute; });

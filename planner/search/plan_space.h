@@ -6,9 +6,15 @@
 //                     then cp ascending; dp = world / (tp*pp*cp))
 //   sp                off, and on when tp > 1
 //   mbs               every divisor of the global batch
-//   (schedule, vpp)   pp == 1: one entry (1f1b, vpp 1): a single stage has no schedule.
-//                     pp > 1: gpipe, 1f1b, zb_h1 (vpp 1), and interleaved with every
-//                     vpp >= 2 that divides the layers
+//   (schedule, vpp,   pp == 1: one entry (1f1b, vpp 1): a single stage has no schedule.
+//    stage split)     pp > 1: gpipe, 1f1b, zb_h1 (vpp 1), and interleaved with every
+//                     vpp >= 2 that divides the layers, all on even stages; then (unless
+//                     options.uneven_stages is off) 1f1b on UnevenSplitWorthTrying: the
+//                     first and last stage lighter (planner/stage_layers.h), where pp does
+//                     not divide the layers (126 on pp=16: 7 + 14 x 8 + 7) or where that
+//                     lowers the largest stage. 1f1b only: the executor runs it, gpipe has
+//                     its time and more memory, and the other two would triple the
+//                     uneven candidates (the search must stay fast, README "Benchmarks")
 //   zero              0, and 1, 2, 3 when dp*cp > 1 (ZeRO shards over the dp x cp ranks
 //                     that hold the same weights; over one rank it shards nothing)
 //   recompute         none, selective, full
@@ -25,11 +31,13 @@
 #include <optional>
 #include <span>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "planner/cluster_spec.h"
 #include "planner/model_spec.h"
 #include "planner/parallel_plan.h"
+#include "planner/stage_layers.h"
 #include "planner/training_spec.h"
 
 namespace meshplan {
@@ -56,6 +64,7 @@ PlanPins ParsePlanPins(const std::string& text, const std::string& source = "--o
 
 struct PlanSpaceOptions {
   bool allow_tp_across_nodes = false;  // else tp must divide gpus_per_node
+  bool uneven_stages = true;           // also try LighterEndsSplit on pp > 1 (above)
   PlanPins pins;
 };
 
@@ -63,9 +72,12 @@ struct MeshShape {
   int64_t dp = 1, tp = 1, pp = 1, cp = 1;
 };
 
+// The pipeline choices of one candidate: schedule, virtual stages and the stage split.
 struct ScheduleChoice {
   PipelineSchedule schedule = PipelineSchedule::k1F1B;
   int64_t virtual_stages = 1;
+  int64_t first_stage_layers = 0;  // 0, 0: even stages
+  int64_t last_stage_layers = 0;
 };
 
 // The values of the inner axes for one mesh, in enumeration order.
@@ -116,10 +128,18 @@ class PlanSpace {
   std::array<bool, 2> sp_single_{}, sp_multi_{};
   size_t sp_single_n_ = 0, sp_multi_n_ = 0;
   std::vector<int64_t> micro_batches_;
-  std::vector<ScheduleChoice> single_stage_schedules_, pipelined_schedules_;
+  std::vector<ScheduleChoice> single_stage_schedules_;
+  // Per distinct pp > 1 of the meshes: the schedule choices (the stage split depends on pp).
+  std::vector<std::pair<int64_t, std::vector<ScheduleChoice>>> pipelined_schedules_;
   std::vector<int> zero_single_, zero_multi_;  // dp*cp == 1, > 1
   std::vector<Recompute> recomputes_;
 };
+
+// The uneven split the grid tries on pp stages: LighterEndsSplit when pp does not divide
+// the layers; when it does, only if that lowers the largest stage's parameters (blocks,
+// plus the vocabulary matrix on the first and last stage: models whose embedding or
+// lm_head outweighs a block). nullopt: even stages only.
+std::optional<StageSplit> UnevenSplitWorthTrying(const ModelSpec& model, int64_t pp);
 
 // Divisors of n (n >= 1), ascending.
 std::vector<int64_t> Divisors(int64_t n);

@@ -201,6 +201,29 @@ TEST_CASE("the detailed memory model predicts tp, sp, cp and pp ranks within 2%"
   CheckPredictions(plans, "Detailed memory model vs measured peak, tp/sp/cp/pp (tiny-llama-like, S=256, fp32, CPU):");
 }
 
+TEST_CASE("the detailed memory model predicts uneven pipeline stages within 2%",
+          "[executor][memory_prediction][uneven]") {
+  using S = PipelineSchedule;
+  using R = Recompute;
+  struct UnevenCase {
+    MeshMemoryCase mesh;
+    int64_t first_stage_layers, last_stage_layers;  // of the 4 layers
+  };
+  const std::vector<UnevenCase> cases = {
+      {{1, 1, 2, 1, false, 0, S::k1F1B, 1, 1, 2, R::kNone}, 1, 3},
+      {{2, 1, 2, 1, false, 1, S::kGpipe, 1, 1, 2, R::kFull}, 3, 1},
+      {{1, 1, 3, 1, false, 0, S::k1F1B, 1, 1, 3, R::kNone}, 1, 1},  // 1 + 2 + 1
+  };
+  std::vector<PlanFile> plans;
+  for (const UnevenCase& c : cases) {
+    PlanFile pf = MakeMeshPlanFile(c.mesh);
+    pf.plan.first_stage_layers = c.first_stage_layers;
+    pf.plan.last_stage_layers = c.last_stage_layers;
+    plans.push_back(pf);
+  }
+  CheckPredictions(plans, "Detailed memory model vs measured peak, uneven stages (tiny-llama-like, S=256, fp32, CPU):");
+}
+
 // bf16 and mixed precision: bf16 params, gradients and activations, bf16 or fp32
 // Adam states, the fp32 master under mixed, the logits cast to fp32 for the loss and back.
 // On a CPU the attention core is the naive one (fused needs CUDA), which measured.json says.

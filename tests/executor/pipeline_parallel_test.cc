@@ -18,6 +18,7 @@
 #include "executor/trainer.h"
 #include "planner/names.h"
 #include "planner/pipeline_schedule.h"
+#include "planner/stage_layers.h"
 #include "tests/executor/test_training.h"
 #include "tests/executor/test_util.h"
 
@@ -225,7 +226,10 @@ TEST_CASE("pipeline: a Gloo send's handle reports completion through Test()", "[
 TEST_CASE("pipeline: a rank's chunks are virtual stages c*pp + r", "[executor][pp]") {
   ModelSpec m = test::TinySpec(false, 2);
   m.layers = 8;
-  const ParamLayout layout = BuildParamLayout(m, 1, PipelineRankChunks(m, 2, 2, 1));
+  ParallelPlan plan;
+  plan.pp = 2;
+  const ParamLayout layout =
+      BuildParamLayout(m, 1, PipelineRankChunks(m, SplitLayers(m.layers, plan), 2, 1));
   REQUIRE(layout.chunks.size() == 2);
   CHECK(layout.chunks[0].first_block == 2);  // virtual stage 1: blocks 2, 3
   CHECK(layout.chunks[1].first_block == 6);  // virtual stage 3: blocks 6, 7 and the head
@@ -233,7 +237,27 @@ TEST_CASE("pipeline: a rank's chunks are virtual stages c*pp + r", "[executor][p
   CHECK(layout.embedding_group == -1);
   CHECK(layout.chunks[1].head_group == layout.head_group);
   CHECK(layout.groups[static_cast<size_t>(layout.head_group)].name == "head");
-  CHECK_THROWS(PipelineRankChunks(m, 3, 1, 0));  // 8 layers do not split 3 ways
+  plan.pp = 3;
+  CHECK_THROWS(PipelineRankChunks(m, SplitLayers(m.layers, plan), 1, 0));  // 8 do not split 3 ways
+}
+
+TEST_CASE("pipeline: uneven stages hold their own blocks (first_stage_layers, last_stage_layers)",
+          "[executor][pp]") {
+  ModelSpec m = test::TinySpec(false, 2);
+  m.layers = 8;
+  ParallelPlan plan = ParsePlanString("pp=3,first_stage_layers=1,last_stage_layers=3");
+  const StageLayers stages = SplitLayers(m.layers, plan);  // 1 + 4 + 3
+  const std::vector<StageRange> first = PipelineRankChunks(m, stages, 1, 0);
+  const std::vector<StageRange> middle = PipelineRankChunks(m, stages, 1, 1);
+  const std::vector<StageRange> last = PipelineRankChunks(m, stages, 1, 2);
+  REQUIRE((first.size() == 1 && middle.size() == 1 && last.size() == 1));
+  CHECK((first[0].first_block == 0 && first[0].end_block == 1 && first[0].embedding &&
+         !first[0].head));
+  CHECK((middle[0].first_block == 1 && middle[0].end_block == 5 && !middle[0].embedding &&
+         !middle[0].head));
+  CHECK((last[0].first_block == 5 && last[0].end_block == 8 && last[0].head));
+  plan.first_stage_layers = plan.last_stage_layers = 4;  // no layer left for the middle stage
+  CHECK_THROWS(PipelineRankChunks(m, SplitLayers(m.layers, plan), 1, 0));
 }
 
 // ---------------------------------------------------------------------------------------
@@ -253,13 +277,16 @@ struct PpCase {
   int64_t microbatches;  // per dp rank
   Recompute recompute;
   int zero;
+  int64_t first_stage_layers = 0;  // uneven stages (0: even)
+  int64_t last_stage_layers = 0;
 };
 
 std::string Describe(const PpCase& c) {
   return "dp=" + std::to_string(c.dp) + " pp=" + std::to_string(c.pp) + " " +
          ToString(c.schedule) + " v=" + std::to_string(c.v) + " m=" +
          std::to_string(c.microbatches) + " zero=" + std::to_string(c.zero) +
-         (c.recompute == Recompute::kFull ? " full" : " none");
+         (c.recompute == Recompute::kFull ? " full" : " none") + " first=" +
+         std::to_string(c.first_stage_layers) + " last=" + std::to_string(c.last_stage_layers);
 }
 
 TEST_CASE("pipeline parallel training equals the single-process run", "[executor][pp]") {
@@ -277,7 +304,11 @@ TEST_CASE("pipeline parallel training equals the single-process run", "[executor
       PpCase{2, 2, 2, S::kInterleaved, 2, Recompute::kFull, 1},
       PpCase{2, 2, 1, S::k1F1B, 3, Recompute::kFull, 3},
       PpCase{2, 2, 2, S::kInterleaved, 4, Recompute::kNone, 3},
-      PpCase{2, 2, 1, S::kGpipe, 2, Recompute::kNone, 2});
+      PpCase{2, 2, 1, S::kGpipe, 2, Recompute::kNone, 2},
+      // Uneven stages: 3 + 5 on pp=2, 1 + 4 + 3 on pp=3, and 2 + 3 + 3 (last left even).
+      PpCase{1, 2, 1, S::k1F1B, 3, Recompute::kNone, 0, 3, 5},
+      PpCase{1, 3, 1, S::k1F1B, 4, Recompute::kFull, 0, 1, 3},
+      PpCase{2, 3, 1, S::kGpipe, 2, Recompute::kNone, 1, 2, 0});
   INFO(Describe(c));
   ModelSpec m = test::TinySpec(false, 2);
   m.layers = 8;
@@ -289,6 +320,8 @@ TEST_CASE("pipeline parallel training equals the single-process run", "[executor
   plan.recompute = c.recompute;
   plan.schedule = c.schedule;
   plan.virtual_stages = c.v;
+  plan.first_stage_layers = c.first_stage_layers;
+  plan.last_stage_layers = c.last_stage_layers;
 
   ParallelPlan single;
   single.recompute = c.recompute;

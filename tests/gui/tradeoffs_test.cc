@@ -211,4 +211,30 @@ TEST_CASE("tp trade-off rows: memory per GPU falls as tp grows (dp rebalanced)",
   CHECK_THAT(small[3].note, Catch::Matchers::Contains("heads"));
 }
 
+TEST_CASE("the stage-split knob: even or lighter ends, and it makes pp=3 valid for 32 layers",
+          "[gui][tradeoffs][uneven]") {
+  const Fixture f;  // 32 layers on 8 GPUs
+  const ParallelPlan plan = ParsePlanString("dp=2,pp=4");
+  REQUIRE(f.Valid(plan));
+  const auto split = KnobOptions(f.model, f.cluster, f.training, plan, Knob::kStageSplit);
+  // Even (8 each) and 7 + 9 + 9 + 7 (LighterEndsSplit).
+  CHECK(Values(split, true) == std::vector<int64_t>{0, 7 * kStageSplitBase + 7});
+  CHECK(KnobValueLabel(Knob::kStageSplit, 7 * kStageSplitBase + 7) == "first 7, last 7");
+  CHECK(Option(split, 7 * kStageSplitBase + 7).plan.first_stage_layers == 7);
+  // On one node of 8 GPUs pp=8 divides 32, and pp=2 too; with 6 GPUs pp=3 does not divide
+  // 32 layers: the pp knob repairs it with the lighter ends, 11 + 11 + 10.
+  Fixture six;
+  six.cluster.nodes = 1;
+  six.cluster.gpus_per_node = 6;
+  six.training.global_batch = 60;
+  const ParallelPlan two = ParsePlanString("dp=6,zero=1");
+  REQUIRE(six.Valid(two));
+  const auto pp = KnobOptions(six.model, six.cluster, six.training, two, Knob::kPp);
+  const KnobOption& pp3 = Option(pp, 3);
+  REQUIRE(pp3.valid);
+  CHECK(pp3.plan.first_stage_layers + pp3.plan.last_stage_layers + 11 == 32);
+  CHECK_THAT(pp3.note, Catch::Matchers::Contains("stages=first"));
+}
+
+
 }  // namespace meshplan

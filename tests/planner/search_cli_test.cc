@@ -117,7 +117,8 @@ TEST_CASE("search: bad inputs exit 2 with a clear message", "[planner][cli][sear
   };
   const Bad cases[] = {
       {"--model no-such-model", "unknown model"},
-      {"--cluster 3xH100", "no valid plan splits 3 GPUs"},
+      // Even stages only: pp=3 would split the 32 layers unevenly (11 + 11 + 10).
+      {"--cluster 3xH100 --even-stages", "no valid plan splits 3 GPUs"},
       {"--model spec-194m-tied --cluster 8xH100 --global-batch 3 --seq 100 --only tp=1,pp=1",
        "batch_divides"},
       {"--global-batch 0", "--global-batch"},

@@ -11,6 +11,7 @@
 #include "planner/input_error.h"
 #include "planner/search/search.h"
 #include "planner/search/search_advice.h"
+#include "planner/stage_layers.h"
 
 namespace meshplan {
 namespace {
@@ -82,8 +83,19 @@ struct BruteForce {
   std::vector<RankedPlan> fitting_plans;
 };
 
+// The stage splits the grid tries: even, and (uneven_stages, 1f1b, vpp 1) the lighter ends.
+std::vector<StageSplit> SplitsTried(const ModelSpec& model, const ParallelPlan& p,
+                                    PipelineSchedule schedule, const SearchOptions& options) {
+  std::vector<StageSplit> splits = {StageSplit{}};
+  if (!options.space.uneven_stages || schedule != PipelineSchedule::k1F1B || p.virtual_stages != 1)
+    return splits;
+  if (const auto lighter = UnevenSplitWorthTrying(model, p.pp)) splits.push_back(*lighter);
+  return splits;
+}
+
 // Naive: every tuple of every field over generous ranges, filtered with Validate() and
-// the grid's two duplicate rules, written out independently of PlanSpace.
+// the grid's two duplicate rules, written out independently of PlanSpace (the stage split
+// takes the grid's two values: an arbitrary split is valid wherever it adds up).
 BruteForce CountNaively(const ModelSpec& model, const ClusterSpec& cluster,
                         const TrainingSpec& training, const SearchOptions& options,
                         bool keep_plans) {
@@ -112,8 +124,11 @@ BruteForce CountNaively(const ModelSpec& model, const ClusterSpec& cluster,
             for (p.micro_batch = 1; p.micro_batch <= training.global_batch; ++p.micro_batch)
               for (PipelineSchedule schedule : schedules)
                 for (p.virtual_stages = 1; p.virtual_stages <= model.layers; ++p.virtual_stages)
+                  for (const StageSplit& split : SplitsTried(model, p, schedule, options))
                   for (p.zero_stage = 0; p.zero_stage <= 3; ++p.zero_stage)
                     for (Recompute recompute : recomputes) {
+                      p.first_stage_layers = split.first_stage_layers;
+                      p.last_stage_layers = split.last_stage_layers;
                       p.sequence_parallel = sp == 1;
                       p.schedule = schedule;
                       p.recompute = recompute;
@@ -159,6 +174,9 @@ std::vector<Case> SmallCases() {
   Case across{"gpt, tp across nodes", SmallGpt(), H100s(3, 4), Training(12, 96), {}};
   across.options.space.allow_tp_across_nodes = true;
   cases.push_back(across);
+  Case even{"gpt, even stages only", SmallGpt(), H100s(3, 4), Training(12, 96), {}};
+  even.options.space.uneven_stages = false;
+  cases.push_back(even);
   Case pinned{"llama, pinned tp and recompute", SmallLlama(), H100s(2, 4), Training(8, 128), {}};
   pinned.options.space.pins = ParsePlanPins("tp=2,recompute=full");
   cases.push_back(pinned);
@@ -410,15 +428,19 @@ TEST_CASE("plan space ordinals locate the plans the search returns", "[planner][
 }
 
 TEST_CASE("no valid plan: an empty result and a message naming each rule", "[planner][search]") {
-  // 3 GPUs for a 32-head, 32-layer model, batch 64, seq 4096: no factor of 3 works.
+  // 3 GPUs for a 32-head, 32-layer model, batch 64, seq 4096: no factor of 3 works on even
+  // stages (uneven ones split the layers 11 + 11 + 10 on pp=3).
   const ModelSpec model = LoadModel("llama2-7b");
   const ClusterSpec cluster = LoadCluster("3xH100");
   const TrainingSpec training = Training(64, 4096);
-  const SearchResult r = Search(model, cluster, training, {});
+  CHECK(Search(model, cluster, training, {}).valid > 0);
+  SearchOptions even;
+  even.space.uneven_stages = false;
+  const SearchResult r = Search(model, cluster, training, even);
   CHECK(r.candidates > 0);
   CHECK(r.valid == 0);
   CHECK(r.top.empty());
-  const std::string message = DescribeNoValidPlan(r, model, cluster, training, {});
+  const std::string message = DescribeNoValidPlan(r, model, cluster, training, even);
   for (const char* text : {"no valid plan", "tp_divides_heads", "pp_divides_layers",
                            "cp_divides_seq", "batch_divides", "global_batch=64"})
     CHECK_THAT(message, Catch::Contains(text));

@@ -135,7 +135,7 @@ TEST_CASE("pipeline sends per micro-batch and stage", "[planner][step_work]") {
   CHECK(PpGradientSends(w, 0) == 1);    // the first chunk's input gradient goes nowhere
   CHECK(PpGradientSends(w, 3) == 2);
   CHECK(w.pp_activation.bytes == 1024.0 * 4096 * 2);
-  CHECK(w.blocks_per_stage == 12);
+  CHECK(w.stage_layers.Of(1) == 12);
 }
 
 // Reference: the two streams simulated chunk by chunk.

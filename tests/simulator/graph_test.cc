@@ -4,6 +4,7 @@
 // graph carries the StepWork's compute and communication.
 #include <catch2/catch.hpp>
 
+#include <set>
 #include <string>
 
 #include "planner/names.h"
@@ -21,7 +22,9 @@ TEST_CASE("simulated steps respect streams and dependencies and add up",
       "tp=2,cp=2,dp=2,recompute=selective", "pp=4,dp=2,schedule=1f1b",
       "pp=2,tp=2,dp=2,schedule=gpipe,zero=1", "pp=4,dp=2,schedule=interleaved,vpp=2",
       "pp=4,tp=2,schedule=zb_h1,zero=1", "tp=4,dp=2,tp_overlap=1,sp=1",
-      "pp=2,cp=2,tp=2,schedule=interleaved,vpp=2,zero=3,recompute=full");
+      "pp=2,cp=2,tp=2,schedule=interleaved,vpp=2,zero=3,recompute=full",
+      "pp=4,dp=2,first_stage_layers=1,last_stage_layers=3",
+      "pp=2,tp=2,dp=2,schedule=zb_h1,zero=1,first_stage_layers=5,last_stage_layers=3");
   INFO(plan_text);
   const ModelSpec model = test::TinyLlama(8);
   const ClusterSpec cluster = test::TestCluster(2, 4, 3e11, 2.5e10, 3e-6, 2e-6);
@@ -89,6 +92,23 @@ TEST_CASE("simulated steps respect streams and dependencies and add up",
       CHECK(sent[r][d] == Approx(expected[d]).epsilon(1e-9).margin(1e-6));
     }
   }
+}
+
+TEST_CASE("uneven stages: each simulated rank runs its own blocks, numbered along the pipeline",
+          "[simulator][graph][uneven]") {
+  const ModelSpec model = test::TinyLlama(10);
+  const ClusterSpec cluster = test::FreeNetwork(1, 4);
+  const ParallelPlan plan = ParsePlanString("pp=4,first_stage_layers=1,last_stage_layers=3");
+  const TrainingSpec training = test::Training(4, 128);
+  REQUIRE(Validate(plan, model, training, cluster.world_size()).empty());
+  const StepGraph graph = BuildStepGraph(model, cluster, training, plan);
+  REQUIRE(graph.ranks == 4);
+  // Forward passes of blocks: rank -> the layers it ran.
+  std::vector<std::set<int32_t>> layers(4);
+  for (const SimOp& op : graph.ops)
+    if (op.kind == SimOpKind::kForward && op.part == SimPart::kBlock) layers[op.rank].insert(op.layer);
+  const std::vector<std::set<int32_t>> want = {{0}, {1, 2, 3}, {4, 5, 6}, {7, 8, 9}};
+  CHECK(layers == want);
 }
 
 TEST_CASE("one simulated rank per pipeline stage, placed at the stage's first rank",

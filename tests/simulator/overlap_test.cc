@@ -27,7 +27,7 @@ DdpCase RunDdp(double ratio) {
   const StepWork work = test::EqualStages(BuildStepWork(model, training, plan));
   const ComputeRates rates = RatesFor(test::TestGpu(), training.precision);
   DdpCase c;
-  c.blocks = work.blocks_per_stage;
+  c.blocks = work.stage_layers.middle;
   c.backward_s = TimeOf(work.block.backward_input, rates).total() +
                  TimeOf(work.block.backward_weight, rates).total();
   const Collective* bucket = nullptr;
@@ -92,7 +92,7 @@ SimResult RunRing(double bandwidth, double* expected_exposed) {
                             : TimeOf(work.block.backward_input, rates).attention_s;
     exposed += std::max(0.0, exchange - core / 2);  // step 1 waits for the exchange
   }
-  *expected_exposed = static_cast<double>(work.blocks_per_stage) * exposed;
+  *expected_exposed = static_cast<double>(work.stage_layers.middle) * exposed;
   return SimulateWork(work, model, cluster, training.precision, {.timeline = false});
 }
 

@@ -132,7 +132,7 @@ TEST_CASE("zb_h1's bubble is smaller than 1f1b's: (p-1)(f+b-w) against (p-1)(f+b
   plan.pp = pp;
   const StepWork work = BuildStepWork(model, test::Training(m), plan);
   const ComputeRates rates = RatesFor(test::TestGpu(), Precision::kMixed);
-  const double n = static_cast<double>(work.blocks_per_stage);
+  const double n = static_cast<double>(work.stage_layers.middle);
   const double f = n * TimeOf(work.block.forward, rates).total();
   const double b = n * TimeOf(work.block.backward_input, rates).total();
   const double w = n * TimeOf(work.block.backward_weight, rates).total();
