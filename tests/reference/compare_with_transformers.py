@@ -5,7 +5,8 @@ CPU, fp32, same weights and tokens (exchanged as safetensors with reference_step
   every parameter gradient      of that loss
   losses and every parameter    after `steps` AdamW steps (one batch per step)
 Each tensor must satisfy max|executor - reference| <= RTOL * max|reference| (RTOL = 1e-5,
-fp32 summation order is the only expected difference). untied-gqa also runs a negative
+fp32 summation order is the only expected difference; the weights after the AdamW steps
+PARAM_RTOL = 1e-3, see there). untied-gqa also runs a negative
 control: q/k rows permuted to the interleaved RoPE pairing must FAIL the logits check.
 Exit 0 pass, 1 mismatch, 2 setup error (no torch/transformers), 77 skipped (reference_step:
 this LibTorch lacks the variant, e.g. fused attention on 1.13).
@@ -25,6 +26,10 @@ import torch.nn.functional as F  # noqa: E402
 from safetensors.torch import load_file, save_file  # noqa: E402
 
 RTOL = 1e-5
+# Weights after AdamW steps: Adam divides each gradient element by its own RMS, so an element
+# whose gradient is near 0 turns fp32 rounding noise into an update of up to lr; measured
+# worst case here 3.9e-4 of the tensor's scale (untied-mha, block1.wk).
+PARAM_RTOL = 1e-3
 SHAPE = dict(vocab=128, hidden=64, layers=2, heads=4, ffn_hidden=160)
 BATCH, SEQ, STEPS, LR = 4, 16, 3, 1e-2
 VARIANTS = {  # name: (kv_heads, tied, attention)
@@ -110,16 +115,17 @@ def main():
         got, hyper = run_executor(args.reference_step, weights, tokens, kv_heads, tied, attention, workdir)
         logits, loss, grads = reference_pass(model, tokens)
         losses, trained = reference_training(model, tokens, hyper)
-        checks = [("logits", got["logits"], logits), ("loss", got["loss"], loss),
-                  (f"losses of {STEPS} steps", got["losses"], losses)]
-        checks += [(f"gradient of {n}", got["grad." + n], g) for n, g in grads.items()]
-        checks += [(f"{n} after {STEPS} AdamW steps", got["param." + n], p) for n, p in trained.items()]
+        checks = [("logits", got["logits"], logits, RTOL), ("loss", got["loss"], loss, RTOL),
+                  (f"losses of {STEPS} steps", got["losses"], losses, RTOL)]
+        checks += [(f"gradient of {n}", got["grad." + n], g, RTOL) for n, g in grads.items()]
+        checks += [(f"{n} after {STEPS} AdamW steps", got["param." + n], p, PARAM_RTOL)
+                   for n, p in trained.items()]
         failed = 0
-        for what, g, w in checks:
+        for what, g, w, tol in checks:
             err = mismatch(g, w.reshape(g.shape))
-            ok = err <= RTOL
+            ok = err <= tol
             failed += not ok
-            print(f"{'ok  ' if ok else 'FAIL'} {what}: max|diff|/max|ref| = {err:.2e} (tolerance {RTOL:.0e})")
+            print(f"{'ok  ' if ok else 'FAIL'} {what}: max|diff|/max|ref| = {err:.2e} (tolerance {tol:.0e})")
         moved = max(mismatch(trained[n], weights[n].detach()) for n in trained)
         print(f"weights moved by up to {moved:.2e} of their scale in {STEPS} steps "
               f"(fused AdamW in the executor: {hyper['fused_adamw']})")
