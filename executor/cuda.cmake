@@ -22,8 +22,9 @@ set(NCCL_ROOT "$ENV{NCCL_ROOT}" CACHE PATH "Folder holding include/nccl.h and li
 find_path(MESHPLAN_NCCL_INCLUDE_DIR nccl.h
   HINTS ${NCCL_ROOT} ${CUDAToolkit_INCLUDE_DIRS} ${CUDAToolkit_LIBRARY_ROOT}
   PATH_SUFFIXES include)
-# The wheel ships only libnccl.so.2 (no unversioned link), hence the second name.
-find_library(MESHPLAN_NCCL_LIBRARY NAMES nccl libnccl.so.2
+# The wheel ships only libnccl.so.2 (no unversioned link), hence the second name; NAMES_PER_DIR
+# so NCCL_ROOT's libnccl.so.2 wins over an unversioned libnccl.so beside the toolkit.
+find_library(MESHPLAN_NCCL_LIBRARY NAMES nccl libnccl.so.2 NAMES_PER_DIR
   HINTS ${NCCL_ROOT} ${CUDAToolkit_LIBRARY_DIR} ${CUDAToolkit_LIBRARY_ROOT}
   PATH_SUFFIXES lib lib64)
 if(NOT MESHPLAN_NCCL_INCLUDE_DIR OR NOT MESHPLAN_NCCL_LIBRARY)

@@ -2,11 +2,26 @@
 # README command 2: install what is missing, build, run every test (CTest), then fuzz every
 # input surface for a bounded time (scripts/fuzz.sh; MESHPLAN_FUZZ_SECONDS per target,
 # default 20; 0 skips it). Extra arguments go to ctest.
+# With the torch wheel (scripts/install_torch_wheel.sh, cached outside the clone; skipped by
+# MESHPLAN_SKIP_TORCH_WHEEL=1): the outside-reference tests (tests/reference/) join the
+# suite, and the executor is built a second time against LibTorch 2.x with CUDA
+# (scripts/build_torch2.sh) and its executor and reference tests run there too.
 set -euo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
 "$root/scripts/install_deps.sh"
-"$root/scripts/build.sh"
+venv="$("$root/scripts/install_torch_wheel.sh")"  # empty when skipped
+reference=()
+if [ -n "$venv" ]; then reference=(-DMESHPLAN_REFERENCE_PYTHON="$venv/bin/python"); fi
+"$root/scripts/build.sh" "${reference[@]}"
 (cd "${MESHPLAN_BUILD_DIR:-$root/build}" && ctest --output-on-failure -j "$(nproc)" "$@")
+if [ -n "$venv" ]; then
+  "$root/scripts/build_torch2.sh"
+  # The executor's and the references' tests against LibTorch 2.x (the planner, simulator and
+  # GUI link no LibTorch: the first build covers them). [timing] is left out: it checks the
+  # cost model's calibration, which does not depend on the LibTorch version.
+  (cd "${MESHPLAN_TORCH2_BUILD_DIR:-$root/build-torch2}" &&
+    ctest --output-on-failure -j "$(nproc)" -R '^(executor|reference): ' -E '\[timing\]' "$@")
+fi
 fuzz_seconds="${MESHPLAN_FUZZ_SECONDS:-20}"
 if [ "$fuzz_seconds" != "0" ]; then
   "$root/scripts/fuzz.sh" --seconds "$fuzz_seconds"

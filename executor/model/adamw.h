@@ -7,9 +7,11 @@
 // Precision: param, grad, m and v are one dtype (fp32, or bf16 in the bf16 regime); the
 // mixed regime calls it on the fp32 master with an fp32 copy of the gradient
 // (executor/parallel/zero_engine.cc).
-// On CUDA with LibTorch 2: LibTorch's fused AdamW kernel (the same
-// update, one kernel, no temporary). Otherwise: ATen ops, with one temporary the size of
-// param (the denominator), freed on return.
+// Kernel: LibTorch's fused AdamW (the same update, one kernel, no temporary) where this
+// LibTorch has it for the device (CUDA from 2.0, CPU from 2.4: FusedAdamWBuiltIn) and the
+// four dtypes agree; otherwise ATen ops, with one temporary the size of param (the
+// denominator), freed on return. AdamWOptions::fused = false forces the ATen ops (tests
+// compare the two).
 #pragma once
 
 #include <ATen/ATen.h>
@@ -24,7 +26,11 @@ struct AdamWOptions {
   double beta2 = 0.95;
   double eps = 1e-8;
   double weight_decay = 0.1;
+  bool fused = true;  // the fused kernel when built in (see above)
 };
+
+// True when this LibTorch has a fused AdamW kernel for `device`.
+bool FusedAdamWBuiltIn(const at::Device& device);
 
 // All four tensors: same numel, contiguous. step >= 1.
 void AdamWUpdate(at::Tensor& param, const at::Tensor& grad, at::Tensor& m, at::Tensor& v,

@@ -10,6 +10,7 @@
 #define MESHPLAN_HAS_SDPA_GQA \
   (TORCH_VERSION_MAJOR > 2 || (TORCH_VERSION_MAJOR == 2 && TORCH_VERSION_MINOR >= 5))
 #if MESHPLAN_HAS_SDPA_GQA
+#include <c10/core/GradMode.h>
 #include <torch/csrc/autograd/autograd.h>
 #endif
 
@@ -29,7 +30,7 @@ AttentionImpl ExecutorAttention(const at::Device& device, Precision precision) {
 
 at::Tensor FusedAttentionForward(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
                                  FusedAttentionGraph* graph) {
-  at::AutoGradMode grad_mode(true);
+  c10::AutoGradMode grad_mode(true);
   graph->q = q.detach().requires_grad_(true);
   graph->k = k.detach().requires_grad_(true);
   graph->v = v.detach().requires_grad_(true);

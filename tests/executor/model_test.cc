@@ -11,6 +11,7 @@
 #include "executor/model/llama_model.h"
 #include "executor/model/param_layout.h"
 #include "planner/cost/param_count.h"
+#include "tests/executor/model_pass.h"
 #include "tests/executor/test_util.h"
 
 namespace meshplan {
@@ -83,49 +84,18 @@ at::Tensor RefLoss(const ModelSpec& m, const ParamLayout& layout,
   return at::cross_entropy_loss(logits.view({-1, m.vocab_size}), targets.flatten());
 }
 
-// ---------------------------------------------------------------------------------------
-// The executor's forward + backward over the same groups
+// The executor's forward + backward over the same groups: tests/executor/model_pass.h
 
-struct Result {
-  double loss = 0;
-  std::vector<at::Tensor> grads;
-};
-
-Result RunModel(const ModelSpec& m, const ParamLayout& layout, const std::vector<at::Tensor>& flats,
-                const at::Tensor& ids, const at::Tensor& targets, Recompute recompute,
-                double dloss) {
-  const LlamaModel model(m, ids.size(1));
-  Result r;
-  for (const ParamGroup& g : layout.groups) r.grads.push_back(at::zeros({g.padded_numel}));
-  const int emb = layout.embedding_group, head = layout.head_group;
-  const ParamSlot& wte = layout.groups[emb].slot("wte");
-  const ParamGroup& hg = layout.groups[head];
-  at::Tensor x = model.EmbeddingForward(ids, SlotView(flats[emb], wte));
-  std::vector<BlockStash> stash(static_cast<size_t>(layout.num_blocks));
-  for (int64_t i = 0; i < layout.num_blocks; ++i) {
-    const int g = layout.first_block_group + int(i);
-    x = model.BlockForward(BlockViews(layout.groups[g], flats[g]), x, recompute, &stash[i]);
-    if (recompute == Recompute::kFull) CHECK_FALSE(stash[i].h1.defined());
-    if (recompute == Recompute::kSelective) CHECK_FALSE(stash[i].probs.defined());
-    if (recompute == Recompute::kNone) CHECK(stash[i].probs.defined());
+test::ModelPass RunModel(const ModelSpec& m, const ParamLayout& layout,
+                         const std::vector<at::Tensor>& flats, const at::Tensor& ids,
+                         const at::Tensor& targets, Recompute recompute, double dloss) {
+  test::ModelPass r = test::RunModelPass(m, layout, flats, ids, targets, recompute, dloss,
+                                         AttentionImpl::kNaive, /*keep_stashes=*/true);
+  for (const BlockStash& stash : r.kept) {
+    if (recompute == Recompute::kFull) CHECK_FALSE(stash.h1.defined());
+    if (recompute == Recompute::kSelective) CHECK_FALSE(stash.probs.defined());
+    if (recompute == Recompute::kNone) CHECK(stash.probs.defined());
   }
-  const at::Tensor lm = m.tied_embeddings ? SlotView(flats[emb], wte)
-                                          : SlotView(flats[head], hg.slot("lm_head"));
-  at::Tensor dlm = m.tied_embeddings ? SlotView(r.grads[emb], wte)
-                                     : SlotView(r.grads[head], hg.slot("lm_head"));
-  const at::Tensor fnorm = SlotView(flats[head], hg.slot("final_norm"));
-  at::Tensor dfnorm = SlotView(r.grads[head], hg.slot("final_norm"));
-  HeadStash hs;
-  r.loss = model.HeadForward(fnorm, lm, x, targets, &hs).item<double>();
-  at::Tensor dx = model.HeadBackward(fnorm, lm, dfnorm, dlm, dloss, std::move(hs));
-  for (int64_t i = layout.num_blocks - 1; i >= 0; --i) {
-    const int g = layout.first_block_group + int(i);
-    BlockWeights dw = BlockViews(layout.groups[g], r.grads[g]);
-    dx = model.BlockBackward(BlockViews(layout.groups[g], flats[g]), dw, std::move(dx),
-                             std::move(stash[i]));
-  }
-  at::Tensor dwte = SlotView(r.grads[emb], wte);
-  model.EmbeddingBackward(dx, ids, dwte);
   return r;
 }
 
@@ -146,7 +116,7 @@ TEST_CASE("model backward equals autograd of the reference forward", "[executor]
   const at::Tensor targets = at::randint(0, m.vocab_size, {2, 8}, at::kLong);
   const at::Tensor ref = RefLoss(m, layout, leaves, ids, targets);
   (ref * 0.5).backward();
-  const Result got = RunModel(m, layout, flats, ids, targets, recompute, 0.5);
+  const test::ModelPass got = RunModel(m, layout, flats, ids, targets, recompute, 0.5);
   CHECK(got.loss == Approx(ref.item<double>()).epsilon(1e-5));
   for (size_t g = 0; g < layout.groups.size(); ++g) {
     const at::Tensor want = leaves[g].grad();
@@ -163,12 +133,37 @@ TEST_CASE("recompute modes give bit-identical losses and gradients", "[executor]
   for (const ParamGroup& g : layout.groups) flats.push_back(InitGroup(g, 3));
   const at::Tensor ids = at::randint(0, m.vocab_size, {2, 8}, at::kLong);
   const at::Tensor targets = at::randint(0, m.vocab_size, {2, 8}, at::kLong);
-  const Result none = RunModel(m, layout, flats, ids, targets, Recompute::kNone, 1.0);
+  const test::ModelPass none = RunModel(m, layout, flats, ids, targets, Recompute::kNone, 1.0);
   for (Recompute mode : {Recompute::kSelective, Recompute::kFull}) {
-    const Result r = RunModel(m, layout, flats, ids, targets, mode, 1.0);
+    const test::ModelPass r = RunModel(m, layout, flats, ids, targets, mode, 1.0);
     CHECK(r.loss == none.loss);
     for (size_t g = 0; g < flats.size(); ++g) CHECK(at::equal(r.grads[g], none.grads[g]));
   }
+}
+
+TEST_CASE("the fused attention core (scaled_dot_product_attention) equals the naive one on CPU",
+          "[executor][model]") {
+  if (!FusedAttentionBuiltIn()) {
+    WARN("this LibTorch has no fused attention with GQA (2.5 and later): nothing to compare");
+    return;
+  }
+  const bool tied = GENERATE(false, true);
+  const Recompute recompute = GENERATE(Recompute::kNone, Recompute::kSelective, Recompute::kFull);
+  const ModelSpec m = TinySpec(tied, 2);
+  const ParamLayout layout = BuildParamLayout(m, 1);
+  std::vector<at::Tensor> flats;
+  for (const ParamGroup& g : layout.groups) flats.push_back(InitGroup(g, 11));
+  const at::Tensor ids = at::randint(0, m.vocab_size, {2, 8}, at::kLong);
+  const at::Tensor targets = at::randint(0, m.vocab_size, {2, 8}, at::kLong);
+  const test::ModelPass naive = test::RunModelPass(m, layout, flats, ids, targets, recompute, 1.0);
+  const test::ModelPass fused = test::RunModelPass(m, layout, flats, ids, targets, recompute, 1.0,
+                                                   AttentionImpl::kFused, /*keep_stashes=*/true);
+  if (recompute == Recompute::kNone) CHECK(fused.kept[0].fused.out.defined());
+  CHECK_FALSE(fused.kept[0].probs.defined());  // the fused core never materialises probs
+  CHECK(fused.loss == Approx(naive.loss).epsilon(1e-6));
+  RequireClose(fused.logits, naive.logits, 1e-5, 1e-6, "logits");
+  for (size_t g = 0; g < layout.groups.size(); ++g)
+    RequireClose(fused.grads[g], naive.grads[g], 1e-4, 1e-7, "gradient of " + layout.groups[g].name);
 }
 
 TEST_CASE("the layout holds exactly the model's parameters, padded per shard",
