@@ -4,8 +4,9 @@
 # default 20; 0 skips it). Extra arguments go to ctest.
 # With the torch wheel (scripts/install_torch_wheel.sh, cached outside the clone; skipped by
 # MESHPLAN_SKIP_TORCH_WHEEL=1): the outside-reference tests (tests/reference/) join the
-# suite, and the executor is built a second time against LibTorch 2.x with CUDA
-# (scripts/build_torch2.sh) and its executor and reference tests run there too.
+# suite. With MESHPLAN_TORCH2=1 the executor is also built against LibTorch 2.x with CUDA
+# (scripts/build_torch2.sh) and its executor and reference tests run there too (opt-in until
+# that suite has passed end to end; docs/executor.md).
 set -euo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
 "$root/scripts/install_deps.sh"
@@ -14,7 +15,7 @@ reference=()
 if [ -n "$venv" ]; then reference=(-DMESHPLAN_REFERENCE_PYTHON="$venv/bin/python"); fi
 "$root/scripts/build.sh" "${reference[@]}"
 (cd "${MESHPLAN_BUILD_DIR:-$root/build}" && ctest --output-on-failure -j "$(nproc)" "$@")
-if [ -n "$venv" ]; then
+if [ -n "$venv" ] && [ "${MESHPLAN_TORCH2:-0}" = "1" ]; then
   "$root/scripts/build_torch2.sh"
   # The executor's and the references' tests against LibTorch 2.x (the planner, simulator and
   # GUI link no LibTorch: the first build covers them). [timing] is left out: it checks the

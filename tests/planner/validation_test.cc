@@ -227,3 +227,23 @@ TEST_CASE("a bad runs file is an InputError at its line", "[planner][validation]
 
 }  // namespace
 }  // namespace meshplan
+
+namespace meshplan {
+namespace {
+
+// The accuracy issue 12 asks for, on the tables where the cost model reaches it: a guard
+// against regressions (the rows are the physics' check, never its input). Narayanan
+// Table 1 does not meet the 10% goal yet (docs/validation/README.md): only a looser guard.
+TEST_CASE("the published tables stay within their accuracy goals", "[planner][validation]") {
+  const ValidatedTable time = PredictPublishedTable(Table("korthikanti2022-table5"));
+  CHECK(time.mape_pct <= 10);
+  CHECK(time.max_abs_error_pct <= 20);
+  const ValidatedTable memory = PredictPublishedTable(Table("korthikanti2022-figure1"));
+  CHECK(memory.mape_pct <= 3);
+  const ValidatedTable tflops = PredictPublishedTable(Table("narayanan2021-table1"));
+  CHECK(tflops.mape_pct <= 20);
+  CHECK(tflops.max_abs_error_pct <= 25);
+}
+
+}  // namespace
+}  // namespace meshplan
