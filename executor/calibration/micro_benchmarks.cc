@@ -105,7 +105,6 @@ std::vector<StepSample> BenchmarkMatmuls(const ModelSpec& m, const std::vector<B
       const at::Tensor w = Randn({wt.out, wt.in}, ctx, 0.02);
       const at::Tensor dy = Randn({N, wt.out}, ctx);
       at::Tensor dw = at::zeros_like(w);
-      const double flops = 2.0 * static_cast<double>(N * wt.in * wt.out);  // (N,in) x (in,out)
       // In a step the input activation (forward) or the output gradient (backward) was
       // just written: warm; the weights and the saved input come from further away.
       const double fwd = MedianSeconds([&] { LinearForward(x, w); }, ctx.device, ctx.timing,
@@ -113,9 +112,18 @@ std::vector<StepSample> BenchmarkMatmuls(const ModelSpec& m, const std::vector<B
       const double bwd = MedianSeconds([&] { LinearBackward(dy, x, w, dw); }, ctx.device,
                                        ctx.timing, [&] { Touch({dy}); });
       const std::string tag = fmt::format("{} N={}", wt.name, N);
-      out.push_back(InStep(Sample("linear_fwd " + tag, {flops, 0, 0, 1}, fwd), shape, wt.per_microbatch));
-      out.push_back(
-          InStep(Sample("linear_bwd " + tag, {2 * flops, 0, 0, 2}, bwd), shape, wt.per_microbatch));
+      // The GEMMs with their shapes, as the cost model times them (planner/cost/compute_work.h).
+      const double n = static_cast<double>(N), in = static_cast<double>(wt.in),
+                   o = static_cast<double>(wt.out);
+      ComputeWork forward;
+      forward.AddGemm({n, o, in});
+      forward.kernels = 1;
+      ComputeWork backward;
+      backward.AddGemm({n, in, o});  // input gradient
+      backward.AddGemm({in, o, n});  // weight gradient
+      backward.kernels = 2;
+      out.push_back(InStep(Sample("linear_fwd " + tag, forward, fwd), shape, wt.per_microbatch));
+      out.push_back(InStep(Sample("linear_bwd " + tag, backward, bwd), shape, wt.per_microbatch));
     }
   }
   return out;
