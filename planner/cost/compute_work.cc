@@ -87,46 +87,50 @@ double FlashAttentionTime(const FlashAttentionOp& op, const ComputeRates& rates)
   return Seconds(ShapedFlashFlops(op, rates), rates.attention_flops_per_s);
 }
 
+namespace {
+
+// The shapeless remainder (compute_work.h): matmul FLOPs no listed linear GEMM covers, and
+// whether the attention is listed as kernels at all (else its nominal FLOPs are timed).
+double UnlistedMatmulFlops(const ComputeWork& work) {
+  double listed = 0;
+  for (const GemmOp& g : work.gemms)
+    if (!g.attention_core) listed += g.flops();
+  return std::max(0.0, work.matmul_flops - listed);
+}
+
+bool ListsAttention(const ComputeWork& work) {
+  if (work.flash.size > 0) return true;
+  for (const GemmOp& g : work.gemms)
+    if (g.attention_core) return true;
+  return false;
+}
+
+}  // namespace
+
 double ShapedMatmulFlops(const ComputeWork& work, const ComputeRates& rates) {
-  double listed = 0, shaped = 0;
-  for (const GemmOp& g : work.gemms) {
-    if (g.attention_core) continue;
-    listed += g.flops();
-    shaped += ShapedGemmFlops(g, rates);
-  }
-  return shaped + std::max(0.0, work.matmul_flops - listed);
+  double shaped = UnlistedMatmulFlops(work);
+  for (const GemmOp& g : work.gemms)
+    if (!g.attention_core) shaped += ShapedGemmFlops(g, rates);
+  return shaped;
 }
 
 double ShapedAttentionFlops(const ComputeWork& work, const ComputeRates& rates) {
+  if (!ListsAttention(work)) return work.attention_flops;
   double shaped = 0;
-  bool listed = false;
-  for (const GemmOp& g : work.gemms) {
-    if (!g.attention_core) continue;
-    shaped += ShapedGemmFlops(g, rates);
-    listed = true;
-  }
-  for (const FlashAttentionOp& op : work.flash) {
-    shaped += ShapedFlashFlops(op, rates);
-    listed = true;
-  }
-  return listed ? shaped : work.attention_flops;
+  for (const GemmOp& g : work.gemms)
+    if (g.attention_core) shaped += ShapedGemmFlops(g, rates);
+  for (const FlashAttentionOp& op : work.flash) shaped += ShapedFlashFlops(op, rates);
+  return shaped;
 }
 
 ComputeTime TimeOf(const ComputeWork& work, const ComputeRates& rates) {
   ComputeTime t;
-  double listed_matmul = 0;
-  bool listed_attention = false;
-  for (const GemmOp& g : work.gemms) {
+  for (const GemmOp& g : work.gemms)
     (g.attention_core ? t.attention_s : t.matmul_s) += GemmTime(g, rates);
-    if (g.attention_core) listed_attention = true;
-    else listed_matmul += g.flops();
-  }
-  for (const FlashAttentionOp& op : work.flash) {
-    t.attention_s += FlashAttentionTime(op, rates);
-    listed_attention = true;
-  }
-  t.matmul_s += Seconds(std::max(0.0, work.matmul_flops - listed_matmul), rates.matmul_flops_per_s);
-  if (!listed_attention) t.attention_s += Seconds(work.attention_flops, rates.attention_flops_per_s);
+  for (const FlashAttentionOp& op : work.flash) t.attention_s += FlashAttentionTime(op, rates);
+  t.matmul_s += Seconds(UnlistedMatmulFlops(work), rates.matmul_flops_per_s);
+  if (!ListsAttention(work))
+    t.attention_s += Seconds(work.attention_flops, rates.attention_flops_per_s);
   t.memory_s = Seconds(work.memory_bytes, rates.memory_Bps);
   t.overhead_s = static_cast<double>(work.kernels) * rates.kernel_overhead_s;
   return t;
