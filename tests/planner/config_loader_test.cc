@@ -647,3 +647,33 @@ TEST_CASE("error: a document that is not a mapping", "[planner][config][errors]"
 
 }  // namespace
 }  // namespace meshplan
+
+namespace meshplan {
+namespace {
+
+TEST_CASE("kernel_shape and bus_efficiency out of range name the field", "[planner][config]") {
+  struct Case {
+    const char* yaml;
+    const char* field;
+  };
+  const Case c = GENERATE(Case{"kernel_shape: {sm_count: -1}", "kernel_shape.sm_count"},
+                          Case{"kernel_shape: {gemm_tile_m: 0}", "kernel_shape.gemm_tile_m"},
+                          Case{"kernel_shape: {gemm_k_overhead: -8}", "kernel_shape.gemm_k_overhead"},
+                          Case{"kernel_shape: {warp_size: 32}", "warp_size"},
+                          Case{"network: {gpus_per_node: 8, intra_node: {bandwidth_GBps: 450, "
+                               "latency_us: 3, bus_efficiency: 1.5}, inter_node: "
+                               "{bandwidth_GBps: 50, latency_us: 6}}",
+                               "bus_efficiency"});
+  TempDir dir;
+  const fs::path file = dir.path / "gpu.yaml";
+  std::ofstream(file) << "name: odd-gpu\nmemory_MiB: 81559\npeak_TFLOPs: {fp32: 66.9, bf16: 989.4}\n"
+                         "memory_bandwidth_TBps: 3.35\n"
+                      << c.yaml << "\n";
+  const InputError e = ErrorOf([&] { LoadGpu(file.string()); });
+  INFO(e.what());
+  CHECK_THAT(e.what(), Catch::Contains(c.field));
+  CHECK_THAT(e.what(), Catch::Contains("gpu.yaml:5"));
+}
+
+}  // namespace
+}  // namespace meshplan
