@@ -57,6 +57,11 @@ struct ShapeProblem {
   std::string message;
 };
 std::optional<ShapeProblem> CheckModelShape(const ModelSpec& model);
+// ModelSpec::attention_head_dim for a head_dim read from a file: 0 when it equals
+// hidden / heads (so that equal models compare equal however they were written).
+inline int64_t ExplicitHeadDim(int64_t head_dim, int64_t hidden, int64_t heads) {
+  return heads > 0 && hidden % heads == 0 && head_dim == hidden / heads ? 0 : head_dim;
+}
 // A model name, YAML path, HF config.json (or a folder holding one); `where` and
 // `field` locate the reference for unknown-name errors.
 ModelSpec LoadModelAt(const std::string& name_or_path, const std::filesystem::path& base_dir,

@@ -90,6 +90,22 @@ void EmitModel(std::string& out, const ModelSpec& m) {
       "  ffn_hidden: {}\n  tied_embeddings: {}\n  max_seq: {}\n",
       ToString(m.block), m.vocab_size, m.hidden, m.layers, m.heads, m.kv_heads, m.ffn_hidden,
       m.tied_embeddings ? "true" : "false", m.max_seq);
+  if (m.attention_head_dim > 0) out += fmt::format("  head_dim: {}\n", m.attention_head_dim);
+  if (m.qk_norm) out += "  qk_norm: true\n";
+  if (m.moe.enabled()) {
+    const MoeSpec& e = m.moe;
+    out += fmt::format(
+        "  moe:\n    experts: {}\n    top_k: {}\n    shared_experts: {}\n"
+        "    expert_ffn_hidden: {}\n    dense_layers: {}\n    router_bias: {}\n"
+        "    capacity_factor: {}\n",
+        e.experts, e.top_k, e.shared_experts, e.expert_ffn_hidden, e.dense_layers,
+        e.router_bias ? "true" : "false", Shortest(e.capacity_factor));
+  }
+  if (m.mla.enabled())
+    out += fmt::format(
+        "  mla:\n    q_lora_rank: {}\n    kv_lora_rank: {}\n    rope_head_dim: {}\n"
+        "    v_head_dim: {}\n",
+        m.mla.q_lora_rank, m.mla.kv_lora_rank, m.mla.rope_head_dim, m.mla.v_head_dim);
 }
 
 std::string Tier(const NetworkTier& t) {
@@ -176,6 +192,9 @@ PlanFile PlanFileFromText(const std::string& text, const std::string& path_text)
     out.cluster = ci::LoadClusterAt(f.String("cluster"), base_dir, f.Where("cluster"), "cluster");
 
   out.training = TrainingFromYaml(f.Map("training"));
+  if (const std::string why = WhyPrecisionUnsupported(out.cluster.gpu, out.training.precision);
+      !why.empty())
+    f.Map("training").Fail("precision", why);
   out.plan = PlanFromYaml(f.Map("plan"));
 
   const auto violations = Validate(out.plan, out.model, out.training, out.cluster.world_size());

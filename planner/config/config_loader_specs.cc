@@ -2,6 +2,8 @@
 // Every field is read through YamlFields (type, range, location); units are converted here.
 #include <fmt/format.h>
 
+#include <algorithm>
+
 #include "planner/config/config_loader_internal.h"
 #include "planner/config/runtime_memory_yaml.h"
 #include "planner/limits.h"
@@ -18,11 +20,52 @@ constexpr double kMaxParams = 1e15;
 
 }  // namespace
 
+namespace {
+
+std::optional<ShapeProblem> CheckMoeShape(const ModelSpec& m) {
+  const MoeSpec& moe = m.moe;
+  if (moe.top_k < 1 || moe.top_k > moe.experts)
+    return ShapeProblem{"moe.top_k", fmt::format("top_k={} with experts={}; expected 1 <= top_k <= "
+                                                 "experts (experts per token, of the routed "
+                                                 "experts)", moe.top_k, moe.experts)};
+  if (moe.expert_ffn_hidden < 1)
+    return ShapeProblem{"moe.expert_ffn_hidden", "missing; expected a positive integer (the width "
+                                                 "of each expert's FFN)"};
+  if (moe.dense_layers < 0 || moe.dense_layers >= m.layers)
+    return ShapeProblem{"moe.dense_layers",
+                        fmt::format("dense_layers={} with layers={}; expected 0 <= dense_layers "
+                                    "< layers (the first layers with a dense FFN)",
+                                    moe.dense_layers, m.layers)};
+  if (moe.shared_experts < 0)
+    return ShapeProblem{"moe.shared_experts", "expected a non-negative integer"};
+  if (moe.capacity_factor < 0)
+    return ShapeProblem{"moe.capacity_factor", "expected 0 (dropless) or a positive number"};
+  return std::nullopt;
+}
+
+std::optional<ShapeProblem> CheckMlaShape(const ModelSpec& m) {
+  const MlaSpec& mla = m.mla;
+  if (mla.rope_head_dim < 1 || mla.rope_head_dim >= m.head_dim())
+    return ShapeProblem{"mla.rope_head_dim",
+                        fmt::format("rope_head_dim={} with head_dim={}; expected 1 <= "
+                                    "rope_head_dim < head_dim", mla.rope_head_dim,
+                                    m.head_dim())};
+  if (mla.v_head_dim < 1)
+    return ShapeProblem{"mla.v_head_dim", "expected a positive integer (the value head width)"};
+  if (m.kv_heads != m.heads)
+    return ShapeProblem{"kv_heads", fmt::format("kv_heads={} with heads={}; multi-head latent "
+                                                "attention expands k and v for every head: "
+                                                "expected kv_heads == heads", m.kv_heads, m.heads)};
+  return std::nullopt;
+}
+
+}  // namespace
+
 std::optional<ShapeProblem> CheckModelShape(const ModelSpec& m) {
-  if (m.hidden % m.heads != 0)
+  if (m.attention_head_dim == 0 && m.hidden % m.heads != 0)
     return ShapeProblem{"hidden", fmt::format("hidden={} is not divisible by heads={}; expected a "
-                                              "multiple of heads (head dim = hidden / heads)",
-                                              m.hidden, m.heads)};
+                                              "multiple of heads (head dim = hidden / heads), or "
+                                              "set head_dim", m.hidden, m.heads)};
   if (m.kv_heads > m.heads || m.heads % m.kv_heads != 0)
     return ShapeProblem{"kv_heads", fmt::format("heads={} is not divisible by kv_heads={}; expected "
                                                 "kv_heads to divide heads (grouped-query attention)",
@@ -30,11 +73,29 @@ std::optional<ShapeProblem> CheckModelShape(const ModelSpec& m) {
   if (m.block == BlockKind::kGpt && m.max_seq == 0)
     return ShapeProblem{"max_seq", "a gpt block has learned position embeddings; expected "
                                    "max_seq > 0 (the number of positions)"};
-  // Rough count in double (cannot overflow): embeddings + blocks.
+  if (m.block == BlockKind::kGpt) {
+    const char* extra = m.moe.enabled() ? "moe" : m.mla.enabled() ? "mla"
+                        : m.qk_norm     ? "qk_norm" : m.attention_head_dim ? "head_dim" : nullptr;
+    if (extra)
+      return ShapeProblem{extra, std::string("a gpt block has no ") + extra +
+                                     "; expected block: llama (or leave the field out)"};
+  }
+  if (m.moe.enabled())
+    if (auto problem = CheckMoeShape(m)) return problem;
+  if (m.mla.enabled())
+    if (auto problem = CheckMlaShape(m)) return problem;
+  // Rough count in double (cannot overflow): embeddings + blocks (+ experts).
   const double E = static_cast<double>(m.hidden), F = static_cast<double>(m.ffn_hidden);
+  const double QD = static_cast<double>(m.heads) * static_cast<double>(m.head_dim());
   const double positions = m.block == BlockKind::kGpt ? static_cast<double>(m.max_seq) : 0.0;
+  const double experts = static_cast<double>(m.moe.experts + m.moe.shared_experts) * 3.0 * E *
+                         static_cast<double>(m.moe.expert_ffn_hidden);
+  const double H = static_cast<double>(m.heads), Dv = static_cast<double>(m.v_head_dim());
+  const double mla = static_cast<double>(m.mla.q_lora_rank) * (E + QD) +
+                     static_cast<double>(m.mla.kv_lora_rank) * (E + QD + H * Dv) + H * Dv * E;
   const double params = 2.0 * static_cast<double>(m.vocab_size) * E + positions * E +
-                        static_cast<double>(m.layers) * (4.0 * E * E + 3.0 * E * F);
+                        static_cast<double>(m.layers) *
+                            (4.0 * E * std::max(E, QD) + 3.0 * E * F + experts + mla);
   if (params > kMaxParams)
     return ShapeProblem{"hidden", fmt::format("the model would have about {:.3g} parameters; "
                                               "expected at most 1e15 (a typo in a size?)",
@@ -42,9 +103,37 @@ std::optional<ShapeProblem> CheckModelShape(const ModelSpec& m) {
   return std::nullopt;
 }
 
+namespace {
+
+MoeSpec MoeFromYaml(const YamlFields& f) {
+  f.AllowOnly({"experts", "top_k", "shared_experts", "expert_ffn_hidden", "dense_layers",
+               "router_bias", "capacity_factor"});
+  MoeSpec moe;
+  moe.experts = f.Int("experts", kCount);
+  moe.top_k = f.Int("top_k", kCount);
+  moe.shared_experts = f.Int("shared_experts", {0, 1'000'000}, 0);
+  moe.expert_ffn_hidden = f.Int("expert_ffn_hidden", kWidth);
+  moe.dense_layers = f.Int("dense_layers", {0, 1'000'000}, 0);
+  moe.router_bias = f.Bool("router_bias", false);
+  moe.capacity_factor = f.Number("capacity_factor", {0, true, 1e3}, 0);
+  return moe;
+}
+
+MlaSpec MlaFromYaml(const YamlFields& f) {
+  f.AllowOnly({"q_lora_rank", "kv_lora_rank", "rope_head_dim", "v_head_dim"});
+  MlaSpec mla;
+  mla.q_lora_rank = f.Int("q_lora_rank", {0, 100'000'000}, 0);
+  mla.kv_lora_rank = f.Int("kv_lora_rank", kWidth);
+  mla.rope_head_dim = f.Int("rope_head_dim", kWidth);
+  mla.v_head_dim = f.Int("v_head_dim", kWidth);
+  return mla;
+}
+
+}  // namespace
+
 ModelSpec ModelFromYaml(const YamlFields& f, const std::string& default_name) {
   f.AllowOnly({"name", "block", "vocab_size", "hidden", "layers", "heads", "kv_heads", "ffn_hidden",
-               "tied_embeddings", "max_seq"});
+               "tied_embeddings", "max_seq", "head_dim", "qk_norm", "moe", "mla"});
   ModelSpec m;
   m.name = f.String("name", default_name);
   const std::string block = f.String("block");
@@ -58,7 +147,17 @@ ModelSpec ModelFromYaml(const YamlFields& f, const std::string& default_name) {
   m.ffn_hidden = f.Int("ffn_hidden", kWidth);
   m.tied_embeddings = f.Bool("tied_embeddings", false);
   m.max_seq = f.Int("max_seq", {0, 100'000'000}, 0);
-  if (auto problem = CheckModelShape(m)) f.Fail(problem->field, problem->message);
+  m.attention_head_dim = ExplicitHeadDim(f.Int("head_dim", {0, 100'000}, 0), m.hidden, m.heads);
+  m.qk_norm = f.Bool("qk_norm", false);
+  if (f.Has("moe")) m.moe = MoeFromYaml(f.Map("moe"));
+  if (f.Has("mla")) m.mla = MlaFromYaml(f.Map("mla"));
+  if (auto problem = CheckModelShape(m)) {
+    const std::string& field = problem->field;
+    const size_t dot = field.find('.');
+    if (dot != std::string::npos && f.Has(field.substr(0, dot)))  // moe.top_k: at the key in moe
+      f.Map(field.substr(0, dot)).Fail(field.substr(dot + 1), problem->message);
+    f.Fail(field, problem->message);
+  }
   return m;
 }
 

@@ -1,18 +1,33 @@
 #include "planner/cost/param_count.h"
 
+#include <algorithm>
+
+#include "planner/cost/block_linears.h"
 #include "planner/stage_layers.h"
 
 namespace meshplan {
+namespace {
 
-int64_t BlockParams(const ModelSpec& model) { return BlockParamsPerTpRank(model, 1); }
+bool IsExpert(LinearRole role) {
+  return role == LinearRole::kRoutedExpert || role == LinearRole::kSharedExpert;
+}
 
-int64_t BlockParamsPerTpRank(const ModelSpec& m, int64_t tp) {
+// The experts' share of one llama MoE block on one tp rank.
+int64_t ExpertParamsPerTpRank(const ModelSpec& m, int64_t tp) {
+  int64_t n = 0;
+  for (const BlockLinear& l : LlamaBlockLinears(m, /*moe_layer=*/true))
+    if (IsExpert(l.role)) n += l.params_per_tp_rank(tp);
+  return n;
+}
+
+}  // namespace
+
+int64_t BlockParamsPerTpRank(const ModelSpec& m, int64_t tp, bool moe_layer) {
   const int64_t E = m.hidden, F = m.ffn_hidden, KD = m.kv_hidden();
   if (m.block == BlockKind::kLlama) {
-    const int64_t attention = (E * E + 2 * E * KD + E * E) / tp;  // Wq, Wk, Wv (cols), Wo (rows)
-    const int64_t ffn = 3 * E * F / tp;                           // up, gate (cols), down (rows)
-    const int64_t norms = 2 * E;                                  // two RMSNorm weights, replicated
-    return attention + ffn + norms;
+    int64_t n = LlamaBlockVectorParams(m, moe_layer);  // norms etc., replicated
+    for (const BlockLinear& l : LlamaBlockLinears(m, moe_layer)) n += l.params_per_tp_rank(tp);
+    return n;
   }
   // GPT: column-parallel weights and biases split; row-parallel biases replicated.
   const int64_t qkv = (E * (E + 2 * KD) + (E + 2 * KD)) / tp;
@@ -21,6 +36,12 @@ int64_t BlockParamsPerTpRank(const ModelSpec& m, int64_t tp) {
   const int64_t norms = 4 * E;  // two LayerNorms, weight + bias
   return qkv + proj + mlp + norms;
 }
+
+int64_t BlockParamsPerTpRank(const ModelSpec& m, int64_t tp) {
+  return BlockParamsPerTpRank(m, tp, m.moe_layers() > 0);
+}
+
+int64_t BlockParams(const ModelSpec& model) { return BlockParamsPerTpRank(model, 1); }
 
 int64_t PaddedVocab(const ModelSpec& m, int64_t tp) { return (m.vocab_size + tp - 1) / tp * tp; }
 
@@ -32,19 +53,67 @@ int64_t FinalNormParams(const ModelSpec& m) {
 int64_t PositionParams(const ModelSpec& m) {
   return m.block == BlockKind::kGpt ? m.max_seq * m.hidden : 0;
 }
+// All L blocks: Ld dense ones and L - Ld MoE ones.
+int64_t AllBlocksParams(const ModelSpec& m) {
+  int64_t n = m.dense_ffn_layers() * BlockParamsPerTpRank(m, 1, false);
+  if (m.moe_layers() > 0) n += m.moe_layers() * BlockParamsPerTpRank(m, 1, true);
+  return n;
+}
+// Routed-expert parameters one token skips in one MoE layer: X - k experts.
+int64_t SkippedExpertParams(const ModelSpec& m) {
+  int64_t n = 0;
+  for (const BlockLinear& l : LlamaBlockLinears(m, /*moe_layer=*/true))
+    n += l.params() - l.active_params();
+  return n;
+}
 
 }  // namespace
 
 int64_t CountParams(const ModelSpec& m) {
   const int64_t embedding = m.vocab_size * m.hidden;
   const int64_t lm_head = m.tied_embeddings ? 0 : m.vocab_size * m.hidden;
-  return embedding + PositionParams(m) + m.layers * BlockParams(m) + FinalNormParams(m) + lm_head;
+  return embedding + PositionParams(m) + AllBlocksParams(m) + FinalNormParams(m) + lm_head;
+}
+
+int64_t CountActiveParams(const ModelSpec& m) {
+  if (m.moe_layers() == 0) return CountParams(m);
+  return CountParams(m) - m.moe_layers() * SkippedExpertParams(m);
+}
+
+int64_t BlocksActiveParams(const ModelSpec& m) {
+  const int64_t skipped = m.moe_layers() > 0 ? m.moe_layers() * SkippedExpertParams(m) : 0;
+  return AllBlocksParams(m) - skipped;
+}
+
+int64_t MoeLayersOfStage(const ModelSpec& m, const ParallelPlan& plan, int64_t stage) {
+  if (m.moe_layers() == 0) return 0;
+  const int64_t Ld = m.moe.dense_layers;
+  // Layers [begin, end) that are MoE: those at index >= Ld.
+  const auto moe_in = [Ld](int64_t begin, int64_t end) {
+    return std::max<int64_t>(0, end - std::max(begin, Ld));
+  };
+  if (plan.virtual_stages > 1 && !HasUnevenStages(plan)) {
+    // Interleaved: chunk j = stage + i*pp holds layers [j*c, (j+1)*c), c = L / (pp*vpp).
+    const int64_t chunks = plan.pp * plan.virtual_stages, c = m.layers / chunks;
+    int64_t n = 0;
+    for (int64_t j = stage; j < chunks; j += plan.pp) n += moe_in(j * c, (j + 1) * c);
+    return n;
+  }
+  const StageLayers split = SplitLayers(m.layers, plan);
+  const int64_t begin = split.FirstBlockOf(stage);
+  return moe_in(begin, begin + split.Of(stage));
 }
 
 StageParams CountStageParams(const ModelSpec& m, const ParallelPlan& plan, int64_t stage) {
   StageParams out;
   const int64_t vocab_shard = PaddedVocab(m, plan.tp) / plan.tp * m.hidden;
-  out.blocks = LayersOfStage(m, plan, stage) * BlockParamsPerTpRank(m, plan.tp);
+  const int64_t layers = LayersOfStage(m, plan, stage);
+  const int64_t moe = MoeLayersOfStage(m, plan, stage);
+  out.blocks = (layers - moe) * BlockParamsPerTpRank(m, plan.tp, false);
+  if (moe > 0) {
+    out.blocks += moe * BlockParamsPerTpRank(m, plan.tp, true);
+    out.experts = moe * ExpertParamsPerTpRank(m, plan.tp);
+  }
   if (stage == 0) out.embedding = vocab_shard + PositionParams(m);
   if (stage == plan.pp - 1) {
     out.final_norm = FinalNormParams(m);

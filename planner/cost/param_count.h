@@ -16,20 +16,35 @@
 namespace meshplan {
 
 // Llama: 4*E*E + 3*E*F + 2*E for MHA (Q, K, V, O; up, gate, down; two RMSNorms);
-// with GQA K and V are E x (K*D). GPT: QKV and O with biases, E->F->E MLP with
-// biases, two LayerNorms (weight + bias).
-int64_t BlockParams(const ModelSpec& model);
-// One block's parameters on one tensor-parallel rank.
+// with GQA K and V are E x (K*D); in general the matrices of planner/cost/block_linears.h
+// plus its vectors (norms, q/k norms, router bias). GPT: QKV and O with biases, E->F->E
+// MLP with biases, two LayerNorms (weight + bias).
+// `moe_layer` picks a MoE layer's block (model.moe.enabled()) over a dense layer's.
+int64_t BlockParamsPerTpRank(const ModelSpec& model, int64_t tp, bool moe_layer);
+// The block StepWork describes (planner/cost/step_work.h): the MoE layer's when the model
+// has MoE layers, else the dense one. For a dense model, every block.
 int64_t BlockParamsPerTpRank(const ModelSpec& model, int64_t tp);
+int64_t BlockParams(const ModelSpec& model);  // BlockParamsPerTpRank(model, 1)
 // V rounded up to a multiple of tp (vocabulary-parallel layers need equal shards).
 int64_t PaddedVocab(const ModelSpec& model, int64_t tp);
-// P = V*E + L*block + final norm + [V*E if untied] (+ positions for GPT).
+// P = V*E + Ld*dense block + (L-Ld)*MoE block + final norm + [V*E if untied]
+// (+ positions for GPT); a dense model has Ld = L.
 int64_t CountParams(const ModelSpec& model);
+// Parameters one token passes through ("active"; Mixtral 8x7B: 12.9e9 of 46.7e9): P less
+// the X - k routed experts a token skips in each MoE layer. Equal to P for a dense model.
+int64_t CountActiveParams(const ModelSpec& model);
+// Parameters of the blocks a token passes through, summed over all L layers (the routed
+// experts counted k of X): the matmuls a forward multiplies each token by, plus the
+// blocks' vectors (norms, router bias).
+int64_t BlocksActiveParams(const ModelSpec& model);
+// MoE layers on pipeline `stage` (the first Ld layers are dense; 0 for a dense model).
+int64_t MoeLayersOfStage(const ModelSpec& model, const ParallelPlan& plan, int64_t stage);
 
 // The parameters that live on one rank of a pipeline stage (before ZeRO sharding).
 struct StageParams {
   int64_t embedding = 0;  // token (+ position) embedding shard
   int64_t blocks = 0;     // this stage's blocks (all virtual chunks), tp shard
+  int64_t experts = 0;    // of `blocks`: the routed and shared experts' tp shards
   int64_t final_norm = 0;
   int64_t lm_head = 0;    // lm_head shard (or the tied copy on the last stage when pp > 1)
   int64_t total() const { return embedding + blocks + final_norm + lm_head; }

@@ -61,9 +61,10 @@ std::string ReadText(const fs::path& path) {
 TEST_CASE("the configs folder is found and lists every shipped config", "[planner][config]") {
   CHECK(fs::is_directory(ConfigsDir() / "models"));
   const std::vector<std::string> expected_models = {
-      "gpt-1.3b",  "gpt2-medium", "gpt2-small", "gpt2-xl",       "gpt3-175b",   "llama-1b",
-      "llama2-13b", "llama2-70b", "llama2-7b",  "llama3-70b",    "llama3-8b",   "llama3.1-405b",
-      "mt-nlg-530b", "spec-194m-tied", "spec-246m", "spec-7b", "tiny-llama"};
+      "deepseek-v3", "gpt-1.3b",  "gpt2-medium", "gpt2-small", "gpt2-xl",       "gpt3-175b",
+      "llama-1b",    "llama2-13b", "llama2-70b", "llama2-7b",  "llama3-70b",    "llama3-8b",
+      "llama3.1-405b", "mixtral-8x7b", "mt-nlg-530b", "qwen3-30b-a3b", "qwen3-8b",
+      "spec-194m-tied", "spec-246m", "spec-7b", "tiny-llama"};
   CHECK(ListModels() == expected_models);
   CHECK(ListGpus() == std::vector<std::string>{"a100-40gb", "a100-80gb", "a40", "b200", "cpu-ci",
                                                "h100-pcie", "h100-sxm", "h200"});
@@ -362,7 +363,8 @@ TEST_CASE("HF config errors name the file, field and expectation", "[planner][co
   CHECK_THAT(syntax.what(), Catch::Contains("malformed.json:5:23") && Catch::Contains("malformed JSON"));
   const InputError bert = ErrorOf([] { LoadHfConfig(HfFixture("unsupported.json")); });
   CHECK(bert.field() == "model_type");
-  CHECK_THAT(bert.what(), Catch::Contains("'bert'") && Catch::Contains("llama, mistral, qwen2"));
+  CHECK_THAT(bert.what(), Catch::Contains("'bert'") && Catch::Contains("llama, mistral, qwen2") &&
+                              Catch::Contains("mixtral"));
   TempDir dir;
   for (const char* heads : {"0", "-8", "1e3", "99999999999999999999"}) {
     CAPTURE(heads);
