@@ -43,6 +43,7 @@ struct SearchCommandOptions {
   bool allow_tp_across_nodes = false;
   bool even_stages = false;  // no uneven first / last pipeline stages
   std::string only;
+  std::string dump;          // every evaluated candidate to this .csv / .jsonl file
   bool setup_given = false;  // any of --model, --cluster, --global-batch, --seq, --precision
   int simulate_top = 0;      // re-rank the best K by simulation (cli/search_simulate.h)
 };
@@ -413,19 +414,40 @@ void PrintProgress(int64_t done, int64_t total) {
 // best plans re-ranked by simulation (--simulate-top).
 struct SearchOutcome {
   SearchResult result;
+  int64_t dump_rows = 0;  // candidates written by --dump
   std::optional<FitAdvice> advice;
   std::vector<SimulatedPlan> simulated;
 };
 
-// Runs the search and what follows from it; throws InputError when no plan is valid.
+// --dump: the file the search streams every evaluated candidate into (an InputError for
+// a bad extension or a file that cannot be created); nullopt without the flag.
+std::optional<CandidateDump> OpenDump(const SearchCommandOptions& o) {
+  if (o.dump.empty()) return std::nullopt;
+  CandidateDump::FormatOf(o.dump, "--dump");  // the extension first: exit 2, nothing created
+  try {
+    return std::optional<CandidateDump>(std::in_place, o.dump, "--dump");
+  } catch (const std::runtime_error& e) {
+    throw InputError({"<command line>"}, "--dump", e.what());
+  }
+}
+
+// Runs the search and what follows from it; throws InputError when no plan is valid (the
+// dump, uncommitted, then leaves no file). A dump is committed once the search is done.
 SearchOutcome SearchSetup(const SearchCommandOptions& o, const TrainingSetup& s,
-                          const SearchOptions& options) {
+                          SearchOptions options) {
   SearchOutcome out;
+  std::optional<CandidateDump> dump = OpenDump(o);
+  options.dump = dump ? &*dump : nullptr;
   out.result = Search(s.model, s.cluster, s.training, options);
+  options.dump = nullptr;
   const SearchResult& r = out.result;
   if (r.valid == 0)
     throw InputError({"<command line>"}, "search",
                      DescribeNoValidPlan(r, s.model, s.cluster, s.training, options));
+  if (dump) {
+    dump->Commit();
+    out.dump_rows = dump->rows_written();
+  }
   if (r.fitting == 0) out.advice = AdviseFit(s.model, s.cluster, s.training, options, r);
   try {
     out.simulated = SimulateTopPlans(s, r.top, o.simulate_top, o.threads);
@@ -444,6 +466,7 @@ void PrintSearchJson(const SearchCommandOptions& o, const TrainingSetup& s,
   if (out.advice) j["no_fit"] = AdviceToJson(*out.advice);
   if (o.simulate_top > 0) j["simulated"] = SimulatedRankingToJson(out.simulated);
   if (!o.out.empty() && !r.top.empty()) j["out"] = o.out;
+  if (!o.dump.empty()) j["dump"] = {{"path", o.dump}, {"rows", out.dump_rows}};
   std::cout << ToJsonText(j) << "\n";
 }
 
@@ -463,6 +486,11 @@ void PrintSearchTables(const SearchCommandOptions& o, const TrainingSetup& s,
     const std::vector<RankedPlan> shown(
         r.top.begin(), r.top.begin() + std::min<size_t>(r.top.size(), static_cast<size_t>(o.top)));
     PrintPlanTable(shown, s.cluster, "rank", true);
+    if (s.training.precision == Precision::kFp8)  // name both peaks (docs/cost_model.md 4)
+      fmt::print("MFU is against the dense bf16 peak ({:.1f} TFLOP/s); against the dense FP8 peak "
+                 "({:.1f} TFLOP/s) the best plan's is {:.1f}%.\n",
+                 s.cluster.gpu.peak_flops_bf16 / 1e12, s.cluster.gpu.peak_flops_fp8 / 1e12,
+                 100 * r.top.front().cost.mfu_fp8_peak);
   }
   if (!out.simulated.empty()) PrintSimulatedRanking(out.simulated);
   if (o.pareto && !r.pareto.empty()) {
@@ -478,7 +506,8 @@ void PrintSearchTables(const SearchCommandOptions& o, const TrainingSetup& s,
 void PrintNextSteps(const SearchCommandOptions& o) {
   if (!o.out.empty())
     fmt::print("\nWrote the best plan to {} (meshplan run / compare / estimate read it).\n", o.out);
-  if (!o.setup_given && !o.explain && !o.pareto && o.explain_plan.empty() && o.out.empty()) {
+  if (!o.setup_given && !o.explain && !o.pareto && o.explain_plan.empty() && o.out.empty() &&
+      o.dump.empty()) {
     fmt::print("\nThis is the built-in default setup. Next:\n"
                "  meshplan search --explain                 why the other candidates were removed\n"
                "  meshplan search --pareto                  the memory vs tokens/s trade-off\n"
@@ -490,6 +519,9 @@ void PrintNextSteps(const SearchCommandOptions& o) {
 // Flags -> search -> --out file -> JSON or tables; 0, or kExitNoPlanFits when none fits.
 int RunSearch(const SearchCommandOptions& o) {
   SearchOptions options = ToSearchOptions(o);
+  if (o.bench && !o.dump.empty())
+    throw InputError({"<command line>"}, "--dump",
+                     "cannot be combined with --bench (the benchmark times the search alone)");
   if (o.bench) return RunBench(o, options);
   const TrainingSetup s = ResolveSetup(o.setup);
   const bool json = o.format == "json";
@@ -501,6 +533,9 @@ int RunSearch(const SearchCommandOptions& o) {
     PrintSearchJson(o, s, options, out);
   } else {
     PrintSearchTables(o, s, options, out);
+    if (!o.dump.empty())
+      fmt::print("\nWrote all {} evaluated candidates to {} (grid order).\n",
+                 GroupDigits(out.dump_rows), o.dump);
     if (out.advice) PrintNoFit(*out.advice, out.result, s, options);
     else PrintNextSteps(o);
   }
@@ -546,7 +581,13 @@ void AddSearchCommand(CLI::App& app, int* exit_code) {
                 "try even pipeline stages only (default: also the split with a lighter first and "
                 "last stage, first_stage_layers / last_stage_layers)");
   cmd->add_option("--only", options->only,
-                  "pin plan keys, search the rest (e.g. \"tp=1,pp=1\" or \"zero=3\")");
+                  "pin plan keys, search the rest (e.g. \"tp=1,pp=1\" or \"zero=3\"; any plan-string "
+                  "key: dp, tp, pp, cp, zero, sp, mbs, recompute, schedule, vpp, tp_overlap, "
+                  "first_stage_layers, last_stage_layers)");
+  cmd->add_option("--dump", options->dump,
+                  "write every evaluated candidate (plan, memory and time columns, fits, reason) "
+                  "to this file as it is searched, in grid order: .csv (with a header) or .jsonl "
+                  "(JSON Lines); written whole or not at all");
   cmd->add_flag("--bench", options->bench,
                 "run the two built-in benchmark searches (530B on 5120 A100, 405B on 16384 H100)");
   cmd->callback([cmd, options, exit_code] {

@@ -4,7 +4,6 @@
 #include <unistd.h>
 
 #include <cerrno>
-#include <cstdio>
 #include <cstring>
 #include <filesystem>
 #include <stdexcept>
@@ -22,20 +21,53 @@ void SyncFolder(const std::filesystem::path& folder) {
 
 }  // namespace
 
-void WriteFileAtomically(const std::string& path, const std::string& text) {
-  const std::string tmp = path + ".tmp." + std::to_string(::getpid());
-  const auto fail = [&](const std::string& step) {
+AtomicFileWriter::AtomicFileWriter(const std::string& path)
+    : path_(path), tmp_(path + ".tmp." + std::to_string(::getpid())) {
+  file_ = std::fopen(tmp_.c_str(), "wb");
+  if (file_ == nullptr) Fail("open " + tmp_);
+}
+
+AtomicFileWriter::~AtomicFileWriter() {
+  if (file_ == nullptr) return;  // committed, or failed and cleaned up
+  std::fclose(file_);
+  std::remove(tmp_.c_str());
+}
+
+void AtomicFileWriter::Fail(const std::string& step) {
+  const std::string reason = std::strerror(errno);
+  if (file_ != nullptr) std::fclose(file_);
+  file_ = nullptr;
+  std::remove(tmp_.c_str());
+  throw std::runtime_error("cannot write " + path_ + " (" + step + ": " + reason + ")");
+}
+
+void AtomicFileWriter::Write(std::string_view text) {
+  if (file_ == nullptr) throw std::runtime_error("cannot write " + path_ + " (already closed)");
+  if (std::fwrite(text.data(), 1, text.size(), file_) != text.size()) Fail("write " + tmp_);
+}
+
+void AtomicFileWriter::Commit() {
+  if (file_ == nullptr) throw std::runtime_error("cannot write " + path_ + " (already closed)");
+  const bool written = std::fflush(file_) == 0 && ::fsync(::fileno(file_)) == 0;
+  const bool closed = std::fclose(file_) == 0;
+  file_ = nullptr;
+  if (!written || !closed) {
+    std::remove(tmp_.c_str());
+    throw std::runtime_error("cannot write " + path_ + " (write " + tmp_ + ": " +
+                             std::strerror(errno) + ")");
+  }
+  if (std::rename(tmp_.c_str(), path_.c_str()) != 0) {
     const std::string reason = std::strerror(errno);
-    std::remove(tmp.c_str());
-    throw std::runtime_error("cannot write " + path + " (" + step + ": " + reason + ")");
-  };
-  std::FILE* file = std::fopen(tmp.c_str(), "wb");
-  if (file == nullptr) fail("open " + tmp);
-  const bool written = std::fwrite(text.data(), 1, text.size(), file) == text.size() &&
-                       std::fflush(file) == 0 && ::fsync(::fileno(file)) == 0;
-  if (std::fclose(file) != 0 || !written) fail("write " + tmp);
-  if (std::rename(tmp.c_str(), path.c_str()) != 0) fail("rename to " + path);
-  SyncFolder(std::filesystem::path(path).parent_path());
+    std::remove(tmp_.c_str());
+    throw std::runtime_error("cannot write " + path_ + " (rename to " + path_ + ": " + reason + ")");
+  }
+  SyncFolder(std::filesystem::path(path_).parent_path());
+}
+
+void WriteFileAtomically(const std::string& path, const std::string& text) {
+  AtomicFileWriter writer(path);
+  writer.Write(text);
+  writer.Commit();
 }
 
 }  // namespace meshplan

@@ -38,6 +38,9 @@ std::vector<std::string> PlanPins::Keys() const {
   if (recompute) keys.push_back("recompute");
   if (schedule) keys.push_back("schedule");
   if (virtual_stages) keys.push_back("vpp");
+  if (tp_comm_overlap) keys.push_back("tp_overlap");
+  if (first_stage_layers) keys.push_back("first_stage_layers");
+  if (last_stage_layers) keys.push_back("last_stage_layers");
   return keys;
 }
 
@@ -54,6 +57,9 @@ std::string PlanPins::ToString() const {
   if (recompute) add(std::string("recompute=") + meshplan::ToString(*recompute));
   if (schedule) add(std::string("schedule=") + meshplan::ToString(*schedule));
   if (virtual_stages) add("vpp=" + std::to_string(*virtual_stages));
+  if (tp_comm_overlap) add(*tp_comm_overlap ? "tp_overlap=1" : "tp_overlap=0");
+  if (first_stage_layers) add("first_stage_layers=" + std::to_string(*first_stage_layers));
+  if (last_stage_layers) add("last_stage_layers=" + std::to_string(*last_stage_layers));
   return s;
 }
 
@@ -69,6 +75,9 @@ PlanPins PlanPins::Without(const std::string& key) const {
   else if (key == "recompute") out.recompute.reset();
   else if (key == "schedule") out.schedule.reset();
   else if (key == "vpp") out.virtual_stages.reset();
+  else if (key == "tp_overlap") out.tp_comm_overlap.reset();
+  else if (key == "first_stage_layers") out.first_stage_layers.reset();
+  else if (key == "last_stage_layers") out.last_stage_layers.reset();
   return out;
 }
 
@@ -94,6 +103,9 @@ PlanPins ParsePlanPins(const std::string& text, const std::string& source) {
     else if (key == "sp") pins.sequence_parallel = p.sequence_parallel;
     else if (key == "recompute") pins.recompute = p.recompute;
     else if (key == "schedule") pins.schedule = p.schedule;
+    else if (key == "tp_overlap") pins.tp_comm_overlap = p.tp_comm_overlap;
+    else if (key == "first_stage_layers") pins.first_stage_layers = positive(p.first_stage_layers);
+    else if (key == "last_stage_layers") pins.last_stage_layers = positive(p.last_stage_layers);
     else if (key == "zero") {
       if (p.zero_stage < 0 || p.zero_stage > 3)
         throw InputError({source}, key, "expected one of: 0, 1, 2, 3; got " +
@@ -102,7 +114,7 @@ PlanPins ParsePlanPins(const std::string& text, const std::string& source) {
     } else {
       throw InputError({source}, key,
                        "cannot be pinned; allowed: dp, tp, pp, cp, zero, sp, mbs, recompute, "
-                       "schedule, vpp");
+                       "schedule, vpp, tp_overlap, first_stage_layers, last_stage_layers");
     }
   }
   return pins;
@@ -139,7 +151,8 @@ std::optional<StageSplit> UnevenSplitWorthTrying(const ModelSpec& model, int64_t
 PlanSpace::PlanSpace(const ModelSpec& model, const TrainingSpec& training,
                      const ClusterSpec& cluster, const PlanSpaceOptions& options)
     : world_size_(cluster.world_size()),
-      tp_group_limit_(TpGroupLimit(cluster, options.allow_tp_across_nodes)) {
+      tp_group_limit_(TpGroupLimit(cluster, options.allow_tp_across_nodes)),
+      tp_comm_overlap_(options.pins.tp_comm_overlap.value_or(false)) {
   const PlanPins& pins = options.pins;
 
   // Meshes: tp, then pp, then cp ascending; dp takes the rest.
@@ -192,13 +205,21 @@ PlanSpace::PlanSpace(const ModelSpec& model, const TrainingSpec& training,
     if (mesh.pp == 1 || std::any_of(pipelined_schedules_.begin(), pipelined_schedules_.end(),
                                     [&](const auto& entry) { return entry.first == mesh.pp; }))
       continue;
-    std::vector<ScheduleChoice> choices = even;
-    const std::optional<StageSplit> split =
-        options.uneven_stages ? UnevenSplitWorthTrying(model, mesh.pp) : std::nullopt;
-    if (split)
+    std::vector<ScheduleChoice> choices;
+    if (pins.first_stage_layers || pins.last_stage_layers) {  // the pinned split, as given
       for (const ScheduleChoice& c : even)
-        if (c.virtual_stages == 1 && c.schedule == PipelineSchedule::k1F1B)
-          choices.push_back({c.schedule, 1, split->first_stage_layers, split->last_stage_layers});
+        if (c.virtual_stages == 1)
+          choices.push_back({c.schedule, 1, pins.first_stage_layers.value_or(0),
+                             pins.last_stage_layers.value_or(0)});
+    } else {
+      choices = even;
+      const std::optional<StageSplit> split =
+          options.uneven_stages ? UnevenSplitWorthTrying(model, mesh.pp) : std::nullopt;
+      if (split)
+        for (const ScheduleChoice& c : even)
+          if (c.virtual_stages == 1 && c.schedule == PipelineSchedule::k1F1B)
+            choices.push_back({c.schedule, 1, split->first_stage_layers, split->last_stage_layers});
+    }
     pipelined_schedules_.push_back({mesh.pp, std::move(choices)});
   }
 
@@ -254,7 +275,7 @@ std::optional<int64_t> IndexOf(std::span<const T> values, Eq eq) {
 }  // namespace
 
 std::optional<int64_t> PlanSpace::OrdinalOf(const ParallelPlan& plan) const {
-  if (plan.tp_comm_overlap) return std::nullopt;  // the search never turns overlap on
+  if (plan.tp_comm_overlap != tp_comm_overlap_) return std::nullopt;  // only the pin sets it
   for (size_t m = 0; m < meshes_.size(); ++m) {
     const MeshShape& mesh = meshes_[m];
     if (mesh.dp != plan.dp || mesh.tp != plan.tp || mesh.pp != plan.pp || mesh.cp != plan.cp)

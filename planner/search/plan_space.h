@@ -22,7 +22,10 @@
 // the search breaks ties by it, so results do not depend on the number of threads.
 // Pins (--only "tp=1,zero=3") replace an axis by the pinned value, enumerated as
 // given even where the grid would leave it out (the constraints then judge it);
-// schedule and vpp pins apply to pipelined meshes (pp > 1) only.
+// schedule and vpp pins apply to pipelined meshes (pp > 1) only. So do the stage-split
+// pins (first_stage_layers, last_stage_layers): pinned, every non-interleaved schedule
+// runs that split (an unpinned one of the two stays 0, the even share) in place of the
+// grid's splits. tp_overlap (never on in the grid) sets tp_comm_overlap on every candidate.
 // Immutable after construction: safe to share between threads.
 #pragma once
 
@@ -45,8 +48,10 @@ namespace meshplan {
 // Plan keys pinned to one value; unset keys are searched.
 struct PlanPins {
   std::optional<int64_t> dp, tp, pp, cp, micro_batch, virtual_stages;
+  std::optional<int64_t> first_stage_layers, last_stage_layers;  // the stage split (pp > 1)
   std::optional<int> zero_stage;
   std::optional<bool> sequence_parallel;
+  std::optional<bool> tp_comm_overlap;  // tp_overlap: a knob the grid does not vary (off)
   std::optional<Recompute> recompute;
   std::optional<PipelineSchedule> schedule;
 
@@ -111,6 +116,7 @@ class PlanSpace {
   // For CheckPlan(): TpGroupLimit() of the cluster and allow_tp_across_nodes.
   int64_t tp_group_limit() const { return tp_group_limit_; }
   int64_t world_size() const { return world_size_; }
+  bool tp_comm_overlap() const { return tp_comm_overlap_; }  // the tp_overlap pin, else off
 
   // Where `plan` sits in the grid (nullopt: not a candidate, e.g. zero=1 with dp=1).
   std::optional<int64_t> OrdinalOf(const ParallelPlan& plan) const;
@@ -121,6 +127,7 @@ class PlanSpace {
  private:
   int64_t world_size_ = 0;
   int64_t tp_group_limit_ = 0;
+  bool tp_comm_overlap_ = false;
   std::vector<MeshShape> meshes_;
   std::vector<int64_t> offsets_;
   int64_t size_ = 0;

@@ -92,6 +92,7 @@ struct Job {
   const PlanSpace& space;
   EstimateOptions estimate;
   ProbeKey probe;
+  CandidateDump* dump = nullptr;  // SearchOptions::dump
 };
 
 // A block of `inner` candidates from `ordinal` on (they differ only in zero and recompute)
@@ -113,9 +114,10 @@ void CountRejected(PlanConstraintMask broken, const ParallelPlan& plan, int64_t 
 // One valid candidate costed with Estimate() and offered to the smallest plan, and when
 // it fits to the top K, the Pareto frontier and the probe's rank.
 void EvaluateCandidate(const Job& job, const ParallelPlan& plan, int64_t ordinal,
-                       WorkerState& state) {
+                       WorkerState& state, std::string* dump_rows) {
   const PlanCost cost = Estimate(job.model, job.cluster, job.training, plan, job.estimate);
   ++state.valid;
+  if (dump_rows) job.dump->FormatRow(plan, cost, ordinal, dump_rows);
   if (!state.smallest || UsesLessMemory(cost.memory.total_bytes, ordinal, *state.smallest))
     state.smallest = RankedPlan{plan, cost, ordinal};
   if (!cost.fits) return;
@@ -135,12 +137,15 @@ void SearchMesh(const Job& job, int64_t mesh_index, WorkerState& state) {
   const int64_t world = job.space.world_size();
   const int64_t tp_limit = job.space.tp_group_limit();
   int64_t ordinal = job.space.mesh_offset(mesh_index);
+  std::string dump_rows;  // this mesh's rows, handed to the dump at the end
+  std::string* rows = job.dump ? &dump_rows : nullptr;
 
   ParallelPlan plan;
   plan.dp = mesh.dp;
   plan.tp = mesh.tp;
   plan.pp = mesh.pp;
   plan.cp = mesh.cp;
+  plan.tp_comm_overlap = job.space.tp_comm_overlap();
   for (bool sp : axes.sequence_parallel) {
     plan.sequence_parallel = sp;
     for (int64_t mbs : axes.micro_batch) {
@@ -165,12 +170,13 @@ void SearchMesh(const Job& job, int64_t mesh_index, WorkerState& state) {
           plan.zero_stage = zero;
           for (Recompute recompute : axes.recompute) {
             plan.recompute = recompute;
-            EvaluateCandidate(job, plan, ordinal++, state);
+            EvaluateCandidate(job, plan, ordinal++, state, rows);
           }
         }
       }
     }
   }
+  if (job.dump) job.dump->AddMesh(mesh_index, std::move(dump_rows));
 }
 
 int ThreadCount(int requested) {
@@ -289,7 +295,7 @@ SearchResult Search(const ModelSpec& model, const ClusterSpec& cluster,
   EstimateOptions estimate;
   estimate.memory_model = options.memory_model;
   estimate.memory_headroom = options.memory_headroom;
-  Job job{model, cluster, training, space, estimate, ProbeKey{}};
+  Job job{model, cluster, training, space, estimate, ProbeKey{}, options.dump};
   if (space.size() > options.max_candidates)
     throw InputError(
         {"<command line>"}, "search",

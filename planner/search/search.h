@@ -8,7 +8,8 @@
 //  * Deterministic: the result is the same for any thread count (ties in tokens/s
 //    are broken by the grid ordinal, lower first; counts are sums).
 //  * Bounded memory: the top K is a bounded heap per thread, merged at the end;
-//    nothing of size "candidates" is ever stored.
+//    nothing of size "candidates" is ever stored (a dump streams its rows to its file
+//    mesh by mesh).
 //  * Search() throws nothing for a grid with no valid plan (valid == 0); the CLI turns
 //    that into an InputError (DescribeNoValidPlan).
 //  * Bounded time: a grid of more than SearchOptions::max_candidates candidates
@@ -29,6 +30,7 @@
 #include "planner/model_spec.h"
 #include "planner/parallel_plan.h"
 #include "planner/plan_cost.h"
+#include "planner/search/candidate_dump.h"
 #include "planner/search/pareto.h"
 #include "planner/search/plan_space.h"
 #include "planner/training_spec.h"
@@ -48,6 +50,9 @@ struct SearchOptions {
   // Called on the calling thread about ten times a second while the workers run,
   // with meshes (dp, tp, pp, cp shapes) done and in all. May be empty.
   std::function<void(int64_t done, int64_t total)> progress;
+  // When set, every evaluated (valid) candidate is written to it, in grid order, by the
+  // workers (planner/search/candidate_dump.h); the caller commits it. Not owned.
+  CandidateDump* dump = nullptr;
 };
 
 // How many candidates one rule removed.

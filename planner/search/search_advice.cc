@@ -36,6 +36,7 @@ std::optional<SearchResult> TrySearch(const Baseline& base, const ClusterSpec& c
   options.top_k = 1;
   options.probe.reset();
   options.progress = nullptr;
+  options.dump = nullptr;  // the dump is the asked search's alone
   options.max_candidates = std::min(options.max_candidates, *base.candidates_left);
   SearchResult r;
   try {
