@@ -10,7 +10,9 @@
 // rank to fail stops the others and is named; the exit code is that rank's. Rank
 // mode (RANK set, by us, torchrun or srun): join the store, build the device mesh,
 // train one rank (executor/run_rank.h), and gather every rank's result on rank 0,
-// which writes --out atomically.
+// which writes --out atomically. Emulation (--emulate-rank R|all-stages): no launcher and no
+// store; the named ranks train one after the other in this process with emulated peers
+// (executor/emulate_rank.h), and --out holds those ranks.
 // Exit codes: 0 success; 2 bad input (plan file, a plan the executor refuses, a
 // world size that is not --nproc, flags out of range, an --out or --snapshot that cannot
 // be written), found before any rank starts, or found by a rank (a token file, a damaged
@@ -45,8 +47,10 @@
 #include "cli/flag_checks.h"
 #include "executor/comm/comm_error.h"
 #include "executor/comm/communicator_factory.h"
+#include "executor/comm/recording_communicator.h"
 #include "executor/comm/rendezvous.h"
 #include "executor/device/training_device.h"
+#include "executor/emulate_rank.h"
 #include "executor/launch/launcher.h"
 #include "executor/launch/rank_env.h"
 #include "executor/launch/rank_status.h"
@@ -78,6 +82,9 @@ struct RunCommandOptions {
   double comm_timeout_s = 60;
   std::string device = "auto";   // executor/device/training_device.h
   std::string backend = "gloo";  // executor/comm/communicator_factory.h
+  std::string emulate_rank;      // "": every rank; "R" | "all-stages" (executor/emulate_rank.h)
+  std::string emulated_comm = "zero";  // zero | model (executor/comm/emulated_communicator.h)
+  std::string comm_log;          // "": none; else each rank writes PREFIX.rank<R>
   // For tests only (hidden): make one rank fail at a step.
   int fail_rank = -1;
   int64_t fail_at_step = -1;
@@ -137,11 +144,23 @@ void CheckOutputDir(const char* flag, const std::string& dir) {
     throw InputError(kFlags, flag, why + " (the parent of '" + dir + "')");
 }
 
+// Where rank `rank` writes its communicator calls (--comm-log PREFIX).
+std::string CommLogPath(const RunCommandOptions& options, int rank) {
+  return options.comm_log + ".rank" + std::to_string(rank);
+}
+
+void WriteCommLog(const RunCommandOptions& options, int rank, const CommLog& log) {
+  std::string text;
+  for (const std::string& line : log.lines) text += line + "\n";
+  WriteFileAtomically(CommLogPath(options, rank), text);
+}
+
 // Every path this process will write: --out when it writes measured.json (the launcher
 // checks for rank 0), --snapshot when it saves.
 void CheckOutputPaths(const RunCommandOptions& options, bool writes_out) {
   if (writes_out) CheckOutputFile("--out", options.out);
   if (options.save_every > 0) CheckOutputDir("--snapshot", options.snapshot);
+  if (!options.comm_log.empty()) CheckOutputFile("--comm-log", CommLogPath(options, 0));
 }
 
 // Where the ranks train and how they talk: --device and --backend, parsed.
@@ -302,6 +321,18 @@ std::vector<uint8_t> WaitAndGet(c10d::Store& store, const std::string& key,
   }
 }
 
+// The training options every rank shares, from the flags.
+void SetRunOptions(const PlanFile& plan_file, const RunCommandOptions& options, RunOptions& run) {
+  run.steps = options.steps > 0 ? options.steps : plan_file.training.steps;
+  run.warmup_steps = options.warmup;
+  run.data = options.data;
+  run.data_dtype = options.data_dtype;
+  run.save_every = options.save_every;
+  run.snapshot_dir = options.snapshot;
+  run.resume_dir = options.resume;
+  run.seed = options.seed;
+}
+
 // One rank's run: join, train, gather on rank 0, write --out. Returns the exit code (1
 // when training stopped on a loss that is not finite, after --out was written).
 int TrainRank(const PlanFile& plan_file, const RunCommandOptions& options, const RankEnv& env,
@@ -320,22 +351,19 @@ int TrainRank(const PlanFile& plan_file, const RunCommandOptions& options, const
   comm.gloo = GlooOptionsForRank(env, timeout);
   comm.nccl_timeout = timeout;
   comm.cuda_device = run.device.is_cuda() ? run.device.index() : -1;
-  DeviceMesh mesh(plan_file.plan, env.rank, MakeGroupFactory(target.backend, store, env.rank, comm));
+  CommLog comm_log;  // --comm-log: outlives the mesh's communicators
+  GroupFactory factory = MakeGroupFactory(target.backend, store, env.rank, comm);
+  if (!options.comm_log.empty()) factory = RecordingGroupFactory(std::move(factory), comm_log);
+  DeviceMesh mesh(plan_file.plan, env.rank, factory);
   status.Milestone();  // the mesh is joined
 
-  run.steps = options.steps > 0 ? options.steps : plan_file.training.steps;
-  run.warmup_steps = options.warmup;
-  run.data = options.data;
-  run.data_dtype = options.data_dtype;
-  run.save_every = options.save_every;
-  run.snapshot_dir = options.snapshot;
-  run.resume_dir = options.resume;
-  run.seed = options.seed;
+  SetRunOptions(plan_file, options, run);
   run.milestone = [&status] { status.Milestone(); };
   run.tamper = [&options, rank = env.rank](int64_t step, Trainer& trainer) {
     MaybeFail(options, rank, step, trainer);
   };
   const RankMeasurement mine = RunRank(plan_file, run, mesh);
+  if (!options.comm_log.empty()) WriteCommLog(options, env.rank, comm_log);
 
   // Gather on rank 0 through the store (it outlives the ranks under a launcher).
   const std::string key_prefix = "meshplan/run/rank_result/";
@@ -394,8 +422,61 @@ int RunOneRank(const PlanFile& plan_file, const RunCommandOptions& options, cons
   }
 }
 
+// --emulate-rank: the named ranks one after the other in this process, peers emulated
+// (executor/emulate_rank.h). Everything is checked before the first rank starts; --out and
+// --comm-log are written once every rank has finished, so a refusal or a failure leaves
+// nothing behind.
+int RunEmulated(const PlanFile& plan_file, const RunCommandOptions& options) {
+  if (options.nproc > 0)
+    throw InputError(kFlags, "--nproc",
+                     "an emulated rank runs alone in this process; leave --nproc out");
+  if (options.save_every > 0 || !options.resume.empty())
+    throw InputError(kFlags, options.save_every > 0 ? "--save-every" : "--resume",
+                     "snapshots are of every rank; an emulated run has none");
+  const int world = static_cast<int>(plan_file.plan.world_size());
+  const RankTarget target = CheckRunnable(plan_file, options, world);
+  EmulationOptions emulation;
+  if (!ParseEmulatedCommTime(options.emulated_comm, &emulation.time))
+    throw InputError(kFlags, "--emulated-comm",
+                     std::string("expected one of: ") + kAllowedEmulatedCommTimes + "; got '" +
+                         options.emulated_comm + "'");
+  emulation.workspace = target.backend == CommBackend::kGloo ? EmulatedWorkspace::kGloo
+                                                             : EmulatedWorkspace::kNone;
+  const std::vector<int> ranks = EmulatedRanks(plan_file.plan, options.emulate_rank, "--emulate-rank");
+  CheckOutputPaths(options, /*writes_out=*/true);
+  RunOptions run;
+  SetRunOptions(plan_file, options, run);
+  run.device = ChooseTrainingDevice(target.device, /*local_rank=*/0);
+  for (const int rank : ranks) CheckRankFitsDevice(plan_file, rank, run.device, "--emulate-rank");
+
+  std::vector<RankMeasurement> results;
+  std::vector<CommLog> logs(ranks.size());
+  for (size_t i = 0; i < ranks.size(); ++i) {
+    std::cout << fmt::format("meshplan run: rank {} of {} ({}), stage {}, peers emulated, "
+                             "communication {}\n",
+                             ranks[i], world, ToShortPlanString(plan_file.plan),
+                             CoordsOfRank(plan_file.plan, ranks[i])[MeshDim::kPp],
+                             ToString(emulation.time))
+              << std::flush;
+    results.push_back(EmulateRank(plan_file, run, ranks[i], emulation,
+                                  options.comm_log.empty() ? nullptr : &logs[i]));
+  }
+  const Measurement measurement =
+      CombineEmulatedRanks(plan_file, run, results, emulation.time);
+  if (!options.comm_log.empty())
+    for (size_t i = 0; i < ranks.size(); ++i) WriteCommLog(options, ranks[i], logs[i]);
+  WriteFileAtomically(options.out, MeasurementToJson(measurement).dump(2) + "\n");
+  std::cout << FormatMeasurementSummary(measurement) << std::flush;
+  if (measurement.stop_reason.empty()) return 0;
+  std::cerr << "meshplan run: training stopped at " << measurement.stop_reason << "\n";
+  return 1;
+}
+
 int RunRun(const RunCommandOptions& options) {
   const PlanFile plan_file = LoadPlanFile(options.plan_file);
+  if (!options.emulate_rank.empty()) return RunEmulated(plan_file, options);
+  if (options.emulated_comm != "zero")
+    throw InputError(kFlags, "--emulated-comm", "is for emulated peers; it needs --emulate-rank");
   if (const std::optional<RankEnv> env = ReadRankEnv()) return RunOneRank(plan_file, options, *env);
   return RunLauncher(plan_file, options);
 }
@@ -449,6 +530,17 @@ void AddRunCommand(CLI::App& app, int* exit_code) {
                       "10 s) ends the run sooner")
       ->check(FiniteInRange(kMinCommTimeoutS, kMaxCommTimeoutS))
       ->capture_default_str();
+  command->add_option("--emulate-rank,--emulate", options->emulate_rank,
+                      "run one world rank R of the plan (0..dp*tp*pp*cp-1) alone in this "
+                      "process, its peers emulated, or all-stages: the rank at dp=cp=tp=0 of "
+                      "each pipeline stage in turn; measured.json then holds those ranks");
+  command->add_option("--emulated-comm", options->emulated_comm,
+                      "with --emulate-rank: zero (communication takes no time) | model (each "
+                      "message takes the cost model's time on the plan's cluster)")
+      ->capture_default_str();
+  command->add_option("--comm-log", options->comm_log,
+                      "write every communicator call of rank R (group, operation, peer, dtypes "
+                      "and shapes) to PREFIX.rankR");
   // Hidden (empty group): for tests of failure handling only.
   command->add_option("--fail-rank", options->fail_rank, "test only: the rank that fails")
       ->group("");

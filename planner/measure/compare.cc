@@ -30,10 +30,27 @@ void CheckSamePlan(const PlanFile& p, const Measurement& m, const std::string& s
   differ("global_batch", std::to_string(e.global_batch), std::to_string(p.training.global_batch));
   differ("seq_len", std::to_string(e.seq_len), std::to_string(p.training.seq_len));
   differ("precision", e.precision, ToString(p.training.precision));
-  if (static_cast<int64_t>(m.peak_memory_bytes.size()) != p.plan.world_size())
+  const size_t ranks = m.emulated_comm.empty() ? static_cast<size_t>(p.plan.world_size())
+                                               : m.ranks.size();
+  if (m.peak_memory_bytes.size() != ranks)
     throw InputError({source}, "peak_memory_bytes",
-                     fmt::format("has {} ranks, the plan {}", m.peak_memory_bytes.size(),
-                                 p.plan.world_size()));
+                     fmt::format("has {} ranks, the {} {}", m.peak_memory_bytes.size(),
+                                 m.emulated_comm.empty() ? "plan" : "emulated ranks", ranks));
+  for (const RankMeasurement& r : m.ranks)
+    if (r.rank >= p.plan.world_size())
+      throw InputError({source}, "ranks", fmt::format("rank {} is outside the plan's {} ranks",
+                                                      r.rank, p.plan.world_size()));
+}
+
+// The world ranks whose peak memory m holds, in the order of m.peak_memory_bytes.
+std::vector<int64_t> MeasuredRanks(const PlanFile& p, const Measurement& m) {
+  std::vector<int64_t> out;
+  if (!m.emulated_comm.empty()) {
+    for (const RankMeasurement& r : m.ranks) out.push_back(r.rank);
+  } else {
+    for (int64_t rank = 0; rank < p.plan.world_size(); ++rank) out.push_back(rank);
+  }
+  return out;
 }
 
 FigureComparison Checked(std::string figure, std::string unit, double predicted, double measured,
@@ -68,6 +85,28 @@ std::string Show(double value, const std::string& unit) {
   if (unit == "bytes") return value >= 1e9 ? FormatGB(value, 3) : FormatMB(value, 2);
   if (unit == "s") return value >= 1 ? FormatSeconds(value, 3) : FormatMs(value, 2);
   return fmt::format("{:.0f}", value);
+}
+
+// Emulated ranks (`meshplan run --emulate-rank`): their time is their own compute and
+// optimizer, with the communication taking the cost model's time ("model") or none
+// ("zero"), and no pipeline bubble (no peer's compute is waited for).
+std::string EmulatedStepTimeFigure(const Measurement& m) {
+  return m.emulated_comm == "model" ? "step time, emulated peers (communication modelled)"
+                                    : "step time, emulated peers (no communication)";
+}
+
+FigureComparison EmulatedStepTime(const PlanCost& cost, const Measurement& m, double tolerance_pct) {
+  const bool modelled = m.emulated_comm == "model";
+  double predicted = cost.time.compute_s + cost.time.optimizer_s;
+  if (modelled)
+    for (double seconds : cost.time.exposed_comm_s.values) predicted += seconds;
+  FigureComparison f = Checked(EmulatedStepTimeFigure(m), "s", predicted, m.median_step_s, tolerance_pct);
+  f.note = modelled ? "emulated peers: the measured step's communication is the cost model's "
+                      "time for each message, not measured; predicted: compute + optimizer + "
+                      "exposed communication, without the pipeline bubble"
+                    : "emulated peers, communication in zero time: predicted: compute + "
+                      "optimizer, without communication and the pipeline bubble";
+  return f;
 }
 
 }  // namespace
@@ -117,18 +156,24 @@ Comparison ComparePlan(const PlanFile& p, const Measurement& m, double tolerance
       !ParseAttentionImpl(m.environment.attention, &memory.attention))
     throw InputError({measured_source}, "environment.attention",
                      "expected one of: auto, naive, fused; got '" + m.environment.attention + "'");
-  for (int64_t rank = 0; rank < p.plan.world_size(); ++rank) {
-    const int64_t stage = CoordsOfRank(p.plan, rank)[MeshDim::kPp];
+  const std::vector<int64_t> ranks = MeasuredRanks(p, m);
+  for (size_t i = 0; i < ranks.size(); ++i) {
+    const int64_t stage = CoordsOfRank(p.plan, ranks[i])[MeshDim::kPp];
     const MemoryBreakdown predicted =
         EstimateStageMemory(p.model, p.training, p.plan, MemoryModel::kDetailed, stage, memory);
-    c.figures.push_back(Checked(fmt::format("peak memory rank {} (stage {})", rank, stage),
+    c.figures.push_back(Checked(fmt::format("peak memory rank {} (stage {})", ranks[i], stage),
                                 "bytes", predicted.total_bytes,
-                                static_cast<double>(m.peak_memory_bytes[rank]), tolerance_pct));
+                                static_cast<double>(m.peak_memory_bytes[i]), tolerance_pct));
   }
+  const bool emulated = !m.emulated_comm.empty();
 
   // Time: only against hardware that describes the device that ran.
   if (HardwareDescribesDevice(p.cluster.gpu, m.environment.device)) {
     const PlanCost cost = Estimate(p.model, p.cluster, p.training, p.plan);
+    if (emulated) {
+      c.figures.push_back(EmulatedStepTime(cost, m, tolerance_pct));
+      return c;
+    }
     c.figures.push_back(
         Checked("step time", "s", cost.time.total_s, m.median_step_s, tolerance_pct));
     c.figures.push_back(
@@ -138,8 +183,9 @@ Comparison ComparePlan(const PlanFile& p, const Measurement& m, double tolerance
         "the plan's hardware (" + p.cluster.gpu.name + ") does not describe the device that ran (" +
         m.environment.device + ")" +
         (Lower(m.environment.device) == "cpu" ? "; calibrate a CPU profile (meshplan calibrate)" : "");
-    c.figures.push_back(Unpredicted("step time", "s", m.median_step_s, why));
-    c.figures.push_back(Unpredicted("tokens/s", "tokens/s", m.tokens_per_s, why));
+    c.figures.push_back(Unpredicted(emulated ? EmulatedStepTimeFigure(m) : "step time", "s",
+                                    m.median_step_s, why));
+    if (!emulated) c.figures.push_back(Unpredicted("tokens/s", "tokens/s", m.tokens_per_s, why));
   }
   return c;
 }

@@ -9,6 +9,10 @@
 // device that ran (a CPU run needs a CPU profile, named "cpu...", as `meshplan
 // calibrate` writes); otherwise the figure is listed as "no prediction" with the
 // reason and never fails. Memory is counted on every device.
+// A measurement of emulated ranks (`meshplan run --emulate-rank`, Measurement::emulated_comm)
+// has the peak memory of those ranks only, and one time figure: the step beside the
+// prediction of its compute, optimizer and (communication "model") exposed communication,
+// without the pipeline bubble, its name and note saying how communication was emulated.
 // ComparePlan throws InputError when the measurement is not of this plan (model,
 // plan, world size, batch, sequence or precision differ). Pure functions.
 #pragma once

@@ -41,10 +41,13 @@ double TokensPerSecond(const std::vector<double>& times, int64_t warmup, int64_t
 }
 
 Measurement CombineRanks(const MeasurementEnvironment& environment, int64_t warmup_steps,
-                         int64_t tokens_per_step, std::vector<RankMeasurement> ranks) {
+                         int64_t tokens_per_step, std::vector<RankMeasurement> ranks,
+                         const std::string& emulated_comm) {
   if (ranks.empty()) throw std::invalid_argument("CombineRanks: no rank results");
   Measurement m;
   m.environment = environment;
+  m.emulated_comm = emulated_comm;
+  const bool emulated = !emulated_comm.empty();
   m.first_step = ranks[0].first_step;
   m.steps = static_cast<int64_t>(ranks[0].step_times_s.size());
   m.warmup_steps = warmup_steps;
@@ -52,7 +55,10 @@ Measurement CombineRanks(const MeasurementEnvironment& environment, int64_t warm
   m.step_times_s.assign(static_cast<size_t>(m.steps), 0.0);
   for (size_t r = 0; r < ranks.size(); ++r) {
     const RankMeasurement& rank = ranks[r];
-    if (rank.rank != static_cast<int>(r))
+    const bool in_order = emulated ? (rank.rank < environment.world_size &&
+                                      (r == 0 ? rank.rank >= 0 : rank.rank > ranks[r - 1].rank))
+                                   : rank.rank == static_cast<int>(r);
+    if (!in_order)
       throw std::invalid_argument(fmt::format("CombineRanks: result {} is rank {}", r, rank.rank));
     if (static_cast<int64_t>(rank.step_times_s.size()) != m.steps ||
         static_cast<int64_t>(rank.losses.size()) != m.steps || rank.first_step != m.first_step)
@@ -214,6 +220,7 @@ json MeasurementToJson(const Measurement& m) {
               {"peak_memory_bytes", m.peak_memory_bytes},
               {"ranks", ranks}};
   if (!m.stop_reason.empty()) out["stop_reason"] = m.stop_reason;
+  if (!m.emulated_comm.empty()) out["emulated_comm"] = m.emulated_comm;
   return out;
 }
 
@@ -279,9 +286,24 @@ Measurement MeasurementFromJson(const json& j, const std::string& source) {
   if (!ranks.is_array()) in.Fail("ranks", "expected a list of rank results");
   for (size_t i = 0; i < ranks.size(); ++i)
     m.ranks.push_back(RankFromReader(Reader(ranks[i], source, fmt::format("ranks[{}].", i))));
-  if (static_cast<int>(m.peak_memory_bytes.size()) != e.world_size)
-    in.Fail("peak_memory_bytes", fmt::format("expected {} entries (environment.world_size), got {}",
-                                             e.world_size, m.peak_memory_bytes.size()));
+  m.emulated_comm = in.GetOr<std::string>("emulated_comm", "");
+  if (m.emulated_comm.empty()) {
+    if (static_cast<int>(m.peak_memory_bytes.size()) != e.world_size)
+      in.Fail("peak_memory_bytes", fmt::format("expected {} entries (environment.world_size), got {}",
+                                               e.world_size, m.peak_memory_bytes.size()));
+    return m;
+  }
+  if (m.emulated_comm != "zero" && m.emulated_comm != "model")
+    in.Fail("emulated_comm", "expected zero or model (or no field: every rank ran), got '" +
+                                 m.emulated_comm + "'");
+  if (m.peak_memory_bytes.size() != m.ranks.size())
+    in.Fail("peak_memory_bytes", fmt::format("expected {} entries (one per emulated rank), got {}",
+                                             m.ranks.size(), m.peak_memory_bytes.size()));
+  for (size_t i = 0; i < m.ranks.size(); ++i)
+    if (m.ranks[i].rank >= e.world_size || (i > 0 && m.ranks[i].rank <= m.ranks[i - 1].rank))
+      in.Fail(fmt::format("ranks[{}].rank", i),
+              fmt::format("value {} is out of order; expected ascending world ranks below {}",
+                          m.ranks[i].rank, e.world_size));
   return m;
 }
 
@@ -302,9 +324,13 @@ std::string FormatMeasurementSummary(const Measurement& m) {
       "measured {} steps of {} ({}) on {} rank(s), {}: median step {:.4f} s, {:.1f} tokens/s\n",
       m.steps, m.environment.model, m.environment.plan, m.environment.world_size,
       m.environment.device, m.median_step_s, m.tokens_per_s);
-  for (size_t r = 0; r < m.peak_memory_bytes.size(); ++r)
-    out += fmt::format("  rank {}: peak memory {}\n", r,
-                       FormatMB(static_cast<double>(m.peak_memory_bytes[r]), 3));
+  if (!m.emulated_comm.empty())
+    out += fmt::format("  one rank at a time, peers emulated (communication: {}); losses are not "
+                       "the model's\n", m.emulated_comm);
+  for (size_t i = 0; i < m.peak_memory_bytes.size(); ++i)
+    out += fmt::format("  rank {}: peak memory {}\n",
+                       i < m.ranks.size() ? m.ranks[i].rank : static_cast<int>(i),
+                       FormatMB(static_cast<double>(m.peak_memory_bytes[i]), 3));
   if (!m.losses.empty())
     out += fmt::format("  loss: step {} {:.4f} -> step {} {:.4f}\n", m.first_step + 1,
                        m.losses.front(), m.first_step + m.steps, m.losses.back());

@@ -74,6 +74,11 @@ struct Measurement {
   // is nan ..."): the figures above cover the steps done before. Optional in JSON (written
   // only when set; absent in older files).
   std::string stop_reason;
+  // "" for a run of every rank; "zero" or "model" when the ranks ran alone with emulated
+  // peers (`meshplan run --emulate-rank`, docs/executor.md#emulated-ranks), their
+  // communication taking that time: then `ranks` holds only the emulated ranks (ascending
+  // world ranks) and peak_memory_bytes has one entry per entry of `ranks`. Optional in JSON.
+  std::string emulated_comm;
   bool operator==(const Measurement&) const = default;
 
   int64_t max_peak_memory_bytes() const;  // the most loaded rank
@@ -85,10 +90,12 @@ double MedianAfterWarmup(const std::vector<double>& times, int64_t warmup);
 double TokensPerSecond(const std::vector<double>& times, int64_t warmup, int64_t tokens_per_step);
 
 // Fills the derived fields (step_times_s as the max over ranks, median, tokens/s,
-// losses from rank 0, peak per rank) from `ranks`. Throws std::invalid_argument when
-// the ranks disagree on the number of steps or are not 0..n-1 in order.
+// losses from the first rank, peak per rank) from `ranks`. Throws std::invalid_argument
+// when the ranks disagree on the number of steps or are not 0..n-1 in order (with
+// emulated_comm set: ascending world ranks below environment.world_size).
 Measurement CombineRanks(const MeasurementEnvironment& environment, int64_t warmup_steps,
-                         int64_t tokens_per_step, std::vector<RankMeasurement> ranks);
+                         int64_t tokens_per_step, std::vector<RankMeasurement> ranks,
+                         const std::string& emulated_comm = "");
 
 nlohmann::json RankMeasurementToJson(const RankMeasurement& rank);
 nlohmann::json MeasurementToJson(const Measurement& measurement);

@@ -168,6 +168,38 @@ int RunCli(const std::string& args, const fs::path& err) {
   return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
 }
 
+TEST_CASE("compare: emulated ranks beside their stage, the step without the bubble, the "
+          "communication named",
+          "[planner][compare][emulate]") {
+  const PlanFile p = SmallPlan();
+  const PlanCost cost = Estimate(p.model, p.cluster, p.training, p.plan);
+  Measurement m = MeasuredAs(p, "NVIDIA H100 80GB HBM3", 1.0, 1.0);
+  m.emulated_comm = "model";
+  RankMeasurement r3;
+  r3.rank = 3;  // stage 1
+  m.ranks = {r3};
+  m.peak_memory_bytes = {static_cast<int64_t>(StagePeak(p, 1))};
+  double exposed_s = 0;
+  for (double s : cost.time.exposed_comm_s.values) exposed_s += s;
+  m.median_step_s = cost.time.compute_s + cost.time.optimizer_s + exposed_s;
+  Comparison c = ComparePlan(p, m, 1.0);
+  REQUIRE(c.figures.size() == 2);  // one rank's memory and the step; no tokens/s
+  CHECK(c.figures[0].figure == "peak memory rank 3 (stage 1)");
+  CHECK(c.figures[0].status == FigureStatus::kWithin);
+  const FigureComparison& step = Figure(c, "step time, emulated peers (communication modelled)");
+  CHECK(step.status == FigureStatus::kWithin);
+  CHECK(step.predicted == Approx(m.median_step_s));
+  CHECK_THAT(step.note, Catch::Contains("cost model") && Catch::Contains("bubble"));
+  CHECK_THAT(FormatComparisonTable(c), Catch::Contains("communication modelled"));
+
+  m.emulated_comm = "zero";
+  c = ComparePlan(p, m, 1.0);
+  CHECK(Figure(c, "step time, emulated peers (no communication)").predicted ==
+        Approx(cost.time.compute_s + cost.time.optimizer_s));
+  m.peak_memory_bytes = {1, 2};
+  CHECK_THROWS_WITH(ComparePlan(p, m, 1.0), Catch::Contains("peak_memory_bytes"));
+}
+
 TEST_CASE("meshplan compare exits 0, 1 or 2", "[planner][compare][cli]") {
   char pattern[] = "/tmp/meshplan_compare_XXXXXX";
   const fs::path dir = ::mkdtemp(pattern);

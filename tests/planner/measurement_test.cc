@@ -98,3 +98,38 @@ TEST_CASE("measured.json: the attention core and reserved bytes, optional in old
 
 }  // namespace
 }  // namespace meshplan
+
+namespace meshplan {
+namespace {
+
+TEST_CASE("measured.json of emulated ranks: only those ranks, ascending, and their comm mode",
+          "[planner][measurement][emulate]") {
+  MeasurementEnvironment env;
+  env.world_size = 4;
+  const Measurement m =
+      CombineRanks(env, 1, 1000, {Rank(1, {5, 1, 2, 1}, 300), Rank(3, {5, 2, 1, 1}, 310)}, "model");
+  CHECK(m.emulated_comm == "model");
+  CHECK(m.peak_memory_bytes == std::vector<int64_t>{300, 310});
+  CHECK(m.step_times_s == std::vector<double>{5, 2, 2, 1});
+  CHECK(MeasurementFromJson(MeasurementToJson(m), "x") == m);
+  CHECK_THAT(FormatMeasurementSummary(m), Catch::Contains("rank 3: peak memory") &&
+                                              Catch::Contains("communication: model"));
+  // Out of order, or outside the world.
+  CHECK_THROWS(CombineRanks(env, 1, 1000, {Rank(3, {1, 1, 1, 1}, 1), Rank(1, {1, 1, 1, 1}, 1)}, "zero"));
+  CHECK_THROWS(CombineRanks(env, 1, 1000, {Rank(4, {1, 1, 1, 1}, 1)}, "zero"));
+
+  nlohmann::json bad = MeasurementToJson(m);
+  bad["emulated_comm"] = "fast";
+  CHECK_THROWS_WITH(MeasurementFromJson(bad, "x"),
+                    Catch::Contains("emulated_comm") && Catch::Contains("zero or model"));
+  bad = MeasurementToJson(m);
+  bad["peak_memory_bytes"] = {1, 2, 3, 4};
+  CHECK_THROWS_WITH(MeasurementFromJson(bad, "x"),
+                    Catch::Contains("peak_memory_bytes") && Catch::Contains("one per emulated rank"));
+  bad = MeasurementToJson(m);
+  bad["ranks"][1]["rank"] = 7;
+  CHECK_THROWS_WITH(MeasurementFromJson(bad, "x"), Catch::Contains("ranks[1].rank"));
+}
+
+}  // namespace
+}  // namespace meshplan

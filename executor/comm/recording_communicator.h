@@ -1,0 +1,60 @@
+// RecordingCommunicator: a Communicator that forwards every call to another one and first
+// appends a line describing it to a CommLog, so two runs of one rank (real peers, emulated
+// peers) can be shown to issue the same communication (`meshplan run --comm-log`).
+//
+// A line is "<group> <op> [peer] <tensor>...": the group's name, the operation (all_reduce,
+// reduce_scatter, all_gather, broadcast, send, recv, barrier), the root / dst / src where
+// there is one, and each tensor as dtype[shape] (input before output), e.g.
+//   tp all_gather float[2,16,64] -> float[2,2,16,64]
+// Values and times are not recorded. What the wrapped communicator returns or throws passes
+// through unchanged. Not thread-safe: one rank's thread appends, like every Communicator.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "executor/comm/communicator.h"
+#include "executor/parallel/device_mesh.h"
+
+namespace meshplan {
+
+// One rank's communicator calls, in issue order.
+struct CommLog {
+  std::vector<std::string> lines;
+};
+
+class RecordingCommunicator final : public Communicator {
+ public:
+  // `log` must outlive this communicator.
+  RecordingCommunicator(std::unique_ptr<Communicator> inner, std::string name, CommLog& log);
+
+  int rank() const override { return inner_->rank(); }
+  int size() const override { return inner_->size(); }
+
+  std::unique_ptr<CommHandle> AllReduceSumAsync(torch::Tensor& buffer) override;
+  std::unique_ptr<CommHandle> ReduceScatterSumAsync(const torch::Tensor& input,
+                                                    torch::Tensor& output) override;
+  std::unique_ptr<CommHandle> AllGatherAsync(const torch::Tensor& input,
+                                             torch::Tensor& output) override;
+  std::unique_ptr<CommHandle> BroadcastAsync(torch::Tensor& buffer, int root) override;
+  std::unique_ptr<CommHandle> SendAsync(const torch::Tensor& buffer, int dst) override;
+  std::unique_ptr<CommHandle> RecvAsync(torch::Tensor& buffer, int src) override;
+  void Barrier() override;
+
+ private:
+  void Record(const std::string& op, const std::string& detail);
+
+  std::unique_ptr<Communicator> inner_;
+  std::string name_;
+  CommLog& log_;
+};
+
+// "float[2,16,64]"
+std::string DescribeTensor(const torch::Tensor& t);
+
+// Wraps every group `inner` makes in a RecordingCommunicator appending to `log` (which must
+// outlive the communicators).
+GroupFactory RecordingGroupFactory(GroupFactory inner, CommLog& log);
+
+}  // namespace meshplan
