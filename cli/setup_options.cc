@@ -29,7 +29,9 @@ void AddSetupOptions(CLI::App* command, SetupOptions* options) {
   command->add_option("--seq", options->seq, "sequence length in tokens")
       ->check(IntegerInRange(1, kMaxSeqLen, "tokens; kMaxSeqLen, docs/limits.md"))
       ->capture_default_str();
-  command->add_option("--precision", options->precision, "bf16 | mixed | fp32")
+  command->add_option("--precision", options->precision,
+                      "bf16 | mixed | fp32 | fp8 (fp8: FP8 linear GEMMs with bf16 master weights, "
+                      "GPUs with FP8 tensor cores only)")
       ->capture_default_str();
 }
 
@@ -61,6 +63,9 @@ TrainingSetup ResolveSetup(const SetupOptions& options) {
   if (!ParsePrecision(options.precision, &setup.training.precision))
     throw InputError(flags, "--precision", "expected one of: " + std::string(AllowedPrecisions()) +
                                                "; got '" + options.precision + "'");
+  if (const std::string why = WhyPrecisionUnsupported(setup.cluster.gpu, setup.training.precision);
+      !why.empty())
+    throw InputError(flags, "--precision", why + " (--cluster " + options.cluster + ")");
   return setup;
 }
 

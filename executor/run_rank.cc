@@ -53,8 +53,25 @@ void MergePhasePeaks(std::vector<PhasePeak>& into, const std::vector<PhasePeak>&
 
 }  // namespace
 
-std::vector<std::string> ExecutorLimitations(const PlanFile& pf) {
+std::vector<std::string> ModelLimitations(const ModelSpec& m) {
   std::vector<std::string> reasons;
+  const std::string predicted =
+      " (meshplan estimate, search and simulate predict this model; the executor would train "
+      "a different one)";
+  if (m.moe.enabled())
+    reasons.push_back("model.moe: the executor builds dense FFNs only, not a mixture of " +
+                      std::to_string(m.moe.experts) + " experts (top-" +
+                      std::to_string(m.moe.top_k) + ")" + predicted);
+  if (m.mla.enabled())
+    reasons.push_back("model.mla: the executor builds grouped-query attention only, not "
+                      "multi-head latent attention" + predicted);
+  if (m.qk_norm)
+    reasons.push_back("model.qk_norm: the executor's attention has no q/k RMSNorm" + predicted);
+  return reasons;
+}
+
+std::vector<std::string> ExecutorLimitations(const PlanFile& pf) {
+  std::vector<std::string> reasons = ModelLimitations(pf.model);
   const ParallelPlan& plan = pf.plan;
   if (pf.model.block != BlockKind::kLlama)
     reasons.push_back(std::string("model.block: the executor builds llama blocks only, not ") +
@@ -68,6 +85,9 @@ std::vector<std::string> ExecutorLimitations(const PlanFile& pf) {
                       " with tied embeddings: the embedding (first stage) and the lm_head "
                       "(last stage) would share one weight across stages, which the executor "
                       "does not do; use an untied model (tied_embeddings: false) or pp=1");
+  if (pf.training.precision == Precision::kFp8)
+    reasons.push_back("training.precision: fp8: the executor does not train in FP8 (the planner "
+                      "predicts it, docs/cost_model.md \"FP8\"); run the plan in bf16 or mixed");
   if (plan.pp > 1 && plan.schedule == PipelineSchedule::kZeroBubbleH1)
     reasons.push_back("schedule=zb_h1: the executor runs each weight-gradient pass inside its "
                       "backward (1F1B's timeline), so a measurement would not be of ZB-H1, which "

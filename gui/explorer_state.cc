@@ -123,7 +123,13 @@ bool LoadModelInto(ExplorerState& state, const std::string& name_or_path) {
 
 bool LoadClusterInto(ExplorerState& state, const std::string& name_or_path_or_shorthand) {
   return Guarded(state, [&] {
-    SetCluster(state, LoadCluster(name_or_path_or_shorthand), name_or_path_or_shorthand);
+    ClusterSpec cluster = LoadCluster(name_or_path_or_shorthand);
+    // The CLI's refusal (cli/setup_options.cc): fp8 only on GPUs with FP8 tensor cores.
+    if (const std::string why = WhyPrecisionUnsupported(cluster.gpu, state.inputs.training.precision);
+        !why.empty())
+      throw InputError({"cluster " + name_or_path_or_shorthand}, "precision",
+                       why + "; choose another precision first");
+    SetCluster(state, std::move(cluster), name_or_path_or_shorthand);
   });
 }
 

@@ -32,6 +32,12 @@ void DrawModelSummary(const ModelSpec& m) {
               fmt::format("{}, {} params; E={} L={} H={} K={} F={} V={}", ToString(m.block),
                           FormatCount(static_cast<double>(CountParams(m))), m.hidden, m.layers,
                           m.heads, m.kv_heads, m.ffn_hidden, m.vocab_size));
+  if (m.moe.enabled())
+    ColoredText(kColorDimText,
+                fmt::format("MoE: {} experts, top-{}, {} shared, Fe={}, {} active params",
+                            m.moe.experts, m.moe.top_k, m.moe.shared_experts,
+                            m.moe.expert_ffn_hidden,
+                            FormatCount(static_cast<double>(CountActiveParams(m)))));
 }
 
 void DrawClusterSummary(const ClusterSpec& c) {
@@ -80,11 +86,17 @@ void DrawSetupPanel(ExplorerState& state) {
   changed |= ImGui::InputScalar("sequence", ImGuiDataType_S64, &training.seq_len, &step_seq,
                                 nullptr, "%lld", ImGuiInputTextFlags_EnterReturnsTrue);
   if (ImGui::BeginCombo("precision", ToString(training.precision))) {
-    for (Precision p : {Precision::kBf16, Precision::kMixed, Precision::kFp32})
-      if (ImGui::Selectable(ToString(p), p == training.precision)) {
+    for (Precision p : {Precision::kBf16, Precision::kMixed, Precision::kFp32, Precision::kFp8}) {
+      // fp8 only where the GPU has FP8 tensor cores (the CLI refuses it the same way).
+      const std::string why = WhyPrecisionUnsupported(in.cluster.gpu, p);
+      if (ImGui::Selectable(ToString(p), p == training.precision,
+                            why.empty() ? 0 : ImGuiSelectableFlags_Disabled)) {
         training.precision = p;
         changed = true;
       }
+      if (!why.empty() && ImGui::IsItemHovered(ImGuiHoveredFlags_AllowWhenDisabled))
+        ImGui::SetTooltip("%s", why.c_str());
+    }
     ImGui::EndCombo();
   }
   if (changed && training.global_batch > 0 && training.seq_len > 0) SetTraining(state, training);

@@ -47,9 +47,16 @@ struct GpuSpec {
   // What a GPU process holds besides its tensors (all 0 for the CPU profile).
   RuntimeMemorySpec runtime_memory;
 
-  // Peak dense FLOP/s for the precision the matmuls run in (bf16 for bf16 and mixed).
+  // The peak MFU is stated against: dense bf16 for bf16, mixed and fp8, fp32 for fp32.
+  // (fp8 runs also state MFU against peak_flops_fp8: PlanCost::mfu_fp8_peak; their
+  // linear GEMMs run at peak_flops_fp8: planner/cost/compute_work.h RatesFor.)
   double PeakFlops(Precision precision) const;
   bool operator==(const GpuSpec&) const = default;
 };
+
+// Why this GPU cannot train in `precision` ("" when it can): fp8 needs FP8 tensor cores
+// (peak_flops_fp8 > 0; none on Ampere: A100, A40). Callers raise it as an InputError at
+// the flag or file field that chose the precision.
+std::string WhyPrecisionUnsupported(const GpuSpec& gpu, Precision precision);
 
 }  // namespace meshplan

@@ -19,8 +19,10 @@ template <typename Enum, size_t N>
 using NameTable = std::array<std::pair<Enum, const char*>, N>;
 
 constexpr NameTable<BlockKind, 2> kBlockKinds{{{BlockKind::kLlama, "llama"}, {BlockKind::kGpt, "gpt"}}};
-constexpr NameTable<Precision, 3> kPrecisions{
-    {{Precision::kBf16, "bf16"}, {Precision::kMixed, "mixed"}, {Precision::kFp32, "fp32"}}};
+constexpr NameTable<Precision, 4> kPrecisions{{{Precision::kBf16, "bf16"},
+                                               {Precision::kMixed, "mixed"},
+                                               {Precision::kFp32, "fp32"},
+                                               {Precision::kFp8, "fp8"}}};
 constexpr NameTable<Recompute, 3> kRecomputes{
     {{Recompute::kNone, "none"}, {Recompute::kSelective, "selective"}, {Recompute::kFull, "full"}}};
 constexpr NameTable<PipelineSchedule, 4> kSchedules{{{PipelineSchedule::kGpipe, "gpipe"},
@@ -60,7 +62,7 @@ bool ParsePipelineSchedule(const std::string& name, PipelineSchedule* out) {
 }
 
 const char* AllowedBlockKinds() { return "llama, gpt"; }
-const char* AllowedPrecisions() { return "bf16, mixed, fp32"; }
+const char* AllowedPrecisions() { return "bf16, mixed, fp32, fp8"; }
 const char* AllowedRecomputes() { return "none, selective, full"; }
 const char* AllowedPipelineSchedules() { return "gpipe, 1f1b, interleaved, zb_h1"; }
 

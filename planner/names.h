@@ -13,7 +13,7 @@
 namespace meshplan {
 
 const char* ToString(BlockKind kind);            // llama | gpt
-const char* ToString(Precision precision);       // bf16 | mixed | fp32
+const char* ToString(Precision precision);       // bf16 | mixed | fp32 | fp8
 const char* ToString(Recompute recompute);       // none | selective | full
 const char* ToString(PipelineSchedule schedule); // gpipe | 1f1b | interleaved | zb_h1
 

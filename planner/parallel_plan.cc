@@ -56,7 +56,9 @@ PlanConstraintMask CheckPlan(const ParallelPlan& plan, const ModelSpec& model,
   fail_if(tp_group_limit > 0 && tp_group_limit % plan.tp != 0, C::kTpWithinNode);
   fail_if(model.heads % plan.tp != 0, C::kTpDividesHeads);
   fail_if(model.kv_heads % plan.tp != 0, C::kTpDividesKvHeads);
-  fail_if(model.ffn_hidden % plan.tp != 0, C::kTpDividesFfn);
+  fail_if(model.ffn_hidden % plan.tp != 0 ||
+              (model.moe.enabled() && model.moe.expert_ffn_hidden % plan.tp != 0),
+          C::kTpDividesFfn);
   const std::optional<int64_t> chunks = CheckedMul(plan.pp, plan.virtual_stages);
   const bool uneven = HasUnevenStages(plan);
   fail_if(!uneven && (!chunks || model.layers % *chunks != 0), C::kPpDividesLayers);
@@ -142,6 +144,9 @@ std::string ViolationMessage(PlanConstraint c, const ParallelPlan& plan, const M
     case C::kTpDividesKvHeads:
       return "tp=" + Str(plan.tp) + " does not divide kv_heads=" + Str(model.kv_heads);
     case C::kTpDividesFfn:
+      if (model.ffn_hidden % plan.tp == 0 && model.moe.enabled())
+        return "tp=" + Str(plan.tp) + " does not divide moe.expert_ffn_hidden=" +
+               Str(model.moe.expert_ffn_hidden);
       return "tp=" + Str(plan.tp) + " does not divide ffn_hidden=" + Str(model.ffn_hidden);
     case C::kPpDividesLayers:
       return "pp*vpp=" + Str(plan.pp) + "*" + Str(plan.virtual_stages) +

@@ -58,6 +58,8 @@ struct StepTimeBreakdown {
 struct PlanCost {
   int64_t params_total = 0;     // whole model, exact (docs/cost_model.md section 1)
   int64_t params_per_rank = 0;  // the most loaded rank's parameters (before ZeRO sharding)
+  int64_t params_active = 0;    // those one token passes through (== total unless MoE)
+  int64_t expert_params_per_rank = 0;  // of params_per_rank: routed + shared experts (MoE)
 
   double model_flops_per_step = 0;          // 6*P*tokens + attention (no recompute)
   double model_flops_no_attention = 0;      // 6*P*tokens
@@ -67,9 +69,11 @@ struct PlanCost {
   StepTimeBreakdown time;
 
   double tokens_per_s = 0;      // global tokens per step / step time
+  // MFU and HFU against GpuSpec::PeakFlops: the dense bf16 peak for bf16, mixed and fp8.
   double mfu = 0;               // with attention FLOPs
   double mfu_no_attention = 0;  // 6*P*tokens only
   double hfu = 0;               // hardware FLOPs (with recompute)
+  double mfu_fp8_peak = 0;      // fp8 only: mfu against the dense FP8 peak (peak_flops_fp8)
 
   bool fits = false;
   std::string reason;           // why it does not fit (empty when it fits)

@@ -9,7 +9,12 @@ namespace meshplan {
 // bf16:  params, grads, Adam m and v all bf16 (the blog's regime).
 // mixed: bf16 params and grads + fp32 master params, m and v (ZeRO paper's 16 bytes/param).
 // fp32:  everything fp32 (what the executor trains in on CPU).
-enum class Precision { kBf16, kMixed, kFp32 };
+// fp8:   the bf16 regime's model states (bf16 weights, gradients and Adam m, v: bf16
+//        master weights) with the blocks' linear GEMMs in FP8 as NVIDIA Transformer
+//        Engine runs them (delayed scaling, FP8 weight and input copies); attention and
+//        the lm_head stay bf16 (docs/cost_model.md "FP8", docs/memory_model.md "FP8").
+//        Only on GPUs with FP8 tensor cores (GpuSpec::peak_flops_fp8 > 0).
+enum class Precision { kBf16, kMixed, kFp32, kFp8 };
 
 struct TrainingSpec {
   int64_t global_batch = 0;     // sequences per optimizer step, over all data-parallel ranks

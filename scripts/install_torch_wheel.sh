@@ -3,7 +3,11 @@
 # built with CUDA) plus `transformers` and `safetensors`, for the second executor build
 # (scripts/build_torch2.sh) and the outside-reference tests. Prints the venv's path on stdout.
 # Cached outside the clone in ${MESHPLAN_TORCH_VENV:-${XDG_CACHE_HOME:-$HOME/.cache}/meshplan/venv-torch-<version>};
-# a venv counts as complete only once its stamp file (written last) names the same pins.
+# a venv counts as complete only once its stamp file (written last, after the pins import and
+# the wheel's LibTorch CMake package and NCCL are found) names the same pins.
+# Exit 2 with the reason (no python3 with venv and pip, pip cannot install a pin, the wheel
+# does not import or lacks its LibTorch), and the half-made venv removed. Runs of this script
+# on one machine take turns (flock), so one never deletes a venv another is filling.
 # MESHPLAN_SKIP_TORCH_WHEEL=1 skips it (exit 0, prints nothing).
 set -euo pipefail
 
@@ -17,24 +21,46 @@ fi
 
 venv="${MESHPLAN_TORCH_VENV:-${XDG_CACHE_HOME:-$HOME/.cache}/meshplan/venv-torch-$torch_version}"
 stamp="$venv/.meshplan-complete"
-if [ -f "$stamp" ] && [ "$(cat "$stamp")" = "${pins[*]}" ]; then
+complete() { [ -f "$stamp" ] && [ "$(cat "$stamp")" = "${pins[*]}" ] && [ -x "$venv/bin/python" ]; }
+if complete; then
   echo "install_torch_wheel: cached at $venv" >&2
   echo "$venv"
   exit 0
 fi
+
+refuse() {  # refuse REASON: nothing half-made stays behind
+  echo "install_torch_wheel: $1 (MESHPLAN_SKIP_TORCH_WHEEL=1 skips the wheel)" >&2
+  rm -rf "$venv"
+  exit 2
+}
 
 python="$(command -v python3 || true)"
 if [ -z "$python" ] || ! "$python" -c 'import venv, ensurepip' 2>/dev/null; then
   echo "install_torch_wheel: needs python3 with venv and pip (apt-get install python3-venv)" >&2
   exit 2
 fi
+mkdir -p "$(dirname "$venv")" || { echo "install_torch_wheel: cannot create $(dirname "$venv")" >&2; exit 2; }
+exec 9>"$venv.lock"
+flock 9
+if complete; then  # another run finished it while this one waited
+  echo "$venv"
+  exit 0
+fi
 
 echo "install_torch_wheel: installing ${pins[*]} into $venv (several GB, once)" >&2
+trap 'refuse "interrupted"' INT TERM
 rm -rf "$venv"
-mkdir -p "$(dirname "$venv")"
-"$python" -m venv "$venv"
-"$venv/bin/pip" install --quiet --disable-pip-version-check --no-input "${pins[@]}" >&2
-"$venv/bin/python" -c 'import torch, transformers, safetensors' >&2
-echo "${pins[*]}" > "$stamp"
+"$python" -m venv "$venv" >&2 || refuse "python3 -m venv $venv failed"
+"$venv/bin/pip" install --quiet --disable-pip-version-check --no-input "${pins[@]}" >&2 ||
+  refuse "pip could not install ${pins[*]} (see pip's message above: no network, no wheel for this platform, disk full?)"
+"$venv/bin/python" - >&2 <<'EOF' || refuse "the installed wheel is broken (see above)"
+import os, torch, transformers, safetensors, nvidia
+import torch.utils
+config = os.path.join(torch.utils.cmake_prefix_path, "Torch", "TorchConfig.cmake")
+assert os.path.isfile(config), f"the torch wheel has no LibTorch CMake package ({config})"
+nccl = os.path.join(list(nvidia.__path__)[0], "nccl", "include", "nccl.h")
+assert os.path.isfile(nccl), f"the torch wheel's NCCL is missing ({nccl})"
+EOF
+echo "${pins[*]}" > "$stamp.tmp" && mv "$stamp.tmp" "$stamp"
 echo "install_torch_wheel: ready at $venv" >&2
 echo "$venv"

@@ -2,11 +2,14 @@
 # README command 2: install what is missing, build, run every test (CTest), then fuzz every
 # input surface for a bounded time (scripts/fuzz.sh; MESHPLAN_FUZZ_SECONDS per target,
 # default 20; 0 skips it). Extra arguments go to ctest.
-# With the torch wheel (scripts/install_torch_wheel.sh, cached outside the clone; skipped by
-# MESHPLAN_SKIP_TORCH_WHEEL=1): the outside-reference tests (tests/reference/) join the
-# suite. With MESHPLAN_TORCH2=1 the executor is also built against LibTorch 2.x with CUDA
-# (scripts/build_torch2.sh) and its executor and reference tests run there too (opt-in until
-# that suite has passed end to end; docs/executor.md).
+# With the torch wheel (scripts/install_torch_wheel.sh, cached outside the clone) the
+# outside-reference tests (tests/reference/) join the suite. With MESHPLAN_TORCH2=1 the
+# executor is also built against the wheel's LibTorch 2.x with CUDA and NCCL on
+# (scripts/build_torch2.sh, build-torch2/), where its executor and reference tests run again
+# on the CPU (docs/executor.md, "Two LibTorch versions"). Opt-in until the merged tree passes
+# there: the head_dim reference variant misses its AdamW tolerance with the fused AdamW of 2.x
+# (w_down 1.84e-3 against 1e-3) and one vocab-parallel cross-entropy run crashed once.
+# MESHPLAN_SKIP_TORCH_WHEEL=1 skips the wheel (planning only: no wheel, no CUDA toolkit).
 set -euo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
 "$root/scripts/install_deps.sh"
@@ -21,7 +24,7 @@ if [ -n "$venv" ] && [ "${MESHPLAN_TORCH2:-0}" = "1" ]; then
   # GUI link no LibTorch: the first build covers them). [timing] is left out: it checks the
   # cost model's calibration, which does not depend on the LibTorch version.
   (cd "${MESHPLAN_TORCH2_BUILD_DIR:-$root/build-torch2}" &&
-    ctest --output-on-failure -j "$(nproc)" -R '^(executor|reference): ' -E '\[timing\]' "$@")
+    ctest --output-on-failure -j "$(nproc)" -R '^(executor|reference):' -E '\[timing\]' "$@")
 fi
 fuzz_seconds="${MESHPLAN_FUZZ_SECONDS:-20}"
 if [ "$fuzz_seconds" != "0" ]; then

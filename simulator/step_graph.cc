@@ -62,10 +62,8 @@ ComputeTime Sum(const ComputeTime& a, const ComputeTime& b) {
 // Share of a block's non-core work that belongs to the attention sublayer, by matmul
 // weights (Q, K, V, O against the whole block): places the TP collectives only.
 double AttentionShare(const ModelSpec& model) {
-  const double E = static_cast<double>(model.hidden);
-  const double KD = static_cast<double>(model.kv_hidden());
   const double all = static_cast<double>(BlockMatmulParams(model));
-  return all > 0 ? (2 * E * E + 2 * E * KD) / all : 0.5;
+  return all > 0 ? static_cast<double>(AttentionMatmulParams(model)) / all : 0.5;
 }
 
 // One pass of one part on one micro-batch, in a stage's issue order.

@@ -16,7 +16,7 @@
 //    W ops where its order puts them), recompute (before a part's backward), optimizer
 //    (one op per part, after every gradient sync of the stage).
 //  * a block's compute is an attention op and an MLP op; the split of the non-core work
-//    between them follows the matmul weights, (2*E*E + 2*E*K*D) / BlockMatmulParams:
+//    between them follows the matmul weights, AttentionMatmulParams / BlockMatmulParams:
 //    it only places the TP collectives, the totals are the StepWork's.
 //  * blocking communication (Collective::overlappable false: TP unless tp_comm_overlap,
 //    pipeline send/recv, the tied-embedding sync) sits on the data path: the next op

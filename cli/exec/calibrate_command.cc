@@ -25,6 +25,7 @@
 #include "cli/commands.h"
 #include "executor/calibration/calibrate.h"
 #include "executor/device/cuda_device.h"
+#include "executor/run_rank.h"
 #include "planner/atomic_file.h"
 #include "planner/config/config_loader.h"
 #include "planner/config/hardware_yaml.h"
@@ -186,11 +187,22 @@ int RunCalibrate(const CalibrateCommandOptions& o) {
   options.threads = o.threads;
   options.collective_ranks = o.collective_ranks;
   options.model = LoadModel(o.model.empty() ? (cuda ? "llama-1b" : "tiny-llama") : o.model);
+  for (const std::string& reason : ModelLimitations(options.model))
+    throw InputError(kFlags, "--model", reason);
+  if (options.model.attention_head_dim > 0)  // executor/calibration/micro_benchmarks.cc
+    throw InputError(kFlags, "--model",
+                     "model.head_dim: the calibration benchmarks shape q and the output "
+                     "projection hidden wide (head_dim = hidden / heads); calibrate on a model "
+                     "without a head_dim of its own");
   if (!o.shapes.empty()) options.shapes = ParseShapes(o.shapes);
   const std::string precision = o.precision.empty() ? (cuda ? "bf16" : "fp32") : o.precision;
   if (!ParsePrecision(precision, &options.precision))
     throw InputError(kFlags, "--precision",
                      "expected one of: " + std::string(AllowedPrecisions()) + "; got '" + precision + "'");
+  if (options.precision == Precision::kFp8)
+    throw InputError(kFlags, "--precision",
+                     "fp8: the executor has no FP8 kernels to time; expected bf16 or mixed on cuda "
+                     "(the FP8 rate comes from the hardware file's peak_TFLOPs.fp8)");
   if (cuda == (options.precision == Precision::kFp32))
     throw InputError(kFlags, "--precision",
                      cuda ? "expected bf16 or mixed on cuda (the precision the plans train in)"

@@ -52,7 +52,35 @@ void CopyBackIfStaged(torch::Tensor& t, const torch::Tensor& host) {
   if (!t.is_cpu()) t.copy_(host);
 }
 
+// The ring reduce-scatter's second receive buffer (its first is the output).
+torch::Tensor RingReduceScatterTemporary(const torch::Tensor& output, int n) {
+  return n > 2 ? torch::empty_like(output) : torch::Tensor();
+}
+
+// A bf16 all-reduce's shard (numel / n), when the buffer splits into n equal chunks.
+torch::Tensor BF16AllReduceShard(const torch::Tensor& buffer, int n) {
+  return torch::empty({buffer.numel() / n}, buffer.options());
+}
+
 }  // namespace
+
+std::vector<torch::Tensor> GlooScratch(GlooScratchOp op, const torch::Tensor& buffer, int size) {
+  std::vector<torch::Tensor> out;
+  if (op == GlooScratchOp::kReduceScatter) {
+    if (torch::Tensor t = RingReduceScatterTemporary(buffer.view(-1), size); t.defined())
+      out.push_back(std::move(t));
+    return out;
+  }
+  if (buffer.scalar_type() != at::kBFloat16 || size <= 1) return out;
+  if (buffer.numel() % size != 0) {
+    out.push_back(buffer.to(at::kFloat));
+    return out;
+  }
+  out.push_back(BF16AllReduceShard(buffer, size));
+  if (torch::Tensor t = RingReduceScatterTemporary(out.back(), size); t.defined())
+    out.push_back(std::move(t));
+  return out;
+}
 
 struct GlooCommunicator::Impl {
   std::string name;
@@ -156,7 +184,7 @@ struct GlooCommunicator::Impl {
     torch::Tensor in = input.view(-1), out = output.view(-1);
     auto chunk = [&](int c) { return in.narrow(0, static_cast<int64_t>(c) * k, k); };
     const int next = (r + 1) % n, prev = (r + n - 1) % n;
-    torch::Tensor tmp = n > 2 ? torch::empty_like(out) : torch::Tensor();
+    torch::Tensor tmp = RingReduceScatterTemporary(out, n);
     torch::Tensor send = chunk((r + n - 1) % n);
     for (int s = 0; s < n - 1; ++s) {
       torch::Tensor recv = ((n - 2 - s) % 2 == 0) ? out : tmp;
@@ -178,7 +206,7 @@ struct GlooCommunicator::Impl {
       buffer.copy_(list[0]);
       return;
     }
-    torch::Tensor shard = torch::empty({buffer.numel() / n}, buffer.options());
+    torch::Tensor shard = BF16AllReduceShard(buffer, n);
     RingReduceScatter(buffer, shard);
     RingAllGather(shard, buffer);
   }

@@ -66,4 +66,15 @@ class GlooCommunicator final : public Communicator {
   std::shared_ptr<Impl> impl_;
 };
 
+// The c10-allocated temporaries of one GlooCommunicator call in a group of `size` ranks,
+// allocated as the call allocates them (docs/executor_internals.md#gloo-communicator):
+//   kReduceScatter (`buffer` = the output): one output-sized temporary when size > 2;
+//   kAllReduce (`buffer` = the buffer): none, except for bf16 when size > 1: a shard
+//     (numel / size) and its reduce-scatter's temporary, or an fp32 copy when the buffer
+//     does not split into size equal chunks.
+// The communicator itself allocates through these; an emulation of Gloo holds the same
+// (executor/comm/emulated_communicator.h).
+enum class GlooScratchOp { kAllReduce, kReduceScatter };
+std::vector<torch::Tensor> GlooScratch(GlooScratchOp op, const torch::Tensor& buffer, int size);
+
 }  // namespace meshplan

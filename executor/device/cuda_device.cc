@@ -34,6 +34,15 @@ std::string CudaDeviceName(int index) {
   return props.name;
 }
 
+int64_t CudaTotalMemoryBytes(int index) {
+  cudaDeviceProp props{};
+  if (cudaGetDeviceProperties(&props, index) != cudaSuccess) {
+    cudaGetLastError();
+    return 0;
+  }
+  return static_cast<int64_t>(props.totalGlobalMem);
+}
+
 namespace {
 
 void Check(cudaError_t err, const char* what) {
@@ -86,6 +95,8 @@ int CudaDeviceCount(std::string* why) {
 }
 
 std::string CudaDeviceName(int index) { return "cuda:" + std::to_string(index); }
+
+int64_t CudaTotalMemoryBytes(int) { return 0; }
 
 #endif
 

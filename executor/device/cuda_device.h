@@ -5,6 +5,7 @@
 // "no device". Thread-safe (the runtime's calls are).
 #pragma once
 
+#include <cstdint>
 #include <string>
 
 namespace meshplan {
@@ -16,6 +17,8 @@ bool BuiltWithCudaRuntime();
 int CudaDeviceCount(std::string* why = nullptr);
 // "NVIDIA H100 80GB HBM3" (cudaGetDeviceProperties), or "cuda:<index>" when unknown.
 std::string CudaDeviceName(int index);
+// The device's total memory in bytes (cudaDeviceProp::totalGlobalMem); 0 when unknown.
+int64_t CudaTotalMemoryBytes(int index);
 
 // Device time between two points of the calling thread's work on the legacy default
 // stream (LibTorch's default stream: the one the trainer computes on, and the one the NCCL

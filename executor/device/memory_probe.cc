@@ -8,20 +8,12 @@
 #include <c10/core/Allocator.h>
 #include <c10/core/CPUAllocator.h>
 #include <c10/core/impl/alloc_cpu.h>
-#include <torch/version.h>
 
 #include <algorithm>
 #include <atomic>
 #include <cstring>
 
-// LibTorch 2.3 made c10::Allocator::allocate non-const and added a pure copy_data.
-#define MESHPLAN_ALLOCATOR_2_3 \
-  (TORCH_VERSION_MAJOR > 2 || (TORCH_VERSION_MAJOR == 2 && TORCH_VERSION_MINOR >= 3))
-#if MESHPLAN_ALLOCATOR_2_3
-#define MESHPLAN_ALLOCATE_CONST
-#else
-#define MESHPLAN_ALLOCATE_CONST const
-#endif
+#include "executor/libtorch_compat.h"
 
 namespace meshplan {
 
@@ -51,9 +43,9 @@ void CountingDelete(void* data) {
   c10::free_cpu(base);
 }
 
-class CountingCpuAllocator final : public c10::Allocator {
+class CountingCpuAllocator final : public libtorch::CpuAllocatorBase {
  public:
-  c10::DataPtr allocate(size_t bytes) MESHPLAN_ALLOCATE_CONST override {
+  c10::DataPtr AllocateBytes(size_t bytes) const override {
     if (bytes == 0) return {nullptr, nullptr, &CountingDelete, c10::Device(c10::DeviceType::CPU)};
     char* base = static_cast<char*>(c10::alloc_cpu(bytes + kHeaderBytes));
     std::memcpy(base, &bytes, sizeof(bytes));
@@ -62,11 +54,6 @@ class CountingCpuAllocator final : public c10::Allocator {
     return {data, data, &CountingDelete, c10::Device(c10::DeviceType::CPU)};
   }
   c10::DeleterFnPtr raw_deleter() const override { return &CountingDelete; }
-#if MESHPLAN_ALLOCATOR_2_3
-  void copy_data(void* dest, const void* src, std::size_t count) const override {
-    std::memcpy(dest, src, count);
-  }
-#endif
 };
 
 class CpuProbe final : public MemoryProbe {

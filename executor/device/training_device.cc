@@ -4,6 +4,8 @@
 #include <c10/core/impl/DeviceGuardImplInterface.h>
 #include <torch/cuda.h>
 
+#include <unistd.h>
+
 #include <stdexcept>
 
 #include "executor/device/cuda_device.h"
@@ -54,6 +56,12 @@ void SynchronizeDevice(const at::Device& device) {
 
 std::string TrainingDeviceName(const at::Device& device) {
   return device.is_cuda() ? CudaDeviceName(device.index()) : "cpu";
+}
+
+int64_t DeviceMemoryBytes(const at::Device& device) {
+  if (device.is_cuda()) return CudaTotalMemoryBytes(device.index());
+  const long pages = ::sysconf(_SC_PHYS_PAGES), page_bytes = ::sysconf(_SC_PAGESIZE);
+  return pages > 0 && page_bytes > 0 ? static_cast<int64_t>(pages) * page_bytes : 0;
 }
 
 }  // namespace meshplan

@@ -33,5 +33,8 @@ void MakeCurrentDevice(const at::Device& device);
 void SynchronizeDevice(const at::Device& device);
 // "cpu", or the CUDA device's name ("NVIDIA H100 80GB HBM3"): measured.json's device.
 std::string TrainingDeviceName(const at::Device& device);
+// The memory a rank on `device` can hold: the GPU's total memory, or the host's physical
+// memory for the CPU; 0 when unknown.
+int64_t DeviceMemoryBytes(const at::Device& device);
 
 }  // namespace meshplan

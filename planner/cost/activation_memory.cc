@@ -2,6 +2,8 @@
 
 #include <cstdlib>
 
+#include "planner/cost/block_linears.h"
+#include "planner/cost/fp8_convention.h"
 #include "planner/cost/memory_model.h"
 #include "planner/cost/model_state_memory.h"
 #include "planner/cost/param_count.h"
@@ -19,10 +21,21 @@ ActivationShape MakeActivationShape(const ModelSpec& model, const TrainingSpec& 
   sh.heads = model.heads / plan.tp;
   sh.kv_heads = model.kv_heads / plan.tp;
   sh.head_dim = model.head_dim();
+  sh.v_head_dim = model.v_head_dim();
   sh.ffn = model.ffn_hidden / plan.tp;
+  if (model.moe_layers() > 0) {
+    sh.experts = model.moe.experts;
+    sh.top_k = model.moe.top_k;
+    sh.expert_rows = double(sh.b) * double(sh.s_local) * ExpertRowsPerToken(model);
+    sh.expert_ffn = model.moe.expert_ffn_hidden / plan.tp;
+    sh.shared_ffn = model.moe.shared_experts * model.moe.expert_ffn_hidden / plan.tp;
+  }
+  sh.q_lora_rank = model.mla.q_lora_rank;
+  sh.kv_lora_rank = model.mla.kv_lora_rank;
   sh.vocab = PaddedVocab(model, plan.tp) / plan.tp;
   sh.cp = plan.cp;
   sh.act_bytes = ActivationBytesPerElement(training.precision);
+  sh.linear_input_bytes = training.precision == Precision::kFp8 ? kFp8Bytes : sh.act_bytes;
   return sh;
 }
 
@@ -76,22 +89,66 @@ SavedTensor Core(SavedTensor t) {
   return t;
 }
 
+// A MoE FFN's saved tensors (activation_memory.h, "MoE FFN"); R = sh.expert_rows.
+void AddMoeFfn(SavedTensorList& mlp, const ActivationShape& sh, double normed) {
+  const double A = sh.act_bytes, rows = double(sh.b) * sh.s_local, R = sh.expert_rows;
+  mlp.Add({"router/shared", "input: normed h (B,Sn,E)", normed, A});
+  mlp.Add({"router", "probabilities (B,Sc,X) fp32", rows * sh.experts, kFp32Bytes});
+  mlp.Add({"router", "top-k weights fp32 + ids int64 (B,Sc,k)", rows * sh.top_k, kFp32Bytes + kIdBytes});
+  mlp.Add({"dispatch", "permuted tokens (R,E)", R * sh.hidden, A});
+  mlp.Add({"experts.swiglu", "gate output (R,Fe/tp)", R * sh.expert_ffn, A});
+  mlp.Add({"experts.swiglu", "up output (R,Fe/tp)", R * sh.expert_ffn, A});
+  mlp.Add({"experts.w_down", "input: silu(gate)*up (R,Fe/tp)", R * sh.expert_ffn, A});
+  mlp.Add({"combine", "expert outputs (R,E)", R * sh.hidden, A});
+  if (sh.shared_ffn > 0) {
+    mlp.Add({"shared.swiglu", "gate output (B,Sc,Xs*Fe/tp)", rows * sh.shared_ffn, A});
+    mlp.Add({"shared.swiglu", "up output (B,Sc,Xs*Fe/tp)", rows * sh.shared_ffn, A});
+    mlp.Add({"shared.w_down", "input: silu(gate)*up (B,Sc,Xs*Fe/tp)", rows * sh.shared_ffn, A});
+  }
+}
+
 // Every tensor one block keeps with no recompute.
 SavedTensorList AllBlockTensors(const ModelSpec& model, const ActivationShape& sh,
                                 AttentionImpl impl) {
   const bool gpt = model.block == BlockKind::kGpt, ring = IsRing(model, sh);
   const bool naive = impl == AttentionImpl::kNaive && !ring;
-  const double A = sh.act_bytes, b = double(sh.b), Sc = double(sh.s_local);
+  const double A = sh.act_bytes, L = sh.linear_input_bytes, b = double(sh.b);
+  const double Sc = double(sh.s_local);
   const double Skv = Sc;
   const double normed = b * sh.s_norm * sh.hidden;   // (B,Sn,E)
   const double q = b * Sc * sh.heads * sh.head_dim;  // (B,Sc,Ht*D)
   const double kv = b * Skv * sh.kv_heads * sh.head_dim;
+  const double v = b * Skv * sh.kv_heads * sh.v_head_dim;
+  const double out_heads = b * Sc * sh.heads * sh.v_head_dim;  // (B,Sc,Ht*Dv)
   const double probs = b * sh.heads * Sc * Skv;  // (B,Ht,Sc,Skv)
   const double inner = b * Sc * sh.ffn;          // (B,Sc,Ft)
 
   SavedTensorList out;
   AddNorm(out, model, sh, "attention_norm", /*layer_input=*/true);
-  out.Add({"wq/wk/wv", "input: normed x (B,Sn,E)", normed, A});
+  out.Add({"wq/wk/wv", "input: normed x (B,Sn,E)", normed, L});
+  if (model.mla.enabled()) {
+    const double rows = b * Sc;
+    if (sh.q_lora_rank > 0) {
+      out.Add({"q_a_norm", "input (B,Sc,Rq)", rows * sh.q_lora_rank, A});
+      out.Add({"wq_b", "input: normed q latent (B,Sc,Rq)", rows * sh.q_lora_rank, A});
+      SavedTensor rstd{"q_a_norm", "rstd (B,Sc) fp32", rows, kFp32Bytes};
+      rstd.row_statistic = true;
+      out.Add(rstd);
+    }
+    out.Add({"kv_a_norm", "input (B,Sc,Rkv)", rows * sh.kv_lora_rank, A});
+    out.Add({"wkv_b", "input: normed kv latent (B,Sc,Rkv)", rows * sh.kv_lora_rank, A});
+    SavedTensor rstd{"kv_a_norm", "rstd (B,Sc) fp32", rows, kFp32Bytes};
+    rstd.row_statistic = true;
+    out.Add(rstd);
+  }
+  if (model.qk_norm) {
+    out.Add({"q_norm", "input q (B,Sc,Ht*D)", q, A});
+    out.Add({"k_norm", "input k (B,Skv,Kt*D)", kv, A});
+    SavedTensor rstd{"q_norm/k_norm", "rstd (B,Sc,Ht+Kt) fp32", b * Sc * (sh.heads + sh.kv_heads),
+                     kFp32Bytes};
+    rstd.row_statistic = true;
+    out.Add(rstd);
+  }
   if (naive) {
     out.Add({"attention.qk", "q (B,Ht,Sc,D)", q, A});
     out.Add({"attention.qk", "k (B,Kt,Skv,D)", kv, A});
@@ -100,39 +157,45 @@ SavedTensorList AllBlockTensors(const ModelSpec& model, const ActivationShape& s
       out.Add(Core({"attention.dropout", "mask (B,Ht,Sc,Skv) 1 byte", probs, kMaskBytes}));
       out.Add(Core({"attention.dropout", "output (B,Ht,Sc,Skv)", probs, A}));
     }
-    out.Add({"attention.pv", "v (B,Kt,Skv,D)", kv, A});
+    out.Add({"attention.pv", "v (B,Kt,Skv,Dv)", v, A});
   } else if (ring) {
     // executor/parallel/ring_attention.h: the logsumexp is kept in every mode but full recompute (the
     // backward recomputes each ring step's probabilities from it): nothing is recomputed
     // under selective.
     out.Add({"attention.ring", "q (B,Ht,Sc,D)", q, A});
     out.Add({"attention.ring", "k (B,Kt,Sc,D)", kv, A});
-    out.Add({"attention.ring", "v (B,Kt,Sc,D)", kv, A});
+    out.Add({"attention.ring", "v (B,Kt,Sc,Dv)", v, A});
     SavedTensor lse{"attention.ring", "logsumexp (B,Ht,Sc) fp32", b * sh.heads * Sc, kFp32Bytes};
     lse.row_statistic = true;
     out.Add(lse);
   } else {
     out.Add({"attention.flash", "q (B,Sc,Ht,D)", q, A});
     out.Add({"attention.flash", "k (B,Sc,Kt,D)", kv, A});
-    out.Add({"attention.flash", "v (B,Sc,Kt,D)", kv, A});
+    out.Add({"attention.flash", "v (B,Sc,Kt,Dv)", v, A});
     SavedTensor lse{"attention.flash", "logsumexp (B,Ht,Sc) fp32", b * sh.heads * Sc, kFp32Bytes};
     lse.core_attention = lse.row_statistic = true;
     out.Add(lse);
   }
-  out.Add({"wo", "input: attention output (B,Sc,Ht*D)", q, A});
+  // Naive attention's backward reads P and v, not its output: the o projection alone saves
+  // it (L). Flash and ring attention save the output too (A), and fp8 adds wo's FP8 copy.
+  out.Add({"wo", "input: attention output (B,Sc,Ht*Dv)", out_heads, naive ? L : A});
+  if (!naive && L != A)
+    out.Add({"wo", "input: FP8 copy of the attention output (B,Sc,Ht*Dv)", out_heads, L});
   if (gpt) out.Add({"attention.residual_dropout", "mask (B,Sn,E) 1 byte", normed, kMaskBytes});
   SavedTensorList mlp;
   AddNorm(mlp, model, sh, "ffn_norm", /*layer_input=*/false);
   if (gpt) {
-    mlp.Add({"fc1", "input: normed h (B,Sn,E)", normed, A});
+    mlp.Add({"fc1", "input: normed h (B,Sn,E)", normed, L});
     mlp.Add({"gelu", "input: fc1 output (B,Sc,Ft)", inner, A});
-    mlp.Add({"fc2", "input: GeLU output (B,Sc,Ft)", inner, A});
+    mlp.Add({"fc2", "input: GeLU output (B,Sc,Ft)", inner, L});
     mlp.Add({"mlp.residual_dropout", "mask (B,Sn,E) 1 byte", normed, kMaskBytes});
+  } else if (sh.experts > 0) {
+    AddMoeFfn(mlp, sh, normed);
   } else {
-    mlp.Add({"w_up/w_gate", "input: normed h (B,Sn,E)", normed, A});
+    mlp.Add({"w_up/w_gate", "input: normed h (B,Sn,E)", normed, L});
     mlp.Add({"swiglu", "gate output (B,Sc,Ft)", inner, A});
     mlp.Add({"swiglu", "up output (B,Sc,Ft)", inner, A});
-    mlp.Add({"w_down", "input: silu(gate)*up (B,Sc,Ft)", inner, A});
+    mlp.Add({"w_down", "input: silu(gate)*up (B,Sc,Ft)", inner, L});
   }
   for (SavedTensor t : mlp) {
     t.mlp_half = true;
@@ -198,13 +261,21 @@ SavedTensorList BlockBackwardStepWorkspace(const ModelSpec& model, const Activat
   } else {
     attention.Add({"attention.flash backward", "dq (B,Sc,Ht,D)", q, A});
     attention.Add({"attention.flash backward", "dk (B,Sc,Kt,D)", kv, A});
-    attention.Add({"attention.flash backward", "dv (B,Sc,Kt,D)", kv, A});
+    attention.Add({"attention.flash backward", "dv (B,Sc,Kt,Dv)", b * Sc * sh.kv_heads * sh.v_head_dim, A});
     attention.Add({"attention.flash backward", "dq accumulator (B,Sc,Ht,D) fp32", q, kFp32Bytes});
   }
   SavedTensorList ffn;
   if (model.block == BlockKind::kGpt) {
     ffn.Add({"fc2 backward", "d(fc2 input) (B,Sc,Ft)", inner, A});
     ffn.Add({"gelu backward", "d(fc1 output) (B,Sc,Ft)", inner, A});
+  } else if (sh.experts > 0) {
+    // The routed experts' SwiGLU backward over their R rows, and the gradient of the
+    // permuted tokens (R,E) before it is combined back.
+    const double R = sh.expert_rows;
+    ffn.Add({"experts.w_down backward", "d(down input) (R,Fe/tp)", R * sh.expert_ffn, A});
+    ffn.Add({"experts.swiglu backward", "d gate (R,Fe/tp)", R * sh.expert_ffn, A});
+    ffn.Add({"experts.swiglu backward", "d up (R,Fe/tp)", R * sh.expert_ffn, A});
+    ffn.Add({"dispatch backward", "d(permuted tokens) (R,E)", R * sh.hidden, A});
   } else {
     // executor/model/ops.h SwiGLUBackward: d up first holds sigmoid(gate) (no extra buffer).
     ffn.Add({"w_down backward", "d(down input) (B,Sc,Ft)", inner, A});

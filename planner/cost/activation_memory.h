@@ -11,6 +11,10 @@
 //   Sn = Sc/tp  with sequence parallel (norms, residual, dropout), else Sc
 //   Skv = Sc    keys a query meets at once on this rank (context parallel: one ring step)
 //   Ht = H/tp, Kt = K/tp, Ft = F/tp, Vt = V padded to tp / tp;  A = activation bytes
+//   L = a linear's saved input: A, or 1 in fp8 runs (Transformer Engine saves the FP8 cast
+//       of the input for the weight gradient instead: planner/cost/fp8_convention.h); a
+//       tensor that a bf16 op also saves stays A, and fp8 adds the linear's FP8 copy (the
+//       flash / ring attention output, which is the o projection's input)
 //
 // Executor contract, per op (each one entry below):
 //   RMSNorm      custom autograd function: saves its input (A) and rstd (fp32, one per row).
@@ -28,6 +32,17 @@
 //                and the logsumexp (B,Ht,Sc) fp32; dropout uses the RNG state.
 //   SwiGLU       custom autograd function: saves the gate and up outputs and
 //                recomputes silu(gate) in backward; the down projection saves the product.
+//   q/k norm     (Qwen3) RMSNorm over each head: saves its input q or k and rstd (fp32,
+//                one per head and row).
+//   MLA          the latent norms save their inputs (B,Sc,Rq), (B,Sc,Rkv) and rstd; the
+//                up-projections Wq_b, Wkv_b save the normed latents; K is H*D, V H*Dv.
+//   MoE FFN      (not run by the executor: a prediction, docs/memory_model.md) the router
+//                saves its probabilities (B,Sc,X) fp32 and the top-k weights and ids
+//                (B,Sc,k) fp32 + int64; the dispatch saves the permuted tokens (R,E) for
+//                the experts' gate/up; each routed expert's SwiGLU saves as above over its
+//                rows (R,Fe/tp) x 3; the combine saves the experts' outputs (R,E) for the
+//                routing weights' gradient; shared experts save as a dense SwiGLU of
+//                width Xs*Fe/tp. R = B*Sc*k (dropless) or B*Sc*k*capacity_factor.
 //   GeLU         (gpt) saves its input (the fc1 output); fc2 saves the GeLU output.
 //   dropout      (gpt) saves a 1-byte mask per element.
 //   residual     saves nothing.
@@ -62,10 +77,22 @@ struct ActivationShape {
   int64_t heads = 0;     // Ht
   int64_t kv_heads = 0;  // Kt
   int64_t head_dim = 0;  // D
+  int64_t v_head_dim = 0;  // Dv (== D except under MLA)
   int64_t ffn = 0;       // Ft
+  // Mixture of experts (0 for a dense model; the block is the MoE one when the model has
+  // MoE layers: planner/cost/step_work.h):
+  int64_t experts = 0;        // X
+  int64_t top_k = 0;          // k
+  double expert_rows = 0;     // R = B*Sc*r rows dispatched to routed experts (r:
+                              // ExpertRowsPerToken, planner/cost/block_linears.h)
+  int64_t expert_ffn = 0;     // Fe/tp
+  int64_t shared_ffn = 0;     // Xs*Fe/tp
+  int64_t q_lora_rank = 0;    // Rq (MLA)
+  int64_t kv_lora_rank = 0;   // Rkv (MLA)
   int64_t vocab = 0;     // Vt
   int64_t cp = 1;
   double act_bytes = 2;  // A
+  double linear_input_bytes = 2;  // L: a linear's saved input; A, but FP8 (1) in fp8 runs
 };
 ActivationShape MakeActivationShape(const ModelSpec& model, const TrainingSpec& training,
                                     const ParallelPlan& plan);
@@ -87,7 +114,7 @@ struct SavedTensor {
 // A short fixed-capacity list (no allocation: the search evaluates millions of plans).
 class SavedTensorList {
  public:
-  static constexpr size_t kCapacity = 24;
+  static constexpr size_t kCapacity = 32;
   void Add(const SavedTensor& tensor);  // beyond capacity is a programming error (aborts)
   const SavedTensor* begin() const { return items_.data(); }
   const SavedTensor* end() const { return items_.data() + size_; }

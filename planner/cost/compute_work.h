@@ -14,7 +14,10 @@
 //               tiles = ceil(m/tile_m) * ceil(n/tile_n) * batch, waves = ceil(tiles/SMs)
 //               (tile and wave quantization: NVIDIA "Matrix Multiplication Background
 //               User's Guide"; k_overhead: the tile's prologue and epilogue in k-depth);
-//      memory   a * (m*k + k*n + m*n) * batch bytes at the memory rate (roofline).
+//      memory   (a * (m*k + k*n) + c * m*n) * batch bytes at the memory rate (roofline),
+//               a = operand bytes (1 for an FP8 GEMM), c = output bytes (bf16 for FP8).
+//    An FP8 GEMM (GemmOp::fp8: fp8 precision's linear GEMMs, planner/cost/fp8_convention.h)
+//    runs at the FP8 matmul rate; everything else at the precision's (bf16 for fp8).
 //    With sm_count 0 (a CPU profile) there is no quantization: 2*m*n*(k+k_overhead)*batch.
 //  * flash attention over batch_heads x q_len queries x kv_len keys, head dim d: the
 //    executed FLOPs 4*bh*q*kv*d (backward x 2.5; causal: only the blocks on or below
@@ -51,6 +54,7 @@ struct GemmOp {
   double m = 0, n = 0, k = 0;
   double batch = 1;
   bool attention_core = false;  // QK^T / PV of unfused attention: timed as attention
+  bool fp8 = false;             // FP8 operands at the FP8 rate (fp8 precision's linear GEMMs)
   double flops() const { return 2 * m * n * k * batch; }
 };
 
@@ -69,8 +73,9 @@ struct FlashAttentionOp {
 };
 
 // A block's whole backward (input and weight gradients together, as calibration times it):
-// 7 + 7 linear GEMMs and 4 of unfused attention.
-inline constexpr int kMaxGemmsPerPass = 18;
+// 7 + 7 linear GEMMs and 4 of unfused attention; a MoE block with MLA and shared experts
+// (planner/cost/block_linears.h): 12 + 12 linear GEMMs and 4 of unfused attention.
+inline constexpr int kMaxGemmsPerPass = 28;
 
 struct ComputeWork {
   double matmul_flops = 0;     // nominal (planner/cost/flops.h)
@@ -98,6 +103,7 @@ struct ComputeTime {
 // The GPU's sustained rates and kernel geometry for one precision, computed once per estimate.
 struct ComputeRates {
   double matmul_flops_per_s = 0;
+  double fp8_matmul_flops_per_s = 0;  // GemmOp::fp8 GEMMs (fp8 precision; else 0)
   double attention_flops_per_s = 0;
   double memory_Bps = 0;
   double kernel_overhead_s = 0;

@@ -47,13 +47,17 @@ PlanCost Estimate(const ModelSpec& model, const ClusterSpec& cluster, const Trai
                   const ParallelPlan& plan, const EstimateOptions& options) {
   PlanCost cost;
   cost.params_total = CountParams(model);
+  cost.params_active = CountActiveParams(model);
 
   const StepWork work = BuildStepWork(model, training, plan);
   int64_t stages[3];
   const int num_stages = DistinctStages(plan, stages);
   for (int i = 0; i < num_stages; ++i) {
-    cost.params_per_rank =
-        std::max(cost.params_per_rank, CountStageParams(model, plan, stages[i]).total());
+    const StageParams stage = CountStageParams(model, plan, stages[i]);
+    if (stage.total() > cost.params_per_rank) {
+      cost.params_per_rank = stage.total();
+      cost.expert_params_per_rank = stage.experts;
+    }
     const PerMeshDim bytes = CommBytesPerStep(work, stages[i]);
     for (MeshDim d : kAllMeshDims)
       cost.comm_bytes_per_step[d] = std::max(cost.comm_bytes_per_step[d], bytes[d]);
@@ -76,6 +80,8 @@ PlanCost Estimate(const ModelSpec& model, const ClusterSpec& cluster, const Trai
   cost.mfu = Utilization(flops.model, gpus, peak, seconds);
   cost.mfu_no_attention = Utilization(flops.model_no_attention, gpus, peak, seconds);
   cost.hfu = Utilization(flops.hardware, gpus, peak, seconds);
+  if (training.precision == Precision::kFp8)
+    cost.mfu_fp8_peak = Utilization(flops.model, gpus, cluster.gpu.peak_flops_fp8, seconds);
 
   const double capacity = static_cast<double>(cluster.gpu.memory_bytes);
   const double usable = UsableBytes(cluster.gpu, options.memory_headroom);

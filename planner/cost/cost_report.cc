@@ -45,7 +45,9 @@ nlohmann::json StepTimeToJson(const StepTimeBreakdown& t) {
 
 nlohmann::json CostToJson(const PlanCost& c) {
   return {{"params_total", c.params_total},
+          {"params_active", c.params_active},
           {"params_per_rank", c.params_per_rank},
+          {"expert_params_per_rank", c.expert_params_per_rank},
           {"memory", MemoryToJson(c.memory)},
           {"flops_per_step", c.model_flops_per_step},
           {"flops_per_step_no_attention", c.model_flops_no_attention},
@@ -57,6 +59,7 @@ nlohmann::json CostToJson(const PlanCost& c) {
           {"mfu", c.mfu},
           {"mfu_no_attention", c.mfu_no_attention},
           {"hfu", c.hfu},
+          {"mfu_fp8_peak", c.mfu_fp8_peak},
           {"fits", c.fits},
           {"reason", c.reason}};
 }
@@ -95,7 +98,11 @@ std::string FormatCostTable(const PlanFile& s, const PlanCost& c) {
   out += '\n';
   Line(out, "Parameters");
   Line(out, "  {:<34}{:>18}", "total", GroupDigits(c.params_total));
+  if (s.model.moe.enabled())
+    Line(out, "  {:<34}{:>18}", "active per token", GroupDigits(c.params_active));
   Line(out, "  {:<34}{:>18}", "per rank (worst stage, before ZeRO)", GroupDigits(c.params_per_rank));
+  if (s.model.moe.enabled())
+    Line(out, "  {:<34}{:>18}", "  of which experts", GroupDigits(c.expert_params_per_rank));
   out += '\n';
   Line(out, "Memory per GPU (stage {}, peak: {}){:>8}", m.worst_stage, m.peak_phase, "GB");
   const std::pair<const char*, double> parts[] = {
@@ -135,9 +142,15 @@ std::string FormatCostTable(const PlanFile& s, const PlanCost& c) {
   out += '\n';
   Line(out, "Throughput");
   Line(out, "  {:<34}{:>14.0f}", "tokens/s", c.tokens_per_s);
-  Line(out, "  {:<34}{:>13.1f}%", "MFU (with attention)", 100 * c.mfu);
-  Line(out, "  {:<34}{:>13.1f}%", "MFU (6*P_dense only)", 100 * c.mfu_no_attention);
-  Line(out, "  {:<34}{:>13.1f}%", "HFU (with recompute)", 100 * c.hfu);
+  // fp8 runs name the peak: the bf16 one (as every other precision) and the FP8 one.
+  const bool fp8 = c.mfu_fp8_peak > 0;
+  Line(out, "  {:<34}{:>13.1f}%", fp8 ? "MFU (with attention, bf16 peak)" : "MFU (with attention)",
+       100 * c.mfu);
+  if (fp8) Line(out, "  {:<34}{:>13.1f}%", "MFU (with attention, fp8 peak)", 100 * c.mfu_fp8_peak);
+  Line(out, "  {:<34}{:>13.1f}%", fp8 ? "MFU (6*P_dense only, bf16 peak)" : "MFU (6*P_dense only)",
+       100 * c.mfu_no_attention);
+  Line(out, "  {:<34}{:>13.1f}%", fp8 ? "HFU (with recompute, bf16 peak)" : "HFU (with recompute)",
+       100 * c.hfu);
   out += '\n';
   if (c.fits) Line(out, "fits: yes");
   else Line(out, "fits: no: {}", c.reason);

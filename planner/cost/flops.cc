@@ -1,23 +1,37 @@
 #include "planner/cost/flops.h"
 
+#include "planner/cost/block_linears.h"
 #include "planner/cost/param_count.h"
 
 namespace meshplan {
 
 int64_t BlockMatmulParams(const ModelSpec& m) {
   const int64_t E = m.hidden, F = m.ffn_hidden, KD = m.kv_hidden();
-  const int64_t attention = E * (E + 2 * KD) + E * E;  // Q, K, V projections + output projection
-  const int64_t ffn = (m.block == BlockKind::kLlama ? 3 : 2) * E * F;
-  return attention + ffn;
+  if (m.block == BlockKind::kLlama) {
+    int64_t n = 0;
+    for (const BlockLinear& l : LlamaBlockLinears(m, m.moe_layers() > 0)) n += l.active_params();
+    return n;
+  }
+  return E * (E + 2 * KD) + E * E + 2 * E * F;  // Q, K, V + output projection; fc1, fc2
+}
+
+int64_t AttentionMatmulParams(const ModelSpec& m) {
+  if (m.block != BlockKind::kLlama) return m.hidden * (m.hidden + 2 * m.kv_hidden()) + m.hidden * m.hidden;
+  int64_t n = 0;
+  for (const BlockLinear& l : LlamaBlockLinears(m, false))
+    if (l.role == LinearRole::kAttention) n += l.params();
+  return n;
 }
 
 int64_t DenseParams(const ModelSpec& m) {
   const int64_t final_norm = m.block == BlockKind::kLlama ? m.hidden : 2 * m.hidden;
-  return m.layers * BlockParams(m) + final_norm + m.vocab_size * m.hidden;
+  return BlocksActiveParams(m) + final_norm + m.vocab_size * m.hidden;
 }
 
 double AttentionCoreForwardFlopsPerToken(const ModelSpec& m, int64_t seq) {
-  return 4.0 * static_cast<double>(m.hidden) * static_cast<double>(seq);
+  const double H = static_cast<double>(m.heads);
+  const double dims = static_cast<double>(m.head_dim() + m.v_head_dim());  // QK^T: D, AV: Dv
+  return 2.0 * H * dims * static_cast<double>(seq);
 }
 
 StepFlops StepFlopsOf(const ModelSpec& m, const TrainingSpec& training, Recompute recompute) {
@@ -34,7 +48,7 @@ StepFlops StepFlopsOf(const ModelSpec& m, const TrainingSpec& training, Recomput
       out.recompute = tokens * attention_fwd;
       break;
     case Recompute::kFull:
-      out.recompute = tokens * (2.0 * L * static_cast<double>(BlockParams(m)) + attention_fwd);
+      out.recompute = tokens * (2.0 * static_cast<double>(BlocksActiveParams(m)) + attention_fwd);
       break;
   }
   out.hardware = out.model + out.recompute;

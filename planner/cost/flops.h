@@ -5,16 +5,19 @@
 //  * A matmul with a W-element weight costs 2*W FLOPs per token forward, 4*W backward
 //    (input and weight gradients), so training costs 6*W per token.
 //  * P_dense (DenseParams) is the parameters that multiply every token: the L blocks
-//    (their norm weights and biases included: a negligible over-count of 6 FLOPs each),
+//    (their norm weights and biases included: a negligible over-count of 6 FLOPs each;
+//    in a MoE layer the router, the shared experts and k of the X routed experts: the
+//    active ones, planner/cost/param_count.h BlocksActiveParams),
 //    the final norm, and the lm_head matrix V*E, counted even when it is tied to the
 //    embedding because the lm_head matmul runs either way. Left out: the token-embedding
 //    lookup and learned positions (a gather: no FLOPs). For the spec-7b model
 //    (untied) P_dense = P - V*E.
 //  * Attention core (QK^T and AV, the full S x S score matrix, causal mask not
-//    subtracted): 4*E*S FLOPs per token per layer forward, 12*L*E*S forward + backward.
+//    subtracted): 2*H*S*(D + Dv) FLOPs per token per layer forward (4*E*S when
+//    D = Dv = E/H), three times that forward + backward.
 //  * Hardware FLOPs add the recompute: full recompute replays the blocks' forward
-//    (2*P_blocks + 4*L*E*S per token, the lm_head is not replayed); selective
-//    replays the attention core (4*L*E*S per token).
+//    (2*P_blocks + the attention core per token, the lm_head is not replayed; P_blocks
+//    counts active experts only); selective replays the attention core.
 // Pure functions, no allocation.
 #pragma once
 
@@ -27,19 +30,24 @@
 namespace meshplan {
 
 // Weight elements one block multiplies each token by (no norms, no biases):
-// llama: Wq E*E + Wk, Wv E*(K*D) each + Wo E*E + up, gate, down 3*E*F;
+// llama: Wq E*H*D + Wk, Wv E*(K*D) each + Wo H*D*E + up, gate, down 3*E*F (MoE block:
+//        router E*X + (k + Xs) experts of 3*E*Fe; MLA: its five matrices);
 // gpt:   Wqkv E*(E + 2*K*D) + Wo E*E + fc1, fc2 2*E*F.
+// The block of StepWork (the MoE one when the model has MoE layers).
 int64_t BlockMatmulParams(const ModelSpec& model);
+// The attention projections' share of BlockMatmulParams (Q, K, V, O; MLA's five).
+int64_t AttentionMatmulParams(const ModelSpec& model);
 
-// P_dense: see the header comment. L*BlockParams + final norm + V*E.
+// P_dense: see the header comment. BlocksActiveParams + final norm + V*E
+// (L*BlockParams + final norm + V*E for a dense model).
 int64_t DenseParams(const ModelSpec& model);
 
 // Forward FLOPs of the attention core per token per layer over a context of
-// `seq` keys: QK^T 2*E*S + AV 2*E*S = 4*E*S.
+// `seq` keys: QK^T 2*H*D*S + AV 2*H*Dv*S (4*E*S when D = Dv = E/H).
 double AttentionCoreForwardFlopsPerToken(const ModelSpec& model, int64_t seq);
 
 struct StepFlops {
-  double model = 0;               // tokens * (6*P_dense + 12*L*E*S)
+  double model = 0;               // tokens * (6*P_dense + 3 * L * attention core)
   double model_no_attention = 0;  // tokens * 6*P_dense
   double recompute = 0;           // the replayed forward (per Recompute mode)
   double hardware = 0;            // model + recompute

@@ -6,6 +6,7 @@
 #include <cmath>
 
 #include "planner/cost/activation_memory.h"
+#include "planner/cost/fp8_convention.h"
 #include "planner/cost/memory_model.h"
 #include "planner/cost/model_state_memory.h"
 #include "planner/cost/param_count.h"
@@ -51,8 +52,9 @@ struct Phase {
 // embedding, one block, the final norm + lm_head; each padded to a multiple of the ZeRO ranks.
 struct ParamGroups {
   double embed = 0;
-  double block = 0;
+  double block = 0;   // the largest block (a MoE block when the model has MoE layers)
   double head = 0;
+  double blocks = 0;  // all the stage's blocks, each padded: MoE and dense ones counted apart
 };
 
 // The groups of `stage`, padded over the weight_replicas ZeRO ranks.
@@ -63,6 +65,10 @@ ParamGroups StageParamGroups(const ModelSpec& model, const ParallelPlan& plan, i
   g.embed = PadTo(double(params.embedding), weight_replicas);
   g.block = PadTo(double(BlockParamsPerTpRank(model, plan.tp)), weight_replicas);
   g.head = PadTo(double(params.final_norm + params.lm_head), weight_replicas);
+  const int64_t moe = MoeLayersOfStage(model, plan, stage);
+  const int64_t dense = LayersOfStage(model, plan, stage) - moe;
+  g.blocks = double(dense) * PadTo(double(BlockParamsPerTpRank(model, plan.tp, false)), weight_replicas);
+  if (moe > 0) g.blocks += double(moe) * g.block;
   return g;
 }
 
@@ -89,13 +95,22 @@ struct ZeroLayout {
   double stage_layers = 0;   // blocks on the stage (all chunks)
   double chunk_blocks = 0;   // blocks per chunk (virtual stage)
   double partial_shard = 0;  // the temporary reduce-scatter shard per group, in groups
+  double fp8_copies = 0;     // fp8: FP8 weight bytes per block parameter (fp8_convention.h)
 
   // A group's full gradient (ZeRO 2/3) and its gathered weights (ZeRO-3).
   double full_grad(double group) const { return zero >= 2 ? bytes.grad * group : 0.0; }
   double gathered(double group) const { return zero == 3 ? bytes.param * group : 0.0; }
+  // A gathered block, with its FP8 copies in fp8 runs (ZeRO-3 casts the gathered weights).
+  double gathered_block() const {
+    return zero == 3 ? (bytes.param + fp8_copies) * groups.block : 0.0;
+  }
+  // The FP8 copies that live through the step (ZeRO 0-2: every block's; ZeRO-3: none).
+  double resident_fp8_copies() const {
+    return zero == 3 ? 0.0 : fp8_copies * groups.block * stage_layers;
+  }
   // A block's backward prefetches the one before it in its chunk, which the stage's last
   // block has when the chunk holds two or more.
-  double prefetched_block() const { return chunk_blocks >= 2 ? gathered(groups.block) : 0.0; }
+  double prefetched_block() const { return chunk_blocks >= 2 ? gathered_block() : 0.0; }
 };
 
 // The ZeRO layout of one rank of `stage`.
@@ -112,6 +127,7 @@ ZeroLayout MakeZeroLayout(const ModelSpec& model, const TrainingSpec& training,
   z.chunk_blocks =
       z.stage_layers / double(interleaved ? std::max<int64_t>(1, plan.virtual_stages) : 1);
   z.partial_shard = plan.num_microbatches(training.global_batch) > 1 ? 1.0 / z.n : 0.0;
+  if (training.precision == Precision::kFp8) z.fp8_copies = kFp8WeightCopiesPerParam * kFp8Bytes;
   return z;
 }
 
@@ -176,6 +192,7 @@ struct Stage {
   int64_t index;
   ZeroLayout zero;
   StageActivations act;
+  bool fused_adamw;  // MemoryOptions::fused_adamw
   bool first() const { return index == 0; }
   bool last() const { return index == plan.pp - 1; }
 };
@@ -204,7 +221,7 @@ Phase LayerBackwardPhase(const Stage& s) {
   p.comm_buffer_bytes = z.full_grad(z.groups.block) +
                         (s.last() ? z.full_grad(z.groups.head) * (1.0 + z.partial_shard) : 0.0);
   // The block computing and the block before it, prefetched (the head is released).
-  p.gathered_params_bytes = z.gathered(z.groups.block) + z.prefetched_block();
+  p.gathered_params_bytes = z.gathered_block() + z.prefetched_block();
   p.transient_bytes = attention_peak ? attention_step : mlp_step;
   return p;
 }
@@ -220,7 +237,7 @@ Phase HeadBackwardPhase(const Stage& s) {
   // The head (gathered since its forward) and the chunk's last block, prefetched as the
   // head's backward starts.
   head.gathered_params_bytes =
-      z.gathered(z.groups.head) + (z.chunk_blocks >= 1 ? z.gathered(z.groups.block) : 0.0);
+      z.gathered(z.groups.head) + (z.chunk_blocks >= 1 ? z.gathered_block() : 0.0);
   head.transient_bytes = HeadBackwardWorkspace(a.shape).TotalBytes();
   if (a.shape.act_bytes != 4.0) {  // the fp32 logits are freed once cast, before d(input)
     const ActivationShape& sh = a.shape;
@@ -252,8 +269,9 @@ Phase EmbedBackwardPhase(const Stage& s) {
 }
 
 // AdamW, group by group (executor/model/adamw.h): one temporary the size of the group's
-// (shard of the) parameters, the denominator, in the state dtype (+ the fp32 copy of the
-// gradient for mixed). ZeRO-1/2 all-gather the updated shard in place.
+// (shard of the) parameters, the denominator, in the state dtype (none with the fused
+// kernel), + the fp32 copy of the gradient for mixed. ZeRO-1/2 all-gather the updated shard
+// in place.
 Phase OptimizerPhase(const Stage& s) {
   const ZeroLayout& z = s.zero;
   Phase opt{"optimizer"};
@@ -261,18 +279,26 @@ Phase OptimizerPhase(const Stage& s) {
   largest = std::max({largest, z.groups.embed, z.groups.head});
   if (z.zero >= 1) largest /= z.n;
   const bool mixed = s.training.precision == Precision::kMixed;
-  opt.transient_bytes = largest * (z.bytes.state + (mixed ? 4.0 : 0.0));
+  opt.transient_bytes = largest * ((s.fused_adamw ? 0.0 : z.bytes.state) + (mixed ? 4.0 : 0.0));
   return opt;
 }
 
-// The model states (the padded groups, ZeRO-sharded) and the model's buffers, which live
-// through the step, plus what the peak phase holds.
+// fp8 (fp8_convention.h): the FP8 weight copies that live through the step and the
+// scaling state (amax histories, scales) of every FP8 GEMM of the stage's blocks.
+double Fp8ResidentBytes(const Stage& s) {
+  if (s.training.precision != Precision::kFp8) return 0;
+  const double gemms = s.zero.stage_layers * LinearsPerBlock(s.model);
+  return s.zero.resident_fp8_copies() + gemms * kFp8ScalingBytesPerGemm;
+}
+
+// The model states (the padded groups, ZeRO-sharded), the model's buffers and the FP8
+// copies and scaling state, which live through the step, plus what the peak phase holds.
 MemoryBreakdown Breakdown(const Stage& s, const Phase& peak) {
   const ZeroLayout& z = s.zero;
-  const double padded_params = z.groups.embed + z.stage_layers * z.groups.block + z.groups.head;
+  const double padded_params = z.groups.embed + z.groups.blocks + z.groups.head;
   const ModelStateBytes states =
       ExecutorModelStates(padded_params, z.bytes, z.zero, z.weight_replicas);
-  const double model_buffers = ModelBufferBytes(s.model, s.training);
+  const double model_buffers = ModelBufferBytes(s.model, s.training) + Fp8ResidentBytes(s);
   MemoryBreakdown out;
   out.params_bytes = states.params_bytes + model_buffers;
   out.grads_bytes = states.grads_bytes;
@@ -298,7 +324,8 @@ MemoryBreakdown DetailedStageMemory(const ModelSpec& model, const TrainingSpec& 
                                     const MemoryOptions& options) {
   const ZeroLayout zero = MakeZeroLayout(model, training, plan, stage);
   const Stage s{model, training, plan, stage, zero,
-                CountStageActivations(model, training, plan, stage, zero.stage_layers, options)};
+                CountStageActivations(model, training, plan, stage, zero.stage_layers, options),
+                options.fused_adamw};
   Phase phases[4];
   int num_phases = 0;
   phases[num_phases++] = LayerBackwardPhase(s);

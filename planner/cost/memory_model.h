@@ -45,8 +45,8 @@
 //     block at the head's backward, a block and the one before it in a block's backward;
 //     nothing at the embedding backward, which reads no parameters), param dtype;
 //   * transients: the block's recompute and backward temporaries, the gradient of the
-//     lm_head input, and AdamW's one temporary per group (the denominator, state dtype;
-//     + the fp32 copy of the gradient for mixed). Weight gradients are accumulated
+//     lm_head input, and AdamW's one temporary per group (the denominator, state dtype,
+//     none with options.fused_adamw; + the fp32 copy of the gradient for mixed). Weight gradients are accumulated
 //     straight into the flat gradient buffer: no weight-gradient temporaries.
 //   * runtime memory on a GPU (options.runtime; planner/cost/runtime_memory.h): the CUDA
 //     context, NCCL's buffers per communicator, the cuBLAS / attention workspaces and the
@@ -81,6 +81,9 @@ namespace meshplan {
 // Knobs of the detailed model that are not part of the plan.
 struct MemoryOptions {
   AttentionImpl attention = AttentionImpl::kAuto;  // auto: naive for fp32/gpt, else fused
+  // AdamW as LibTorch's fused kernel (executor/model/adamw.h: LibTorch 2.0+ on CUDA, 2.4+ on
+  // CPU): no denominator temporary, only mixed precision's fp32 gradient copy.
+  bool fused_adamw = false;
   // The GPU's runtime memory (GpuSpec::runtime_memory): callers with a cluster pass its GPU's;
   // the default (zero) counts tensors only, as on the CPU profile.
   RuntimeMemorySpec runtime = {};

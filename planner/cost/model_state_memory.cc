@@ -4,7 +4,9 @@ namespace meshplan {
 
 BytesPerParam BytesPerParamFor(Precision precision) {
   switch (precision) {
-    case Precision::kBf16: return {2, 2, 2 + 2, 2};
+    case Precision::kBf16:
+    case Precision::kFp8:  // bf16 master weights; the FP8 copies: memory_detailed.cc
+      return {2, 2, 2 + 2, 2};
     case Precision::kMixed: return {2, 2, 4 + 4 + 4, 4};
     case Precision::kFp32: return {4, 4, 4 + 4, 4};
   }

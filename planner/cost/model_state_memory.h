@@ -15,6 +15,8 @@ namespace meshplan {
 //   bf16:  2 (bf16 weight) + 2 (bf16 grad) + 4 (bf16 Adam m, v)     =  8 (docs/cost_model.md 2(a))
 //   mixed: 2 (bf16 weight) + 2 (bf16 grad) + 12 (fp32 master, m, v) = 16 (docs/cost_model.md 2(b))
 //   fp32:  4 (fp32 weight) + 4 (fp32 grad) + 8 (fp32 Adam m, v)     = 16
+//   fp8:   as bf16 (bf16 master weights); its FP8 weight copies are not model states
+//          (planner/cost/fp8_convention.h, counted by the detailed memory model)
 struct BytesPerParam {
   double param = 0;      // the weights the model computes with
   double grad = 0;       // gradient storage
@@ -23,7 +25,8 @@ struct BytesPerParam {
 };
 BytesPerParam BytesPerParamFor(Precision precision);
 
-// Bytes of the activations (and logits) the model computes in: 2 for bf16 and mixed, 4 for fp32.
+// Bytes of the activations (and logits) the model computes in: 2 for bf16, mixed and fp8
+// (FP8 saved linear inputs: activation_memory.h), 4 for fp32.
 double ActivationBytesPerElement(Precision precision);
 
 struct ModelStateBytes {

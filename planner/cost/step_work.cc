@@ -1,6 +1,10 @@
 #include "planner/cost/step_work.h"
 
+#include <string>
+
+#include "planner/cost/block_linears.h"
 #include "planner/cost/flops.h"
+#include "planner/cost/fp8_convention.h"
 #include "planner/cost/param_count.h"
 
 namespace meshplan {
@@ -50,6 +54,7 @@ struct Shape {
   double E = 0, F = 0, KD = 0, Vl = 0;  // Vl: this rank's vocabulary shard (padded V / tp)
   double tp = 1;
   double a = 2;   // activation element size
+  bool fp8 = false;  // the blocks' linear GEMMs in FP8 (planner/cost/fp8_convention.h)
   AttentionImpl attention = AttentionImpl::kFused;  // resolved
 };
 
@@ -73,15 +78,33 @@ Collective Make(MeshDim dim, CollectiveKind kind, StepPhase phase, CollectivePos
 // One linear layer (T, in) x (in, out) on this rank: its GEMM in each pass.
 struct Linear {
   double in = 0, out = 0;
+  bool shares_input = false;  // reads the previous linear's input (q/k/v, gate/up)
 };
 
-void AddLinears(const Shape& s, const Linear* linears, int n, PartWork* part) {
+// The linears' GEMMs, in FP8 when `fp8` (the blocks' linears of an fp8 run).
+void AddLinears(const Shape& s, const Linear* linears, int n, bool fp8, PartWork* part) {
   for (int i = 0; i < n; ++i) {
     const Linear& l = linears[i];
-    part->forward.AddGemm({s.T, l.out, l.in});
-    part->backward_input.AddGemm({s.T, l.in, l.out});
-    part->backward_weight.AddGemm({l.in, l.out, s.T});
+    part->forward.AddGemm({s.T, l.out, l.in, 1, false, fp8});
+    part->backward_input.AddGemm({s.T, l.in, l.out, 1, false, fp8});
+    part->backward_weight.AddGemm({l.in, l.out, s.T, 1, false, fp8});
   }
+}
+
+// FP8 casts (fp8_convention.h) of one linear over `rows` tokens: forward, its input (rows, in)
+// to FP8 rowwise + columnwise unless it reads the previous linear's input; backward, its
+// output gradient (rows, out) likewise. One kernel each.
+void AddFp8Cast(double rows, const Linear& l, PartWork* part) {
+  if (!l.shares_input) {
+    part->forward.memory_bytes += kFp8CastBytesPerElement * rows * l.in;
+    part->forward.kernels += 1;
+  }
+  part->backward_input.memory_bytes += kFp8CastBytesPerElement * rows * l.out;
+  part->backward_input.kernels += 1;
+}
+
+void AddFp8Casts(const Shape& s, const Linear* linears, int n, PartWork* part) {
+  for (int i = 0; i < n; ++i) AddFp8Cast(s.T, linears[i], part);
 }
 
 // The attention core of one block in each pass, as attention_impl resolves it.
@@ -92,8 +115,11 @@ void AddAttentionCore(const Shape& s, PartWork* part) {
   const ModelSpec& m = s.model;
   const double bh = static_cast<double>(s.plan.micro_batch) * static_cast<double>(m.heads) / s.tp;
   const double q = s.S / static_cast<double>(s.plan.cp), kv = s.S;
-  const double d = static_cast<double>(m.head_dim());
-  const double nominal_fwd = s.T * AttentionCoreForwardFlopsPerToken(m, s.seq) / s.tp;  // 4*T*E*S/tp
+  // q/k heads are D wide, v heads Dv (MLA): a flash kernel of the mean width runs the same
+  // 2*(D + Dv) FLOPs per query-key pair.
+  const double Dqk = static_cast<double>(m.head_dim()), Dv = static_cast<double>(m.v_head_dim());
+  const double d = (Dqk + Dv) / 2;
+  const double nominal_fwd = s.T * AttentionCoreForwardFlopsPerToken(m, s.seq) / s.tp;  // 4*T*E*S/tp (D = E/H)
   const int64_t ring_steps = s.plan.cp;
   ComputeWork core;
   core.attention_flops = nominal_fwd;
@@ -106,14 +132,14 @@ void AddAttentionCore(const Shape& s, PartWork* part) {
   } else {
     const double scores = bh * q * kv;  // elements of the score matrix
     const bool dropout = m.block == BlockKind::kGpt;
-    core.AddGemm({q, kv, d, bh, /*attention_core=*/true});  // S = Q K^T
-    core.AddGemm({q, d, kv, bh, true});                     // O = P V
+    core.AddGemm({q, kv, Dqk, bh, /*attention_core=*/true});  // S = Q K^T
+    core.AddGemm({q, Dv, kv, bh, true});                       // O = P V
     core.memory_bytes = scores * (2 * s.a + (dropout ? 2 * s.a + 1 : 0));  // softmax, dropout
     core.kernels = 2 + 1 + (dropout ? 1 : 0);
-    core_bwd.AddGemm({q, kv, d, bh, true});   // dP = dO V^T
-    core_bwd.AddGemm({kv, d, q, bh, true});   // dV = P^T dO
-    core_bwd.AddGemm({q, d, kv, bh, true});   // dQ = dS K
-    core_bwd.AddGemm({kv, d, q, bh, true});   // dK = dS^T Q
+    core_bwd.AddGemm({q, kv, Dv, bh, true});   // dP = dO V^T
+    core_bwd.AddGemm({kv, Dv, q, bh, true});   // dV = P^T dO
+    core_bwd.AddGemm({q, Dqk, kv, bh, true});  // dQ = dS K
+    core_bwd.AddGemm({kv, Dqk, q, bh, true});  // dK = dS^T Q
     core_bwd.memory_bytes = scores * (3 * s.a + (dropout ? 2 * s.a + 1 : 0));
     core_bwd.kernels = 4 + 1 + (dropout ? 1 : 0);
   }
@@ -123,6 +149,45 @@ void AddAttentionCore(const Shape& s, PartWork* part) {
   part->attention_backward = core_bwd;
 }
 
+// One llama block's matrices (planner/cost/block_linears.h) as GEMMs. A matrix with
+// copies > 1 (experts) is a grouped GEMM of `copies` products, each over the tokens of one
+// copy: a routed expert takes T*k/X rows on average (times the capacity factor when the
+// buffers are padded to capacity: ExpertRowsPerToken), a shared expert all T. Small
+// batches thus fill few tiles, which the shape model times (compute_work.h).
+void AddLlamaLinears(const Shape& s, bool moe_layer, PartWork* part) {
+  const int64_t tp = s.plan.tp;
+  for (const BlockLinear& l : LlamaBlockLinears(s.model, moe_layer)) {
+    const double in = static_cast<double>(l.in_per_rank(tp));
+    const double out = static_cast<double>(l.out_per_rank(tp));
+    const double copies = static_cast<double>(l.copies);
+    const double rows = l.role == LinearRole::kRoutedExpert
+                            ? s.T * ExpertRowsPerToken(s.model) / copies
+                            : s.T;
+    const bool fp8 = s.fp8 && l.role != LinearRole::kRouter;  // the router stays bf16
+    part->forward.AddGemm({rows, out, in, copies, false, fp8});
+    part->backward_input.AddGemm({rows, in, out, copies, false, fp8});
+    part->backward_weight.AddGemm({in, out, rows, copies, false, fp8});
+    if (!fp8) continue;
+    const std::string name = l.name;  // k and v read q's input, up reads gate's
+    AddFp8Cast(rows * copies, {in, out, name == "wk" || name == "wv" || name == "w_up"}, part);
+  }
+}
+
+// Memory-bound work of a MoE FFN's forward besides its GEMMs (bytes read + written):
+// the router's softmax and top-k over (T, X) fp32, the permutation of each token to its
+// k experts (read (T, E), write (T*r, E), r = ExpertRowsPerToken) and back with the
+// routing weights (read (T*r, E), write (T, E)), and the SwiGLU of the routed rows and of
+// the shared experts (read gate, up, write: 3 x (rows, Fe/tp)).
+double MoeMemoryBytes(const Shape& s) {
+  const MoeSpec& moe = s.model.moe;
+  const double X = static_cast<double>(moe.experts), r = ExpertRowsPerToken(s.model);
+  const double Fe = static_cast<double>(moe.expert_ffn_hidden) / s.tp;
+  const double router = 3 * s.T * X * 4;                // softmax read + write, top-k read
+  const double dispatch = 2 * (s.T * s.E + s.T * r * s.E) * s.a;
+  const double swiglu = 3 * s.T * (r + static_cast<double>(moe.shared_experts)) * Fe * s.a;
+  return router + dispatch + swiglu;
+}
+
 // Forward, backward and recompute work of one transformer block.
 void BlockCompute(const Shape& s, PartWork* part) {
   const ModelSpec& m = s.model;
@@ -130,26 +195,36 @@ void BlockCompute(const Shape& s, PartWork* part) {
   double memory_fwd = 0;
   int64_t memory_kernels = 0;
   if (m.block == BlockKind::kLlama) {
-    const Linear linears[] = {{s.E, s.E / tp},  {s.E, s.KD / tp}, {s.E, s.KD / tp},  // q, k, v
-                              {s.E / tp, s.E},                                         // o
-                              {s.E, s.F / tp},  {s.E, s.F / tp}, {s.F / tp, s.E}};    // gate, up, down
-    AddLinears(s, linears, 7, part);
+    const bool moe = m.moe_layers() > 0;  // StepWork's block is the MoE one (step_work.h)
+    AddLlamaLinears(s, moe, part);
+    const double QD = static_cast<double>(m.q_hidden());
     memory_fwd = 4 * s.Tn * s.E * s.a                    // 2 RMSNorms: read + write (Tn, E)
                  + 6 * s.Tn * s.E * s.a                  // 2 residual adds: read 2, write 1 (Tn, E)
-                 + 2 * s.T * (s.E + s.KD) / tp * s.a     // RoPE on q (T, E/tp), k (T, KD/tp)
-                 + 3 * s.T * s.F / tp * s.a;             // SwiGLU: read gate, up, write (T, F/tp)
-    memory_kernels = 6;  // 2 norms, RoPE, 2 residuals, SwiGLU
+                 + 2 * s.T * (QD + s.KD) / tp * s.a;     // RoPE on q (T, H*D/tp), k (T, KD/tp)
+    memory_kernels = 5;  // 2 norms, RoPE, 2 residuals
+    if (m.qk_norm) {     // q_norm, k_norm: read + write q and k
+      memory_fwd += 2 * s.T * (QD + s.KD) / tp * s.a;
+      memory_kernels += 2;
+    }
+    if (!moe) {
+      memory_fwd += 3 * s.T * s.F / tp * s.a;            // SwiGLU: read gate, up, write (T, F/tp)
+      memory_kernels += 1;
+    } else {
+      memory_fwd += MoeMemoryBytes(s);
+      memory_kernels += 4 + 1 + (m.moe.shared_experts > 0 ? 1 : 0);  // routing, SwiGLUs
+    }
   } else {
     const Linear linears[] = {{s.E, (s.E + 2 * s.KD) / tp}, {s.E / tp, s.E},  // qkv, o
                               {s.E, s.F / tp},              {s.F / tp, s.E}};  // fc1, fc2
-    AddLinears(s, linears, 4, part);
+    AddLinears(s, linears, 4, s.fp8, part);
+    if (s.fp8) AddFp8Casts(s, linears, 4, part);
     // Megatron-LM's default fusions: bias + dropout + residual add, and bias + GeLU.
     memory_fwd = 4 * s.Tn * s.E * s.a                    // 2 LayerNorms (Tn, E)
                  + 2 * (3 * s.a + 1) * s.Tn * s.E        // 2 bias-dropout-adds: read 2, write 1, mask
                  + 2 * s.T * s.F / tp * s.a;             // bias-GeLU (T, F/tp)
     memory_kernels = 5;  // 2 norms, 2 bias-dropout-adds, bias-GeLU
   }
-  const int64_t matmuls = part->forward.gemms.size;
+  const int64_t matmuls = part->forward.gemms.size;  // before the attention core's
   part->forward.memory_bytes += memory_fwd;
   part->forward.kernels += matmuls + memory_kernels;
   part->backward_input.memory_bytes += 2 * memory_fwd;
@@ -208,7 +283,9 @@ void BlockTpCollectives(const Shape& s, PartWork* part) {
 void BlockCpCollectives(const Shape& s, PartWork* part) {
   if (s.plan.cp <= 1) return;
   const CommGroup cp = MeshGroup(s.plan, MeshDim::kCp);
-  const double kv_bytes = s.plan.micro_batch * s.S * 2 * s.KD / s.tp * s.a;  // K, V (B, S, KD/tp)
+  // K (B, S, K*D/tp) and V (B, S, K*Dv/tp); Dv == D except under MLA.
+  const double v_width = static_cast<double>(s.model.kv_heads * s.model.v_head_dim());
+  const double kv_bytes = s.plan.micro_batch * s.S * (s.KD + v_width) / s.tp * s.a;
   using P = CollectivePosition;
   auto add = [&](StepPhase phase, int32_t count) {
     part->collectives.push_back(Make(MeshDim::kCp, CollectiveKind::kRingExchange, phase,
@@ -302,7 +379,7 @@ void HeadWork(const Shape& s, const StepWork& w, PartWork* part) {
   const double loss_fwd = s.T * s.Vl * (2 * s.a + 4);
   const double loss_bwd = s.T * s.Vl * (4 + s.a);
   const Linear lm_head = {s.E, s.Vl};  // (T, E) x (E, V/tp)
-  AddLinears(s, &lm_head, 1, part);
+  AddLinears(s, &lm_head, 1, /*fp8=*/false, part);  // the lm_head stays bf16 in fp8 runs
   part->forward.memory_bytes = norm_bytes + loss_fwd;
   part->forward.kernels = 1 + 1 + 4;
   part->backward_input.memory_bytes = 2 * norm_bytes + loss_bwd;
@@ -335,6 +412,7 @@ double OptimizerBytesPerParam(Precision precision) {
     case Precision::kMixed:  // read bf16 grad + fp32 master, m, v; write master, m, v, bf16 param
       return 2 + 12 + 12 + 2;
     case Precision::kBf16:   // read grad, param, m, v; write param, m, v (all bf16)
+    case Precision::kFp8:    // the same bf16 states (the FP8 weight casts: OptimizerWork)
       return 8 + 6;
     case Precision::kFp32:   // read grad, param, m, v; write param, m, v (all fp32)
       return 16 + 12;
@@ -369,9 +447,12 @@ StepWork BuildStepWork(const ModelSpec& model, const TrainingSpec& training,
   s.Vl = static_cast<double>(PaddedVocab(model, plan.tp) / plan.tp);
   s.a = static_cast<double>(w.activation_bytes);
   s.attention = ResolveAttentionImpl(attention, model, training.precision);
+  s.fp8 = training.precision == Precision::kFp8;
 
   // Transformer block.
   w.block.params = BlockParamsPerTpRank(model, plan.tp);
+  if (s.fp8)
+    w.fp8_weight_cast_bytes_per_block = kFp8CastBytesPerElement * static_cast<double>(w.block.params);
   BlockCompute(s, &w.block);
   BlockTpCollectives(s, &w.block);
   BlockCpCollectives(s, &w.block);
@@ -460,6 +541,10 @@ ComputeWork OptimizerWork(const StepWork& work, const StageParts& parts) {
   out.memory_bytes =
       params / static_cast<double>(work.optimizer_shards) * work.optimizer_bytes_per_param;
   out.kernels = parts.blocks + (parts.embedding ? 1 : 0) + (parts.head ? 1 : 0);
+  if (work.fp8_weight_cast_bytes_per_block > 0) {  // fp8: each block's weights cast once
+    out.memory_bytes += static_cast<double>(parts.blocks) * work.fp8_weight_cast_bytes_per_block;
+    out.kernels += parts.blocks;
+  }
   return out;
 }
 

@@ -8,6 +8,11 @@
 // Compact: all blocks are equal, so one PartWork describes a block and a stage holds
 // stage_layers.Of(stage) of them (planner/stage_layers.h); stage 0 adds the embedding part, the last
 // stage the head part (final norm, lm_head, loss); with pp == 1 one stage has both.
+// A mixture-of-experts model's block is its MoE block, and the first Ld dense layers
+// (DeepSeek's first_k_dense_replace) are timed as MoE blocks too: an approximation
+// (DeepSeek-V3: 3 of 61 layers, whose dense FFN of F = 18432 runs the same FLOPs per
+// token as 8 routed + 1 shared experts of 2048). Parameters and memory count them exactly
+// (planner/cost/param_count.h CountStageParams).
 // Every number is for ONE rank and ONE micro-batch unless its Cadence says per step.
 //
 // Shapes (planner/model_spec.h legend), per rank: T = B*S/cp tokens of a micro-batch
@@ -142,6 +147,9 @@ struct StepWork {
   // count that divides the parameters (dp*cp for zero >= 1, else 1), kernels per part.
   double optimizer_bytes_per_param = 0;
   int64_t optimizer_shards = 1;
+  // fp8: bytes of casting one block's (full, unsharded) weights to their FP8 copies, once
+  // per step after the update (planner/cost/fp8_convention.h); timed with the optimizer.
+  double fp8_weight_cast_bytes_per_block = 0;
 };
 
 // `attention` as the memory model's MemoryOptions (auto: planner/attention_impl.h).

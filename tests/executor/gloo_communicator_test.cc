@@ -171,7 +171,7 @@ TEST_CASE("gloo async calls return before the collective completes", "[executor]
       auto ha = comm.AllReduceSumAsync(a);
       auto hb = comm.AllReduceSumAsync(b);
       auto hc = comm.AllGatherAsync(c_in, c_out);
-      store->set("issued", {1});
+      store->set("issued", std::vector<uint8_t>{1});  // vector, not {1}: LibTorch 2 adds set(key, string)
       torch::Tensor x = torch::rand({128, 128}) / 128;  // compute while they are in flight
       for (int i = 0; i < 8; ++i) x = torch::tanh(x.matmul(x));
       hc->Wait();  // waiting out of issue order is allowed
@@ -252,7 +252,7 @@ TEST_CASE("gloo failures name the group and the peer, then the group stays broke
                                      "group 'pair' (rank 0 of 2, world rank 0) with peer rank 1 "
                                      "(world rank 1)");
     ExpectThrows<std::runtime_error>([&] { comm.AllReduceSumAsync(in); }, "broken");
-    store->set("done", {1});
+    store->set("done", std::vector<uint8_t>{1});
   });
 }
 
@@ -264,7 +264,7 @@ TEST_CASE("gloo: a peer that leaves makes the next collective fail, not hang",
                                                    FastOptions(5s));
     if (r == 1) {
       comm.reset();  // leaves: closes its connections
-      store->set("left", {1});
+      store->set("left", std::vector<uint8_t>{1});
       return;
     }
     store->wait({"left"});

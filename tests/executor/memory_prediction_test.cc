@@ -16,6 +16,7 @@
 #include <string>
 #include <vector>
 
+#include "executor/model/adamw.h"
 #include "planner/config/config_loader.h"
 #include "planner/cost/activation_memory.h"
 #include "planner/cost/memory_model.h"
@@ -90,8 +91,9 @@ void CheckPredictions(const std::vector<PlanFile>& plans, const std::string& tit
     REQUIRE(std::system(command.c_str()) == 0);
     const Measurement measured = LoadMeasurement(out_path);
     REQUIRE(measured.ranks.size() == static_cast<size_t>(world));
-    MemoryOptions options;  // the attention core the run used
+    MemoryOptions options;  // the attention core and the AdamW kernel the run used
     REQUIRE(ParseAttentionImpl(measured.environment.attention, &options.attention));
+    options.fused_adamw = FusedAdamWBuiltIn(at::kCPU);  // these runs train on the CPU
     for (const RankMeasurement& rank : measured.ranks) {
       const int64_t stage = CoordsOfRank(pf.plan, rank.rank)[MeshDim::kPp];
       const MemoryBreakdown predicted = EstimateStageMemory(
@@ -137,6 +139,19 @@ TEST_CASE("the detailed memory model predicts each rank's measured peak within 2
   std::vector<PlanFile> plans;
   for (const MemoryCase& c : cases) plans.push_back(MakePlanFile(c));
   CheckPredictions(plans, "Detailed memory model vs measured peak (tiny-llama-like, S=256, fp32, CPU):");
+}
+
+TEST_CASE("the detailed memory model predicts a head_dim of its own within 2%",
+          "[executor][memory_prediction]") {
+  // q, k, v and the output projection's input are H*D = 8 x 64 = 512 wide on hidden 256.
+  std::vector<PlanFile> plans;
+  for (const MemoryCase& c : {MemoryCase{1, 0, 2, 1, Recompute::kNone},
+                              MemoryCase{2, 1, 2, 1, Recompute::kFull}}) {
+    PlanFile pf = MakePlanFile(c);
+    pf.model.attention_head_dim = 64;
+    plans.push_back(pf);
+  }
+  CheckPredictions(plans, "Detailed memory model vs measured peak (head_dim 64 on E/H = 32):");
 }
 
 // Tensor, sequence, context and pipeline parallelism: each pipeline stage is

@@ -115,6 +115,7 @@ struct TpCase {
   int64_t global_batch;
   int64_t dp = 1;
   int zero = 0;
+  int64_t head_dim = 0;  // ModelSpec::attention_head_dim (0: E / H)
 };
 
 std::string Describe(const TpCase& c) {
@@ -123,7 +124,8 @@ std::string Describe(const TpCase& c) {
          (c.tied ? " tied" : " untied") + " mbs=" + std::to_string(c.mbs) +
          " G=" + std::to_string(c.global_batch) +
          (c.recompute == Recompute::kNone ? " none"
-          : c.recompute == Recompute::kFull ? " full" : " selective");
+          : c.recompute == Recompute::kFull ? " full" : " selective") +
+         (c.head_dim > 0 ? " D=" + std::to_string(c.head_dim) : "");
 }
 
 TrainingSpec Training(int64_t global_batch) { return test::TinyTraining(global_batch, 8); }
@@ -150,9 +152,11 @@ TEST_CASE("tensor and sequence parallelism equal the single-process run", "[exec
       TpCase{4, true, 4, false, Recompute::kNone, 1, 2},        // sp, 2 micro-batches
       TpCase{4, true, 4, true, Recompute::kSelective, 2, 2},
       TpCase{2, false, 2, false, Recompute::kSelective, 1, 4, 2, 1},  // dp=2 x tp=2, ZeRO-1
-      TpCase{2, true, 2, true, Recompute::kNone, 1, 4, 2, 1});        // dp=2 x tp=2 sp, ZeRO-1
+      TpCase{2, true, 2, true, Recompute::kNone, 1, 4, 2, 1},         // dp=2 x tp=2 sp, ZeRO-1
+      TpCase{2, true, 2, false, Recompute::kSelective, 1, 2, 1, 0, 8});  // D=8 on E/H=4 (Qwen3-like)
   INFO(Describe(c));
-  const ModelSpec m = TinySpec(c.tied, c.kv_heads);
+  ModelSpec m = TinySpec(c.tied, c.kv_heads);
+  m.attention_head_dim = c.head_dim;
   const TrainingSpec training = Training(c.global_batch);
   ParallelPlan plan;
   plan.tp = c.tp;

@@ -133,6 +133,22 @@ TEST_CASE("a Hugging Face config.json loads as the model", "[gui][state]") {
   CHECK(state.inputs.plan.tp == 4);
 }
 
+TEST_CASE("fp8: a cluster without FP8 tensor cores is refused into ui.error", "[gui][state][fp8]") {
+  ExplorerState state;
+  InitDefault(state);
+  TrainingSpec training = state.inputs.training;
+  training.precision = Precision::kFp8;
+  SetTraining(state, training);  // H100: FP8 allowed
+  RecomputeIfChanged(state);
+  CHECK(state.derived.cost.mfu_fp8_peak > 0);
+  CHECK_FALSE(LoadClusterInto(state, "8xA100"));
+  CHECK_THAT(state.ui.error, Catch::Matchers::Contains("FP8 tensor cores"));
+  CHECK(state.inputs.cluster.gpu.name == "h100-sxm");
+  training.precision = Precision::kBf16;
+  SetTraining(state, training);
+  CHECK(LoadClusterInto(state, "8xA100"));
+}
+
 TEST_CASE("bad input goes to ui.error and leaves the inputs alone", "[gui][state]") {
   ExplorerState state;
   InitDefault(state);

@@ -457,7 +457,15 @@ TEST_CASE("pins: parsing and errors", "[planner][search]") {
   CHECK(ParsePlanPins("").empty());
   CHECK_THROWS_AS(ParsePlanPins("zero=4"), InputError);
   CHECK_THROWS_AS(ParsePlanPins("tp=0"), InputError);
-  CHECK_THROWS_WITH(ParsePlanPins("tp_overlap=1"), Catch::Contains("cannot be pinned"));
+  // The knobs the grid does not vary (tp_overlap) or varies by its own rule (the stage split).
+  const PlanPins knobs = ParsePlanPins("pp=4,tp_overlap=1,first_stage_layers=7,last_stage_layers=5");
+  CHECK(knobs.tp_comm_overlap == true);
+  CHECK(knobs.first_stage_layers == 7);
+  CHECK(knobs.last_stage_layers == 5);
+  CHECK(knobs.ToString() == "pp=4,tp_overlap=1,first_stage_layers=7,last_stage_layers=5");
+  CHECK(knobs.Without("tp_overlap").Without("last_stage_layers").ToString() ==
+        "pp=4,first_stage_layers=7");
+  CHECK_THROWS_AS(ParsePlanPins("first_stage_layers=0"), InputError);
   CHECK_THROWS_WITH(ParsePlanPins("foo=1"), Catch::Contains("unknown key"));
 }
 

@@ -32,19 +32,20 @@ RTOL = 1e-5
 PARAM_RTOL = 1e-3
 SHAPE = dict(vocab=128, hidden=64, layers=2, heads=4, ffn_hidden=160)
 BATCH, SEQ, STEPS, LR = 4, 16, 3, 1e-2
-VARIANTS = {  # name: (kv_heads, tied, attention)
-    "untied-gqa": (2, False, "naive"),
-    "tied-gqa": (2, True, "naive"),
-    "untied-mha": (4, False, "naive"),
-    "fused-untied-gqa": (2, False, "fused"),
+VARIANTS = {  # name: (kv_heads, tied, attention, head_dim; 0: hidden / heads)
+    "untied-gqa": (2, False, "naive", 0),
+    "tied-gqa": (2, True, "naive", 0),
+    "untied-mha": (4, False, "naive", 0),
+    "fused-untied-gqa": (2, False, "fused", 0),
+    "untied-gqa-head-dim": (2, False, "naive", 32),  # q and wo 4 x 32 = 128 wide on hidden 64
 }
 
 
-def run_executor(reference_step, weights, tokens, kv_heads, tied, attention, workdir):
+def run_executor(reference_step, weights, tokens, kv_heads, tied, attention, workdir, head_dim=0):
     """reference_step on these weights (executor names) and tokens; its outputs, or exit 77."""
     meta = {k: str(v) for k, v in SHAPE.items()} | {
         "kv_heads": str(kv_heads), "tied_embeddings": str(int(tied)), "batch": str(BATCH),
-        "steps": str(STEPS), "lr": repr(LR), "attention": attention}
+        "steps": str(STEPS), "lr": repr(LR), "attention": attention, "head_dim": str(head_dim)}
     meta["vocab_size"] = meta.pop("vocab")
     inputs, outputs = os.path.join(workdir, "in.safetensors"), os.path.join(workdir, "out.safetensors")
     save_file({n: t.detach().contiguous() for n, t in weights.items()} | {"tokens": tokens}, inputs, metadata=meta)
@@ -104,15 +105,16 @@ def main():
     parser.add_argument("--variant", choices=VARIANTS, required=True)
     parser.add_argument("--reference-step", required=True, help="the reference_step executable")
     args = parser.parse_args()
-    kv_heads, tied, attention = VARIANTS[args.variant]
+    kv_heads, tied, attention, head_dim = VARIANTS[args.variant]
     torch.set_num_threads(1)
-    model = make_model(kv_heads=kv_heads, tied=tied, seed=0, **SHAPE)
+    model = make_model(kv_heads=kv_heads, tied=tied, seed=0, head_dim=head_dim, **SHAPE)
     torch.manual_seed(1)
     tokens = torch.randint(0, SHAPE["vocab"], (STEPS * BATCH, SEQ + 1), dtype=torch.int64)
     weights = dict(named_parameters(model))
 
     with tempfile.TemporaryDirectory() as workdir:
-        got, hyper = run_executor(args.reference_step, weights, tokens, kv_heads, tied, attention, workdir)
+        got, hyper = run_executor(args.reference_step, weights, tokens, kv_heads, tied, attention,
+                                  workdir, head_dim)
         logits, loss, grads = reference_pass(model, tokens)
         losses, trained = reference_training(model, tokens, hyper)
         checks = [("logits", got["logits"], logits, RTOL), ("loss", got["loss"], loss, RTOL),

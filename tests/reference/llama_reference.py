@@ -19,7 +19,7 @@ except ImportError as missing:
     sys.exit(2)
 
 
-def make_model(vocab, hidden, layers, heads, kv_heads, ffn_hidden, tied, seed):
+def make_model(vocab, hidden, layers, heads, kv_heads, ffn_hidden, tied, seed, head_dim=0):
     """fp32 LlamaForCausalLM with eager attention; norm weights perturbed away from 1 so a
     misplaced norm weight shows."""
     config = transformers.LlamaConfig(
@@ -27,7 +27,8 @@ def make_model(vocab, hidden, layers, heads, kv_heads, ffn_hidden, tied, seed):
         num_hidden_layers=layers, num_attention_heads=heads, num_key_value_heads=kv_heads,
         max_position_embeddings=256, rms_norm_eps=1e-5, hidden_act="silu",
         rope_parameters={"rope_type": "default", "rope_theta": 10000.0},
-        attention_bias=False, mlp_bias=False, tie_word_embeddings=tied, initializer_range=0.1)
+        attention_bias=False, mlp_bias=False, tie_word_embeddings=tied, initializer_range=0.1,
+        head_dim=head_dim or hidden // heads)
     config._attn_implementation = "eager"
     torch.manual_seed(seed)
     model = transformers.LlamaForCausalLM(config).float()

@@ -10,7 +10,6 @@
 // and the AdamW hyper-parameters the Trainer used as metadata. Exit 0; 77 (CTest: skipped)
 // when this LibTorch lacks what the input asks for (fused attention); 1 with the reason.
 #include <ATen/ATen.h>
-#include <torch/version.h>
 
 #include <algorithm>
 #include <cstdio>
@@ -20,6 +19,7 @@
 #include <vector>
 
 #include "executor/data.h"
+#include "executor/libtorch_compat.h"
 #include "executor/model/adamw.h"
 #include "executor/model/param_layout.h"
 #include "executor/parallel/device_mesh.h"
@@ -68,6 +68,7 @@ ModelSpec ModelFrom(const SafetensorsFile& in) {
   m.kv_heads = MetaInt(in, "kv_heads");
   m.ffn_hidden = MetaInt(in, "ffn_hidden");
   m.tied_embeddings = MetaInt(in, "tied_embeddings") != 0;
+  if (in.metadata.count("head_dim") != 0) m.attention_head_dim = MetaInt(in, "head_dim");  // 0: E/H
   return m;
 }
 
@@ -102,7 +103,8 @@ void Run(const std::string& in_path, const std::string& out_path) {
   const AttentionImpl attention =
       in.metadata.at("attention") == "fused" ? AttentionImpl::kFused : AttentionImpl::kNaive;
   if (attention == AttentionImpl::kFused && !FusedAttentionBuiltIn())
-    throw Unsupported("this LibTorch (" TORCH_VERSION ") has no fused attention with GQA (2.5 and later)");
+    throw Unsupported(std::string("this LibTorch (") + libtorch::kVersion +
+                      ") has no fused attention with GQA (2.5 and later)");
   const ParamLayout layout = BuildParamLayout(m, 1);
   const std::vector<at::Tensor> flats = FlatsFrom(layout, in);
   SafetensorsFile out;
