@@ -26,6 +26,10 @@ struct KernelShape {
   int64_t gemm_tile_n = 128;
   double gemm_k_overhead = 0;     // a tile's prologue + epilogue, in k-depth equivalents
   int64_t attention_tile_q = 128; // query rows per flash-attention CTA
+  // A GEMM's memory traffic adds to its compute instead of hiding behind it (roofline max):
+  // true for CPU profiles (`meshplan calibrate --device cpu` sets it), whose BLAS packs the
+  // operands in a pass its FMA loops do not overlap (planner/cost/compute_work.h).
+  bool gemm_streams_operands = false;
   bool operator==(const KernelShape&) const = default;
 };
 

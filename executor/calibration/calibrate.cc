@@ -137,8 +137,9 @@ BenchContext MakeBenchContext(const CalibrationOptions& options, CalibrationResu
 
 // Every fitted micro-benchmark (ops, whole blocks and the head, the optimizer), weighted
 // by its share of a step, then the fit of the compute rates.
-void MeasureAndFit(const CalibrationOptions& options, const std::vector<BenchShape>& shapes,
-                   const BenchContext& ctx, CalibrationResult* result) {
+void MeasureAndFit(const CalibrationOptions& options, const GpuSpec& base,
+                   const std::vector<BenchShape>& shapes, const BenchContext& ctx,
+                   CalibrationResult* result) {
   std::vector<StepSample> step_samples;
   for (auto* bench : {&BenchmarkMatmuls, &BenchmarkAttention, &BenchmarkMemoryOps})
     for (StepSample& s : (*bench)(options.model, shapes, ctx)) step_samples.push_back(std::move(s));
@@ -151,7 +152,7 @@ void MeasureAndFit(const CalibrationOptions& options, const std::vector<BenchSha
     step_samples.push_back(BenchmarkOptimizer(options.model, ctx));
   WeightByStepShare(&step_samples);
   for (StepSample& s : step_samples) result->samples.push_back(std::move(s.sample));
-  result->fit = FitComputeRates(result->samples, RatesFor(options.base, options.precision));
+  result->fit = FitComputeRates(result->samples, RatesFor(base, options.precision));
 }
 
 // Collective benchmarks over Gloo threads on this CPU, fitted to one network tier.
@@ -186,12 +187,20 @@ CalibrationResult RunCalibration(const CalibrationOptions& options) {
     throw std::runtime_error("calibrate: no shape fits the model's max_seq " +
                              std::to_string(options.model.max_seq));
 
+  // A CPU profile: the host's RAM as its memory, and GEMMs that stream their operands on
+  // top of their compute (planner/hardware_spec.h KernelShape::gemm_streams_operands).
+  GpuSpec base = options.base;
+  if (!ctx.device.is_cuda()) {
+    if (base.memory_bytes == 0) base.memory_bytes = PhysicalMemoryBytes();
+    base.kernel_shape.gemm_streams_operands = true;
+  }
+
   // Peaks first (a CPU profile's reference), then the fitted samples.
   if (!ctx.device.is_cuda()) {
     result.peaks.flops = MeasureMatmulFlops(options.quick ? 512 : 1024, ctx);
     result.peaks.bandwidth_Bps = MeasureCopyBandwidth(int64_t{64} << 20, ctx);
   }
-  MeasureAndFit(options, shapes, ctx, &result);
+  MeasureAndFit(options, base, shapes, ctx, &result);
 
   // Checks (not fitted): the attention forward that recompute replays, at the smallest and
   // the largest shape.
@@ -200,8 +209,6 @@ CalibrationResult RunCalibration(const CalibrationOptions& options) {
   for (const CalibrationSample& c : result.checks)
     result.check_predicted_s.push_back(TimeOf(c.work, result.fit.rates).total());
 
-  GpuSpec base = options.base;
-  if (!ctx.device.is_cuda() && base.memory_bytes == 0) base.memory_bytes = PhysicalMemoryBytes();
   result.gpu = ApplyCalibration(base, result.fit, result.peaks, options.precision, &result.warnings);
   result.gpu.source = fmt::format(
       "calibrated on {} {} by meshplan calibrate ({}, {}, {} shapes of {}{})", result.host,

@@ -136,9 +136,9 @@ void EmitCluster(std::string& out, const ClusterSpec& c) {
   out += "    kernel_overhead_us: " + FormatShifted(g.kernel_overhead_s, ci::kMicro) + "\n";
   const KernelShape& k = g.kernel_shape;
   out += fmt::format("    kernel_shape: {{sm_count: {}, gemm_tile_m: {}, gemm_tile_n: {}, "
-                     "gemm_k_overhead: {}, attention_tile_q: {}}}\n",
+                     "gemm_k_overhead: {}, attention_tile_q: {}, gemm_streams_operands: {}}}\n",
                      k.sm_count, k.gemm_tile_m, k.gemm_tile_n, Shortest(k.gemm_k_overhead),
-                     k.attention_tile_q);
+                     k.attention_tile_q, k.gemm_streams_operands);
   out += RuntimeMemoryToYaml(g.runtime_memory, "    ");
   out += "  intra_node: " + Tier(c.intra_node) + "\n";
   out += "  inter_node: " + Tier(c.inter_node) + "\n";

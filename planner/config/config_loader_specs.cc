@@ -172,7 +172,8 @@ NetworkTier TierFromYaml(const YamlFields& f) {
 }
 
 KernelShape KernelShapeFromYaml(const YamlFields& f) {
-  f.AllowOnly({"sm_count", "gemm_tile_m", "gemm_tile_n", "gemm_k_overhead", "attention_tile_q"});
+  f.AllowOnly({"sm_count", "gemm_tile_m", "gemm_tile_n", "gemm_k_overhead", "attention_tile_q",
+               "gemm_streams_operands"});
   KernelShape k;
   constexpr IntRange kTile{1, 4096};
   k.sm_count = f.Int("sm_count", {0, 100'000}, k.sm_count);
@@ -180,6 +181,7 @@ KernelShape KernelShapeFromYaml(const YamlFields& f) {
   k.gemm_tile_n = f.Int("gemm_tile_n", kTile, k.gemm_tile_n);
   k.gemm_k_overhead = f.Number("gemm_k_overhead", {0, true, 1e6}, k.gemm_k_overhead);
   k.attention_tile_q = f.Int("attention_tile_q", kTile, k.attention_tile_q);
+  k.gemm_streams_operands = f.Bool("gemm_streams_operands", k.gemm_streams_operands);
   return k;
 }
 

@@ -61,9 +61,9 @@ std::string GpuSpecToYaml(const GpuSpec& g, const HardwareYamlOptions& options) 
   const KernelShape& k = g.kernel_shape;
   out += "kernel_shape:                 # how efficiency depends on shape (planner/cost/compute_work.h)\n";
   out += fmt::format("  sm_count: {}\n  gemm_tile_m: {}\n  gemm_tile_n: {}\n  gemm_k_overhead: {}\n"
-                     "  attention_tile_q: {}\n",
+                     "  attention_tile_q: {}\n  gemm_streams_operands: {}\n",
                      k.sm_count, k.gemm_tile_m, k.gemm_tile_n, Rounded(k.gemm_k_overhead, 0, d),
-                     k.attention_tile_q);
+                     k.attention_tile_q, k.gemm_streams_operands);
   if (options.network) {
     const ClusterSpec& n = *options.network;
     out += "network:                      # bandwidth_GBps per GPU per direction, latency_us per ring step\n";

@@ -52,6 +52,7 @@ ComputeRates RatesFor(const GpuSpec& gpu, Precision precision) {
   rates.gemm_tile_n = static_cast<double>(gpu.kernel_shape.gemm_tile_n);
   rates.gemm_k_overhead = gpu.kernel_shape.gemm_k_overhead;
   rates.attention_tile_q = static_cast<double>(gpu.kernel_shape.attention_tile_q);
+  rates.gemm_streams_operands = gpu.kernel_shape.gemm_streams_operands;
   return rates;
 }
 
@@ -78,6 +79,12 @@ double ShapedFlashFlops(const FlashAttentionOp& op, const ComputeRates& r) {
 
 double Seconds(double work, double rate) { return rate > 0 ? work / rate : 0; }
 
+// Operands read and output written once: (a * (m*k + k*n) + c * m*n) * batch.
+double GemmBytes(const GemmOp& g, const ComputeRates& r) {
+  const double operand_bytes = g.fp8 ? kFp8Bytes : r.element_bytes;
+  return (operand_bytes * (g.m * g.k + g.k * g.n) + r.element_bytes * g.m * g.n) * g.batch;
+}
+
 }  // namespace
 
 double GemmTime(const GemmOp& gemm, const ComputeRates& rates) {
@@ -85,11 +92,8 @@ double GemmTime(const GemmOp& gemm, const ComputeRates& rates) {
                       : gemm.fp8          ? rates.fp8_matmul_flops_per_s
                                           : rates.matmul_flops_per_s;
   const double compute = Seconds(ShapedGemmFlops(gemm, rates), rate);
-  const double operand_bytes = gemm.fp8 ? kFp8Bytes : rates.element_bytes;
-  const double bytes = (operand_bytes * (gemm.m * gemm.k + gemm.k * gemm.n) +
-                        rates.element_bytes * gemm.m * gemm.n) *
-                       gemm.batch;
-  return std::max(compute, Seconds(bytes, rates.memory_Bps));
+  const double memory = Seconds(GemmBytes(gemm, rates), rates.memory_Bps);
+  return rates.gemm_streams_operands ? compute + memory : std::max(compute, memory);
 }
 
 double FlashAttentionTime(const FlashAttentionOp& op, const ComputeRates& rates) {
@@ -143,6 +147,13 @@ ComputeTime TimeOf(const ComputeWork& work, const ComputeRates& rates) {
   t.memory_s = Seconds(work.memory_bytes, rates.memory_Bps);
   t.overhead_s = static_cast<double>(work.kernels) * rates.kernel_overhead_s;
   return t;
+}
+
+double SerialGemmBytes(const ComputeWork& work, const ComputeRates& rates) {
+  if (!rates.gemm_streams_operands) return 0;
+  double bytes = 0;
+  for (const GemmOp& g : work.gemms) bytes += GemmBytes(g, rates);
+  return bytes;
 }
 
 }  // namespace meshplan

@@ -16,6 +16,10 @@
 //               User's Guide"; k_overhead: the tile's prologue and epilogue in k-depth);
 //      memory   (a * (m*k + k*n) + c * m*n) * batch bytes at the memory rate (roofline),
 //               a = operand bytes (1 for an FP8 GEMM), c = output bytes (bf16 for FP8).
+//    On a CPU profile (KernelShape::gemm_streams_operands) the two ADD instead: a CPU BLAS first packs the operands
+//    into cache-sized panels, a pass over memory that its FMA loops do not hide, so a GEMM
+//    with few rows (m = 64 tokens against an 8192-wide lm_head) spends a third of its time
+//    moving the weight (docs/cost_model.md section 5, "CPU GEMMs").
 //    An FP8 GEMM (GemmOp::fp8: fp8 precision's linear GEMMs, planner/cost/fp8_convention.h)
 //    runs at the FP8 matmul rate; everything else at the precision's (bf16 for fp8).
 //    With sm_count 0 (a CPU profile) there is no quantization: 2*m*n*(k+k_overhead)*batch.
@@ -112,6 +116,7 @@ struct ComputeRates {
   double gemm_tile_m = 128, gemm_tile_n = 128;
   double gemm_k_overhead = 0;
   double attention_tile_q = 128;
+  bool gemm_streams_operands = false;  // memory adds to compute (CPU) instead of max
 };
 ComputeRates RatesFor(const GpuSpec& gpu, Precision precision);
 ComputeTime TimeOf(const ComputeWork& work, const ComputeRates& rates);
@@ -125,5 +130,9 @@ double FlashAttentionTime(const FlashAttentionOp& op, const ComputeRates& rates)
 // calibration's linear regressors (planner/measure/calibration_fit.h).
 double ShapedMatmulFlops(const ComputeWork& work, const ComputeRates& rates);
 double ShapedAttentionFlops(const ComputeWork& work, const ComputeRates& rates);
+// The GEMM bytes charged to the memory rate ON TOP of their compute: every listed GEMM's
+// operand and output bytes on a CPU profile (gemm_streams_operands), 0 on a GPU (its roofline takes
+// the slower side instead). Calibration's memory regressor adds them to memory_bytes.
+double SerialGemmBytes(const ComputeWork& work, const ComputeRates& rates);
 
 }  // namespace meshplan

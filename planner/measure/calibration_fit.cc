@@ -19,8 +19,8 @@ constexpr std::array<const char*, kNumColumns> kColumnNames = {"matmul", "attent
 
 // The work each unknown is charged with, shapes applied (planner/cost/compute_work.h).
 std::array<double, kNumColumns> Features(const ComputeWork& w, const ComputeRates& geometry) {
-  return {ShapedMatmulFlops(w, geometry), ShapedAttentionFlops(w, geometry), w.memory_bytes,
-          static_cast<double>(w.kernels)};
+  return {ShapedMatmulFlops(w, geometry), ShapedAttentionFlops(w, geometry),
+          w.memory_bytes + SerialGemmBytes(w, geometry), static_cast<double>(w.kernels)};
 }
 
 // min ||A x - b|| over x >= 0 (every column that is free), by an active set: solve over

@@ -3,8 +3,10 @@
 // Each CalibrationSample is one timed benchmark with its work counted the way the cost
 // model counts it (planner/cost/compute_work.h ComputeWork: matmul and attention kernels
 // with their shapes, memory-bound bytes, launched kernels). The cost model times work as
-//   t = shaped matmul FLOPs / R_mm + shaped attention FLOPs / R_attn + memory_bytes / R_mem
-//       + kernels * c
+//   t = shaped matmul FLOPs / R_mm + shaped attention FLOPs / R_attn
+//       + (memory_bytes + serial GEMM bytes) / R_mem + kernels * c
+// (serial GEMM bytes: a CPU profile's GEMM operands, which its BLAS streams on top of the
+// compute; 0 on a GPU: compute_work.h SerialGemmBytes)
 // (TimeOf; "shaped": tile / wave quantized, k overhead added, the compute side of each
 // GEMM's roofline), linear in (1/R_mm, 1/R_attn, 1/R_mem, c) for a fixed kernel geometry
 // (the GPU's KernelShape, not fitted here). FitComputeRates

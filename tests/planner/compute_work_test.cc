@@ -34,6 +34,24 @@ TEST_CASE("a GEMM without kernel geometry runs at the saturated rate") {
   CHECK(GemmTime(gemm, r) == Approx(gemm.flops() / (989.4e12 * g.matmul_efficiency)));
 }
 
+TEST_CASE("a CPU profile's GEMM adds its memory traffic to its compute; a GPU's takes the slower") {
+  GpuSpec g = testing::H100Cluster(1).gpu;
+  const GemmOp skinny{64, 8192, 256};  // few rows: the weight's bytes are a large share
+  const ComputeRates gpu = Rates(g);
+  const double compute = skinny.flops() / gpu.matmul_flops_per_s;
+  const double bytes = 2.0 * (64 * 256 + 256 * 8192 + 64 * 8192);  // bf16 operands and output
+  const double memory = bytes / gpu.memory_Bps;
+  CHECK(GemmTime(skinny, gpu) == Approx(std::max(compute, memory)));
+  g.kernel_shape.gemm_streams_operands = true;
+  const ComputeRates cpu = Rates(g);
+  CHECK(GemmTime(skinny, cpu) == Approx(compute + memory));
+  ComputeWork work;
+  work.AddGemm(skinny);
+  CHECK(SerialGemmBytes(work, gpu) == 0);
+  CHECK(SerialGemmBytes(work, cpu) == Approx(bytes));
+  CHECK(TimeOf(work, cpu).matmul_s == Approx(compute + memory));
+}
+
 TEST_CASE("tile and wave quantization: one tile more than the SMs costs a second wave") {
   const ComputeRates r = Rates(ShapedH100());
   // 132 tiles of 128 x 128 fill one wave; 133 need two.
