@@ -21,12 +21,12 @@ wheel_cuda="$("$python" -c 'import torch; print(torch.version.cuda or "")')"
 cuda_home="${CUDA_HOME:-/usr/local/cuda}"
 nvcc="$(command -v nvcc || echo "$cuda_home/bin/nvcc")"
 if [ ! -x "$nvcc" ]; then
-  echo "build_torch2: the torch wheel's LibTorch needs the CUDA toolkit $wheel_cuda (nvcc: none on PATH or in $cuda_home/bin); MESHPLAN_SKIP_TORCH_WHEEL=1 skips this build" >&2
+  echo "build_torch2: the torch wheel's LibTorch needs the CUDA toolkit $wheel_cuda (nvcc: none on PATH or in $cuda_home/bin); MESHPLAN_TORCH2=0 scripts/test.sh skips this build, MESHPLAN_SKIP_TORCH_WHEEL=1 the wheel too" >&2
   exit 2
 fi
 toolkit_cuda="$("$nvcc" --version | sed -n 's/.*release \([0-9]*\.[0-9]*\).*/\1/p')"
 if [ "$toolkit_cuda" != "$wheel_cuda" ]; then
-  echo "build_torch2: $nvcc is CUDA $toolkit_cuda, the torch wheel was built with CUDA $wheel_cuda (install that toolkit or put its nvcc first on PATH); MESHPLAN_SKIP_TORCH_WHEEL=1 skips this build" >&2
+  echo "build_torch2: $nvcc is CUDA $toolkit_cuda, the torch wheel was built with CUDA $wheel_cuda (install that toolkit or put its nvcc first on PATH); MESHPLAN_TORCH2=0 scripts/test.sh skips this build, MESHPLAN_SKIP_TORCH_WHEEL=1 the wheel too" >&2
   exit 2
 fi
 export CUDACXX="$nvcc"

@@ -46,6 +46,20 @@ std::shared_ptr<::gloo::transport::Device> MakeDevice(const GlooOptions& options
   return c10d::ProcessGroupGloo::createDefaultDevice();
 }
 
+// Posts one operation on a ProcessGroupGloo. Every GlooCommunicator of the process posts
+// through here, one at a time: LibTorch 2.x's ProcessGroupGloo records each operation it
+// posts in a process-wide c10d::FlightRecorder, whose first record for a process group
+// inserts into a std::map before taking the recorder's lock; two groups posting their first
+// operation at once (ranks as threads, or the dp and tp comm threads of one rank) corrupt the
+// map (SIGSEGV in std::_Rb_tree_insert_and_rebalance under FlightRecorder::record, seen in
+// the vocab-parallel cross-entropy test). Only the posting is serialised, not the wait.
+template <typename Post>
+auto Posted(Post&& post) {
+  static std::mutex mu;
+  std::lock_guard<std::mutex> lock(mu);
+  return post();
+}
+
 // A host copy of `t` to run Gloo on (t itself when it already lives on the CPU).
 torch::Tensor OnHost(const torch::Tensor& t) { return t.is_cpu() ? t : t.cpu(); }
 void CopyBackIfStaged(torch::Tensor& t, const torch::Tensor& host) {
@@ -165,8 +179,8 @@ struct GlooCommunicator::Impl {
     next_tag = next_tag == 1'000'000'000 ? 1 : next_tag + 1;
     try {
       std::vector<at::Tensor> send_list{out}, recv_list{in};
-      auto send = pg->send(send_list, dst, tag);
-      auto recv = pg->recv(recv_list, src, tag);
+      auto send = Posted([&] { return pg->send(send_list, dst, tag); });
+      auto recv = Posted([&] { return pg->recv(recv_list, src, tag); });
       WaitWork(recv);
       WaitWork(send);
     } catch (...) {
@@ -202,7 +216,7 @@ struct GlooCommunicator::Impl {
     const int n = size();
     if (buffer.numel() % n != 0) {
       std::vector<at::Tensor> list{buffer.to(at::kFloat)};
-      WaitWork(pg->allreduce(list));
+      WaitWork(Posted([&] { return pg->allreduce(list); }));
       buffer.copy_(list[0]);
       return;
     }
@@ -362,7 +376,7 @@ std::unique_ptr<CommHandle> GlooCommunicator::AllReduceSumAsync(torch::Tensor& b
             impl->BF16AllReduce(host);
           } else {
             std::vector<at::Tensor> list{host};
-            impl->WaitWork(impl->pg->allreduce(list));
+            impl->WaitWork(Posted([&] { return impl->pg->allreduce(list); }));
             host = list[0];
           }
           CopyBackIfStaged(buffer, host);
@@ -410,7 +424,7 @@ std::unique_ptr<CommHandle> GlooCommunicator::BroadcastAsync(torch::Tensor& buff
           std::vector<at::Tensor> list{OnHost(buffer)};
           c10d::BroadcastOptions options;
           options.rootRank = root;
-          impl->WaitWork(impl->pg->broadcast(list, options));
+          impl->WaitWork(Posted([&] { return impl->pg->broadcast(list, options); }));
           CopyBackIfStaged(buffer, list[0]);
         } catch (...) {
           impl->Fail("broadcast", root == impl->rank ? "" : "root " + impl->Peer(root),
@@ -427,7 +441,7 @@ std::unique_ptr<CommHandle> GlooCommunicator::SendAsync(const torch::Tensor& buf
       "send", [impl, buffer, dst]() -> c10::intrusive_ptr<c10d::Work> {
         try {
           std::vector<at::Tensor> list{OnHost(buffer)};
-          return impl->pg->send(list, dst, /*tag=*/0);
+          return Posted([&] { return impl->pg->send(list, dst, /*tag=*/0); });
         } catch (...) {
           impl->Fail("send", impl->Peer(dst), std::current_exception());
         }
@@ -444,7 +458,7 @@ std::unique_ptr<CommHandle> GlooCommunicator::RecvAsync(torch::Tensor& buffer, i
       "recv", [impl, host, src]() -> c10::intrusive_ptr<c10d::Work> {
         try {
           std::vector<at::Tensor> list{host};
-          return impl->pg->recv(list, src, /*tag=*/0);
+          return Posted([&] { return impl->pg->recv(list, src, /*tag=*/0); });
         } catch (...) {
           impl->Fail("recv", impl->Peer(src), std::current_exception());
         }
@@ -459,7 +473,7 @@ void GlooCommunicator::Barrier() {
   impl->Enqueue<void>("barrier",
                       [impl] {
                         try {
-                          impl->WaitWork(impl->pg->barrier());
+                          impl->WaitWork(Posted([&] { return impl->pg->barrier(); }));
                         } catch (...) {
                           impl->Fail("barrier", "", std::current_exception());
                         }
