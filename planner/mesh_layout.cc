@@ -11,6 +11,7 @@ int64_t MeshDimSize(const ParallelPlan& plan, MeshDim dim) {
     case MeshDim::kPp: return plan.pp;
     case MeshDim::kCp: return plan.cp;
     case MeshDim::kTp: return plan.tp;
+    case MeshDim::kEp: return plan.ep;
   }
   return 1;
 }
@@ -44,6 +45,7 @@ int64_t RankOfCoords(const ParallelPlan& plan, const MeshCoords& coords) {
 }
 
 std::vector<int64_t> MeshGroupMembers(const ParallelPlan& plan, int64_t rank, MeshDim dim) {
+  if (dim == MeshDim::kEp) return ExpertParallelMembers(plan, rank);
   MeshCoords c = CoordsOfRank(plan, rank);
   std::vector<int64_t> members;
   members.reserve(static_cast<size_t>(MeshDimSize(plan, dim)));

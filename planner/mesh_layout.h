@@ -37,13 +37,14 @@ struct MeshCoords {
   bool operator==(const MeshCoords&) const = default;
 };
 
-// The plan's factor for `dim` (dp, pp, cp or tp).
+// The plan's factor for `dim` (dp, pp, cp, tp; ep: plan.ep, a sub-group of dp).
 int64_t MeshDimSize(const ParallelPlan& plan, MeshDim dim);
 
 MeshCoords CoordsOfRank(const ParallelPlan& plan, int64_t rank);
 int64_t RankOfCoords(const ParallelPlan& plan, const MeshCoords& coords);
 
-// World ranks of the group along `dim` that contains `rank`, by coordinate along `dim`.
+// World ranks of the group along `dim` that contains `rank`, by coordinate along `dim`
+// (kEp: ExpertParallelMembers).
 std::vector<int64_t> MeshGroupMembers(const ParallelPlan& plan, int64_t rank, MeshDim dim);
 
 // The ranks that hold the same weights as `rank` (same pp and tp coordinates): the dp x cp

@@ -97,9 +97,10 @@ void EmitModel(std::string& out, const ModelSpec& m) {
     out += fmt::format(
         "  moe:\n    experts: {}\n    top_k: {}\n    shared_experts: {}\n"
         "    expert_ffn_hidden: {}\n    dense_layers: {}\n    router_bias: {}\n"
-        "    capacity_factor: {}\n",
+        "    capacity_factor: {}\n    load_imbalance: {}\n",
         e.experts, e.top_k, e.shared_experts, e.expert_ffn_hidden, e.dense_layers,
-        e.router_bias ? "true" : "false", Shortest(e.capacity_factor));
+        e.router_bias ? "true" : "false", Shortest(e.capacity_factor),
+        Shortest(e.load_imbalance));
   }
   if (m.mla.enabled())
     out += fmt::format(
