@@ -4,6 +4,8 @@
 #include <catch2/catch.hpp>
 
 #include <algorithm>
+#include <filesystem>
+#include <fstream>
 
 #include "planner/config/config_loader.h"
 #include "planner/cost/collective_time.h"
@@ -12,6 +14,7 @@
 #include "planner/cost/memory_model.h"
 #include "planner/cost/param_count.h"
 #include "planner/cost/step_work.h"
+#include "planner/input_error.h"
 #include "planner/search/plan_space.h"
 #include "tests/planner/cost_test_specs.h"
 
@@ -230,6 +233,34 @@ TEST_CASE("the search adds ep for MoE models only", "[planner][moe][ep][search]"
   CHECK_FALSE(moe_space.OrdinalOf(Plan("dp=64,ep=16")).has_value());
   CHECK(ParsePlanPins("ep=4").ep == 4);
   CHECK(ParsePlanPins("ep=4").ToString() == "ep=4");
+}
+
+// A model YAML with `extra` under moe:, loaded from a temporary file.
+ModelSpec LoadMoeYaml(const std::string& extra) {
+  const auto path = std::filesystem::temp_directory_path() / "meshplan_ep_cost_test.yaml";
+  std::ofstream(path) << "name: m\nblock: llama\nvocab_size: 1000\nhidden: 256\nlayers: 2\n"
+                         "heads: 8\nkv_heads: 8\nffn_hidden: 512\nmoe:\n  experts: 8\n"
+                         "  top_k: 2\n  expert_ffn_hidden: 512\n" + extra;
+  struct Remove {
+    std::filesystem::path p;
+    ~Remove() { std::filesystem::remove(p); }
+  } remove{path};
+  return LoadModel(path.string());
+}
+
+TEST_CASE("moe.load_imbalance: YAML key, default, range", "[planner][moe][ep][config]") {
+  CHECK(LoadMoeYaml("").moe.load_imbalance == kDefaultLoadImbalance);
+  CHECK(LoadMoeYaml("  load_imbalance: 1.5\n").moe.load_imbalance == 1.5);
+  try {
+    LoadMoeYaml("  load_imbalance: 0.5\n");
+    FAIL("load_imbalance 0.5 loaded");
+  } catch (const InputError& e) {
+    CHECK(e.field() == "moe.load_imbalance");
+  }
+  // Applied capped at ep: the busiest rank cannot take more than its group's rows.
+  ModelSpec m = LoadMoeYaml("  load_imbalance: 5\n");
+  CHECK(LoadImbalance(m, ParsePlanString("dp=4,ep=2")) == 2.0);
+  CHECK(LoadImbalance(m, ParsePlanString("dp=8,ep=8")) == 5.0);
 }
 
 }  // namespace
