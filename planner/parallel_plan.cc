@@ -117,15 +117,22 @@ std::string StageSplitMessage(const ParallelPlan& plan, int64_t layers) {
          Str(layers) + " - " + Str(others) + "*k for a whole k >= 1 (each stage >= 1 layer)";
 }
 
-// "1, 2, 4, 8": the divisors of n that also divide m (m == 0: all divisors of n); "1" at
-// least. At most 12 listed, then "...".
-std::string Divisors(int64_t n, int64_t m) {
+// "1, 2, 4, 8": the divisors of n that also divide m (m == 0: all divisors of n), as the
+// allowed values of a message; "1" at least. At most 12 listed, then "...".
+std::string AllowedDivisors(int64_t n, int64_t m) {
+  std::vector<int64_t> small, large;  // divisors up to sqrt(n), and their partners
+  for (int64_t d = 1; d <= n / d; ++d) {
+    if (n % d != 0) continue;
+    small.push_back(d);
+    if (d != n / d) large.push_back(n / d);
+  }
+  small.insert(small.end(), large.rbegin(), large.rend());
   std::string s;
   int listed = 0;
-  for (int64_t d = 1; d <= n && listed <= 12; ++d) {
-    if (n % d != 0 || (m != 0 && m % d != 0)) continue;
-    s += (s.empty() ? "" : ", ") + (listed == 12 ? std::string("...") : Str(d));
-    ++listed;
+  for (int64_t d : small) {
+    if (m != 0 && m % d != 0) continue;
+    if (listed++ == 12) return s + ", ...";
+    s += (s.empty() ? "" : ", ") + Str(d);
   }
   return s.empty() ? "1" : s;
 }
@@ -171,11 +178,11 @@ std::string ViolationMessage(PlanConstraint c, const ParallelPlan& plan, const M
     case C::kEpDividesDp:
       return "ep=" + Str(plan.ep) + " does not divide dp=" + Str(plan.dp) +
              " (the expert-parallel group is carved out of dp); allowed: " +
-             Divisors(plan.dp, 0);
+             AllowedDivisors(plan.dp, 0);
     case C::kEpDividesExperts:
       return "ep=" + Str(plan.ep) + " does not divide moe.experts=" + Str(model.moe.experts) +
              " (each rank holds experts/ep routed experts); allowed with dp=" + Str(plan.dp) +
-             ": " + Divisors(plan.dp, model.moe.experts);
+             ": " + AllowedDivisors(plan.dp, model.moe.experts);
     case C::kPpDividesLayers:
       return "pp*vpp=" + Str(plan.pp) + "*" + Str(plan.virtual_stages) +
              " does not divide layers=" + Str(model.layers) +

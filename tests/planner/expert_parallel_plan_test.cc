@@ -69,6 +69,11 @@ TEST_CASE("ep rules: >= 1, divides dp, divides the experts, MoE only", "[planner
   CHECK_THAT(Find(four, "ep_divides_dp")->message,
              Catch::Contains("ep=4 does not divide dp=6") && Catch::Contains("allowed: 1, 2, 3, 6"));
   CHECK_FALSE(Find(four, "ep_divides_experts"));
+  // dp = 5040 has 60 divisors: the message lists the first 12, then "...".
+  const auto many = Validate(ParsePlanString("dp=5040,ep=11"), moe, testing::Training(5040, 128), 5040);
+  REQUIRE(Find(many, "ep_divides_dp"));
+  CHECK_THAT(Find(many, "ep_divides_dp")->message,
+             Catch::EndsWith("allowed: 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 12, 14, ..."));
 
   const ModelSpec dense = testing::SpecLlama(256, 8, 4, 512);
   const auto on_dense = Validate(ParsePlanString("dp=8,ep=2"), dense, t, 8);
