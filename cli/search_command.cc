@@ -217,6 +217,7 @@ nlohmann::json PlanFieldsToJson(const ParallelPlan& p) {
           {"tp", p.tp},
           {"pp", p.pp},
           {"cp", p.cp},
+          {"ep", p.ep},
           {"zero", p.zero_stage},
           {"sp", p.sequence_parallel},
           {"mbs", p.micro_batch},
@@ -548,8 +549,8 @@ void AddSearchCommand(CLI::App& app, int* exit_code) {
   auto options = std::make_shared<SearchCommandOptions>();
   CLI::App* cmd = app.add_subcommand(
       "search",
-      "Search every valid parallel plan (dp x tp x pp x cp, ZeRO 0-3, sp, micro-batch, "
-      "recompute, pipeline schedule) and rank the ones that fit by predicted tokens/s.\n"
+      "Search every valid parallel plan (dp x tp x pp x cp, ep for MoE models, ZeRO 0-3, sp, "
+      "micro-batch, recompute, pipeline schedule) and rank the ones that fit by predicted tokens/s.\n"
       "Exit codes: 0 plans found, 2 bad input or no valid plan, 3 valid plans exist but none "
       "fits in memory.");
   AddSetupOptions(cmd, &options->setup);
@@ -582,7 +583,7 @@ void AddSearchCommand(CLI::App& app, int* exit_code) {
                 "last stage, first_stage_layers / last_stage_layers)");
   cmd->add_option("--only", options->only,
                   "pin plan keys, search the rest (e.g. \"tp=1,pp=1\" or \"zero=3\"; any plan-string "
-                  "key: dp, tp, pp, cp, zero, sp, mbs, recompute, schedule, vpp, tp_overlap, "
+                  "key: dp, tp, pp, cp, ep, zero, sp, mbs, recompute, schedule, vpp, tp_overlap, "
                   "first_stage_layers, last_stage_layers)");
   cmd->add_option("--dump", options->dump,
                   "write every evaluated candidate (plan, memory and time columns, fits, reason) "

@@ -81,7 +81,7 @@ void PrintTable(const PlanFile& in, const PlanCost& cost, const SimResult& sim,
   };
   line("compute", a.compute_s, s.compute_s);
   if (a.recompute_s > 0 || s.recompute_s > 0) line("  of which recompute", a.recompute_s, s.recompute_s);
-  for (MeshDim d : kAllMeshDims)
+  for (MeshDim d : kAllCommDims)
     if (a.exposed_comm_s[d] > 0 || s.exposed_comm_s[d] > 0)
       line(fmt::format("exposed {} communication", ToString(d)), a.exposed_comm_s[d],
            s.exposed_comm_s[d]);
@@ -98,12 +98,14 @@ void PrintTable(const PlanFile& in, const PlanCost& cost, const SimResult& sim,
                "(its idle time\n  waiting for the others counts as bubble).\n");
 
   fmt::print("\nStreams, busy share of the step (stage {} is the slowest):\n", sim.slowest_stage);
+  // The ep stream (the expert all-to-alls, the last one) only when the plan has ep > 1.
+  const int streams = in.plan.ep > 1 ? kNumSimStreams : static_cast<int>(SimStream::kEp);
   fmt::print("{:>6} {:>7} {:>10}", "stage", "rank", "end");
-  for (int i = 0; i < kNumSimStreams; ++i) fmt::print(" {:>8}", ToString(static_cast<SimStream>(i)));
+  for (int i = 0; i < streams; ++i) fmt::print(" {:>8}", ToString(static_cast<SimStream>(i)));
   fmt::print("\n");
   for (const SimStage& st : sim.stages) {
     fmt::print("{:>6} {:>7} {:>10}", st.stage, st.global_rank, FormatMs(st.time.total_s, 3));
-    for (const StreamUse& u : st.streams) fmt::print(" {:>7.1f}%", 100 * u.utilisation);
+    for (int i = 0; i < streams; ++i) fmt::print(" {:>7.1f}%", 100 * st.streams[i].utilisation);
     fmt::print("\n");
   }
 }

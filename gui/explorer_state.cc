@@ -164,6 +164,8 @@ void RecomputeDerived(ExplorerState& state) {
       d.seed_memory = EstimateMemory(in.model, in.training, in.plan, MemoryModel::kSeed);
       d.zero_rows = ZeroTradeoffRows(in.model, in.cluster, in.training, in.plan);
       d.tp_rows = TpTradeoffRows(in.model, in.cluster, in.training, in.plan);
+      if (in.model.moe.enabled())
+        d.ep_rows = EpTradeoffRows(in.model, in.cluster, in.training, in.plan);
     } catch (const std::exception& e) {
       d.error = e.what();
     }

@@ -60,6 +60,7 @@ struct ExplorerDerived {
   std::array<std::vector<KnobOption>, kNumKnobs> knob_options;  // indexed by Knob
   std::vector<TradeoffRow> zero_rows;      // ZeRO 0-3
   std::vector<TradeoffRow> tp_rows;        // tp = 1, 2, 4, 8
+  std::vector<TradeoffRow> ep_rows;        // ep = 1, 2, 4, 8 (MoE models; empty for dense)
   // The simulated step (or why there is none). Simulating can take a while for
   // long pipelines, so it is filled on demand by EnsureTimeline(), not by RecomputeDerived().
   TimelineView timeline;

@@ -35,8 +35,9 @@ inline constexpr Rgb kColorRecompute{121, 134, 203};
 inline constexpr Rgb kColorBubble{189, 189, 189};
 inline constexpr Rgb kColorOptimizerStep{52, 168, 83};
 // Exposed communication, one colour per mesh dimension, indexed by MeshDim (dp, pp, cp, tp).
-inline constexpr std::array<Rgb, 4> kColorCommByDim{
-    Rgb{255, 152, 0}, Rgb{240, 98, 146}, Rgb{141, 110, 99}, Rgb{255, 213, 79}};
+inline constexpr std::array<Rgb, 5> kColorCommByDim{  // dp, pp, cp, tp, ep (MeshDim order)
+    Rgb{255, 152, 0}, Rgb{240, 98, 146}, Rgb{141, 110, 99}, Rgb{255, 213, 79},
+    Rgb{0, 172, 193}};
 // --- search scatter ---
 inline constexpr Rgb kColorScatterPoint{120, 144, 156};
 inline constexpr Rgb kColorScatterFrontier{255, 112, 67};

@@ -16,6 +16,7 @@ const char* KnobTitle(Knob knob) {
     case Knob::kTp: return "tensor par.";
     case Knob::kPp: return "pipeline par.";
     case Knob::kCp: return "context par.";
+    case Knob::kEp: return "expert par.";
     case Knob::kZero: return "ZeRO stage";
     case Knob::kSequenceParallel: return "sequence par.";
     case Knob::kMicroBatch: return "micro-batch";
@@ -33,6 +34,9 @@ const char* KnobHelp(Knob knob) {
     case Knob::kTp: return "tp: Megatron tensor parallel inside a node; trades against dp";
     case Knob::kPp: return "pp: pipeline stages; takes GPUs from dp";
     case Knob::kCp: return "cp: context parallel (ring attention); takes GPUs from dp";
+    case Knob::kEp:
+      return "ep: routed experts split X/ep over ep of the dp ranks (MoE only); all-to-all "
+             "dispatch and combine per MoE layer; adds no GPUs";
     case Knob::kZero: return "ZeRO: 0 plain DP, 1 optimizer sharded, 2 + grads, 3 + params (FSDP)";
     case Knob::kSequenceParallel: return "sp: Megatron sequence parallel over the tp group";
     case Knob::kMicroBatch: return "mbs: sequences per micro-batch per dp rank";

@@ -21,7 +21,7 @@ struct TimePart {
 std::vector<TimePart> TimeParts(const StepTimeBreakdown& t) {
   std::vector<TimePart> parts{{"compute", t.compute_s - t.recompute_s, kColorCompute},
                               {"recompute", t.recompute_s, kColorRecompute}};
-  for (MeshDim dim : kAllMeshDims)
+  for (MeshDim dim : kAllCommDims)
     parts.push_back({fmt::format("{} comm (exposed)", ToString(dim)), t.exposed_comm_s[dim],
                      kColorCommByDim[static_cast<int>(dim)]});
   parts.push_back({"bubble", t.bubble_s, kColorBubble});
@@ -87,7 +87,7 @@ void DrawTimePanel(ExplorerState& state) {
     ImGui::TableSetupColumn("sent/GPU/step", 0, 1.4f);
     ImGui::TableSetupColumn("exposed", 0, 1.0f);
     ImGui::TableHeadersRow();
-    for (MeshDim dim : kAllMeshDims) {
+    for (MeshDim dim : kAllCommDims) {
       ImGui::TableNextRow();
       ImGui::TableNextColumn();
       ImGui::TextUnformatted(ToString(dim));

@@ -32,7 +32,7 @@ void DrawLegend() {
       {kColorCompute, "forward/backward"}, {kColorRecompute, "recompute"},
       {kColorOptimizerStep, "optimizer"},  {kColorCommByDim[0], "dp"},
       {kColorCommByDim[1], "pp"},          {kColorCommByDim[2], "cp"},
-      {kColorCommByDim[3], "tp"}};
+      {kColorCommByDim[3], "tp"},          {kColorCommByDim[4], "ep"}};
   bool first = true;
   for (const auto& [color, label] : items) {
     if (!first) ImGui::SameLine();

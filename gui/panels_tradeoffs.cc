@@ -75,7 +75,8 @@ void DrawRowsChart(ExplorerState& state, const char* id, const char* title,
   ImGui::Dummy(size);
 }
 
-void DrawRowsTable(const std::vector<TradeoffRow>& zero, const std::vector<TradeoffRow>& tp) {
+void DrawRowsTable(const std::vector<TradeoffRow>& zero, const std::vector<TradeoffRow>& tp,
+                   const std::vector<TradeoffRow>& ep) {
   const ImGuiTableFlags flags = ImGuiTableFlags_SizingFixedFit | ImGuiTableFlags_RowBg |
                                 ImGuiTableFlags_ScrollY | ImGuiTableFlags_BordersInnerV;
   if (!ImGui::BeginTable("tradeoff table", 6, flags, ImGui::GetContentRegionAvail())) return;
@@ -83,7 +84,7 @@ void DrawRowsTable(const std::vector<TradeoffRow>& zero, const std::vector<Trade
   for (const char* title : {"", "mem/GPU", "tokens/s", "MFU", "step", "also changes"})
     ImGui::TableSetupColumn(title);
   ImGui::TableHeadersRow();
-  for (const auto* rows : {&zero, &tp})
+  for (const auto* rows : {&zero, &tp, &ep})
     for (const TradeoffRow& r : *rows) {
       ImGui::TableNextRow();
       if (r.is_current)
@@ -123,11 +124,17 @@ void DrawTradeoffsPanel(ExplorerState& state) {
   }
   const ImVec2 avail = ImGui::GetContentRegionAvail();
   const float gap = ImGui::GetStyle().ItemSpacing.x * 2;
-  const ImVec2 chart((avail.x - gap) * 0.5f, avail.y * 0.55f);
+  // A MoE model adds the expert-parallel chart: three charts side by side.
+  const float charts = d.ep_rows.empty() ? 2.0f : 3.0f;
+  const ImVec2 chart((avail.x - gap * (charts - 1)) / charts, avail.y * 0.55f);
   DrawRowsChart(state, "zero", "ZeRO stage (memory per GPU, tokens/s)", d.zero_rows, chart);
   ImGui::SameLine(0, gap);
   DrawRowsChart(state, "tp", "tensor parallel (dp rebalanced)", d.tp_rows, chart);
-  DrawRowsTable(d.zero_rows, d.tp_rows);
+  if (!d.ep_rows.empty()) {
+    ImGui::SameLine(0, gap);
+    DrawRowsChart(state, "ep", "expert parallel (experts split, all-to-all)", d.ep_rows, chart);
+  }
+  DrawRowsTable(d.zero_rows, d.tp_rows, d.ep_rows);
 }
 
 }  // namespace meshplan

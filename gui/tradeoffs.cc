@@ -25,6 +25,7 @@ void SetKnob(ParallelPlan& plan, Knob knob, int64_t value) {
     case Knob::kTp: plan.tp = value; break;
     case Knob::kPp: plan.pp = value; break;
     case Knob::kCp: plan.cp = value; break;
+    case Knob::kEp: plan.ep = value; break;
     case Knob::kZero: plan.zero_stage = static_cast<int>(value); break;
     case Knob::kSequenceParallel: plan.sequence_parallel = value != 0; break;
     case Knob::kMicroBatch: plan.micro_batch = value; break;
@@ -36,6 +37,19 @@ void SetKnob(ParallelPlan& plan, Knob knob, int64_t value) {
       plan.last_stage_layers = value % kStageSplitBase;
       break;
   }
+}
+
+// The ep values that can hold for this model and dp: divisors of dp dividing the experts
+// (1 for a dense model), closest to `current` first.
+std::vector<int64_t> EpValues(const ModelSpec& model, int64_t dp, int64_t current) {
+  std::vector<int64_t> values;
+  if (!model.moe.enabled() || dp < 1) return {1};
+  for (int64_t v : Divisors(dp))
+    if (model.moe.experts % v == 0) values.push_back(v);
+  std::stable_sort(values.begin(), values.end(), [current](int64_t a, int64_t b) {
+    return LogDistance(a, current) < LogDistance(b, current);
+  });
+  return values;
 }
 
 // The stage splits offered for pp: even (0) and the lighter ends, when there is one.
@@ -88,6 +102,10 @@ std::vector<int64_t> RepairValues(const Ctx& ctx, const ParallelPlan& plan, Knob
   const int64_t current = KnobValue(plan, knob);
   switch (knob) {
     case Knob::kSequenceParallel: values = {current ? 0 : 1}; break;
+    case Knob::kEp:
+      for (int64_t v : EpValues(ctx.model, plan.dp, current))
+        if (v != current) values.push_back(v);
+      break;
     case Knob::kStageSplit:
       for (int64_t v : StageSplitValues(ctx.model.layers, plan.pp))
         if (v != current) values.push_back(v);
@@ -120,7 +138,7 @@ std::optional<ParallelPlan> Repair(const Ctx& ctx, const ParallelPlan& plan,
                                    std::optional<Knob> pinned) {
   if (ctx.Valid(plan)) return plan;
   std::vector<Knob> free;
-  for (Knob k : {Knob::kSequenceParallel, Knob::kMicroBatch, Knob::kSchedule,
+  for (Knob k : {Knob::kEp, Knob::kSequenceParallel, Knob::kMicroBatch, Knob::kSchedule,
                  Knob::kVirtualStages, Knob::kStageSplit})
     if (!pinned || k != *pinned) free.push_back(k);
   for (Knob k : free)
@@ -147,6 +165,8 @@ std::vector<int64_t> CandidateValues(const Ctx& ctx, const ParallelPlan& plan, K
   switch (knob) {
     case Knob::kDp: case Knob::kTp: case Knob::kPp: case Knob::kCp:
       return Divisors(ctx.world());
+    case Knob::kEp:
+      return ctx.model.moe.enabled() && plan.dp >= 1 ? Divisors(plan.dp) : std::vector<int64_t>{1};
     case Knob::kZero: return {0, 1, 2, 3};
     case Knob::kSequenceParallel: return {0, 1};
     case Knob::kMicroBatch: {
@@ -218,6 +238,7 @@ const char* KnobKey(Knob knob) {
     case Knob::kTp: return "tp";
     case Knob::kPp: return "pp";
     case Knob::kCp: return "cp";
+    case Knob::kEp: return "ep";
     case Knob::kZero: return "zero";
     case Knob::kSequenceParallel: return "sp";
     case Knob::kMicroBatch: return "mbs";
@@ -235,6 +256,7 @@ int64_t KnobValue(const ParallelPlan& plan, Knob knob) {
     case Knob::kTp: return plan.tp;
     case Knob::kPp: return plan.pp;
     case Knob::kCp: return plan.cp;
+    case Knob::kEp: return plan.ep;
     case Knob::kZero: return plan.zero_stage;
     case Knob::kSequenceParallel: return plan.sequence_parallel ? 1 : 0;
     case Knob::kMicroBatch: return plan.micro_batch;
@@ -355,6 +377,16 @@ std::vector<TradeoffRow> TpTradeoffRows(const ModelSpec& model, const ClusterSpe
   std::vector<TradeoffRow> rows;
   for (int64_t tp : kTradeoffTpValues)
     rows.push_back(MakeRow(ctx, current, Knob::kTp, tp, "tp=" + std::to_string(tp)));
+  return rows;
+}
+
+std::vector<TradeoffRow> EpTradeoffRows(const ModelSpec& model, const ClusterSpec& cluster,
+                                        const TrainingSpec& training,
+                                        const ParallelPlan& current) {
+  const Ctx ctx{model, cluster, training};
+  std::vector<TradeoffRow> rows;
+  for (int64_t ep : kTradeoffEpValues)
+    rows.push_back(MakeRow(ctx, current, Knob::kEp, ep, "ep=" + std::to_string(ep)));
   return rows;
 }
 

@@ -1,14 +1,17 @@
 // The explorer's pure logic about plans: which knob values are valid, and the
-// trade-off rows (ZeRO 0-3, tp = 1, 2, 4, 8). No ImGui here; tested without a window.
+// trade-off rows (ZeRO 0-3, tp = 1, 2, 4, 8, ep = 1, 2, 4, 8). No ImGui here; tested
+// without a window.
 //
 // Validity is decided by CheckPlan()/Validate() (planner/parallel_plan.h) only;
 // nothing here re-states a rule (the placement rule "a tp group stays inside a node"
 // is asked for, as the search does by default). What this file adds is how one knob
 // moves a plan:
 //  - the mesh factors keep dp*tp*pp*cp equal to the cluster's GPUs: tp and dp
-//    trade against each other (the ZeRO/TP trade-off), pp and cp take from dp;
+//    trade against each other (the ZeRO/TP trade-off), pp and cp take from dp; ep is
+//    carved out of dp and moves no factor (it changes memory per GPU against all-to-all
+//    time: the expert trade-off);
 //  - if the plan that results breaks a rule, the other secondary knobs (sp, mbs,
-//    schedule, vpp, stage split; never the one being set, never zero or recompute) may change,
+//    schedule, vpp, stage split, ep; never the one being set, never zero or recompute) may change,
 //    at most two of them, the fewest and closest changes first. The option then
 //    says what else changed ("also sets sp=0").
 // A value is offered (valid) when that yields a valid plan.
@@ -29,11 +32,11 @@
 namespace meshplan {
 
 // The plan's knobs, in the order the Knobs panel shows them.
-enum class Knob { kDp, kTp, kPp, kCp, kZero, kSequenceParallel, kMicroBatch, kRecompute,
+enum class Knob { kDp, kTp, kPp, kCp, kEp, kZero, kSequenceParallel, kMicroBatch, kRecompute,
                   kSchedule, kVirtualStages, kStageSplit };
-inline constexpr int kNumKnobs = 11;
+inline constexpr int kNumKnobs = 12;
 inline constexpr std::array<Knob, kNumKnobs> kAllKnobs{
-    Knob::kDp,         Knob::kTp,        Knob::kPp,       Knob::kCp,
+    Knob::kDp,         Knob::kTp,        Knob::kPp,       Knob::kCp,       Knob::kEp,
     Knob::kZero,       Knob::kSequenceParallel, Knob::kMicroBatch,
     Knob::kRecompute,  Knob::kSchedule,  Knob::kVirtualStages, Knob::kStageSplit};
 
@@ -58,7 +61,8 @@ struct KnobOption {
                           // invalid: why not (the violated rules' messages)
 };
 
-// The candidate values of `knob` (dp/tp/pp/cp: divisors of the GPU count; zero 0-3;
+// The candidate values of `knob` (dp/tp/pp/cp: divisors of the GPU count; ep: divisors of
+// dp for a MoE model, 1 for a dense one; zero 0-3;
 // sp off/on; mbs: divisors of the global batch per dp rank; every recompute policy
 // and schedule; vpp: divisors of the layers per stage; stage split: even, and the pp's
 // LighterEndsSplit (planner/stage_layers.h)), each with its verdict.
@@ -100,6 +104,13 @@ std::vector<TradeoffRow> ZeroTradeoffRows(const ModelSpec& model, const ClusterS
 // The current plan at tp = 1, 2, 4, 8 (dp rebalanced, secondary knobs repaired).
 inline constexpr std::array<int64_t, 4> kTradeoffTpValues{1, 2, 4, 8};
 std::vector<TradeoffRow> TpTradeoffRows(const ModelSpec& model, const ClusterSpec& cluster,
+                                        const TrainingSpec& training,
+                                        const ParallelPlan& current);
+// The current plan at ep = 1, 2, 4, 8 (dp unchanged, secondary knobs repaired): expert
+// states per GPU against the all-to-alls. A dense model's rows above 1 are invalid
+// (ep_needs_moe), with the rule's message.
+inline constexpr std::array<int64_t, 4> kTradeoffEpValues{1, 2, 4, 8};
+std::vector<TradeoffRow> EpTradeoffRows(const ModelSpec& model, const ClusterSpec& cluster,
                                         const TrainingSpec& training,
                                         const ParallelPlan& current);
 

@@ -20,6 +20,14 @@ namespace meshplan {
 // gpt:   LayerNorm with bias, learned positions, GeLU MLP (E -> F -> E) with bias, dropout.
 enum class BlockKind { kLlama, kGpt };
 
+// The default load imbalance u of dropless routing over ep ranks (the busiest rank's routed
+// rows over the mean; planner/cost/expert_parallel.h): 1.25, the capacity factor Switch
+// Transformer trains with (Fedus et al. 2021, arXiv:2101.03961, section 2.2 and Table 1:
+// capacity factor 1.25 keeps dropped tokens low), i.e. the headroom over the even share that
+// a load-balanced router is provisioned for. A convention, not a measurement of a model:
+// set moe.load_imbalance from your own routing statistics.
+inline constexpr double kDefaultLoadImbalance = 1.25;
+
 // A mixture-of-experts FFN (llama blocks only): a router (E x X, softmax, top-k), X routed
 // SwiGLU experts of width Fe of which k run per token, and Xs shared SwiGLU experts of
 // width Fe that run for every token. experts == 0: a dense model.
@@ -33,6 +41,9 @@ struct MoeSpec {
   // Tokens an expert takes, as a multiple of its even share T*k/X; 0: dropless (every
   // routed token is computed). Sets the dispatch buffers (docs/memory_model.md).
   double capacity_factor = 0;
+  // Dropless with expert parallelism (ep > 1): the busiest ep rank's routed rows over the
+  // mean, >= 1 (u; planner/cost/expert_parallel.h). Capped at ep when applied.
+  double load_imbalance = kDefaultLoadImbalance;
   bool enabled() const { return experts > 0; }
   bool operator==(const MoeSpec&) const = default;
 };

@@ -13,7 +13,7 @@
 namespace meshplan {
 
 const char* ToString(SimStream stream) {
-  constexpr const char* kNames[] = {"compute", "dp", "pp", "cp", "tp"};
+  constexpr const char* kNames[] = {"compute", "dp", "pp", "cp", "tp", "ep"};
   return kNames[static_cast<int>(stream)];
 }
 
@@ -23,6 +23,7 @@ SimStream StreamOf(MeshDim dim) {
     case MeshDim::kPp: return SimStream::kPp;
     case MeshDim::kCp: return SimStream::kCp;
     case MeshDim::kTp: return SimStream::kTp;
+    case MeshDim::kEp: return SimStream::kEp;
   }
   return SimStream::kDp;
 }
@@ -32,6 +33,7 @@ MeshDim DimOf(SimStream stream) {
     case SimStream::kPp: return MeshDim::kPp;
     case SimStream::kCp: return MeshDim::kCp;
     case SimStream::kTp: return MeshDim::kTp;
+    case SimStream::kEp: return MeshDim::kEp;
     default: return MeshDim::kDp;
   }
 }
@@ -392,11 +394,15 @@ void GraphBuilder::EmitPass(RankState& rank, const PartRun& run, StepPhase phase
         EmitAttention(rank, run, phase, w, attention_lin_s, kind);
         at(P::kAfterAttention);
         at(P::kBeforeMlp);
+        at(P::kExpertDispatch);
         EmitCompute(rank, run, kind, SimPiece::kMlp, mlp_s, mlp_flops);
+        at(P::kExpertCombine);
         at(P::kAfterMlp);
       } else {
         at(P::kBeforeMlp);
+        at(P::kExpertCombine);  // the gradient goes back to the experts first
         EmitCompute(rank, run, kind, SimPiece::kMlp, mlp_s, mlp_flops);
+        at(P::kExpertDispatch);
         at(P::kAfterMlp);
         at(P::kBeforeAttention);
         EmitAttention(rank, run, phase, w, attention_lin_s, kind);

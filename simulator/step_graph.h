@@ -32,6 +32,11 @@
 //    reduce-scatters its gradient behind the following backward. ZeRO-1/2 all-gather
 //    each part's updated parameters after its optimizer op, behind the remaining
 //    optimizer ops (the step ends when the last gather does).
+//  * expert parallel (ep > 1): a MoE block's dispatch all-to-all (then its tp all-gather)
+//    runs after the block's attention and before its MLP op, the combine (after the tp
+//    reduce-scatter) after the MLP op, on the ep stream and on the data path (no overlap:
+//    the experts wait for their rows, the next op for their outputs); the backward runs
+//    the combine's gradient exchange first. The router's compute is part of the MLP op.
 //  * every op of a mesh dimension runs on that dimension's stream, one at a time; the
 //    gradient sync of context-parallel ranks (dp x cp) counts as dp.
 // The graph is plain data; building allocates it (no global state).
@@ -52,9 +57,9 @@
 namespace meshplan {
 
 // The streams of a simulated rank: compute, then one per mesh dimension.
-enum class SimStream : uint8_t { kCompute = 0, kDp = 1, kPp = 2, kCp = 3, kTp = 4 };
-inline constexpr int kNumSimStreams = 5;
-const char* ToString(SimStream stream);  // compute | dp | pp | cp | tp
+enum class SimStream : uint8_t { kCompute = 0, kDp = 1, kPp = 2, kCp = 3, kTp = 4, kEp = 5 };
+inline constexpr int kNumSimStreams = 6;
+const char* ToString(SimStream stream);  // compute | dp | pp | cp | tp | ep
 SimStream StreamOf(MeshDim dim);
 MeshDim DimOf(SimStream stream);  // for a communication stream
 

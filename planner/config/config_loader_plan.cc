@@ -53,7 +53,7 @@ TrainingSpec TrainingFromYaml(const YamlFields& f) {
 // Each value goes through ParsePlanString, re-located at its line:column on error.
 ParallelPlan PlanFromYaml(const YamlFields& f) {
   // The keys ParsePlanString accepts (the round-trip test catches a drift from ToPlanString).
-  f.AllowOnly({"dp", "tp", "pp", "cp", "zero", "sp", "mbs", "recompute", "schedule", "vpp",
+  f.AllowOnly({"dp", "tp", "pp", "cp", "ep", "zero", "sp", "mbs", "recompute", "schedule", "vpp",
                "tp_overlap", "first_stage_layers", "last_stage_layers"});
   std::string joined;
   for (const auto& item : f.node()) {
@@ -97,9 +97,10 @@ void EmitModel(std::string& out, const ModelSpec& m) {
     out += fmt::format(
         "  moe:\n    experts: {}\n    top_k: {}\n    shared_experts: {}\n"
         "    expert_ffn_hidden: {}\n    dense_layers: {}\n    router_bias: {}\n"
-        "    capacity_factor: {}\n",
+        "    capacity_factor: {}\n    load_imbalance: {}\n",
         e.experts, e.top_k, e.shared_experts, e.expert_ffn_hidden, e.dense_layers,
-        e.router_bias ? "true" : "false", Shortest(e.capacity_factor));
+        e.router_bias ? "true" : "false", Shortest(e.capacity_factor),
+        Shortest(e.load_imbalance));
   }
   if (m.mla.enabled())
     out += fmt::format(

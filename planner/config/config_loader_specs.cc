@@ -107,7 +107,7 @@ namespace {
 
 MoeSpec MoeFromYaml(const YamlFields& f) {
   f.AllowOnly({"experts", "top_k", "shared_experts", "expert_ffn_hidden", "dense_layers",
-               "router_bias", "capacity_factor"});
+               "router_bias", "capacity_factor", "load_imbalance"});
   MoeSpec moe;
   moe.experts = f.Int("experts", kCount);
   moe.top_k = f.Int("top_k", kCount);
@@ -116,6 +116,7 @@ MoeSpec MoeFromYaml(const YamlFields& f) {
   moe.dense_layers = f.Int("dense_layers", {0, 1'000'000}, 0);
   moe.router_bias = f.Bool("router_bias", false);
   moe.capacity_factor = f.Number("capacity_factor", {0, true, 1e3}, 0);
+  moe.load_imbalance = f.Number("load_imbalance", {1, true, 1e3}, kDefaultLoadImbalance);
   return moe;
 }
 

@@ -1,5 +1,7 @@
 #include "planner/cost/activation_memory.h"
 
+#include "planner/cost/expert_parallel.h"
+
 #include <cstdlib>
 
 #include "planner/cost/block_linears.h"
@@ -26,7 +28,10 @@ ActivationShape MakeActivationShape(const ModelSpec& model, const TrainingSpec& 
   if (model.moe_layers() > 0) {
     sh.experts = model.moe.experts;
     sh.top_k = model.moe.top_k;
-    sh.expert_rows = double(sh.b) * double(sh.s_local) * ExpertRowsPerToken(model);
+    const double tokens = double(sh.b) * double(sh.s_local);
+    sh.expert_rows = ExpertParallelOf(model, plan, tokens, 0).rows_computed;
+    sh.routed_rows = tokens * ExpertRowsPerToken(model);
+    sh.ep = plan.ep;
     sh.expert_ffn = model.moe.expert_ffn_hidden / plan.tp;
     sh.shared_ffn = model.moe.shared_experts * model.moe.expert_ffn_hidden / plan.tp;
   }
@@ -99,7 +104,7 @@ void AddMoeFfn(SavedTensorList& mlp, const ActivationShape& sh, double normed) {
   mlp.Add({"experts.swiglu", "gate output (R,Fe/tp)", R * sh.expert_ffn, A});
   mlp.Add({"experts.swiglu", "up output (R,Fe/tp)", R * sh.expert_ffn, A});
   mlp.Add({"experts.w_down", "input: silu(gate)*up (R,Fe/tp)", R * sh.expert_ffn, A});
-  mlp.Add({"combine", "expert outputs (R,E)", R * sh.hidden, A});
+  mlp.Add({"combine", "expert outputs (Rs,E)", sh.routed_rows * sh.hidden, A});
   if (sh.shared_ffn > 0) {
     mlp.Add({"shared.swiglu", "gate output (B,Sc,Xs*Fe/tp)", rows * sh.shared_ffn, A});
     mlp.Add({"shared.swiglu", "up output (B,Sc,Xs*Fe/tp)", rows * sh.shared_ffn, A});
@@ -276,6 +281,9 @@ SavedTensorList BlockBackwardStepWorkspace(const ModelSpec& model, const Activat
     ffn.Add({"experts.swiglu backward", "d gate (R,Fe/tp)", R * sh.expert_ffn, A});
     ffn.Add({"experts.swiglu backward", "d up (R,Fe/tp)", R * sh.expert_ffn, A});
     ffn.Add({"dispatch backward", "d(permuted tokens) (R,E)", R * sh.hidden, A});
+    if (sh.ep > 1)
+      ffn.Add({"all-to-all", "routing buffers: rows received + sent (R+Rs,E)",
+               (R + sh.routed_rows) * sh.hidden, A});
   } else {
     // executor/model/ops.h SwiGLUBackward: d up first holds sigmoid(gate) (no extra buffer).
     ffn.Add({"w_down backward", "d(down input) (B,Sc,Ft)", inner, A});

@@ -42,7 +42,12 @@
 //                the experts' gate/up; each routed expert's SwiGLU saves as above over its
 //                rows (R,Fe/tp) x 3; the combine saves the experts' outputs (R,E) for the
 //                routing weights' gradient; shared experts save as a dense SwiGLU of
-//                width Xs*Fe/tp. R = B*Sc*k (dropless) or B*Sc*k*capacity_factor.
+//                width Xs*Fe/tp. R = B*Sc*k (dropless) or B*Sc*k*capacity_factor, times
+//                the load imbalance u with ep > 1 and dropless: the rows the busiest ep
+//                rank's experts run (planner/cost/expert_parallel.h); the combine's saved
+//                outputs are the rank's own tokens' rows Rs = B*Sc*r (== R with ep = 1).
+//                With ep > 1 a backward step also holds the all-to-all buffers: the rows
+//                received and the rows sent, (R + Rs, E).
 //   GeLU         (gpt) saves its input (the fc1 output); fc2 saves the GeLU output.
 //   dropout      (gpt) saves a 1-byte mask per element.
 //   residual     saves nothing.
@@ -83,8 +88,10 @@ struct ActivationShape {
   // MoE layers: planner/cost/step_work.h):
   int64_t experts = 0;        // X
   int64_t top_k = 0;          // k
-  double expert_rows = 0;     // R = B*Sc*r rows dispatched to routed experts (r:
-                              // ExpertRowsPerToken, planner/cost/block_linears.h)
+  double expert_rows = 0;     // R = B*Sc*r*u rows this rank's routed experts run (r:
+                              // ExpertRowsPerToken, u: LoadImbalance, expert_parallel.h)
+  double routed_rows = 0;     // Rs = B*Sc*r rows of this rank's tokens (sent and combined)
+  int64_t ep = 1;             // expert-parallel ranks
   int64_t expert_ffn = 0;     // Fe/tp
   int64_t shared_ffn = 0;     // Xs*Fe/tp
   int64_t q_lora_rank = 0;    // Rq (MLA)

@@ -12,6 +12,7 @@ const char* ToString(CollectiveKind kind) {
     case CollectiveKind::kAllGather: return "all_gather";
     case CollectiveKind::kSendRecv: return "send_recv";
     case CollectiveKind::kRingExchange: return "ring_exchange";
+    case CollectiveKind::kAllToAll: return "all_to_all";
   }
   return "?";
 }
@@ -23,7 +24,15 @@ CommGroup MeshGroup(const ParallelPlan& plan, MeshDim dim) {
     case MeshDim::kCp: group.inner = {plan.tp, plan.cp}; break;
     case MeshDim::kPp: group.inner = {plan.tp * plan.cp, plan.pp}; break;
     case MeshDim::kDp: group.inner = {plan.tp * plan.cp * plan.pp, plan.dp}; break;
+    case MeshDim::kEp: group.inner = {plan.tp * plan.cp * plan.pp, plan.ep}; break;
   }
+  return group;
+}
+
+CommGroup ExpertDataParallelGroup(const ParallelPlan& plan) {
+  CommGroup group;
+  group.inner = {plan.tp, plan.cp};
+  group.outer = {plan.tp * plan.cp * plan.pp * plan.ep, plan.expert_dp()};
   return group;
 }
 
@@ -60,7 +69,8 @@ double RingFactor(CollectiveKind kind, int64_t n) {
     case CollectiveKind::kAllReduce: return 2 * share;
     case CollectiveKind::kReduceScatter:
     case CollectiveKind::kAllGather:
-    case CollectiveKind::kRingExchange: return share;
+    case CollectiveKind::kRingExchange:
+    case CollectiveKind::kAllToAll: return share;
     case CollectiveKind::kSendRecv: return 1;
   }
   return 0;
@@ -73,7 +83,8 @@ int64_t RingSteps(CollectiveKind kind, int64_t n) {
     case CollectiveKind::kReduceScatter:
     case CollectiveKind::kAllGather:
     case CollectiveKind::kRingExchange: return n - 1;
-    case CollectiveKind::kSendRecv: return 1;
+    case CollectiveKind::kSendRecv:
+    case CollectiveKind::kAllToAll: return 1;
   }
   return 0;
 }
@@ -123,6 +134,21 @@ CollectiveCost InterNode(CollectiveKind kind, double bytes, int64_t n, const Net
   return tree.total() < ring.total() ? tree : ring;
 }
 
+// An all-to-all over n ranks, k of them in each node (see the header): the slices to the
+// node's peers and to the other nodes leave at once, each on its tier.
+CollectiveCost AllToAllAcrossNodes(double bytes, int64_t n, int64_t k, const ClusterSpec& cluster) {
+  CollectiveCost c;
+  c.inter_node = true;
+  c.latency_s = cluster.inter_node.latency_s;
+  const double dn = static_cast<double>(n);
+  const double intra_bw = cluster.intra_node.bus_bandwidth_Bps();
+  const double inter_bw = cluster.inter_node.bus_bandwidth_Bps();
+  const double intra = intra_bw > 0 ? static_cast<double>(k - 1) / dn * bytes / intra_bw : 0;
+  const double inter = inter_bw > 0 ? static_cast<double>(n - k) / dn * bytes / inter_bw : 0;
+  c.transfer_s = std::max(intra, inter);
+  return c;
+}
+
 }  // namespace
 
 CollectiveCost CollectiveCostOf(CollectiveKind kind, double bytes, const CommGroup& group,
@@ -133,6 +159,7 @@ CollectiveCost CollectiveCostOf(CollectiveKind kind, double bytes, const CommGro
     return Ring(kind, bytes, n, cluster.intra_node);
   const int64_t k = MembersPerNode(group, cluster.gpus_per_node);
   const int64_t nodes = n / std::max<int64_t>(k, 1);
+  if (kind == CollectiveKind::kAllToAll) return AllToAllAcrossNodes(bytes, n, k, cluster);
   const bool collective = kind == CollectiveKind::kAllReduce ||
                           kind == CollectiveKind::kReduceScatter ||
                           kind == CollectiveKind::kAllGather;

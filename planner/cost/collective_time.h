@@ -11,7 +11,12 @@
 //   reduce-scatter moves   (n-1)/n * bytes in  (n-1) steps,
 //   all-gather moves       (n-1)/n * bytes in  (n-1) steps,
 //   ring exchange moves    (n-1)/n * bytes in  (n-1) steps (ring attention's K/V pass),
-//   send/recv moves              bytes in        1 step.
+//   send/recv moves              bytes in        1 step,
+//   all-to-all moves       (n-1)/n * bytes in        1 step (each rank's buffer holds n
+//                          equal slices, one per peer; NCCL sends to every peer at once,
+//                          a grouped send/recv, so the latency is one step).
+// All-to-all follows nccl-tests' bus-bandwidth convention (doc/PERFORMANCE.md, "AllToAll":
+// busBw = algBw * (n-1)/n): time = (n-1)/n * bytes / bus bandwidth.
 // time = steps * tier latency + bytes moved / tier bus bandwidth (per GPU, per direction:
 // the line rate times the tier's bus_efficiency, the fraction NCCL achieves).
 // Groups that span nodes (NCCL's hierarchy, as its rings and trees use the NICs):
@@ -20,7 +25,10 @@
 //  * k > 1 members per node: hierarchical: reduce-scatter (all-gather) inside the node
 //    over k, then each member's 1/k shard across the nodes on its own NIC; an all-reduce
 //    is intra reduce-scatter + inter all-reduce of bytes/k + intra all-gather;
-//  * send/recv and ring exchanges that leave the node: the inter-node tier.
+//  * send/recv and ring exchanges that leave the node: the inter-node tier;
+//  * all-to-all with k members per node: of its (n-1)/n * bytes, (k-1)/n go to peers in the
+//    node (intra-node tier) and (n-k)/n to the other nodes (inter-node tier, own NIC), at
+//    the same time: the slower of the two (latency: the inter-node tier's).
 #pragma once
 
 #include <cstdint>
@@ -37,8 +45,10 @@ enum class CollectiveKind : uint8_t {
   kAllGather,
   kSendRecv,
   kRingExchange,
+  kAllToAll,
 };
-const char* ToString(CollectiveKind kind);  // all_reduce | reduce_scatter | all_gather | send_recv | ring_exchange
+// all_reduce | reduce_scatter | all_gather | send_recv | ring_exchange | all_to_all
+const char* ToString(CollectiveKind kind);
 
 // `size` ranks spaced `stride` apart in the rank layout of planner/parallel_plan.h.
 struct GroupAxis {
@@ -53,10 +63,14 @@ struct CommGroup {
   int64_t size() const { return inner.size * outer.size; }
 };
 
-// The group of one mesh dimension: strides tp 1, cp tp, pp tp*cp, dp tp*cp*pp.
+// The group of one mesh dimension: strides tp 1, cp tp, pp tp*cp, dp tp*cp*pp; ep: ep
+// consecutive dp coordinates, stride tp*cp*pp (planner/mesh_layout.h).
 CommGroup MeshGroup(const ParallelPlan& plan, MeshDim dim);
 // The ranks that hold the same weights and so sync gradients / shard ZeRO state: dp x cp.
 CommGroup DataParallelGroup(const ParallelPlan& plan);
+// The ranks that hold the same routed experts (expert gradients, ZeRO of expert states):
+// cp x dp/ep, the dp axis strided by ep (tp*cp*pp*ep). ep == 1: DataParallelGroup.
+CommGroup ExpertDataParallelGroup(const ParallelPlan& plan);
 
 // True when every aligned group of this shape lies inside one node: for each
 // axis of size n > 1 and stride s, s*n <= gpus_per_node and divides it.

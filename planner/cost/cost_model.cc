@@ -59,7 +59,7 @@ PlanCost Estimate(const ModelSpec& model, const ClusterSpec& cluster, const Trai
       cost.expert_params_per_rank = stage.experts;
     }
     const PerMeshDim bytes = CommBytesPerStep(work, stages[i]);
-    for (MeshDim d : kAllMeshDims)
+    for (MeshDim d : kAllCommDims)
       cost.comm_bytes_per_step[d] = std::max(cost.comm_bytes_per_step[d], bytes[d]);
   }
 

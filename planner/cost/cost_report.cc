@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <iterator>
 
 #include "planner/names.h"
@@ -11,7 +12,8 @@ namespace meshplan {
 
 nlohmann::json PerMeshDimToJson(const PerMeshDim& values) {
   nlohmann::json out = nlohmann::json::object();
-  for (MeshDim d : {MeshDim::kDp, MeshDim::kTp, MeshDim::kCp, MeshDim::kPp}) out[ToString(d)] = values[d];
+  for (MeshDim d : {MeshDim::kDp, MeshDim::kTp, MeshDim::kCp, MeshDim::kPp, MeshDim::kEp})
+    out[ToString(d)] = values[d];
   return out;
 }
 
@@ -101,8 +103,12 @@ std::string FormatCostTable(const PlanFile& s, const PlanCost& c) {
   if (s.model.moe.enabled())
     Line(out, "  {:<34}{:>18}", "active per token", GroupDigits(c.params_active));
   Line(out, "  {:<34}{:>18}", "per rank (worst stage, before ZeRO)", GroupDigits(c.params_per_rank));
-  if (s.model.moe.enabled())
+  if (s.model.moe.enabled()) {
     Line(out, "  {:<34}{:>18}", "  of which experts", GroupDigits(c.expert_params_per_rank));
+    Line(out, "  {:<34}{:>18}", "routed experts per rank and layer",
+         fmt::format("{} of {} (ep={})", s.model.moe.experts / std::max<int64_t>(s.plan.ep, 1),
+                     s.model.moe.experts, s.plan.ep));
+  }
   out += '\n';
   Line(out, "Memory per GPU (stage {}, peak: {}){:>8}", m.worst_stage, m.peak_phase, "GB");
   const std::pair<const char*, double> parts[] = {
@@ -127,6 +133,8 @@ std::string FormatCostTable(const PlanFile& s, const PlanCost& c) {
   Line(out, "Communication per GPU per step{:>15}", "GB");
   for (MeshDim d : {MeshDim::kDp, MeshDim::kTp, MeshDim::kCp, MeshDim::kPp})
     Line(out, "  {:<34}{:>10.3f}", ToString(d), ToGB(c.comm_bytes_per_step[d]));
+  if (s.model.moe.enabled())  // the expert all-to-alls (0 with ep = 1)
+    Line(out, "  {:<34}{:>10.3f}", "ep (all-to-all)", ToGB(c.comm_bytes_per_step[MeshDim::kEp]));
   out += '\n';
   Line(out, "Step time{:>35}{:>8}", "s", "share");
   auto time_line = [&](const std::string& name, double seconds) {
@@ -136,6 +144,8 @@ std::string FormatCostTable(const PlanFile& s, const PlanCost& c) {
   if (t.recompute_s > 0) time_line("  of which recompute", t.recompute_s);
   for (MeshDim d : {MeshDim::kDp, MeshDim::kTp, MeshDim::kCp, MeshDim::kPp})
     time_line(std::string("exposed ") + ToString(d) + " communication", t.exposed_comm_s[d]);
+  if (s.model.moe.enabled())
+    time_line("exposed ep communication", t.exposed_comm_s[MeshDim::kEp]);
   time_line("pipeline bubble", t.bubble_s);
   time_line("optimizer", t.optimizer_s);
   time_line("total", t.total_s);

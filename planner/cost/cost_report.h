@@ -20,7 +20,7 @@
 
 namespace meshplan {
 
-nlohmann::json PerMeshDimToJson(const PerMeshDim& values);  // {"dp":..,"tp":..,"cp":..,"pp":..}
+nlohmann::json PerMeshDimToJson(const PerMeshDim& values);  // {"dp":..,"tp":..,"cp":..,"pp":..,"ep":..}
 nlohmann::json MemoryToJson(const MemoryBreakdown& memory);
 // {compute_s, recompute_s, exposed_comm_s {dp, tp, cp, pp}, bubble_s, optimizer_s, total_s}:
 // the "time" object of estimate, search and simulate (analytic and simulated alike).

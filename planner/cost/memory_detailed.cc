@@ -50,25 +50,38 @@ struct Phase {
 
 // The stage's parameter groups (executor/model/param_layout.h; also the ZeRO-3 units): the
 // embedding, one block, the final norm + lm_head; each padded to a multiple of the ZeRO ranks.
+// With expert parallelism (ep > 1) a MoE block's X/ep routed experts are a group of their
+// own, padded over the expert replicas (dp/ep x cp) that shard them.
 struct ParamGroups {
   double embed = 0;
   double block = 0;   // the largest block (a MoE block when the model has MoE layers)
   double head = 0;
   double blocks = 0;  // all the stage's blocks, each padded: MoE and dense ones counted apart
+                      // (ep > 1: without the routed experts, which expert_blocks holds)
+  double expert_blocks = 0;  // ep > 1: the stage's routed experts, padded per block
 };
 
-// The groups of `stage`, padded over the weight_replicas ZeRO ranks.
+// The groups of `stage`, padded over the weight_replicas ZeRO ranks (routed experts with
+// ep > 1: over the expert_replicas).
 ParamGroups StageParamGroups(const ModelSpec& model, const ParallelPlan& plan, int64_t stage,
-                             int64_t weight_replicas) {
+                             int64_t weight_replicas, int64_t expert_replicas) {
   const StageParams params = CountStageParams(model, plan, stage);
   ParamGroups g;
   g.embed = PadTo(double(params.embedding), weight_replicas);
-  g.block = PadTo(double(BlockParamsPerTpRank(model, plan.tp)), weight_replicas);
   g.head = PadTo(double(params.final_norm + params.lm_head), weight_replicas);
   const int64_t moe = MoeLayersOfStage(model, plan, stage);
   const int64_t dense = LayersOfStage(model, plan, stage) - moe;
   g.blocks = double(dense) * PadTo(double(BlockParamsPerTpRank(model, plan.tp, false)), weight_replicas);
-  if (moe > 0) g.blocks += double(moe) * g.block;
+  const bool split = plan.ep > 1 && model.moe_layers() > 0;
+  const double routed = split ? double(RoutedExpertParamsPerRank(model, plan.tp, plan.ep)) : 0.0;
+  const double routed_padded = split ? PadTo(routed, expert_replicas) : 0.0;
+  const double block_rest =
+      PadTo(double(BlockParamsPerRank(model, plan)) - routed, weight_replicas);
+  g.block = block_rest + routed_padded;
+  if (moe > 0) {
+    g.blocks += double(moe) * block_rest;
+    g.expert_blocks = double(moe) * routed_padded;
+  }
   return g;
 }
 
@@ -90,6 +103,8 @@ struct ZeroLayout {
   int64_t weight_replicas = 1;
   double n = 1;  // weight_replicas as a divisor
   int zero = 0;  // the plan's ZeRO stage, 0 over a single rank
+  int64_t expert_replicas = 1;  // dp/ep x cp: the ranks that shard the routed experts (ep > 1)
+  int expert_zero = 0;          // the plan's ZeRO stage, 0 over a single expert replica
   BytesPerParam bytes;
   ParamGroups groups;
   double stage_layers = 0;   // blocks on the stage (all chunks)
@@ -120,8 +135,10 @@ ZeroLayout MakeZeroLayout(const ModelSpec& model, const TrainingSpec& training,
   z.weight_replicas = plan.dp * plan.cp;
   z.n = double(z.weight_replicas);
   z.zero = z.weight_replicas > 1 ? plan.zero_stage : 0;
+  z.expert_replicas = plan.expert_dp() * plan.cp;
+  z.expert_zero = z.expert_replicas > 1 ? plan.zero_stage : 0;
   z.bytes = BytesPerParamFor(training.precision);
-  z.groups = StageParamGroups(model, plan, stage, z.weight_replicas);
+  z.groups = StageParamGroups(model, plan, stage, z.weight_replicas, z.expert_replicas);
   z.stage_layers = double(LayersOfStage(model, plan, stage));
   const bool interleaved = plan.pp > 1 && plan.schedule == PipelineSchedule::kInterleaved;
   z.chunk_blocks =
@@ -291,13 +308,20 @@ double Fp8ResidentBytes(const Stage& s) {
   return s.zero.resident_fp8_copies() + gemms * kFp8ScalingBytesPerGemm;
 }
 
-// The model states (the padded groups, ZeRO-sharded), the model's buffers and the FP8
-// copies and scaling state, which live through the step, plus what the peak phase holds.
+// The model states (the padded groups, ZeRO-sharded: the routed experts with ep > 1 over
+// the expert replicas, the rest over dp x cp), the model's buffers and the FP8 copies and
+// scaling state, which live through the step, plus what the peak phase holds.
 MemoryBreakdown Breakdown(const Stage& s, const Phase& peak) {
   const ZeroLayout& z = s.zero;
   const double padded_params = z.groups.embed + z.groups.blocks + z.groups.head;
-  const ModelStateBytes states =
-      ExecutorModelStates(padded_params, z.bytes, z.zero, z.weight_replicas);
+  ModelStateBytes states = ExecutorModelStates(padded_params, z.bytes, z.zero, z.weight_replicas);
+  if (z.groups.expert_blocks > 0) {
+    const ModelStateBytes experts =
+        ExecutorModelStates(z.groups.expert_blocks, z.bytes, z.expert_zero, z.expert_replicas);
+    states.params_bytes += experts.params_bytes;
+    states.grads_bytes += experts.grads_bytes;
+    states.optimizer_bytes += experts.optimizer_bytes;
+  }
   const double model_buffers = ModelBufferBytes(s.model, s.training) + Fp8ResidentBytes(s);
   MemoryBreakdown out;
   out.params_bytes = states.params_bytes + model_buffers;

@@ -41,11 +41,21 @@ double SeedDpCommElements(double params, int zero_stage) {
 
 MemoryBreakdown SeedStageMemory(const ModelSpec& model, const TrainingSpec& training,
                                 const ParallelPlan& plan, int64_t stage) {
-  const double rank_params = double(CountStageParams(model, plan, stage).total());
+  const StageParams params = CountStageParams(model, plan, stage);
   // N of docs/cost_model.md 2(b): the ranks holding the same weights, dp x cp
-  // (planner/cost/step_work.h).
-  const ModelStateBytes states = ShardedModelStates(
-      rank_params, BytesPerParamFor(training.precision), plan.zero_stage, plan.dp * plan.cp);
+  // (planner/cost/step_work.h); the routed experts with ep > 1: dp/ep x cp.
+  const bool split = plan.ep > 1 && params.routed_experts > 0;
+  const double routed = split ? double(params.routed_experts) : 0.0;
+  const BytesPerParam bytes = BytesPerParamFor(training.precision);
+  ModelStateBytes states = ShardedModelStates(double(params.total()) - routed, bytes,
+                                              plan.zero_stage, plan.dp * plan.cp);
+  if (split) {
+    const ModelStateBytes experts =
+        ShardedModelStates(routed, bytes, plan.zero_stage, plan.expert_dp() * plan.cp);
+    states.params_bytes += experts.params_bytes;
+    states.grads_bytes += experts.grads_bytes;
+    states.optimizer_bytes += experts.optimizer_bytes;
+  }
   const MicrobatchesInFlight in_flight =
       CountMicrobatchesInFlight(plan, plan.num_microbatches(training.global_batch), stage);
   const double A = ActivationBytesPerElement(training.precision);

@@ -12,15 +12,35 @@ bool IsExpert(LinearRole role) {
   return role == LinearRole::kRoutedExpert || role == LinearRole::kSharedExpert;
 }
 
-// The experts' share of one llama MoE block on one tp rank.
-int64_t ExpertParamsPerTpRank(const ModelSpec& m, int64_t tp) {
+// The experts' share of one llama MoE block on one rank: shared experts' tp shards and
+// X/ep routed experts' tp shards.
+int64_t ExpertParamsPerRank(const ModelSpec& m, int64_t tp, int64_t ep) {
   int64_t n = 0;
   for (const BlockLinear& l : LlamaBlockLinears(m, /*moe_layer=*/true))
-    if (IsExpert(l.role)) n += l.params_per_tp_rank(tp);
-  return n;
+    if (l.role == LinearRole::kSharedExpert) n += l.params_per_tp_rank(tp);
+  return n + RoutedExpertParamsPerRank(m, tp, ep);
 }
 
 }  // namespace
+
+int64_t RoutedExpertParamsPerRank(const ModelSpec& m, int64_t tp, int64_t ep) {
+  if (!m.moe.enabled() || m.block != BlockKind::kLlama) return 0;
+  int64_t n = 0;
+  for (const BlockLinear& l : LlamaBlockLinears(m, /*moe_layer=*/true))
+    if (l.role == LinearRole::kRoutedExpert) n += l.params_per_tp_rank(tp) / std::max<int64_t>(ep, 1);
+  return n;
+}
+
+int64_t BlockParamsPerRank(const ModelSpec& m, const ParallelPlan& plan, bool moe_layer) {
+  const int64_t whole = BlockParamsPerTpRank(m, plan.tp, moe_layer);
+  if (!moe_layer || plan.ep <= 1) return whole;
+  return whole - RoutedExpertParamsPerRank(m, plan.tp, 1) +
+         RoutedExpertParamsPerRank(m, plan.tp, plan.ep);
+}
+
+int64_t BlockParamsPerRank(const ModelSpec& m, const ParallelPlan& plan) {
+  return BlockParamsPerRank(m, plan, m.moe_layers() > 0);
+}
 
 int64_t BlockParamsPerTpRank(const ModelSpec& m, int64_t tp, bool moe_layer) {
   const int64_t E = m.hidden, F = m.ffn_hidden, KD = m.kv_hidden();
@@ -111,8 +131,9 @@ StageParams CountStageParams(const ModelSpec& m, const ParallelPlan& plan, int64
   const int64_t moe = MoeLayersOfStage(m, plan, stage);
   out.blocks = (layers - moe) * BlockParamsPerTpRank(m, plan.tp, false);
   if (moe > 0) {
-    out.blocks += moe * BlockParamsPerTpRank(m, plan.tp, true);
-    out.experts = moe * ExpertParamsPerTpRank(m, plan.tp);
+    out.blocks += moe * BlockParamsPerRank(m, plan, true);
+    out.experts = moe * ExpertParamsPerRank(m, plan.tp, plan.ep);
+    out.routed_experts = moe * RoutedExpertParamsPerRank(m, plan.tp, plan.ep);
   }
   if (stage == 0) out.embedding = vocab_shard + PositionParams(m);
   if (stage == plan.pp - 1) {

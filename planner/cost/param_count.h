@@ -3,6 +3,8 @@
 // Per rank follows the Megatron layout: tensor-parallel matrices split by tp,
 // norms (and row-parallel biases) replicated; the vocabulary padded to a
 // multiple of tp and split (vocabulary-parallel embedding and lm_head);
+// expert parallelism (plan.ep) splits each MoE layer's routed experts X/ep per rank
+// (planner/mesh_layout.h); shared experts, the router and the rest stay on every rank;
 // pipeline stage 0 holds the embedding, the last stage the final norm and the
 // lm_head (with tied embeddings and pp > 1 the last stage keeps its own copy
 // of the embedding matrix as the lm_head, as Megatron does).
@@ -25,6 +27,13 @@ int64_t BlockParamsPerTpRank(const ModelSpec& model, int64_t tp, bool moe_layer)
 // has MoE layers, else the dense one. For a dense model, every block.
 int64_t BlockParamsPerTpRank(const ModelSpec& model, int64_t tp);
 int64_t BlockParams(const ModelSpec& model);  // BlockParamsPerTpRank(model, 1)
+// One MoE layer's routed experts on one rank: X/ep experts' tp shards,
+// (X/ep) * 3*E*Fe / tp. 0 for a dense model.
+int64_t RoutedExpertParamsPerRank(const ModelSpec& model, int64_t tp, int64_t ep);
+// A block on one rank of `plan`: BlockParamsPerTpRank with only X/ep routed experts
+// (moe_layer); the second form is StepWork's block, as BlockParamsPerTpRank(model, tp).
+int64_t BlockParamsPerRank(const ModelSpec& model, const ParallelPlan& plan, bool moe_layer);
+int64_t BlockParamsPerRank(const ModelSpec& model, const ParallelPlan& plan);
 // V rounded up to a multiple of tp (vocabulary-parallel layers need equal shards).
 int64_t PaddedVocab(const ModelSpec& model, int64_t tp);
 // P = V*E + Ld*dense block + (L-Ld)*MoE block + final norm + [V*E if untied]
@@ -44,7 +53,8 @@ int64_t MoeLayersOfStage(const ModelSpec& model, const ParallelPlan& plan, int64
 struct StageParams {
   int64_t embedding = 0;  // token (+ position) embedding shard
   int64_t blocks = 0;     // this stage's blocks (all virtual chunks), tp shard
-  int64_t experts = 0;    // of `blocks`: the routed and shared experts' tp shards
+  int64_t experts = 0;    // of `blocks`: the routed (X/ep) and shared experts' tp shards
+  int64_t routed_experts = 0;  // of `experts`: the X/ep routed experts' (expert-data-parallel)
   int64_t final_norm = 0;
   int64_t lm_head = 0;    // lm_head shard (or the tied copy on the last stage when pp > 1)
   int64_t total() const { return embedding + blocks + final_norm + lm_head; }

@@ -11,6 +11,10 @@ int64_t CountNcclCommunicators(const ParallelPlan& plan) {
     if (MeshDimSize(plan, dim) > 1) ++communicators;
   const bool separate_weight_replica_group = plan.dp > 1 && plan.cp > 1;
   if (separate_weight_replica_group) ++communicators;
+  // Expert parallel: the ep group's all-to-all communicator, and the expert-data-parallel
+  // group's (dp/ep x cp) when it has more than one rank.
+  if (plan.ep > 1) ++communicators;
+  if (plan.ep > 1 && plan.expert_dp() * plan.cp > 1) ++communicators;
   return communicators;
 }
 

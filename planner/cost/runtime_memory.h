@@ -32,7 +32,9 @@ inline constexpr int64_t kCublasWorkspaces = 1;
 
 // The NCCL communicators one rank joins (executor/parallel/device_mesh.h): one per mesh
 // dimension of size > 1 (dp, pp, cp, tp), plus the dp x cp group of weight replicas when
-// both dp > 1 and cp > 1 (with one of them 1, that group is the other's communicator).
+// both dp > 1 and cp > 1 (with one of them 1, that group is the other's communicator), and
+// with ep > 1 the ep group's and (when it has more than one rank) the expert-data-parallel
+// group's.
 int64_t CountNcclCommunicators(const ParallelPlan& plan);
 
 // Fills the runtime lines of `breakdown` and adds them to its total_bytes. The tensor

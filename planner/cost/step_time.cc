@@ -61,6 +61,7 @@ struct PartTimes {
   ComputeTime fwd, bwd_in, bwd_w, rec;
   double tp[3] = {0, 0, 0};  // per micro-batch, by phase: forward, backward, recompute
   double cp[3] = {0, 0, 0};
+  double ep[3] = {0, 0, 0};  // expert all-to-alls: blocking, always exposed
   bool tp_overlap = false;
   double dp_gather_fwd = 0;  // ZeRO-3 all-gather before the forward
   double dp_gather_bwd = 0;  // ZeRO-3 all-gather before the backward
@@ -72,13 +73,15 @@ struct PartTimes {
   double tp_exposed(int ph, double window) const { return Exposed(tp[ph], window, tp_overlap); }
   // Forward / backward-input (with recompute) time including exposed TP and CP communication.
   double f() const {
-    return fwd.total() + tp_exposed(0, fwd.total()) + Exposed(cp[0], fwd.attention_s, true);
+    return fwd.total() + tp_exposed(0, fwd.total()) + Exposed(cp[0], fwd.attention_s, true) +
+           ep[0];
   }
   double b() const {
     return bwd_in.total() + rec.total() + tp_exposed(1, bwd_in.total() + bwd_w.total()) +
            tp_exposed(2, rec.total()) + Exposed(cp[1], bwd_in.attention_s, true) +
-           Exposed(cp[2], rec.attention_s, true);
+           Exposed(cp[2], rec.attention_s, true) + ep[1] + ep[2];
   }
+  double ep_exposed_total() const { return ep[0] + ep[1] + ep[2]; }
   double w() const { return bwd_w.total(); }
   double tp_exposed_total() const {
     return tp_exposed(0, fwd.total()) + tp_exposed(1, bwd_in.total() + bwd_w.total()) +
@@ -111,6 +114,9 @@ PartTimes TimePart(const PartWork& part, Recompute mode, const ComputeRates& rat
       case MeshDim::kCp:
         t.cp[PhaseIndex(c.phase)] += s;
         break;
+      case MeshDim::kEp:
+        t.ep[PhaseIndex(c.phase)] += s;
+        break;
       case MeshDim::kPp:
         t.pp_sync += s;
         break;
@@ -127,7 +133,7 @@ PartTimes TimePart(const PartWork& part, Recompute mode, const ComputeRates& rat
 
 struct StageTimes {
   double f = 0, b = 0, w = 0;  // per micro-batch, with exposed TP / CP
-  double compute = 0, recompute = 0, tp = 0, cp = 0;  // per micro-batch
+  double compute = 0, recompute = 0, tp = 0, cp = 0, ep = 0;  // per micro-batch
   double dp = 0, pp_sync = 0, optimizer = 0;          // per step
 };
 
@@ -174,6 +180,7 @@ StageTimes TimeStage(const StepWork& work, int64_t stage, const PartTimes& emb,
   s.recompute = n * blk.rec.total() + e * emb.rec.total() + h * head.rec.total();
   s.tp = n * blk.tp_exposed_total() + e * emb.tp_exposed_total() + h * head.tp_exposed_total();
   s.cp = n * blk.cp_exposed_total() + e * emb.cp_exposed_total() + h * head.cp_exposed_total();
+  s.ep = n * blk.ep_exposed_total();
   s.dp = DpExposed(work, parts, emb, blk, head);
   s.pp_sync = e * emb.pp_sync + h * head.pp_sync;
   s.optimizer = TimeOf(OptimizerWork(work, parts), rates).total();
@@ -208,6 +215,7 @@ StepTimeBreakdown AnalyticStepTime(const StepWork& work, const ClusterSpec& clus
   out.recompute_s = m * slowest.recompute;
   out.exposed_comm_s[MeshDim::kTp] = m * slowest.tp;
   out.exposed_comm_s[MeshDim::kCp] = m * slowest.cp;
+  out.exposed_comm_s[MeshDim::kEp] = m * slowest.ep;
   out.exposed_comm_s[MeshDim::kDp] = slowest.dp;
   double pp_p2p = 0;
   if (work.pp > 1) {

@@ -26,6 +26,8 @@ const char* ToString(CollectivePosition position) {
     case CollectivePosition::kDuringAttention: return "during_attention";
     case CollectivePosition::kAfterAttention: return "after_attention";
     case CollectivePosition::kBeforeMlp: return "before_mlp";
+    case CollectivePosition::kExpertDispatch: return "expert_dispatch";
+    case CollectivePosition::kExpertCombine: return "expert_combine";
     case CollectivePosition::kAfterMlp: return "after_mlp";
     case CollectivePosition::kEmbeddingOutput: return "embedding_output";
     case CollectivePosition::kLmHeadInput: return "lm_head_input";
@@ -56,6 +58,7 @@ struct Shape {
   double a = 2;   // activation element size
   bool fp8 = false;  // the blocks' linear GEMMs in FP8 (planner/cost/fp8_convention.h)
   AttentionImpl attention = AttentionImpl::kFused;  // resolved
+  ExpertParallelWork ep;  // a MoE block's routed rows and all-to-all (expert_parallel.h)
 };
 
 
@@ -151,18 +154,18 @@ void AddAttentionCore(const Shape& s, PartWork* part) {
 
 // One llama block's matrices (planner/cost/block_linears.h) as GEMMs. A matrix with
 // copies > 1 (experts) is a grouped GEMM of `copies` products, each over the tokens of one
-// copy: a routed expert takes T*k/X rows on average (times the capacity factor when the
-// buffers are padded to capacity: ExpertRowsPerToken), a shared expert all T. Small
-// batches thus fill few tiles, which the shape model times (compute_work.h).
+// copy: the rank's X/ep routed experts share the rows it computes, T*r*u
+// (expert_parallel.h: T*k/X rows each with ep = 1, times the capacity factor when the
+// buffers are padded to capacity), a shared expert all T. Small batches thus fill few
+// tiles, which the shape model times (compute_work.h).
 void AddLlamaLinears(const Shape& s, bool moe_layer, PartWork* part) {
   const int64_t tp = s.plan.tp;
   for (const BlockLinear& l : LlamaBlockLinears(s.model, moe_layer)) {
     const double in = static_cast<double>(l.in_per_rank(tp));
     const double out = static_cast<double>(l.out_per_rank(tp));
-    const double copies = static_cast<double>(l.copies);
-    const double rows = l.role == LinearRole::kRoutedExpert
-                            ? s.T * ExpertRowsPerToken(s.model) / copies
-                            : s.T;
+    const bool routed = l.role == LinearRole::kRoutedExpert;
+    const double copies = static_cast<double>(routed ? s.ep.local_experts : l.copies);
+    const double rows = routed ? s.ep.rows_computed / copies : s.T;
     const bool fp8 = s.fp8 && l.role != LinearRole::kRouter;  // the router stays bf16
     part->forward.AddGemm({rows, out, in, copies, false, fp8});
     part->backward_input.AddGemm({rows, in, out, copies, false, fp8});
@@ -176,15 +179,18 @@ void AddLlamaLinears(const Shape& s, bool moe_layer, PartWork* part) {
 // Memory-bound work of a MoE FFN's forward besides its GEMMs (bytes read + written):
 // the router's softmax and top-k over (T, X) fp32, the permutation of each token to its
 // k experts (read (T, E), write (T*r, E), r = ExpertRowsPerToken) and back with the
-// routing weights (read (T*r, E), write (T, E)), and the SwiGLU of the routed rows and of
-// the shared experts (read gate, up, write: 3 x (rows, Fe/tp)).
+// routing weights (read (T*r, E), write (T, E)), and the SwiGLU of the routed rows this
+// rank computes (T*r*u, expert_parallel.h) and of the shared experts (read gate, up,
+// write: 3 x (rows, Fe/tp)).
 double MoeMemoryBytes(const Shape& s) {
   const MoeSpec& moe = s.model.moe;
   const double X = static_cast<double>(moe.experts), r = ExpertRowsPerToken(s.model);
   const double Fe = static_cast<double>(moe.expert_ffn_hidden) / s.tp;
   const double router = 3 * s.T * X * 4;                // softmax read + write, top-k read
   const double dispatch = 2 * (s.T * s.E + s.T * r * s.E) * s.a;
-  const double swiglu = 3 * s.T * (r + static_cast<double>(moe.shared_experts)) * Fe * s.a;
+  const double routed_rows = s.ep.rows_computed;
+  const double swiglu =
+      3 * (routed_rows + s.T * static_cast<double>(moe.shared_experts)) * Fe * s.a;
   return router + dispatch + swiglu;
 }
 
@@ -297,9 +303,44 @@ void BlockCpCollectives(const Shape& s, PartWork* part) {
   add(StepPhase::kBackward, 2);
 }
 
-// DP gradient sync and ZeRO parameter gathers of a part with `params` parameters on this rank.
-void DpCollectives(const Shape& s, const StepWork& w, int64_t params, PartWork* part) {
-  const CommGroup dp = DataParallelGroup(s.plan);
+// Expert parallel all-to-alls of a MoE block (step_work.h, expert_parallel.h), in each
+// pass's order: forward dispatch (+ tp all-gather), experts, (tp reduce-scatter +) combine;
+// backward the combine's gradient first. Blocking: the experts wait for their rows.
+void BlockEpCollectives(const Shape& s, PartWork* part) {
+  if (s.ep.ep <= 1 || s.model.moe_layers() == 0) return;
+  const CommGroup ep = MeshGroup(s.plan, MeshDim::kEp);
+  const CommGroup tp = MeshGroup(s.plan, MeshDim::kTp);
+  const double a2a = s.ep.all_to_all_bytes;               // (T*r/tp, E) per rank
+  const double rows = s.ep.rows_computed * s.E * s.a;     // (T*r*u, E) gathered over tp
+  const bool regather = s.plan.tp > 1;
+  const bool tp_overlap = s.plan.tp_comm_overlap;
+  using P = CollectivePosition;
+  using K = CollectiveKind;
+  auto a2a_at = [&](StepPhase phase, P position) {
+    part->collectives.push_back(Make(MeshDim::kEp, K::kAllToAll, phase, position,
+                                     Cadence::kPerMicrobatch, a2a, ep, /*overlappable=*/false));
+  };
+  auto tp_at = [&](K kind, StepPhase phase, P position) {
+    if (regather)
+      part->collectives.push_back(Make(MeshDim::kTp, kind, phase, position,
+                                       Cadence::kPerMicrobatch, rows, tp, tp_overlap));
+  };
+  for (StepPhase phase : {StepPhase::kForward, StepPhase::kRecompute}) {
+    if (phase == StepPhase::kRecompute && s.plan.recompute != Recompute::kFull) continue;
+    a2a_at(phase, P::kExpertDispatch);
+    tp_at(K::kAllGather, phase, P::kExpertDispatch);
+    tp_at(K::kReduceScatter, phase, P::kExpertCombine);
+    a2a_at(phase, P::kExpertCombine);
+  }
+  a2a_at(StepPhase::kBackward, P::kExpertCombine);
+  tp_at(K::kAllGather, StepPhase::kBackward, P::kExpertCombine);
+  tp_at(K::kReduceScatter, StepPhase::kBackward, P::kExpertDispatch);
+  a2a_at(StepPhase::kBackward, P::kExpertDispatch);
+}
+
+// The DP gradient sync and ZeRO parameter gathers of `params` parameters over `dp`.
+void AddDpSync(const Shape& s, const StepWork& w, int64_t params, const CommGroup& dp,
+               PartWork* part) {
   if (dp.size() <= 1 || params == 0) return;
   const double grads = static_cast<double>(params * w.grad_bytes);
   const double weights = static_cast<double>(params * w.param_bytes);
@@ -329,6 +370,15 @@ void DpCollectives(const Shape& s, const StepWork& w, int64_t params, PartWork* 
           true);
       break;
   }
+}
+
+// DP gradient sync and ZeRO parameter gathers of a part with `params` parameters on this
+// rank, `expert_params` of them routed experts split over ep > 1: those over the
+// expert-data-parallel group, the rest over dp x cp.
+void DpCollectives(const Shape& s, const StepWork& w, int64_t params, int64_t expert_params,
+                   PartWork* part) {
+  AddDpSync(s, w, params - expert_params, DataParallelGroup(s.plan), part);
+  AddDpSync(s, w, expert_params, ExpertDataParallelGroup(s.plan), part);
 }
 
 // Tied embeddings split over pipeline stages: the first and last stage each hold a copy
@@ -369,7 +419,7 @@ void EmbeddingWork(const Shape& s, const StepWork& w, PartWork* part) {
                                        Cadence::kPerMicrobatch, bytes, tp, overlap));
     }
   }
-  DpCollectives(s, w, part->params, part);
+  DpCollectives(s, w, part->params, 0, part);
 }
 
 void HeadWork(const Shape& s, const StepWork& w, PartWork* part) {
@@ -404,7 +454,7 @@ void HeadWork(const Shape& s, const StepWork& w, PartWork* part) {
     }
     add(K::kAllReduce, StepPhase::kForward, P::kInLoss, s.T * 4, 3);  // fp32 (T) each
   }
-  DpCollectives(s, w, part->params, part);
+  DpCollectives(s, w, part->params, 0, part);
 }
 
 double OptimizerBytesPerParam(Precision precision) {
@@ -448,15 +498,20 @@ StepWork BuildStepWork(const ModelSpec& model, const TrainingSpec& training,
   s.a = static_cast<double>(w.activation_bytes);
   s.attention = ResolveAttentionImpl(attention, model, training.precision);
   s.fp8 = training.precision == Precision::kFp8;
+  s.ep = ExpertParallelOf(model, plan, s.T, s.a);
+  w.experts = s.ep;
 
   // Transformer block.
-  w.block.params = BlockParamsPerTpRank(model, plan.tp);
+  w.block.params = BlockParamsPerRank(model, plan);
+  if (plan.ep > 1 && model.moe_layers() > 0)
+    w.block.expert_params = RoutedExpertParamsPerRank(model, plan.tp, plan.ep);
   if (s.fp8)
     w.fp8_weight_cast_bytes_per_block = kFp8CastBytesPerElement * static_cast<double>(w.block.params);
   BlockCompute(s, &w.block);
   BlockTpCollectives(s, &w.block);
   BlockCpCollectives(s, &w.block);
-  DpCollectives(s, w, w.block.params, &w.block);
+  BlockEpCollectives(s, &w.block);
+  DpCollectives(s, w, w.block.params, w.block.expert_params, &w.block);
 
   // Embedding (first stage) and head (last stage).
   const StageParams first = CountStageParams(model, plan, 0);
@@ -487,6 +542,7 @@ StepWork BuildStepWork(const ModelSpec& model, const TrainingSpec& training,
 
   w.optimizer_bytes_per_param = OptimizerBytesPerParam(training.precision);
   w.optimizer_shards = plan.zero_stage >= 1 ? plan.dp * plan.cp : 1;
+  w.expert_optimizer_shards = plan.zero_stage >= 1 ? plan.expert_dp() * plan.cp : 1;
   return w;
 }
 
@@ -537,9 +593,12 @@ ComputeWork OptimizerWork(const StepWork& work, const StageParts& parts) {
   const double params = static_cast<double>(parts.blocks * work.block.params +
                                             (parts.embedding ? work.embedding.params : 0) +
                                             (parts.head ? work.head.params : 0));
+  // The routed experts' states shard over the expert-data-parallel group (ep > 1).
+  const double experts = static_cast<double>(parts.blocks * work.block.expert_params);
   ComputeWork out;
-  out.memory_bytes =
-      params / static_cast<double>(work.optimizer_shards) * work.optimizer_bytes_per_param;
+  out.memory_bytes = ((params - experts) / static_cast<double>(work.optimizer_shards) +
+                      experts / static_cast<double>(work.expert_optimizer_shards)) *
+                     work.optimizer_bytes_per_param;
   out.kernels = parts.blocks + (parts.embedding ? 1 : 0) + (parts.head ? 1 : 0);
   if (work.fp8_weight_cast_bytes_per_block > 0) {  // fp8: each block's weights cast once
     out.memory_bytes += static_cast<double>(parts.blocks) * work.fp8_weight_cast_bytes_per_block;

@@ -32,6 +32,14 @@
 //    their backward moves twice the forward bytes.
 //  * gradients sync in the parameter element size (bf16 for bf16 and mixed,
 //    docs/cost_model.md 2(b)-(c)).
+//  * expert parallelism (ep > 1, planner/cost/expert_parallel.h): a MoE block's routed
+//    experts are the rank's X/ep (their GEMMs run the busiest ep rank's rows, load
+//    imbalance included); four all-to-alls per micro-batch (dispatch and combine, forward
+//    and backward; two more when full recompute replays the forward) on the ep group, with
+//    a tp all-gather / reduce-scatter of the dispatched rows when tp > 1; all blocking,
+//    between the router and the experts. The routed experts' gradients sync, and ZeRO
+//    shards their states, over the expert-data-parallel group (dp/ep x cp); the rest of
+//    the block over dp x cp (Megatron-Core's distributed optimizer does the same).
 //  * plain DP and ZeRO-1 accumulate gradients locally and sync once per step (during
 //    the last micro-batch's backward, one bucket per block); ZeRO-2/3 keep only a
 //    gradient shard, so they reduce-scatter every micro-batch. ZeRO-3 all-gathers
@@ -49,6 +57,7 @@
 #include "planner/cost/collective_time.h"
 #include "planner/attention_impl.h"
 #include "planner/cost/compute_work.h"
+#include "planner/cost/expert_parallel.h"
 #include "planner/model_spec.h"
 #include "planner/parallel_plan.h"
 #include "planner/plan_cost.h"
@@ -72,6 +81,10 @@ enum class CollectivePosition : uint8_t {
   kDuringAttention,  // CP ring K/V exchange, overlapped with the attention core
   kAfterAttention,   // TP all-reduce / SP reduce-scatter of the attention output (or gradient)
   kBeforeMlp,        // SP all-gather, as kBeforeAttention
+  kExpertDispatch,   // MoE, ep > 1: all-to-all of the routed rows to their experts' ranks (and
+                     // the tp all-gather of them); backward: the same exchange of their gradient
+  kExpertCombine,    // MoE, ep > 1: the tp reduce-scatter and all-to-all of the experts' outputs
+                     // back to their tokens' ranks; backward: first, before the experts' backward
   kAfterMlp,         // TP all-reduce / SP reduce-scatter, as kAfterAttention
   kEmbeddingOutput,  // vocabulary-parallel embedding: all-reduce (SP: reduce-scatter) of its
                      // output; backward with SP: all-gather of the output gradient
@@ -100,8 +113,9 @@ struct Collective {
   bool overlappable = false;  // may run behind compute (else the compute stream waits)
 };
 
-// The busiest part is a block with SP, full recompute, CP and ZeRO-3: 12 TP + 3 CP + 3 DP.
-inline constexpr int kMaxCollectivesPerPart = 20;
+// The busiest part is a MoE block with SP, full recompute, CP, ZeRO-3 and ep > 1 with
+// tp > 1: 12 TP + 3 CP + 3 DP + 3 expert DP + 6 all-to-all + 6 tp regathers = 33.
+inline constexpr int kMaxCollectivesPerPart = 36;
 
 // One part of the model (a block, the embedding, or the head) on one rank.
 struct PartWork {
@@ -113,6 +127,8 @@ struct PartWork {
   // The attention core alone (blocks only), already counted in forward / backward_input.
   ComputeWork attention_forward, attention_backward;
   int64_t params = 0;  // this rank's parameters of the part (tp shard, before ZeRO)
+  int64_t expert_params = 0;  // of params: the X/ep routed experts' (ep > 1 only; their
+                              // gradients sync over the expert-data-parallel group)
   FixedList<Collective, kMaxCollectivesPerPart> collectives;  // of the plan's recompute mode
 };
 
@@ -147,6 +163,10 @@ struct StepWork {
   // count that divides the parameters (dp*cp for zero >= 1, else 1), kernels per part.
   double optimizer_bytes_per_param = 0;
   int64_t optimizer_shards = 1;
+  int64_t expert_optimizer_shards = 1;  // for PartWork::expert_params: dp/ep*cp with zero >= 1
+  // A MoE block's expert-parallel work per micro-batch (rows, all-to-all bytes); zeros for
+  // a dense model.
+  ExpertParallelWork experts;
   // fp8: bytes of casting one block's (full, unsharded) weights to their FP8 copies, once
   // per step after the update (planner/cost/fp8_convention.h); timed with the optimizer.
   double fp8_weight_cast_bytes_per_block = 0;

@@ -55,7 +55,7 @@ CandidateDump::Format CandidateDump::FormatOf(const std::string& path, const std
 
 const std::vector<std::string>& CandidateDump::Columns() {
   static const std::vector<std::string> kColumns = {
-      "ordinal", "plan", "dp", "tp", "pp", "cp", "zero", "sp", "mbs", "recompute", "schedule",
+      "ordinal", "plan", "dp", "tp", "pp", "cp", "ep", "zero", "sp", "mbs", "recompute", "schedule",
       "vpp", "first_stage_layers", "last_stage_layers", "fits", "reason",
       // memory of the worst stage's rank, at its peak (planner/plan_cost.h MemoryBreakdown)
       "memory_bytes", "params_bytes", "grads_bytes", "optimizer_bytes", "activations_bytes",
@@ -63,7 +63,7 @@ const std::vector<std::string>& CandidateDump::Columns() {
       "runtime_bytes", "peak_phase", "worst_stage",
       // step time (planner/plan_cost.h StepTimeBreakdown)
       "step_s", "compute_s", "recompute_s", "exposed_dp_s", "exposed_tp_s", "exposed_pp_s",
-      "exposed_cp_s", "bubble_s", "optimizer_s",
+      "exposed_cp_s", "exposed_ep_s", "bubble_s", "optimizer_s",
       "tokens_per_s", "mfu", "mfu_no_attention", "hfu", "mfu_fp8_peak"};
   return kColumns;
 }
@@ -112,6 +112,7 @@ void CandidateDump::FormatRow(const ParallelPlan& p, const PlanCost& c, int64_t 
   number(p.tp);
   number(p.pp);
   number(p.cp);
+  number(p.ep);
   number(p.zero_stage);
   boolean(p.sequence_parallel);
   number(p.micro_batch);
@@ -141,6 +142,7 @@ void CandidateDump::FormatRow(const ParallelPlan& p, const PlanCost& c, int64_t 
   number(t.exposed_comm_s[MeshDim::kTp]);
   number(t.exposed_comm_s[MeshDim::kPp]);
   number(t.exposed_comm_s[MeshDim::kCp]);
+  number(t.exposed_comm_s[MeshDim::kEp]);
   number(t.bubble_s);
   number(t.optimizer_s);
   number(c.tokens_per_s);

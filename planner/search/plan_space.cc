@@ -32,6 +32,7 @@ std::vector<std::string> PlanPins::Keys() const {
   if (tp) keys.push_back("tp");
   if (pp) keys.push_back("pp");
   if (cp) keys.push_back("cp");
+  if (ep) keys.push_back("ep");
   if (zero_stage) keys.push_back("zero");
   if (sequence_parallel) keys.push_back("sp");
   if (micro_batch) keys.push_back("mbs");
@@ -51,6 +52,7 @@ std::string PlanPins::ToString() const {
   if (tp) add("tp=" + std::to_string(*tp));
   if (pp) add("pp=" + std::to_string(*pp));
   if (cp) add("cp=" + std::to_string(*cp));
+  if (ep) add("ep=" + std::to_string(*ep));
   if (zero_stage) add("zero=" + std::to_string(*zero_stage));
   if (sequence_parallel) add(*sequence_parallel ? "sp=1" : "sp=0");
   if (micro_batch) add("mbs=" + std::to_string(*micro_batch));
@@ -69,6 +71,7 @@ PlanPins PlanPins::Without(const std::string& key) const {
   else if (key == "tp") out.tp.reset();
   else if (key == "pp") out.pp.reset();
   else if (key == "cp") out.cp.reset();
+  else if (key == "ep") out.ep.reset();
   else if (key == "zero") out.zero_stage.reset();
   else if (key == "sp") out.sequence_parallel.reset();
   else if (key == "mbs") out.micro_batch.reset();
@@ -98,6 +101,7 @@ PlanPins ParsePlanPins(const std::string& text, const std::string& source) {
     else if (key == "tp") pins.tp = positive(p.tp);
     else if (key == "pp") pins.pp = positive(p.pp);
     else if (key == "cp") pins.cp = positive(p.cp);
+    else if (key == "ep") pins.ep = positive(p.ep);
     else if (key == "mbs") pins.micro_batch = positive(p.micro_batch);
     else if (key == "vpp") pins.virtual_stages = positive(p.virtual_stages);
     else if (key == "sp") pins.sequence_parallel = p.sequence_parallel;
@@ -113,7 +117,7 @@ PlanPins ParsePlanPins(const std::string& text, const std::string& source) {
       pins.zero_stage = p.zero_stage;
     } else {
       throw InputError({source}, key,
-                       "cannot be pinned; allowed: dp, tp, pp, cp, zero, sp, mbs, recompute, "
+                       "cannot be pinned; allowed: dp, tp, pp, cp, ep, zero, sp, mbs, recompute, "
                        "schedule, vpp, tp_overlap, first_stage_layers, last_stage_layers");
     }
   }
@@ -164,7 +168,13 @@ PlanSpace::PlanSpace(const ModelSpec& model, const TrainingSpec& training,
         if (pins.cp && *pins.cp != cp) continue;
         const int64_t dp = world_size_ / tp / pp / cp;
         if (pins.dp && *pins.dp != dp) continue;
-        meshes_.push_back({dp, tp, pp, cp});
+        if (pins.ep) {  // as given; the constraints judge it
+          meshes_.push_back({dp, tp, pp, cp, *pins.ep});
+          continue;
+        }
+        for (int64_t ep : model.moe.enabled() ? Divisors(dp) : std::vector<int64_t>{1})
+          if (model.moe.experts == 0 || model.moe.experts % ep == 0)
+            meshes_.push_back({dp, tp, pp, cp, ep});
       }
     }
   }
@@ -278,7 +288,8 @@ std::optional<int64_t> PlanSpace::OrdinalOf(const ParallelPlan& plan) const {
   if (plan.tp_comm_overlap != tp_comm_overlap_) return std::nullopt;  // only the pin sets it
   for (size_t m = 0; m < meshes_.size(); ++m) {
     const MeshShape& mesh = meshes_[m];
-    if (mesh.dp != plan.dp || mesh.tp != plan.tp || mesh.pp != plan.pp || mesh.cp != plan.cp)
+    if (mesh.dp != plan.dp || mesh.tp != plan.tp || mesh.pp != plan.pp || mesh.cp != plan.cp ||
+        mesh.ep != plan.ep)
       continue;
     const MeshAxes a = axes(mesh);
     const auto sp = IndexOf(a.sequence_parallel, [&](bool v) { return v == plan.sequence_parallel; });

@@ -4,6 +4,9 @@
 // and CheckPlan() (planner/parallel_plan.h) then judges each candidate. The grid:
 //   (dp, tp, pp, cp)  every ordered factorisation of the world size (tp, then pp,
 //                     then cp ascending; dp = world / (tp*pp*cp))
+//   ep                per mesh, ascending: MoE models every divisor of dp that divides the
+//                     X routed experts (ep_divides_dp, ep_divides_experts hold by
+//                     construction); dense models 1 only, so their grid is unchanged
 //   sp                off, and on when tp > 1
 //   mbs               every divisor of the global batch
 //   (schedule, vpp,   pp == 1: one entry (1f1b, vpp 1): a single stage has no schedule.
@@ -47,7 +50,7 @@ namespace meshplan {
 
 // Plan keys pinned to one value; unset keys are searched.
 struct PlanPins {
-  std::optional<int64_t> dp, tp, pp, cp, micro_batch, virtual_stages;
+  std::optional<int64_t> dp, tp, pp, cp, ep, micro_batch, virtual_stages;
   std::optional<int64_t> first_stage_layers, last_stage_layers;  // the stage split (pp > 1)
   std::optional<int> zero_stage;
   std::optional<bool> sequence_parallel;
@@ -75,6 +78,7 @@ struct PlanSpaceOptions {
 
 struct MeshShape {
   int64_t dp = 1, tp = 1, pp = 1, cp = 1;
+  int64_t ep = 1;  // carved out of dp (planner/mesh_layout.h)
 };
 
 // The pipeline choices of one candidate: schedule, virtual stages and the stage split.

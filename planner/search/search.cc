@@ -145,6 +145,7 @@ void SearchMesh(const Job& job, int64_t mesh_index, WorkerState& state) {
   plan.tp = mesh.tp;
   plan.pp = mesh.pp;
   plan.cp = mesh.cp;
+  plan.ep = mesh.ep;
   plan.tp_comm_overlap = job.space.tp_comm_overlap();
   for (bool sp : axes.sequence_parallel) {
     plan.sequence_parallel = sp;

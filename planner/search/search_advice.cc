@@ -74,6 +74,7 @@ std::vector<std::string> LeversUsed(const ParallelPlan& p) {
   if (p.tp > 1) levers.push_back("tp=" + std::to_string(p.tp));
   if (p.pp > 1) levers.push_back("pp=" + std::to_string(p.pp));
   if (p.cp > 1) levers.push_back("cp=" + std::to_string(p.cp));
+  if (p.ep > 1) levers.push_back("ep=" + std::to_string(p.ep) + " (routed experts split)");
   return levers;
 }
 
