@@ -72,4 +72,53 @@ int64_t WeightReplicaIndex(const ParallelPlan& plan, int64_t rank) {
   return c[MeshDim::kDp] * plan.cp + c[MeshDim::kCp];
 }
 
+namespace {
+
+// plan.ep, checked: the expert groups need ep >= 1 dividing dp (CheckPlan's rules).
+int64_t CheckedEp(const ParallelPlan& plan) {
+  if (plan.ep < 1 || plan.dp % plan.ep != 0)
+    throw std::out_of_range("ep=" + std::to_string(plan.ep) + " does not divide dp=" +
+                            std::to_string(plan.dp));
+  return plan.ep;
+}
+
+}  // namespace
+
+std::vector<int64_t> ExpertParallelMembers(const ParallelPlan& plan, int64_t rank) {
+  const int64_t ep = CheckedEp(plan);
+  MeshCoords c = CoordsOfRank(plan, rank);
+  const int64_t first = c[MeshDim::kDp] / ep * ep;
+  std::vector<int64_t> members;
+  members.reserve(static_cast<size_t>(ep));
+  for (int64_t e = 0; e < ep; ++e) {
+    c[MeshDim::kDp] = first + e;
+    members.push_back(RankOfCoords(plan, c));
+  }
+  return members;
+}
+
+int64_t ExpertParallelIndex(const ParallelPlan& plan, int64_t rank) {
+  return CoordsOfRank(plan, rank)[MeshDim::kDp] % CheckedEp(plan);
+}
+
+std::vector<int64_t> ExpertDataParallelMembers(const ParallelPlan& plan, int64_t rank) {
+  const int64_t ep = CheckedEp(plan);
+  MeshCoords c = CoordsOfRank(plan, rank);
+  const int64_t ep_i = c[MeshDim::kDp] % ep;
+  std::vector<int64_t> members;
+  members.reserve(static_cast<size_t>(plan.dp / ep * plan.cp));
+  for (int64_t d = 0; d < plan.dp / ep; ++d)
+    for (int64_t k = 0; k < plan.cp; ++k) {
+      c[MeshDim::kDp] = d * ep + ep_i;
+      c[MeshDim::kCp] = k;
+      members.push_back(RankOfCoords(plan, c));
+    }
+  return members;
+}
+
+int64_t ExpertDataParallelIndex(const ParallelPlan& plan, int64_t rank) {
+  const MeshCoords c = CoordsOfRank(plan, rank);
+  return c[MeshDim::kDp] / CheckedEp(plan) * plan.cp + c[MeshDim::kCp];
+}
+
 }  // namespace meshplan

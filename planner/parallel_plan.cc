@@ -24,7 +24,8 @@ std::string Str(std::optional<int64_t> v) { return v ? Str(*v) : "more than 2^63
 const char* ConstraintId(PlanConstraint constraint) {
   constexpr const char* kIds[kNumPlanConstraints] = {
       "factors_positive", "zero_stage_range",   "world_size",      "tp_within_node",
-      "tp_divides_heads", "tp_divides_kv_heads", "tp_divides_ffn", "pp_divides_layers",
+      "tp_divides_heads", "tp_divides_kv_heads", "tp_divides_ffn",
+      "ep_needs_moe",     "ep_divides_dp",      "ep_divides_experts", "pp_divides_layers",
       "stage_layers_need_pp", "stage_layers_split", "stage_layers_with_vpp",
       "cp_divides_seq",   "seq_within_max",     "sp_needs_tp",     "tp_divides_seq",
       "batch_divides",    "vpp_needs_interleaved", "interleaved_needs_pp_vpp",
@@ -41,8 +42,8 @@ PlanConstraintMask CheckPlan(const ParallelPlan& plan, const ModelSpec& model,
                              const TrainingSpec& training, int64_t world_size,
                              int64_t tp_group_limit) {
   using C = PlanConstraint;
-  if (plan.dp < 1 || plan.tp < 1 || plan.pp < 1 || plan.cp < 1 || plan.micro_batch < 1 ||
-      plan.virtual_stages < 1)
+  if (plan.dp < 1 || plan.tp < 1 || plan.pp < 1 || plan.cp < 1 || plan.ep < 1 ||
+      plan.micro_batch < 1 || plan.virtual_stages < 1)
     return MaskOf(C::kFactorsPositive);  // the divisibility checks below need positive factors
   PlanConstraintMask out = 0;
   auto fail_if = [&out](bool broken, C c) {
@@ -59,6 +60,9 @@ PlanConstraintMask CheckPlan(const ParallelPlan& plan, const ModelSpec& model,
   fail_if(model.ffn_hidden % plan.tp != 0 ||
               (model.moe.enabled() && model.moe.expert_ffn_hidden % plan.tp != 0),
           C::kTpDividesFfn);
+  fail_if(plan.ep > 1 && !model.moe.enabled(), C::kEpNeedsMoe);
+  fail_if(plan.dp % plan.ep != 0, C::kEpDividesDp);
+  fail_if(model.moe.enabled() && model.moe.experts % plan.ep != 0, C::kEpDividesExperts);
   const std::optional<int64_t> chunks = CheckedMul(plan.pp, plan.virtual_stages);
   const bool uneven = HasUnevenStages(plan);
   fail_if(!uneven && (!chunks || model.layers % *chunks != 0), C::kPpDividesLayers);
@@ -113,6 +117,19 @@ std::string StageSplitMessage(const ParallelPlan& plan, int64_t layers) {
          Str(layers) + " - " + Str(others) + "*k for a whole k >= 1 (each stage >= 1 layer)";
 }
 
+// "1, 2, 4, 8": the divisors of n that also divide m (m == 0: all divisors of n); "1" at
+// least. At most 12 listed, then "...".
+std::string Divisors(int64_t n, int64_t m) {
+  std::string s;
+  int listed = 0;
+  for (int64_t d = 1; d <= n && listed <= 12; ++d) {
+    if (n % d != 0 || (m != 0 && m % d != 0)) continue;
+    s += (s.empty() ? "" : ", ") + (listed == 12 ? std::string("...") : Str(d));
+    ++listed;
+  }
+  return s.empty() ? "1" : s;
+}
+
 // The message for one broken rule; the rule itself lives in CheckPlan().
 std::string ViolationMessage(PlanConstraint c, const ParallelPlan& plan, const ModelSpec& model,
                              const TrainingSpec& training, int64_t world_size,
@@ -122,7 +139,7 @@ std::string ViolationMessage(PlanConstraint c, const ParallelPlan& plan, const M
     case C::kFactorsPositive: {
       std::string msg;
       const std::pair<const char*, int64_t> factors[] = {
-          {"dp", plan.dp}, {"tp", plan.tp}, {"pp", plan.pp}, {"cp", plan.cp},
+          {"dp", plan.dp}, {"tp", plan.tp}, {"pp", plan.pp}, {"cp", plan.cp}, {"ep", plan.ep},
           {"mbs", plan.micro_batch}, {"vpp", plan.virtual_stages}};
       for (const auto& [name, value] : factors)
         if (value < 1) msg += (msg.empty() ? "" : "; ") + std::string(name) + "=" + Str(value);
@@ -148,6 +165,17 @@ std::string ViolationMessage(PlanConstraint c, const ParallelPlan& plan, const M
         return "tp=" + Str(plan.tp) + " does not divide moe.expert_ffn_hidden=" +
                Str(model.moe.expert_ffn_hidden);
       return "tp=" + Str(plan.tp) + " does not divide ffn_hidden=" + Str(model.ffn_hidden);
+    case C::kEpNeedsMoe:
+      return "ep=" + Str(plan.ep) + " needs a mixture-of-experts model, but model '" +
+             model.name + "' is dense (moe.experts=0); allowed: ep=1";
+    case C::kEpDividesDp:
+      return "ep=" + Str(plan.ep) + " does not divide dp=" + Str(plan.dp) +
+             " (the expert-parallel group is carved out of dp); allowed: " +
+             Divisors(plan.dp, 0);
+    case C::kEpDividesExperts:
+      return "ep=" + Str(plan.ep) + " does not divide moe.experts=" + Str(model.moe.experts) +
+             " (each rank holds experts/ep routed experts); allowed with dp=" + Str(plan.dp) +
+             ": " + Divisors(plan.dp, model.moe.experts);
     case C::kPpDividesLayers:
       return "pp*vpp=" + Str(plan.pp) + "*" + Str(plan.virtual_stages) +
              " does not divide layers=" + Str(model.layers) +
@@ -252,6 +280,7 @@ ParallelPlan ParsePlanString(const std::string& text, const std::string& source)
     else if (key == "tp") plan.tp = ParseInt(source, key, value, kMaxGpus, UpTo(kMaxGpus, "kMaxGpus"));
     else if (key == "pp") plan.pp = ParseInt(source, key, value, kMaxGpus, UpTo(kMaxGpus, "kMaxGpus"));
     else if (key == "cp") plan.cp = ParseInt(source, key, value, kMaxGpus, UpTo(kMaxGpus, "kMaxGpus"));
+    else if (key == "ep") plan.ep = ParseInt(source, key, value, kMaxGpus, UpTo(kMaxGpus, "kMaxGpus"));
     else if (key == "mbs")
       plan.micro_batch =
           ParseInt(source, key, value, kMaxGlobalBatch, UpTo(kMaxGlobalBatch, "kMaxGlobalBatch"));
@@ -284,7 +313,7 @@ ParallelPlan ParsePlanString(const std::string& text, const std::string& source)
                                             value + "'");
     } else {
       throw InputError({source}, key,
-                       "unknown key; allowed: dp, tp, pp, cp, zero, sp, mbs, recompute, schedule, "
+                       "unknown key; allowed: dp, tp, pp, cp, ep, zero, sp, mbs, recompute, schedule, "
                        "vpp, tp_overlap, first_stage_layers, last_stage_layers");
     }
   }
@@ -293,7 +322,7 @@ ParallelPlan ParsePlanString(const std::string& text, const std::string& source)
 
 std::string ToPlanString(const ParallelPlan& p) {
   std::string s = "dp=" + Str(p.dp) + ",tp=" + Str(p.tp) + ",pp=" + Str(p.pp) + ",cp=" + Str(p.cp) +
-                  ",zero=" + Str(p.zero_stage) + ",sp=" + (p.sequence_parallel ? "1" : "0") +
+                  (p.ep != 1 ? ",ep=" + Str(p.ep) : std::string()) + ",zero=" + Str(p.zero_stage) + ",sp=" + (p.sequence_parallel ? "1" : "0") +
                   ",mbs=" + Str(p.micro_batch) + ",recompute=" + ToString(p.recompute) +
                   ",schedule=" + ToString(p.schedule) + ",vpp=" + Str(p.virtual_stages);
   if (p.tp_comm_overlap) s += ",tp_overlap=1";
@@ -310,6 +339,7 @@ std::string ToShortPlanString(const ParallelPlan& p) {
   if (p.tp != d.tp) add("tp=" + Str(p.tp));
   if (p.pp != d.pp) add("pp=" + Str(p.pp));
   if (p.cp != d.cp) add("cp=" + Str(p.cp));
+  if (p.ep != d.ep) add("ep=" + Str(p.ep));
   if (p.zero_stage != d.zero_stage) add("zero=" + Str(p.zero_stage));
   if (p.sequence_parallel != d.sequence_parallel) add(p.sequence_parallel ? "sp=1" : "sp=0");
   if (p.micro_batch != d.micro_batch) add("mbs=" + Str(p.micro_batch));

@@ -2,6 +2,9 @@
 //
 // Rank layout (planner/mesh_layout.h, docs/cost_model.md section 3): tp innermost, then cp,
 // then pp, dp outermost: rank = ((dp_i * pp + pp_i) * cp + cp_i) * tp + tp_i.
+// Expert parallelism (ep, mixture-of-experts models only) is carved out of dp as in
+// Megatron-Core: dp_i = edp_i * ep + ep_i, so the ep ranks of one expert-parallel group are
+// consecutive dp coordinates; it adds no GPUs (world = dp*tp*pp*cp).
 // CheckPlan() checks every divisibility rule once (a bit mask, no allocation) and
 // Validate() names each factor that is off from the same checks; the search, the
 // CLI and the executor all call them rather than re-checking.
@@ -28,6 +31,11 @@ struct ParallelPlan {
   int64_t tp = 1;
   int64_t pp = 1;
   int64_t cp = 1;
+  // Expert parallel: the routed experts of each MoE layer are split X/ep per rank over ep
+  // ranks of the dp dimension; expert gradients are reduced (and ZeRO shards expert states)
+  // over the dp/ep expert-data-parallel ranks (x cp). Expert tensor parallelism is tp
+  // (experts stay tp-sharded like the dense FFN). 1 = off; > 1 only for MoE models.
+  int64_t ep = 1;
   int zero_stage = 0;             // 0 = plain DP, 1/2/3 = ZeRO stage (3 = FSDP full shard)
   bool sequence_parallel = false; // Megatron SP (only meaningful with tp > 1)
   int64_t micro_batch = 1;        // sequences per micro-batch per dp rank
@@ -48,19 +56,25 @@ struct ParallelPlan {
     const std::optional<int64_t> per_step = CheckedMul(dp, micro_batch);
     return per_step && *per_step > 0 ? global_batch / *per_step : 0;
   }
+  // The expert-data-parallel degree dp/ep: replicas of each expert along dp (1 when ep
+  // does not divide dp or is below 1; CheckPlan() refuses such plans).
+  int64_t expert_dp() const { return ep >= 1 && dp % ep == 0 ? dp / ep : 1; }
   bool operator==(const ParallelPlan&) const = default;
 };
 
 // The rules a plan can break, in the order they are checked (outer mesh factors
 // first, then sequence, batch and schedule). The search counts rejections by them.
 enum class PlanConstraint : uint8_t {
-  kFactorsPositive,         // dp, tp, pp, cp, mbs, vpp >= 1
+  kFactorsPositive,         // dp, tp, pp, cp, ep, mbs, vpp >= 1
   kZeroStageRange,          // zero in 0..3
   kWorldSize,               // dp*tp*pp*cp == GPUs
   kTpWithinNode,            // tp divides TpGroupLimit() (checked only when it is > 0)
   kTpDividesHeads,          // H % tp
   kTpDividesKvHeads,        // K % tp
   kTpDividesFfn,            // F % tp
+  kEpNeedsMoe,              // ep > 1 only for a mixture-of-experts model
+  kEpDividesDp,             // dp % ep (the ep group is carved out of dp)
+  kEpDividesExperts,        // X % ep (each rank holds X/ep routed experts)
   kPpDividesLayers,         // L % (pp*vpp) (even stages only)
   kStageLayersNeedPp,       // first/last_stage_layers set with pp == 1
   kStageLayersSplit,        // uneven stages: the rest splits equally, >= 1 each, over the others
@@ -111,11 +125,11 @@ std::vector<PlanViolation> Validate(const ParallelPlan& plan, const ModelSpec& m
 // cluster.gpus_per_node, or 0 (no limit) when tp groups may cross nodes.
 int64_t TpGroupLimit(const ClusterSpec& cluster, bool allow_tp_across_nodes);
 
-// "dp=2,tp=4,pp=1,cp=1,zero=1,sp=1,mbs=1,recompute=none,schedule=1f1b,vpp=1" (plus
-// tp_overlap=1, first_stage_layers=N, last_stage_layers=N when set); omitted keys keep their
+// "dp=2,tp=4,pp=1,cp=1,zero=1,sp=1,mbs=1,recompute=none,schedule=1f1b,vpp=1" (plus ep=N
+// after cp when ep != 1, and tp_overlap=1, first_stage_layers=N, last_stage_layers=N when set); omitted keys keep their
 // defaults. Throws InputError naming the key and the
 // allowed values. `source` names where the string came from in the error.
-// Values above the bounds of planner/limits.h are refused here (dp, tp, pp, cp above
+// Values above the bounds of planner/limits.h are refused here (dp, tp, pp, cp, ep above
 // kMaxGpus, mbs above kMaxGlobalBatch, vpp above kMaxVirtualStages, first_stage_layers and
 // last_stage_layers above kMaxStageLayers, zero outside int);
 // values below 1 parse, and CheckPlan() reports them as factors_positive (negative stage

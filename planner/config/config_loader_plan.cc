@@ -53,7 +53,7 @@ TrainingSpec TrainingFromYaml(const YamlFields& f) {
 // Each value goes through ParsePlanString, re-located at its line:column on error.
 ParallelPlan PlanFromYaml(const YamlFields& f) {
   // The keys ParsePlanString accepts (the round-trip test catches a drift from ToPlanString).
-  f.AllowOnly({"dp", "tp", "pp", "cp", "zero", "sp", "mbs", "recompute", "schedule", "vpp",
+  f.AllowOnly({"dp", "tp", "pp", "cp", "ep", "zero", "sp", "mbs", "recompute", "schedule", "vpp",
                "tp_overlap", "first_stage_layers", "last_stage_layers"});
   std::string joined;
   for (const auto& item : f.node()) {

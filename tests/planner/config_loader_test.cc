@@ -519,7 +519,7 @@ TEST_CASE("an unknown plan key is located and lists the plan keys", "[planner][c
   const InputError e = ErrorOf([] { LoadPlanFile(Fixture("plan_unknown_key.yaml")); });
   CHECK(e.field() == "plan.zero_stage");
   CHECK_THAT(e.what(), Catch::Contains("plan_unknown_key.yaml:7:3") &&
-                           Catch::Contains("allowed keys: dp, tp, pp, cp, zero,"));
+                           Catch::Contains("allowed keys: dp, tp, pp, cp, ep, zero,"));
 }
 
 TEST_CASE("an unknown model name in a plan file points at the plan file", "[planner][config][plan][errors]") {
