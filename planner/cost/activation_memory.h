@@ -36,13 +36,15 @@
 //                one per head and row).
 //   MLA          the latent norms save their inputs (B,Sc,Rq), (B,Sc,Rkv) and rstd; the
 //                up-projections Wq_b, Wkv_b save the normed latents; K is H*D, V H*Dv.
-//   MoE FFN      (not run by the executor: a prediction, docs/memory_model.md) the router
-//                saves its probabilities (B,Sc,X) fp32 and the top-k weights and ids
-//                (B,Sc,k) fp32 + int64; the dispatch saves the permuted tokens (R,E) for
-//                the experts' gate/up; each routed expert's SwiGLU saves as above over its
-//                rows (R,Fe/tp) x 3; the combine saves the experts' outputs (R,E) for the
-//                routing weights' gradient; shared experts save as a dense SwiGLU of
-//                width Xs*Fe/tp. R = B*Sc*k (dropless) or B*Sc*k*capacity_factor.
+//   MoE FFN      (executor/model/moe_block.h, MoeStash) the router saves its
+//                probabilities (B,Sc,X) fp32, the top-k weights and ids (B,Sc,k) fp32 +
+//                int64, and each kept row's token and slot ids (R) int64 x 2; the dispatch
+//                saves the permuted tokens (R,E) for the experts' gate/up; each routed
+//                expert's SwiGLU saves as above over its rows (R,Fe/tp) x 3; the combine
+//                saves the experts' outputs (R,E) for the routing weights' gradient; shared
+//                experts save as a dense SwiGLU of width Xs*Fe/tp. R = the kept rows
+//                (KeptExpertRows): B*Sc*k dropless; with a capacity factor at most X times
+//                an expert's capacity (rows are not padded to it: only kept rows exist).
 //   GeLU         (gpt) saves its input (the fc1 output); fc2 saves the GeLU output.
 //   dropout      (gpt) saves a 1-byte mask per element.
 //   residual     saves nothing.
@@ -83,8 +85,8 @@ struct ActivationShape {
   // MoE layers: planner/cost/step_work.h):
   int64_t experts = 0;        // X
   int64_t top_k = 0;          // k
-  double expert_rows = 0;     // R = B*Sc*r rows dispatched to routed experts (r:
-                              // ExpertRowsPerToken, planner/cost/block_linears.h)
+  double expert_rows = 0;     // R = KeptExpertRows(B*Sc): the rows the routed experts
+                              // compute and keep (no padding to the capacity)
   int64_t expert_ffn = 0;     // Fe/tp
   int64_t shared_ffn = 0;     // Xs*Fe/tp
   int64_t q_lora_rank = 0;    // Rq (MLA)
@@ -96,6 +98,9 @@ struct ActivationShape {
 };
 ActivationShape MakeActivationShape(const ModelSpec& model, const TrainingSpec& training,
                                     const ParallelPlan& plan);
+// R for T tokens: the routed rows a MoE layer keeps, T*k dropless, else at most
+// min(T*k, X * ceil(cf * T*k / X)) (every expert full; executor/model/moe_routing.h).
+double KeptExpertRows(const MoeSpec& moe, int64_t tokens);
 
 // One tensor an op keeps alive (saved for backward, or a temporary of a backward step).
 struct SavedTensor {
