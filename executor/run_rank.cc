@@ -58,10 +58,9 @@ std::vector<std::string> ModelLimitations(const ModelSpec& m) {
   const std::string predicted =
       " (meshplan estimate, search and simulate predict this model; the executor would train "
       "a different one)";
-  if (m.moe.enabled())
-    reasons.push_back("model.moe: the executor builds dense FFNs only, not a mixture of " +
-                      std::to_string(m.moe.experts) + " experts (top-" +
-                      std::to_string(m.moe.top_k) + ")" + predicted);
+  if (m.moe.enabled() && m.moe.router_bias)
+    reasons.push_back("model.moe.router_bias: the executor's router is softmax top-k without "
+                      "a bias (DeepSeek-V3's noaux_tc is not built)" + predicted);
   if (m.mla.enabled())
     reasons.push_back("model.mla: the executor builds grouped-query attention only, not "
                       "multi-head latent attention" + predicted);
@@ -85,6 +84,12 @@ std::vector<std::string> ExecutorLimitations(const PlanFile& pf) {
                       " with tied embeddings: the embedding (first stage) and the lm_head "
                       "(last stage) would share one weight across stages, which the executor "
                       "does not do; use an untied model (tied_embeddings: false) or pp=1");
+  if (pf.model.moe.enabled() && plan.tp > 1)
+    reasons.push_back("tp=" + std::to_string(plan.tp) + " with model.moe: the executor's experts "
+                      "are not tensor-parallel; allowed: tp=1 (split the experts with ep)");
+  if (pf.model.moe.enabled() && plan.cp > 1)
+    reasons.push_back("cp=" + std::to_string(plan.cp) + " with model.moe: routing capacity and "
+                      "the aux loss are per micro-batch, which cp would split; allowed: cp=1");
   if (pf.training.precision == Precision::kFp8)
     reasons.push_back("training.precision: fp8: the executor does not train in FP8 (the planner "
                       "predicts it, docs/cost_model.md \"FP8\"); run the plan in bf16 or mixed");

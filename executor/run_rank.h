@@ -45,12 +45,13 @@ struct RunOptions {
 // Why this executor cannot run a plan that the planner's rules accept (Validate, checked
 // first: heads, layers, the 2*cp sequence split...): a gpt block, tp not dividing the
 // vocabulary (it is split across tp ranks), tied embeddings across pipeline stages, the
-// zb_h1 schedule (weight gradients are not split from the backward), and the model
+// zb_h1 schedule (weight gradients are not split from the backward), tp or cp with a
+// mixture of experts, and the model
 // features of ModelLimitations. Every precision runs on every device (bf16 and mixed on a
 // CPU too: slowly, for tests).
 std::vector<std::string> ExecutorLimitations(const PlanFile& plan_file);
 // The model features the executor's llama block does not build, so it would train a
-// different model: a mixture of experts, multi-head latent attention, q/k norms. The
+// different model: multi-head latent attention, q/k norms, a router bias. The
 // planner estimates them; `run` and `calibrate` refuse. (A head_dim other than hidden /
 // heads runs: q and the output projection are H*D wide, tests/executor/tensor_parallel_test.cc.)
 std::vector<std::string> ModelLimitations(const ModelSpec& model);

@@ -56,11 +56,14 @@ Trainer::Trainer(const ModelSpec& model, const TrainingSpec& training, const Dev
       engine_(BuildParamLayout(model, mesh.weight_replicas().size(),
                                PipelineRankChunks(model, SplitLayers(model.layers, plan_),
                                                   chunks_per_rank_, pp_.rank()),
-                               TpShard{mesh.size(MeshDim::kTp), mesh.coord(MeshDim::kTp)}),
+                               TpShard{mesh.size(MeshDim::kTp), mesh.coord(MeshDim::kTp)},
+                               ExpertShard{mesh.ep_size(), mesh.expert_parallel().rank(),
+                                           mesh.expert_replicas().size()}),
               plan_.zero_stage, mesh.weight_replicas(), AdamWFor(training), seed,
-              training.precision, device),
+              training.precision, device, &mesh.expert_replicas()),
       timer_(device) {
   model_.UseContextParallel(mesh.comm(MeshDim::kCp));  // cp = 1: nothing changes
+  if (model.moe.enabled()) model_.UseMoe(kDefaultMoeAuxLossCoef, &mesh.expert_parallel());
   if (plan_.pp > 1 && plan_.schedule == PipelineSchedule::kInterleaved &&
       shard_.microbatches() % plan_.pp != 0)
     throw std::invalid_argument("Trainer: the interleaved schedule needs the micro-batch count (" +
@@ -165,7 +168,8 @@ at::Tensor Trainer::ForwardChunk(const ChunkGroups& chunk, MicroBatch& mb, at::T
   for (int64_t i = 0; i < chunk.num_blocks; ++i) {
     const int g = chunk.first_block_group + static_cast<int>(i);
     const ParamsLease params = engine_.LeaseParams(g);
-    const BlockWeights w = BlockViews(layout.groups[g], params.params());
+    BlockWeights w = BlockViews(layout.groups[g], params.params());
+    const ParamsLease experts = LeaseExperts(g, w);
     if (next_group(i) >= 0) engine_.PrefetchParams(next_group(i));
     x = model_.BlockForward(w, x, plan_.recompute, &mb.blocks[static_cast<size_t>(i)]);
   }
@@ -222,12 +226,17 @@ at::Tensor Trainer::BackwardChunk(const ChunkGroups& chunk, MicroBatch& mb, at::
     const int g = chunk.first_block_group + static_cast<int>(i);
     {
       const ParamsLease params = engine_.LeaseParams(g);
-      const BlockWeights w = BlockViews(layout.groups[g], params.params());
+      BlockWeights w = BlockViews(layout.groups[g], params.params());
+      const ParamsLease experts = LeaseExperts(g, w);
       if (i > 0) engine_.PrefetchParams(g - 1);  // the block computed next
       BlockWeights dw = BlockViews(layout.groups[g], engine_.GradBuffer(g));
+      const int eg = layout.groups[g].experts_group;
+      if (eg >= 0) ExpertViews(layout.groups[eg], engine_.GradBuffer(eg), dw);
       dx = model_.BlockBackward(w, dw, std::move(dx),
-                                 std::move(mb.blocks[static_cast<size_t>(i)]));
+                                 std::move(mb.blocks[static_cast<size_t>(i)]), dloss);
     }
+    const int eg = layout.groups[g].experts_group;
+    if (eg >= 0) engine_.GradReady(eg);
     engine_.GradReady(g);
   }
   if (chunk.embedding_group < 0) return dx;
@@ -239,6 +248,15 @@ at::Tensor Trainer::BackwardChunk(const ChunkGroups& chunk, MicroBatch& mb, at::
   dx.reset();
   engine_.GradReady(emb);
   return {};
+}
+
+ParamsLease Trainer::LeaseExperts(int block_group, BlockWeights& w) {
+  const ParamLayout& layout = engine_.layout();
+  const int eg = layout.groups[static_cast<size_t>(block_group)].experts_group;
+  if (eg < 0) return {};
+  ParamsLease lease = engine_.LeaseParams(eg);
+  ExpertViews(layout.groups[static_cast<size_t>(eg)], lease.params(), w);
+  return lease;
 }
 
 // ---------------------------------------------------------------------------------------

@@ -90,6 +90,9 @@ class Trainer {
   // dloss = d(step loss)/d(micro-batch loss) starts it). Returns d/d(input), undefined on
   // the first stage.
   at::Tensor BackwardChunk(const ChunkGroups& chunk, MicroBatch& mb, at::Tensor dy, double dloss);
+  // A MoE block's routed experts (its experts group), leased and viewed into w.moe; an
+  // empty lease for a dense block.
+  ParamsLease LeaseExperts(int block_group, BlockWeights& w);
   std::vector<int64_t> BoundaryShape() const;  // what crosses a stage boundary: (B,S,E)
   void BeginPhase();
   void EndPhase(const char* phase, StepLog& log);

@@ -189,6 +189,10 @@ int RunCalibrate(const CalibrateCommandOptions& o) {
   options.model = LoadModel(o.model.empty() ? (cuda ? "llama-1b" : "tiny-llama") : o.model);
   for (const std::string& reason : ModelLimitations(options.model))
     throw InputError(kFlags, "--model", reason);
+  if (options.model.moe.enabled())  // executor/calibration/micro_benchmarks.cc: dense blocks
+    throw InputError(kFlags, "--model",
+                     "model.moe: the calibration benchmarks time dense llama blocks; calibrate on "
+                     "a dense model (the step's expert GEMMs use the same kernel table)");
   if (options.model.attention_head_dim > 0)  // executor/calibration/micro_benchmarks.cc
     throw InputError(kFlags, "--model",
                      "model.head_dim: the calibration benchmarks shape q and the output "

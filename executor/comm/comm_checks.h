@@ -10,6 +10,7 @@
 
 #include <stdexcept>
 #include <string>
+#include <vector>
 
 namespace meshplan::comm_checks {
 
@@ -71,6 +72,38 @@ inline void CheckPeer(const char* op, const std::string& group, int group_size, 
   if (!allow_self && peer == self)
     throw std::invalid_argument(std::string(op) + " on group '" + group + "': " + what + "=" +
                                 std::to_string(peer) + " is this rank itself");
+}
+
+// Variable all-to-all along dim 0 (communicator.h AllToAllAsync): one split per rank,
+// none negative, the rows summing to each tensor's dim 0, the other dims equal.
+inline void CheckAllToAll(const std::string& group, int group_size, const torch::Tensor& input,
+                          const std::vector<int64_t>& send_rows, const torch::Tensor& output,
+                          const std::vector<int64_t>& recv_rows) {
+  const char* op = "all_to_all";
+  CheckBuffer(op, group, input, "input");
+  CheckBuffer(op, group, output, "output");
+  CheckSameKind(op, group, input, output);
+  auto fail = [&](const std::string& why) {
+    throw std::invalid_argument(std::string(op) + " on group '" + group + "': " + why);
+  };
+  if (static_cast<int>(send_rows.size()) != group_size ||
+      static_cast<int>(recv_rows.size()) != group_size)
+    fail("send_rows and recv_rows need size()=" + std::to_string(group_size) + " entries, got " +
+         std::to_string(send_rows.size()) + " and " + std::to_string(recv_rows.size()));
+  if (input.dim() < 1 || output.dim() != input.dim() ||
+      input.sizes().slice(1) != output.sizes().slice(1))
+    fail("input " + Describe(input) + " and output " + Describe(output) +
+         " must be rows of the same shape");
+  int64_t sent = 0, received = 0;
+  for (int j = 0; j < group_size; ++j) {
+    if (send_rows[j] < 0 || recv_rows[j] < 0) fail("a negative row count");
+    sent += send_rows[j];
+    received += recv_rows[j];
+  }
+  if (sent != input.size(0) || received != output.size(0))
+    fail("send_rows sum to " + std::to_string(sent) + " (input has " +
+         std::to_string(input.size(0)) + " rows), recv_rows to " + std::to_string(received) +
+         " (output has " + std::to_string(output.size(0)) + ")");
 }
 
 }  // namespace meshplan::comm_checks

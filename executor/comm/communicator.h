@@ -13,7 +13,10 @@
 
 #include <torch/types.h>
 
+#include <cstdint>
 #include <memory>
+#include <stdexcept>
+#include <vector>
 
 namespace meshplan {
 
@@ -46,6 +49,17 @@ class Communicator {
   virtual std::unique_ptr<CommHandle> SendAsync(const torch::Tensor& buffer, int dst) = 0;
   virtual std::unique_ptr<CommHandle> RecvAsync(torch::Tensor& buffer, int src) = 0;
   virtual void Barrier() = 0;
+  // All-to-all with variable split sizes along dim 0 (expert-parallel token dispatch):
+  // input's first send_rows[0] rows go to rank 0, the next send_rows[1] to rank 1, ...;
+  // output receives recv_rows[j] rows from rank j, in rank order. Both lists have size()
+  // entries, input.size(0) == sum(send_rows), output.size(0) == sum(recv_rows), the other
+  // dims, the dtype and the device equal; recv_rows[j] must equal rank j's send_rows[rank()]
+  // (exchange the counts first, with an all-to-all of one row per rank). The default throws
+  // std::logic_error: a communicator that cannot do it says so (test fakes).
+  virtual std::unique_ptr<CommHandle> AllToAllAsync(const torch::Tensor& input,
+                                                    const std::vector<int64_t>& send_rows,
+                                                    torch::Tensor& output,
+                                                    const std::vector<int64_t>& recv_rows);
 
   // Blocking forms.
   void AllReduceSum(torch::Tensor& buffer) { AllReduceSumAsync(buffer)->Wait(); }
@@ -58,6 +72,17 @@ class Communicator {
   void Broadcast(torch::Tensor& buffer, int root) { BroadcastAsync(buffer, root)->Wait(); }
   void Send(const torch::Tensor& buffer, int dst) { SendAsync(buffer, dst)->Wait(); }
   void Recv(torch::Tensor& buffer, int src) { RecvAsync(buffer, src)->Wait(); }
+  void AllToAll(const torch::Tensor& input, const std::vector<int64_t>& send_rows,
+                torch::Tensor& output, const std::vector<int64_t>& recv_rows) {
+    AllToAllAsync(input, send_rows, output, recv_rows)->Wait();
+  }
 };
+
+inline std::unique_ptr<CommHandle> Communicator::AllToAllAsync(const torch::Tensor&,
+                                                               const std::vector<int64_t>&,
+                                                               torch::Tensor&,
+                                                               const std::vector<int64_t>&) {
+  throw std::logic_error("all_to_all: this communicator does not implement it");
+}
 
 }  // namespace meshplan

@@ -8,6 +8,11 @@
 //   all_gather       this rank's input in every slot
 //   broadcast        the root's buffer: unchanged on the root, else drawn from N(0, 1)
 //   recv             drawn from N(0, 1) (a generator seeded by options.seed and the group)
+//   all_to_all       this rank's own rows into its slot; floating rows from a peer drawn
+//                    from N(0, 1); integer rows from a peer (the token counts of expert
+//                    parallelism) are a copy of what this rank sends itself, as if every
+//                    peer routed its tokens like this rank (a fixed-seed, about even split
+//                    when the router is): the shapes that follow are a real run's
 //   send, barrier    nothing
 // Integer and bool buffers that are received get zeros. Outputs are finite whenever this
 // rank's inputs are, so no NaN or inf enters the maths.
@@ -72,6 +77,10 @@ class EmulatedCommunicator final : public Communicator {
   std::unique_ptr<CommHandle> BroadcastAsync(torch::Tensor& buffer, int root) override;
   std::unique_ptr<CommHandle> SendAsync(const torch::Tensor& buffer, int dst) override;
   std::unique_ptr<CommHandle> RecvAsync(torch::Tensor& buffer, int src) override;
+  std::unique_ptr<CommHandle> AllToAllAsync(const torch::Tensor& input,
+                                            const std::vector<int64_t>& send_rows,
+                                            torch::Tensor& output,
+                                            const std::vector<int64_t>& recv_rows) override;
   void Barrier() override;
 
  private:
@@ -95,7 +104,8 @@ class EmulatedCommunicator final : public Communicator {
 // The DeviceMesh factory of an emulated rank: every group it is asked for is an
 // EmulatedCommunicator with this rank's index among the members, placed (for kModel) as
 // the plan places that group: one mesh dimension ("dp", "pp", "cp", "tp") or the weight
-// replicas ("dp_cp"). An unknown group name throws std::invalid_argument.
+// replicas ("dp_cp"); the expert groups ("ep", "edp_cp") are timed as the dp and dp_cp
+// groups they are carved from. An unknown group name throws std::invalid_argument.
 GroupFactory EmulatedGroupFactory(const ParallelPlan& plan, int world_rank,
                                   EmulatedCommOptions options);
 

@@ -468,6 +468,29 @@ std::unique_ptr<CommHandle> GlooCommunicator::RecvAsync(torch::Tensor& buffer, i
   return std::make_unique<P2PHandle>(impl_, "recv", src, std::move(posted), std::move(finish));
 }
 
+std::unique_ptr<CommHandle> GlooCommunicator::AllToAllAsync(const torch::Tensor& input,
+                                                             const std::vector<int64_t>& send_rows,
+                                                             torch::Tensor& output,
+                                                             const std::vector<int64_t>& recv_rows) {
+  comm_checks::CheckAllToAll(impl_->name, size(), input, send_rows, output, recv_rows);
+  Impl* impl = impl_.get();
+  return std::make_unique<QueuedHandle>(impl->Enqueue<void>(
+      "all_to_all", [impl, input, output, send_rows, recv_rows]() mutable {
+        if (impl->size() == 1) {
+          output.copy_(input);
+          return;
+        }
+        try {
+          torch::Tensor host_in = OnHost(input), host_out = OnHost(output);
+          std::vector<int64_t> out_splits = recv_rows, in_splits = send_rows;
+          impl->WaitWork(impl->pg->alltoall_base(host_out, host_in, out_splits, in_splits));
+          CopyBackIfStaged(output, host_out);
+        } catch (...) {
+          impl->Fail("all_to_all", "", std::current_exception());
+        }
+      }));
+}
+
 void GlooCommunicator::Barrier() {
   Impl* impl = impl_.get();
   impl->Enqueue<void>("barrier",

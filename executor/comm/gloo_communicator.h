@@ -58,6 +58,11 @@ class GlooCommunicator final : public Communicator {
   std::unique_ptr<CommHandle> BroadcastAsync(torch::Tensor& buffer, int root) override;
   std::unique_ptr<CommHandle> SendAsync(const torch::Tensor& buffer, int dst) override;
   std::unique_ptr<CommHandle> RecvAsync(torch::Tensor& buffer, int src) override;
+  // c10d's alltoall_base (Gloo alltoallv) on the comm thread.
+  std::unique_ptr<CommHandle> AllToAllAsync(const torch::Tensor& input,
+                                            const std::vector<int64_t>& send_rows,
+                                            torch::Tensor& output,
+                                            const std::vector<int64_t>& recv_rows) override;
   void Barrier() override;
 
   struct Impl;  // opaque: the process group, the comm thread and its queue

@@ -479,6 +479,40 @@ std::unique_ptr<CommHandle> NcclCommunicator::RecvAsync(torch::Tensor& buffer, i
   return std::make_unique<NcclHandle>(impl_, impl_->batch, buffer);
 }
 
+std::unique_ptr<CommHandle> NcclCommunicator::AllToAllAsync(const torch::Tensor& input,
+                                                             const std::vector<int64_t>& send_rows,
+                                                             torch::Tensor& output,
+                                                             const std::vector<int64_t>& recv_rows) {
+  const char* op = "all_to_all";
+  comm_checks::CheckAllToAll(impl_->name, size(), input, send_rows, output, recv_rows);
+  Impl& g = *impl_;
+  g.CheckUsable(op);
+  g.CheckDevice(input, op, /*allow_cpu=*/false);
+  g.CheckDevice(output, op, /*allow_cpu=*/false);
+  g.DataType(input, op);
+  DeviceGuard guard(g.device);
+  g.FlushP2p();  // point-to-point calls queued earlier go out first, in their own group
+  int64_t in_offset = 0, out_offset = 0;
+  for (int j = 0; j < size(); ++j) {
+    const size_t p = static_cast<size_t>(j);
+    torch::Tensor in_rows = input.narrow(0, in_offset, send_rows[p]);
+    torch::Tensor out_rows = output.narrow(0, out_offset, recv_rows[p]);
+    in_offset += send_rows[p];
+    out_offset += recv_rows[p];
+    if (j == rank()) {
+      out_rows.copy_(in_rows);  // on the compute stream, before the group is ordered after it
+      continue;
+    }
+    // Zero-row pairs are skipped on both sides (recv_rows[j] is peer j's send_rows[rank]).
+    if (send_rows[p] > 0) g.pending.push_back({true, in_rows, j});
+    if (recv_rows[p] > 0) g.pending.push_back({false, out_rows, j});
+  }
+  if (g.pending.empty()) return std::make_unique<DoneHandle>();  // nothing crosses ranks
+  auto handle = std::make_unique<NcclHandle>(impl_, g.batch, output);
+  g.FlushP2p();
+  return handle;
+}
+
 void NcclCommunicator::Barrier() {
   const char* op = "barrier";
   Impl& g = *impl_;

@@ -59,6 +59,12 @@ class NcclCommunicator final : public Communicator {
   std::unique_ptr<CommHandle> BroadcastAsync(torch::Tensor& buffer, int root) override;
   std::unique_ptr<CommHandle> SendAsync(const torch::Tensor& buffer, int dst) override;
   std::unique_ptr<CommHandle> RecvAsync(torch::Tensor& buffer, int src) override;
+  // One grouped ncclSend/ncclRecv per peer with rows to move (CUDA tensors only); its own
+  // rows are copied on the compute stream. Launched at once (not queued with later p2p).
+  std::unique_ptr<CommHandle> AllToAllAsync(const torch::Tensor& input,
+                                            const std::vector<int64_t>& send_rows,
+                                            torch::Tensor& output,
+                                            const std::vector<int64_t>& recv_rows) override;
   void Barrier() override;
 
   struct Impl;  // opaque: the ncclComm_t, the streams, the pending point-to-point group

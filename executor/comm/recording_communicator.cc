@@ -52,6 +52,19 @@ std::unique_ptr<CommHandle> RecordingCommunicator::RecvAsync(torch::Tensor& buff
   return inner_->RecvAsync(buffer, src);
 }
 
+std::unique_ptr<CommHandle> RecordingCommunicator::AllToAllAsync(
+    const torch::Tensor& input, const std::vector<int64_t>& send_rows, torch::Tensor& output,
+    const std::vector<int64_t>& recv_rows) {
+  auto rows = [](const std::vector<int64_t>& v) {
+    std::string out;
+    for (size_t i = 0; i < v.size(); ++i) out += (i ? "," : "") + std::to_string(v[i]);
+    return out;
+  };
+  Record("all_to_all", DescribeTensor(input) + " send_rows=" + rows(send_rows) + " -> " +
+                           DescribeTensor(output) + " recv_rows=" + rows(recv_rows));
+  return inner_->AllToAllAsync(input, send_rows, output, recv_rows);
+}
+
 void RecordingCommunicator::Barrier() {
   Record("barrier", "");
   inner_->Barrier();

@@ -40,6 +40,10 @@ class RecordingCommunicator final : public Communicator {
   std::unique_ptr<CommHandle> BroadcastAsync(torch::Tensor& buffer, int root) override;
   std::unique_ptr<CommHandle> SendAsync(const torch::Tensor& buffer, int dst) override;
   std::unique_ptr<CommHandle> RecvAsync(torch::Tensor& buffer, int src) override;
+  std::unique_ptr<CommHandle> AllToAllAsync(const torch::Tensor& input,
+                                            const std::vector<int64_t>& send_rows,
+                                            torch::Tensor& output,
+                                            const std::vector<int64_t>& recv_rows) override;
   void Barrier() override;
 
  private:

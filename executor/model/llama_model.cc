@@ -25,10 +25,25 @@ BlockWeights BlockViews(const ParamGroup& g, const at::Tensor& flat) {
   w.wv = SlotView(flat, g.slot("wv"));
   w.wo = SlotView(flat, g.slot("wo"));
   w.ffn_norm = SlotView(flat, g.slot("ffn_norm"));
-  w.w_up = SlotView(flat, g.slot("w_up"));
-  w.w_gate = SlotView(flat, g.slot("w_gate"));
-  w.w_down = SlotView(flat, g.slot("w_down"));
+  if (g.experts_group < 0) {
+    w.w_up = SlotView(flat, g.slot("w_up"));
+    w.w_gate = SlotView(flat, g.slot("w_gate"));
+    w.w_down = SlotView(flat, g.slot("w_down"));
+    return w;
+  }
+  w.moe.router = SlotView(flat, g.slot("router"));
+  for (const ParamSlot& slot : g.slots) {  // shared experts, when the model has them
+    if (slot.name == "shared_up") w.moe.shared_up = SlotView(flat, slot);
+    if (slot.name == "shared_gate") w.moe.shared_gate = SlotView(flat, slot);
+    if (slot.name == "shared_down") w.moe.shared_down = SlotView(flat, slot);
+  }
   return w;
+}
+
+void ExpertViews(const ParamGroup& g, const at::Tensor& flat, BlockWeights& w) {
+  w.moe.expert_up = SlotView(flat, g.slot("expert_up"));
+  w.moe.expert_gate = SlotView(flat, g.slot("expert_gate"));
+  w.moe.expert_down = SlotView(flat, g.slot("expert_down"));
 }
 
 LlamaModel::LlamaModel(const ModelSpec& model, int64_t seq_len, TpConfig tp,
@@ -49,6 +64,7 @@ LlamaModel::LlamaModel(const ModelSpec& model, int64_t seq_len, TpConfig tp,
   cos_ = angles.cos().to(tables);
   sin_ = angles.sin().to(tables);
   mask_ = at::ones({S, S}, activations.dtype(at::kBool)).triu_(1);
+  if (model.moe.enabled()) UseMoe(kDefaultMoeAuxLossCoef, nullptr);
   if (attention == AttentionImpl::kFused) {
     TORCH_CHECK(FusedAttentionBuiltIn(), "LlamaModel: this LibTorch has no fused attention");
     fused_ = true;
@@ -66,6 +82,12 @@ void LlamaModel::UseContextParallel(Communicator& cp) {
   const int64_t Sc = positions.size(0);
   mask_ = at::ones({Sc, Sc}, mask_.options()).triu_(1);
   cp_ = &cp;
+}
+
+void LlamaModel::UseMoe(double aux_loss_coef, Communicator* ep) {
+  TORCH_CHECK(model_.moe.enabled(), "LlamaModel::UseMoe: a dense model");
+  moe_ = std::make_shared<const MoeFfn>(model_.moe, aux_loss_coef,
+                                  ExpertParallel(ep, model_.moe.experts));
 }
 
 int64_t LlamaModel::buffer_bytes() const {
@@ -126,8 +148,9 @@ at::Tensor LlamaModel::BlockForward(const BlockWeights& w, const at::Tensor& x,
     if (recompute == Recompute::kNone) s.probs = std::move(probs);
   }
   s.x2 = ResidualForward(x, tp_.LeaveRegion(LinearForward(s.attn, w.wo)));
-  // FFN: x2 -> norm2 -> (gate, up) -> SwiGLU -> down -> + x2.
+  // FFN: x2 -> norm2 -> (gate, up) -> SwiGLU -> down -> + x2 (MoE: the MoE FFN, tp = 1).
   s.h2 = RMSNormForward(s.x2, w.ffn_norm, &s.rstd2);
+  if (w.is_moe()) return ResidualForward(s.x2, moe_->Forward(w.moe, s.h2, &s.moe));
   {
     const at::Tensor h2 = tp_.EnterRegion(s.h2);
     s.gate = LinearForward(h2, w.w_gate);
@@ -138,13 +161,30 @@ at::Tensor LlamaModel::BlockForward(const BlockWeights& w, const at::Tensor& x,
 }
 
 at::Tensor LlamaModel::BlockBackward(const BlockWeights& w, BlockWeights& dw, at::Tensor dy,
-                                     BlockStash s) const {
+                                     BlockStash s, double dloss) const {
   if (!s.h1.defined()) {  // full recompute: re-run the forward to rebuild the stash
     at::Tensor x = std::move(s.x);
     BlockForward(w, x, Recompute::kNone, &s);
   }
-  const int64_t c = tp_.chunks();
   // FFN backward. dy reaches both the FFN branch and the residual (dx2 = dy + ...).
+  at::Tensor dh2;
+  if (w.is_moe()) {
+    dh2 = moe_->Backward(w.moe, dw.moe, s.h2, dy, dloss, std::move(s.moe));
+    s.h2.reset();
+  } else {
+    dh2 = DenseFfnBackward(w, dw, dy, s);
+  }
+  at::Tensor dx2 = tp_.RMSNormBackward(dh2, s.x2, s.rstd2, w.ffn_norm, dw.ffn_norm);
+  dh2.reset();
+  s.x2.reset();
+  s.rstd2.reset();
+  dx2.add_(dy);  // the residual path
+  dy.reset();    // the caller moved its only reference in: freed now
+  return AttentionBranchBackward(w, dw, std::move(dx2), std::move(s));
+}
+
+at::Tensor LlamaModel::DenseFfnBackward(const BlockWeights& w, BlockWeights& dw,
+                                        const at::Tensor& dy, BlockStash& s) const {
   at::Tensor dact;
   {
     const at::Tensor dy_region = tp_.LeaveRegionBackward(dy);  // sp: all-gathered (t,B,S/t,E)
@@ -164,13 +204,12 @@ at::Tensor LlamaModel::BlockBackward(const BlockWeights& w, BlockWeights& dw, at
     LinearBackward(dffn.dup, h2, w.w_up, dw.w_up, dh2);  // dh2 += dup @ w_up
     dffn.dup.reset();
   }
-  dh2 = tp_.EnterRegionBackward(std::move(dh2));  // sum over tp: all-reduce / reduce-scatter
-  at::Tensor dx2 = tp_.RMSNormBackward(dh2, s.x2, s.rstd2, w.ffn_norm, dw.ffn_norm);
-  dh2.reset();
-  s.x2.reset();
-  s.rstd2.reset();
-  dx2.add_(dy);  // the residual path
-  dy.reset();    // the caller moved its only reference in: freed now
+  return tp_.EnterRegionBackward(std::move(dh2));  // sum over tp: all-reduce / reduce-scatter
+}
+
+at::Tensor LlamaModel::AttentionBranchBackward(const BlockWeights& w, BlockWeights& dw,
+                                               at::Tensor dx2, BlockStash s) const {
+  const int64_t c = tp_.chunks();
   // Attention backward. dx2 reaches both the attention branch and the residual.
   at::Tensor dout;
   {

@@ -14,8 +14,11 @@
 
 #include <ATen/ATen.h>
 
+#include <memory>
+
 #include "executor/comm/communicator.h"
 #include "executor/model/fused_attention.h"
+#include "executor/model/moe_block.h"
 #include "executor/model/param_layout.h"
 #include "executor/parallel/tensor_parallel.h"
 #include "planner/model_spec.h"
@@ -23,11 +26,17 @@
 
 namespace meshplan {
 
-// The weights (or gradients: same layout) of one block: views into its flat buffer.
+// The weights (or gradients: same layout) of one block: views into its flat buffer. A MoE
+// layer has `moe` (router and shared experts from the block group, routed experts from its
+// experts group: ExpertViews) in place of w_up, w_gate, w_down.
 struct BlockWeights {
   at::Tensor attn_norm, wq, wk, wv, wo, ffn_norm, w_up, w_gate, w_down;
+  MoeWeights moe;
+  bool is_moe() const { return moe.router.defined(); }
 };
 BlockWeights BlockViews(const ParamGroup& group, const at::Tensor& flat);
+// Fills w.moe's routed experts from the layer's experts group (ParamGroup::experts_group).
+void ExpertViews(const ParamGroup& experts_group, const at::Tensor& flat, BlockWeights& w);
 
 // What one block keeps for its backward (docs/executor_internals.md#llama-model). Undefined
 // tensors are not kept under the recompute mode.
@@ -40,7 +49,8 @@ struct BlockStash {
   at::Tensor attn;           // (B,S,E) merged attention output (wo input)
   at::Tensor x2;             // (B,S,E) residual after attention
   at::Tensor rstd2, h2;      // (B,S) fp32, (B,S,E)
-  at::Tensor gate, up, act;  // (B,S,F) each
+  at::Tensor gate, up, act;  // (B,S,F) each (dense FFN)
+  MoeStash moe;              // MoE layers (executor/model/moe_block.h)
   FusedAttentionGraph fused; // fused attention, recompute none: the kernel's saved tensors
 };
 
@@ -75,6 +85,10 @@ class LlamaModel {
   // executor/parallel/context_split.h) with ring attention over `cp` (which must outlive the model).
   // Call once, before the first forward; cp.size() == 1 changes nothing.
   void UseContextParallel(Communicator& cp);
+  // MoE models: the aux loss coefficient (kDefaultMoeAuxLossCoef) and the
+  // expert-parallel group (null or size 1: every expert local; it must outlive the model).
+  // Call once, before the first forward. Without it: the default coefficient, no ep.
+  void UseMoe(double aux_loss_coef, Communicator* ep);
 
   at::Tensor EmbeddingForward(const at::Tensor& ids, const at::Tensor& wte) const;
   // dwte (V,E) += scatter of dx0.
@@ -84,9 +98,10 @@ class LlamaModel {
   at::Tensor BlockForward(const BlockWeights& w, const at::Tensor& x, Recompute recompute,
                           BlockStash* stash) const;
   // dy (B,S,E) -> dx (B,S,E); accumulates into dw. Consumes dy and the stash: pass them
-  // with std::move so each is freed inside as soon as its last reader is done.
+  // with std::move so each is freed inside as soon as its last reader is done. dloss: the
+  // micro-batch's share of the step loss (MoE layers scale their aux loss gradient by it).
   at::Tensor BlockBackward(const BlockWeights& w, BlockWeights& dw, at::Tensor dy,
-                           BlockStash stash) const;
+                           BlockStash stash, double dloss = 1.0) const;
 
   // x_L (B,S,E), targets (B,S) int64 -> mean cross-entropy over the B*S tokens (fp32
   // scalar). lm_head (V,E) is the head group's lm_head or, when tied, the embedding's wte.
@@ -101,6 +116,13 @@ class LlamaModel {
   int64_t buffer_bytes() const;
 
  private:
+  // BlockBackward's halves: the dense FFN (dy -> dh2, the norm2 input gradient before the
+  // norm) and the attention branch (dx2 -> dx).
+  at::Tensor DenseFfnBackward(const BlockWeights& w, BlockWeights& dw, const at::Tensor& dy,
+                              BlockStash& s) const;
+  at::Tensor AttentionBranchBackward(const BlockWeights& w, BlockWeights& dw, at::Tensor dx2,
+                                     BlockStash s) const;
+
   ModelSpec model_;
   TensorParallel tp_;
   int64_t local_heads_, local_kv_heads_;  // H/t, K/t
@@ -108,6 +130,7 @@ class LlamaModel {
   at::Tensor cos_, sin_;  // (S, D/2) in the activation dtype
   at::Tensor mask_;       // (S,S) bool, true above the diagonal (masked)
   Communicator* cp_ = nullptr;  // context parallel: ring attention over it (cp > 1)
+  std::shared_ptr<const MoeFfn> moe_;  // MoE models
   bool fused_ = false;          // the fused attention core (else naive)
 };
 

@@ -99,12 +99,12 @@ std::vector<StageRange> PipelineRankChunks(const ModelSpec& model, const StageLa
 }
 
 ParamLayout BuildParamLayout(const ModelSpec& model, int64_t shards, StageRange stage,
-                             TpShard tp) {
-  return BuildParamLayout(model, shards, std::vector<StageRange>{stage}, tp);
+                             TpShard tp, ExpertShard ep) {
+  return BuildParamLayout(model, shards, std::vector<StageRange>{stage}, tp, ep);
 }
 
 ParamLayout BuildParamLayout(const ModelSpec& model, int64_t shards,
-                             const std::vector<StageRange>& chunks, TpShard tp) {
+                             const std::vector<StageRange>& chunks, TpShard tp, ExpertShard ep) {
   if (model.block != BlockKind::kLlama)
     throw std::invalid_argument("the executor builds llama blocks only");
   if (tp.size < 1 || tp.rank < 0 || tp.rank >= tp.size)
@@ -116,7 +116,23 @@ ParamLayout BuildParamLayout(const ModelSpec& model, int64_t shards,
     if (n % tp.size != 0)
       throw std::invalid_argument(std::string("BuildParamLayout: tp=") + std::to_string(tp.size) +
                                   " does not divide " + what + "=" + std::to_string(n));
+  if (ep.shards == 0) ep.shards = shards;
+  if (ep.size < 1 || ep.rank < 0 || ep.rank >= ep.size || ep.shards < 1)
+    throw std::invalid_argument("BuildParamLayout: bad expert-parallel rank");
+  if (ep.size > 1 && !model.moe.enabled())
+    throw std::invalid_argument("BuildParamLayout: ep=" + std::to_string(ep.size) +
+                                " on a dense model (no experts to split)");
+  if (model.moe.enabled() && model.moe.experts % ep.size != 0)
+    throw std::invalid_argument("BuildParamLayout: ep=" + std::to_string(ep.size) +
+                                " does not divide model.moe.experts=" +
+                                std::to_string(model.moe.experts));
+  if (model.moe.enabled() && tp.size > 1)
+    throw std::invalid_argument("BuildParamLayout: tp=" + std::to_string(tp.size) +
+                                " with a mixture of experts: the executor's experts are not "
+                                "tensor-parallel (use ep, or tp=1)");
   const int64_t V = model.vocab_size, E = model.hidden, F = model.ffn_hidden;
+  const int64_t X = model.moe.experts, Fe = model.moe.expert_ffn_hidden;
+  const int64_t XsFe = model.moe.shared_experts * Fe;
   const int64_t HD = model.heads * model.head_dim(), KD = model.kv_hidden();
   const double out_std = kInitStd / std::sqrt(2.0 * static_cast<double>(model.layers));
 
@@ -124,6 +140,7 @@ ParamLayout BuildParamLayout(const ModelSpec& model, int64_t shards,
   layout.model = model;
   layout.shards = shards;
   layout.tp = tp;
+  layout.ep = ep;
   for (const StageRange& stage : chunks) {
     const int64_t end_block = stage.end_block < 0 ? model.layers : stage.end_block;
     ChunkGroups chunk;
@@ -151,12 +168,37 @@ ParamLayout BuildParamLayout(const ModelSpec& model, int64_t shards,
       AddSlot(g, "wv", {KD, E}, kInitStd, 0);
       AddSlot(g, "wo", {E, HD}, out_std, 1);   // row parallel: input columns split
       AddSlot(g, "ffn_norm", {E}, 0);
-      AddSlot(g, "w_up", {F, E}, kInitStd, 0);
-      AddSlot(g, "w_gate", {F, E}, kInitStd, 0);
-      AddSlot(g, "w_down", {E, F}, out_std, 1);
+      if (!model.IsMoeLayer(l)) {
+        AddSlot(g, "w_up", {F, E}, kInitStd, 0);
+        AddSlot(g, "w_gate", {F, E}, kInitStd, 0);
+        AddSlot(g, "w_down", {E, F}, out_std, 1);
+      } else {
+        AddSlot(g, "router", {X, E}, kInitStd);  // replicated
+        if (XsFe > 0) {
+          AddSlot(g, "shared_up", {XsFe, E}, kInitStd, 0);
+          AddSlot(g, "shared_gate", {XsFe, E}, kInitStd, 0);
+          AddSlot(g, "shared_down", {E, XsFe}, out_std, 1);
+        }
+      }
       Finish(g, shards);
       layout.groups.push_back(std::move(g));
       ++chunk.num_blocks;
+    }
+    // The routed experts of the chunk's MoE layers, after its blocks.
+    for (int64_t l = stage.first_block; l < end_block; ++l) {
+      if (!model.IsMoeLayer(l)) continue;
+      ParamGroup g;
+      g.name = "block" + std::to_string(l) + ".experts";
+      g.kind = GroupKind::kExperts;
+      g.block = l;
+      g.tp = TpShard{ep.size, ep.rank};  // the expert-parallel slice, along dim 0
+      AddSlot(g, "expert_up", {X, Fe, E}, kInitStd, 0);
+      AddSlot(g, "expert_gate", {X, Fe, E}, kInitStd, 0);
+      AddSlot(g, "expert_down", {X, E, Fe}, out_std, 0);
+      Finish(g, ep.shards);
+      layout.groups[static_cast<size_t>(chunk.first_block_group + (l - stage.first_block))]
+          .experts_group = static_cast<int>(layout.groups.size());
+      layout.groups.push_back(std::move(g));
     }
     if (stage.head) {
       ParamGroup g;

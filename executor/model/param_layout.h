@@ -1,7 +1,8 @@
 // ParamLayout: where every weight of a rank's model chunks (the whole model, or its
 // pipeline stage's chunks) lives inside its flat parameter groups, and the deterministic
 // initialisation of those groups from a seed.
-// Groups: "embedding", "block<l>" (one per block), "head"; each ONE flat 1-D buffer (the unit
+// Groups: "embedding", "block<l>" (one per block), "block<l>.experts" (the routed experts of
+// a MoE layer l: what expert parallelism splits), "head"; each ONE flat 1-D buffer (the unit
 // ZeRO shards and communicates), its numel padded with zeros to a multiple of `shards` (the
 // dp size) so every rank owns an equal shard of shard_numel = padded_numel / shards elements.
 // Initialisation is a pure function of (seed, weight name): the values do not depend on the
@@ -29,6 +30,8 @@ struct ParamSlot {
   double init_std = 0;         // N(0, init_std); 0 means "ones" (norm weights)
   // Tensor parallelism: the dim along which the weight is split (-1: replicated, 0: rows,
   // 1: columns), the whole weight's shape, and where this shard starts along tp_dim.
+  // Expert groups use the same fields for their expert-parallel slice: dim 0 (the expert
+  // index), this rank's first expert (the group's `tp` then holds the ep size and rank).
   int tp_dim = -1;
   std::vector<int64_t> full_shape;  // == shape when tp_dim < 0 or tp size is 1
   int64_t tp_start = 0;
@@ -40,17 +43,27 @@ struct TpShard {
   int64_t rank = 0;
 };
 
-enum class GroupKind { kEmbedding, kBlock, kHead };
+// This rank's place in its expert-parallel group (ep size, rank) and how many ways expert
+// groups are sharded by ZeRO: the expert-data-parallel replicas (dp x cp / ep); 0: as
+// many as the other groups (the layout's `shards`, right without ep).
+struct ExpertShard {
+  int64_t size = 1;
+  int64_t rank = 0;
+  int64_t shards = 0;
+};
+
+enum class GroupKind { kEmbedding, kBlock, kExperts, kHead };
 
 struct ParamGroup {
   std::string name;            // "embedding", "block3", "head"
   GroupKind kind = GroupKind::kBlock;
-  int64_t block = -1;          // the block index for kBlock
+  int64_t block = -1;          // the block index for kBlock and kExperts
+  int experts_group = -1;      // kBlock of a MoE layer: the index of its kExperts group
   std::vector<ParamSlot> slots;
   int64_t numel = 0;           // sum of the slots
   int64_t padded_numel = 0;    // numel rounded up to a multiple of shards
   int64_t shard_numel = 0;     // padded_numel / shards
-  TpShard tp;                  // the tensor-parallel slice the slots hold
+  TpShard tp;                  // the tensor-parallel slice the slots hold (kExperts: ep)
 
   const ParamSlot& slot(const std::string& slot_name) const;  // throws if absent
 };
@@ -76,6 +89,7 @@ std::vector<StageRange> PipelineRankChunks(const ModelSpec& model, const StageLa
                                            int64_t v, int64_t pp_rank);
 
 // The groups of one chunk (indices into ParamLayout::groups; -1 / 0 when absent).
+// A chunk's MoE layers have their experts groups after its blocks (ParamGroup::experts_group).
 struct ChunkGroups {
   int embedding_group = -1;
   int first_block_group = -1;  // groups[first_block_group + i] is block first_block + i
@@ -88,7 +102,8 @@ struct ParamLayout {
   ModelSpec model;
   int64_t shards = 1;
   TpShard tp;
-  std::vector<ParamGroup> groups;  // per chunk in chunk order: embedding?, blocks ascending, head?
+  ExpertShard ep;                  // expert groups: sharded ep.shards ways (not `shards`)
+  std::vector<ParamGroup> groups;  // per chunk in chunk order: embedding?, blocks ascending, experts?, head?
   std::vector<ChunkGroups> chunks; // one per model chunk this rank holds
   // The rank-wide view: the embedding / head group wherever they are (-1 if not on this
   // rank); first_block_group and num_blocks are chunk 0's (the only chunk unless the
@@ -102,12 +117,19 @@ struct ParamLayout {
   int64_t padded_numel() const;  // sum of padded_numel
 };
 
-// Throws std::invalid_argument when tp does not divide heads, kv_heads, ffn_hidden and vocab.
+// Throws std::invalid_argument when tp does not divide heads, kv_heads, ffn_hidden and vocab,
+// when ep does not divide the routed experts, and for tp > 1 with a MoE model (the
+// executor's experts are not tensor-parallel: use ep).
+// A MoE layer's block group holds its router (X,E) and shared experts
+// (shared_up, shared_gate (Xs*Fe,E), shared_down (E,Xs*Fe): the Xs experts side by side, one
+// SwiGLU of width Xs*Fe) in place of w_up, w_gate, w_down; its experts group holds
+// expert_up, expert_gate (X,Fe,E) and expert_down (X,E,Fe), this rank's X/ep of them.
 ParamLayout BuildParamLayout(const ModelSpec& model, int64_t shards, StageRange stage = {},
-                             TpShard tp = {});
+                             TpShard tp = {}, ExpertShard ep = {});
 // Several chunks on one rank (the ZeRO unit stays the group).
 ParamLayout BuildParamLayout(const ModelSpec& model, int64_t shards,
-                             const std::vector<StageRange>& chunks, TpShard tp = {});
+                             const std::vector<StageRange>& chunks, TpShard tp = {},
+                             ExpertShard ep = {});
 
 // A view of one weight inside a group's flat buffer (parameters or gradients alike).
 at::Tensor SlotView(const at::Tensor& flat, const ParamSlot& slot);

@@ -30,6 +30,27 @@ DeviceMesh::DeviceMesh(const ParallelPlan& plan, int world_rank, const GroupFact
                                 WeightReplicaIndex(plan_, world_rank_));
     weight_replicas_ = own_weight_replicas_.get();
   }
+  JoinExpertGroups(factory);
+}
+
+void DeviceMesh::JoinExpertGroups(const GroupFactory& factory) {
+  // planner/mesh_layout.h: dp_i = edp_i * ep + ep_i; both groups are joined in this order on
+  // every rank (ep, then the expert replicas), after the mesh dimensions.
+  if (plan_.ep == 1) {
+    ep_comm_ = std::make_unique<SingleRankCommunicator>("ep");
+    expert_replicas_ = weight_replicas_;
+    return;
+  }
+  auto join = [&](const char* name, const std::vector<int64_t>& members64,
+                  int64_t index) -> std::unique_ptr<Communicator> {
+    if (members64.size() == 1) return std::make_unique<SingleRankCommunicator>(name);
+    return Join(factory, name, {members64.begin(), members64.end()}, index);
+  };
+  ep_comm_ = join("ep", ExpertParallelMembers(plan_, world_rank_),
+                  ExpertParallelIndex(plan_, world_rank_));
+  own_expert_replicas_ = join("edp_cp", ExpertDataParallelMembers(plan_, world_rank_),
+                              ExpertDataParallelIndex(plan_, world_rank_));
+  expert_replicas_ = own_expert_replicas_.get();
 }
 
 std::unique_ptr<Communicator> DeviceMesh::Join(const GroupFactory& factory,

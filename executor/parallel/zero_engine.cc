@@ -10,10 +10,14 @@ namespace meshplan {
 
 ZeroEngine::ZeroEngine(const ParamLayout& layout, int zero_stage, Communicator& replicas,
                        const AdamWOptions& adamw, uint64_t seed, Precision precision,
-                       at::Device device)
+                       at::Device device, Communicator* expert_replicas)
     // Over a single replica there is nothing to shard, gather or send: stage 0 (no shard
     // buffers), as planner/cost/memory_detailed.cc assumes.
-    : layout_(layout), zero_stage_(replicas.size() > 1 ? zero_stage : 0), replicas_(replicas), adamw_(adamw) {
+    : layout_(layout),
+      zero_stage_(replicas.size() > 1 ? zero_stage : 0),
+      replicas_(replicas),
+      expert_replicas_(expert_replicas != nullptr ? *expert_replicas : replicas),
+      adamw_(adamw) {
   const PrecisionDtypes dtypes = DtypesFor(precision);
   compute_ = at::TensorOptions().dtype(dtypes.compute).device(device);
   state_ = at::TensorOptions().dtype(dtypes.state).device(device);
@@ -24,11 +28,15 @@ ZeroEngine::ZeroEngine(const ParamLayout& layout, int zero_stage, Communicator& 
     throw std::invalid_argument("ZeroEngine: the layout is sharded " +
                                 std::to_string(layout.shards) + " ways, the dp group has " +
                                 std::to_string(replicas.size()) + " ranks");
+  if (expert_replicas_.size() != layout.ep.shards)
+    throw std::invalid_argument("ZeroEngine: the experts are sharded " +
+                                std::to_string(layout.ep.shards) + " ways, the expert replica "
+                                "group has " + std::to_string(expert_replicas_.size()) + " ranks");
   groups_.resize(layout_.groups.size());
-  const int64_t r = replicas.rank();
   for (size_t g = 0; g < groups_.size(); ++g) {
     const ParamGroup& spec = layout_.groups[g];
     Group& group = groups_[g];
+    const int64_t r = CommOf(g).rank();
     const int64_t shard = spec.shard_numel;
     // The whole group's fp32 values (rank-independent), of which this rank keeps its part.
     const at::Tensor init = InitGroup(spec, seed);
@@ -47,9 +55,14 @@ ZeroEngine::ZeroEngine(const ParamLayout& layout, int zero_stage, Communicator& 
 // ---------------------------------------------------------------------------------------
 // Parameters
 
+Communicator& ZeroEngine::CommOf(size_t g) const {
+  return layout_.groups[g].kind == GroupKind::kExperts ? expert_replicas_ : replicas_;
+}
+
 at::Tensor ZeroEngine::ParamShardView(Group& group, const ParamGroup& spec) {
   if (zero_stage_ == 3) return group.params;
-  return group.params.narrow(0, replicas_.rank() * spec.shard_numel, spec.shard_numel);
+  const size_t g = static_cast<size_t>(&group - groups_.data());
+  return group.params.narrow(0, CommOf(g).rank() * spec.shard_numel, spec.shard_numel);
 }
 
 at::Tensor ZeroEngine::OwnedParams(Group& group, const ParamGroup& spec) {
@@ -96,7 +109,7 @@ at::Tensor ZeroEngine::AcquireParams(int g) {
       ++prefetched_acquires_;
     } else {
       group.gathered = at::empty({layout_.groups[g].padded_numel}, compute_);
-      replicas_.AllGather(group.params, group.gathered);
+      CommOf(static_cast<size_t>(g)).AllGather(group.params, group.gathered);
     }
   }
   return group.gathered;
@@ -107,7 +120,7 @@ void ZeroEngine::PrefetchParams(int g) {
   if (zero_stage_ != 3 || !prefetch_ || group.gathered.defined()) return;
   // The shard it reads is only written by Step(), which refuses to run while this is out.
   group.gathered = at::empty({layout_.groups[g].padded_numel}, compute_);
-  group.gather = replicas_.AllGatherAsync(group.params, group.gathered);
+  group.gather = CommOf(static_cast<size_t>(g)).AllGatherAsync(group.params, group.gathered);
 }
 
 void ZeroEngine::ReleaseParams(int g) {
@@ -142,12 +155,13 @@ void ZeroEngine::GradReady(int g) {
                            std::to_string(microbatches_) + " gradient contributions in a step");
   const bool last = index == microbatches_ - 1;
   if (last) ++groups_complete_;
+  Communicator& comm = CommOf(static_cast<size_t>(g));
   if (zero_stage_ == 0) {
-    if (last) pending_.push_back({g, replicas_.AllReduceSumAsync(group.grad), {}, {}});
+    if (last) pending_.push_back({g, comm.AllReduceSumAsync(group.grad), {}, {}});
     return;
   }
   if (zero_stage_ == 1) {
-    if (last) pending_.push_back({g, replicas_.ReduceScatterSumAsync(group.grad, group.grad_shard), {}, {}});
+    if (last) pending_.push_back({g, comm.ReduceScatterSumAsync(group.grad, group.grad_shard), {}, {}});
     return;
   }
   // Stages 2-3: reduce-scatter every contribution; at most one in flight.
@@ -157,7 +171,7 @@ void ZeroEngine::GradReady(int g) {
   p.full_grad = std::move(group.grad);  // group.grad is now undefined
   at::Tensor out = group.grad_shard;
   if (index > 0) out = p.partial = at::empty({layout_.groups[g].shard_numel}, compute_);
-  p.handle = replicas_.ReduceScatterSumAsync(p.full_grad, out);
+  p.handle = comm.ReduceScatterSumAsync(p.full_grad, out);
   pending_.push_back(std::move(p));
 }
 
@@ -208,7 +222,7 @@ void ZeroEngine::Step() {
     group.grad_shard.zero_();
     if (zero_stage_ == 1) group.grad.zero_();
     // Stages 1-2: every rank's updated shard back into everyone's full params.
-    if (zero_stage_ <= 2) gathers.push_back(replicas_.AllGatherAsync(shard, group.params));
+    if (zero_stage_ <= 2) gathers.push_back(CommOf(g).AllGatherAsync(shard, group.params));
   }
   for (auto& handle : gathers) handle->Wait();
 }
@@ -230,7 +244,7 @@ void ZeroEngine::SyncParamsFromShards() {
   if (zero_stage_ == 0 || zero_stage_ == 3) return;
   for (size_t g = 0; g < groups_.size(); ++g) {
     Group& group = groups_[g];
-    replicas_.AllGather(ParamShardView(group, layout_.groups[g]), group.params);
+    CommOf(g).AllGather(ParamShardView(group, layout_.groups[g]), group.params);
   }
 }
 

@@ -7,6 +7,11 @@
 // interleave as long as each group's contributions come one at a time. Gradients are summed
 // over the replicas and divided by n (with each of the m micro-batch losses scaled by 1/m:
 // the gradient of the global-batch mean).
+// Expert groups (GroupKind::kExperts, expert parallelism) live on the expert replicas
+// instead: the ranks holding the same experts (dp x cp / ep); they are sharded, reduced
+// and gathered over that group, and divided by the same n as every group (each expert rank
+// summed the row gradients sent by its ep peers, so the sum over the expert replicas covers
+// all n replicas' tokens).
 // Not thread-safe; every rank of the replica group must make the same calls in the same order.
 // Who holds what per stage, when each collective runs, what is alive at once:
 // docs/executor_internals.md#zero-engine.
@@ -60,9 +65,11 @@ class ZeroEngine {
   // keeps this rank's part. layout.shards must equal replicas.size(). With replicas.size() == 1 every
   // stage runs as stage 0 (zero_stage() says 0).
   // All buffers live on `device` in the dtypes of `precision`.
+  // expert_replicas: the group of the expert groups (null: `replicas`); layout.ep.shards
+  // must equal its size.
   ZeroEngine(const ParamLayout& layout, int zero_stage, Communicator& replicas,
              const AdamWOptions& adamw, uint64_t seed, Precision precision = Precision::kFp32,
-             at::Device device = at::kCPU);
+             at::Device device = at::kCPU, Communicator* expert_replicas = nullptr);
   ZeroEngine(const ZeroEngine&) = delete;
   ZeroEngine& operator=(const ZeroEngine&) = delete;
 
@@ -141,6 +148,7 @@ class ZeroEngine {
     at::Tensor full_grad;   // stages 2-3: kept alive until the reduce-scatter is done
     at::Tensor partial;     // stages 2-3, micro-batch > 0: to add into grad_shard
   };
+  Communicator& CommOf(size_t g) const;  // replicas_, or expert_replicas_ for expert groups
   at::Tensor ParamShardView(Group& group, const ParamGroup& spec);
   at::Tensor OwnedParams(Group& group, const ParamGroup& spec);  // what AdamW updates
   void Update(Group& group, at::Tensor params, const at::Tensor& grad);
@@ -149,6 +157,7 @@ class ZeroEngine {
   ParamLayout layout_;
   int zero_stage_;
   Communicator& replicas_;
+  Communicator& expert_replicas_;
   AdamWOptions adamw_;
   at::TensorOptions compute_, state_;  // dtype and device of params / grads, of m / v
   bool fp32_master_ = false;

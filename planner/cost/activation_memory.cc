@@ -1,16 +1,24 @@
 #include "planner/cost/activation_memory.h"
 
-#include "planner/cost/expert_parallel.h"
-
+#include <algorithm>
+#include <cmath>
 #include <cstdlib>
 
 #include "planner/cost/block_linears.h"
+#include "planner/cost/expert_parallel.h"
 #include "planner/cost/fp8_convention.h"
 #include "planner/cost/memory_model.h"
 #include "planner/cost/model_state_memory.h"
 #include "planner/cost/param_count.h"
 
 namespace meshplan {
+
+double KeptExpertRows(const MoeSpec& moe, int64_t tokens) {
+  const double all = double(tokens) * double(moe.top_k);  // T*k
+  if (moe.capacity_factor <= 0) return all;
+  const double capacity = std::ceil(moe.capacity_factor * all / double(moe.experts));
+  return std::min(all, capacity * double(moe.experts));
+}
 
 ActivationShape MakeActivationShape(const ModelSpec& model, const TrainingSpec& training,
                                     const ParallelPlan& plan) {
@@ -28,9 +36,12 @@ ActivationShape MakeActivationShape(const ModelSpec& model, const TrainingSpec& 
   if (model.moe_layers() > 0) {
     sh.experts = model.moe.experts;
     sh.top_k = model.moe.top_k;
-    const double tokens = double(sh.b) * double(sh.s_local);
-    sh.expert_rows = ExpertParallelOf(model, plan, tokens, 0).rows_computed;
-    sh.routed_rows = tokens * ExpertRowsPerToken(model);
+    // R: the rows kept for the routed experts (no padding to the capacity: the executor's
+    // MoeStash), times the busiest ep rank's load imbalance u (expert_parallel.h: 1 with a
+    // capacity factor or ep == 1); Rs: the kept rows of this rank's own tokens.
+    const ExpertParallelWork ep = ExpertParallelOf(model, plan, double(sh.b) * double(sh.s_local), 0);
+    sh.routed_rows = KeptExpertRows(model.moe, sh.b * sh.s_local);
+    sh.expert_rows = sh.routed_rows * ep.imbalance;
     sh.ep = plan.ep;
     sh.expert_ffn = model.moe.expert_ffn_hidden / plan.tp;
     sh.shared_ffn = model.moe.shared_experts * model.moe.expert_ffn_hidden / plan.tp;
@@ -100,6 +111,7 @@ void AddMoeFfn(SavedTensorList& mlp, const ActivationShape& sh, double normed) {
   mlp.Add({"router/shared", "input: normed h (B,Sn,E)", normed, A});
   mlp.Add({"router", "probabilities (B,Sc,X) fp32", rows * sh.experts, kFp32Bytes});
   mlp.Add({"router", "top-k weights fp32 + ids int64 (B,Sc,k)", rows * sh.top_k, kFp32Bytes + kIdBytes});
+  mlp.Add({"router", "row token and slot ids (R) int64 x 2", 2 * R, kIdBytes});
   mlp.Add({"dispatch", "permuted tokens (R,E)", R * sh.hidden, A});
   mlp.Add({"experts.swiglu", "gate output (R,Fe/tp)", R * sh.expert_ffn, A});
   mlp.Add({"experts.swiglu", "up output (R,Fe/tp)", R * sh.expert_ffn, A});
@@ -274,13 +286,14 @@ SavedTensorList BlockBackwardStepWorkspace(const ModelSpec& model, const Activat
     ffn.Add({"fc2 backward", "d(fc2 input) (B,Sc,Ft)", inner, A});
     ffn.Add({"gelu backward", "d(fc1 output) (B,Sc,Ft)", inner, A});
   } else if (sh.experts > 0) {
-    // The routed experts' SwiGLU backward over their R rows, and the gradient of the
-    // permuted tokens (R,E) before it is combined back.
+    // executor/model/moe_block.cc Backward: the routed experts' SwiGLU backward over their R
+    // rows holds d gate and d up with either d(down input) (R,Fe/tp) (before) or the
+    // gradient of the permuted tokens (R,E) (after): the larger of the two counts.
     const double R = sh.expert_rows;
-    ffn.Add({"experts.w_down backward", "d(down input) (R,Fe/tp)", R * sh.expert_ffn, A});
     ffn.Add({"experts.swiglu backward", "d gate (R,Fe/tp)", R * sh.expert_ffn, A});
     ffn.Add({"experts.swiglu backward", "d up (R,Fe/tp)", R * sh.expert_ffn, A});
-    ffn.Add({"dispatch backward", "d(permuted tokens) (R,E)", R * sh.hidden, A});
+    ffn.Add({"experts backward", "max of d(down input) (R,Fe/tp), d(permuted tokens) (R,E)",
+             R * double(std::max(sh.expert_ffn, sh.hidden)), A});
     if (sh.ep > 1)
       ffn.Add({"all-to-all", "routing buffers: rows received + sent (R+Rs,E)",
                (R + sh.routed_rows) * sh.hidden, A});

@@ -36,18 +36,18 @@
 //                one per head and row).
 //   MLA          the latent norms save their inputs (B,Sc,Rq), (B,Sc,Rkv) and rstd; the
 //                up-projections Wq_b, Wkv_b save the normed latents; K is H*D, V H*Dv.
-//   MoE FFN      (not run by the executor: a prediction, docs/memory_model.md) the router
-//                saves its probabilities (B,Sc,X) fp32 and the top-k weights and ids
-//                (B,Sc,k) fp32 + int64; the dispatch saves the permuted tokens (R,E) for
-//                the experts' gate/up; each routed expert's SwiGLU saves as above over its
-//                rows (R,Fe/tp) x 3; the combine saves the experts' outputs (R,E) for the
-//                routing weights' gradient; shared experts save as a dense SwiGLU of
-//                width Xs*Fe/tp. R = B*Sc*k (dropless) or B*Sc*k*capacity_factor, times
-//                the load imbalance u with ep > 1 and dropless: the rows the busiest ep
-//                rank's experts run (planner/cost/expert_parallel.h); the combine's saved
-//                outputs are the rank's own tokens' rows Rs = B*Sc*r (== R with ep = 1).
-//                With ep > 1 a backward step also holds the all-to-all buffers: the rows
-//                received and the rows sent, (R + Rs, E).
+//   MoE FFN      (executor/model/moe_block.h, MoeStash) the router saves its
+//                probabilities (B,Sc,X) fp32, the top-k weights and ids (B,Sc,k) fp32 +
+//                int64, and each kept row's token and slot ids (R) int64 x 2; the dispatch
+//                saves the permuted tokens (R,E) for the experts' gate/up; each routed
+//                expert's SwiGLU saves as above over its rows (R,Fe/tp) x 3; the combine
+//                saves the experts' outputs, back on the tokens' rank, (Rs,E) for the
+//                routing weights' gradient; shared experts save as a dense SwiGLU of width
+//                Xs*Fe/tp. Rs = KeptExpertRows(B*Sc): B*Sc*k dropless; with a capacity
+//                factor at most X times an expert's capacity (rows are not padded to it).
+//                R = Rs * u, u the busiest ep rank's load imbalance (expert_parallel.h;
+//                1 with ep == 1 or a capacity factor). With ep > 1 a backward step also
+//                holds the all-to-all buffers: the rows received and sent, (R + Rs, E).
 //   GeLU         (gpt) saves its input (the fc1 output); fc2 saves the GeLU output.
 //   dropout      (gpt) saves a 1-byte mask per element.
 //   residual     saves nothing.
@@ -88,9 +88,9 @@ struct ActivationShape {
   // MoE layers: planner/cost/step_work.h):
   int64_t experts = 0;        // X
   int64_t top_k = 0;          // k
-  double expert_rows = 0;     // R = B*Sc*r*u rows this rank's routed experts run (r:
-                              // ExpertRowsPerToken, u: LoadImbalance, expert_parallel.h)
-  double routed_rows = 0;     // Rs = B*Sc*r rows of this rank's tokens (sent and combined)
+  double expert_rows = 0;     // R = Rs * u rows this rank's routed experts compute and
+                              // keep (u: LoadImbalance, expert_parallel.h)
+  double routed_rows = 0;     // Rs = KeptExpertRows(B*Sc): kept rows of this rank's tokens
   int64_t ep = 1;             // expert-parallel ranks
   int64_t expert_ffn = 0;     // Fe/tp
   int64_t shared_ffn = 0;     // Xs*Fe/tp
@@ -103,6 +103,9 @@ struct ActivationShape {
 };
 ActivationShape MakeActivationShape(const ModelSpec& model, const TrainingSpec& training,
                                     const ParallelPlan& plan);
+// R for T tokens: the routed rows a MoE layer keeps, T*k dropless, else at most
+// min(T*k, X * ceil(cf * T*k / X)) (every expert full; executor/model/moe_routing.h).
+double KeptExpertRows(const MoeSpec& moe, int64_t tokens);
 
 // One tensor an op keeps alive (saved for backward, or a temporary of a backward step).
 struct SavedTensor {

@@ -192,7 +192,20 @@ StageActivations CountStageActivations(const ModelSpec& model, const TrainingSpe
   a.loss_bytes = last ? LossSavedTensors(a.shape).TotalBytes() : 0;
   const int64_t microbatches = plan.num_microbatches(training.global_batch);
   a.in_flight = CountMicrobatchesInFlight(plan, microbatches, stage);
-  a.per_microbatch = stage_layers * saved.TotalBytes();
+  // Dense and MoE layers keep different FFNs: weigh the two blocks by the stage's share
+  // of MoE layers (its first dense_layers keep the dense FFN: executor/model/moe_block.h).
+  double per_layer = saved.TotalBytes();
+  if (a.shape.experts > 0) {
+    const double layers = double(LayersOfStage(model, plan, stage));
+    const double moe_share =
+        layers > 0 ? double(MoeLayersOfStage(model, plan, stage)) / layers : 1.0;
+    ActivationShape dense = a.shape;
+    dense.experts = 0;  // the dense FFN of width F/tp
+    per_layer = moe_share * per_layer +
+                (1.0 - moe_share) *
+                    BlockSavedTensors(model, dense, a.impl, plan.recompute).TotalBytes();
+  }
+  a.per_microbatch = stage_layers * per_layer;
   a.total = a.in_flight.blocks * a.per_microbatch +
             double(a.in_flight.first_stage) * a.first_bytes +
             double(a.in_flight.last_stage) * a.last_bytes;

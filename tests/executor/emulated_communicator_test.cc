@@ -146,7 +146,8 @@ TEST_CASE("one rank of a tp=8 pp=16 dp=2 plan gets emulated groups at its coordi
   REQUIRE(log.lines.size() == 2);
   CHECK(log.lines[0] == "pp recv src=4 Float[2,3]");
   CHECK(log.lines[1] == "tp all_reduce Float[2,3]");
-  CHECK_THROWS_AS(EmulatedGroupFactory(plan, rank, {})("ep", {rank}), std::invalid_argument);
+  // "ep" and "edp_cp" are the expert groups of MoE plans; any other name is refused.
+  CHECK_THROWS_AS(EmulatedGroupFactory(plan, rank, {})("xp", {rank}), std::invalid_argument);
 }
 
 }  // namespace
