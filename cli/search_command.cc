@@ -191,6 +191,11 @@ void PrintProbe(const ProbeReport& p, const SearchResult& r, const TrainingSetup
     fmt::print("  valid, but outside the searched space (--only {})\n",
                options.space.pins.ToString());
   const PlanCost& cost = *p.cost;
+  if (!cost.fits && !cost.fits_host &&
+      cost.memory.total_bytes <= UsableBytes(s.cluster.gpu, options.memory_headroom)) {
+    fmt::print("  does not fit: {}\n", cost.reason);  // host_memory_exceeded: ...
+    return;
+  }
   if (!cost.fits) {
     const MemoryBreakdown& m = cost.memory;
     fmt::print("  does not fit: needs {}, has {} ({} minus {:.0f}% headroom)\n",

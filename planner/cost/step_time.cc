@@ -47,6 +47,13 @@ double PipelineBubble(PipelineSchedule schedule, int64_t pp, int64_t vpp, double
   return stages * (f + b + w);
 }
 
+double OverlapStretch(const PartWork& part, StepPhase phase, const GpuSpec& gpu) {
+  for (const Collective& c : part.collectives)
+    if (c.dim == MeshDim::kTp && c.phase == phase && c.overlappable && c.group.size() > 1)
+      return 1 + gpu.comm_overlap_slowdown;
+  return 1;
+}
+
 // ---------------------------------------------------------------------------
 // Timing parts and stages
 

@@ -43,6 +43,12 @@ namespace meshplan {
 StepTimeBreakdown AnalyticStepTime(const StepWork& work, const ClusterSpec& cluster,
                                    Precision precision);
 
+// How much longer a pass of `part` computes when it carries TP communication overlapped with
+// it (tp_overlap): 1 + GpuSpec::comm_overlap_slowdown when a TP collective of `phase` (the
+// backward's for the weight-gradient pass too) is overlappable, else 1. The analytic model's
+// overlap_slowdown_s and the simulator's stretched passes both follow this rule.
+double OverlapStretch(const PartWork& part, StepPhase phase, const GpuSpec& gpu);
+
 // Pipeline idle time per step, from the slowest stage's per-micro-batch forward f,
 // backward-input b (with recompute) and backward-weight w (all model chunks of a rank):
 //   gpipe, 1f1b:  (pp-1) * (f + b + w)          bubble / (m*(f+b+w) + bubble) = (pp-1)/(m+pp-1)

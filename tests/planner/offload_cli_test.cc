@@ -68,6 +68,11 @@ TEST_CASE("a cluster's host: block overrides its GPU's, key by key", "[planner][
                                   " --global-batch 64 --plan dp=8,zero=1,offload_opt=1");
   CHECK(r.exit_code == 0);  // the link and CPU rate come from a100-80gb.yaml
   CHECK_THAT(r.output, Catch::Contains("host_memory_exceeded"));
+  // --explain-plan names the host limit as the reason.
+  const CliResult probe = RunMeshplan("search --model llama2-7b --cluster " + small.string() +
+                                      " --global-batch 64 --threads 2 --top 1 --explain-plan "
+                                      "dp=8,zero=1,offload_opt=1");
+  CHECK_THAT(probe.output, Catch::Contains("does not fit: host_memory_exceeded"));
   std::filesystem::remove(small);
 }
 
