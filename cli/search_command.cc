@@ -16,6 +16,7 @@
 #include "planner/config/config_loader.h"
 #include "planner/cost/cost_model.h"
 #include "planner/cost/cost_report.h"
+#include "planner/cost/offload.h"
 #include "planner/input_error.h"
 #include "planner/limits.h"
 #include "planner/names.h"
@@ -78,9 +79,11 @@ void PrintPlanTable(const std::vector<RankedPlan>& plans, const ClusterSpec& clu
   size_t plan_width = 4;
   for (const RankedPlan& r : plans) plan_width = std::max(plan_width, ToShortPlanString(r.plan).size());
   const double capacity = static_cast<double>(cluster.gpu.memory_bytes);
-  fmt::print("{:>4}  {:<{}}  {:>16}  {:>8}  {:>8}  {:>8}  {:>9}  {:>9}  {:>9}  {:>9}  {:>9}  {:>11}  {:>5}\n",
-             first_column, "plan", plan_width, "memory/GPU", "states", "activ.", "other", "compute",
-             "exp.comm", "bubble", "optim.", "step", "tokens/s", "MFU");
+  fmt::print("{:>4}  {:<{}}  {:>16}  {:>8}  {:>8}  {:>8}  {:>8}  {:>9}  {:>9}  {:>9}  {:>9}  {:>9}  "
+             "{:>9}  {:>9}  {:>11}  {:>5}\n",
+             first_column, "plan", plan_width, "memory/GPU", "states", "activ.", "other", "host",
+             "compute", "exp.comm", "bubble", "optim.", "offload", "slowdown", "step", "tokens/s",
+             "MFU");
   int row = 0;
   for (const RankedPlan& r : plans) {
     ++row;
@@ -88,15 +91,55 @@ void PrintPlanTable(const std::vector<RankedPlan>& plans, const ClusterSpec& clu
     const StepTimeBreakdown& t = r.cost.time;
     const std::string memory =
         fmt::format("{} {:>3.0f}%", FormatGB(m.total_bytes, 1), PercentOf(m.total_bytes, capacity));
+    const double host = m.host_total_bytes();
     fmt::print(
-        "{:>4}  {:<{}}  {:>16}  {:>8}  {:>8}  {:>8}  {:>9}  {:>9}  {:>9}  {:>9}  {:>9}  {:>11}  "
-        "{:>4.1f}%\n",
+        "{:>4}  {:<{}}  {:>16}  {:>8}  {:>8}  {:>8}  {:>8}  {:>9}  {:>9}  {:>9}  {:>9}  {:>9}  {:>9}  "
+        "{:>9}  {:>11}  {:>4.1f}%\n",
         number_rows ? std::to_string(row) : std::string(""), ToShortPlanString(r.plan), plan_width,
         memory, FormatGB(StatesBytes(m), 1), FormatGB(m.activations_bytes, 1),
-        FormatGB(OtherBytes(m), 1), TimeCell(t.compute_s), TimeCell(t.exposed_comm_s.sum()),
-        TimeCell(t.bubble_s), TimeCell(t.optimizer_s), TimeCell(t.total_s),
-        GroupDigits(static_cast<int64_t>(r.cost.tokens_per_s)), 100 * r.cost.mfu);
+        FormatGB(OtherBytes(m), 1), host > 0 ? FormatGB(host, 1) : std::string("0"),
+        TimeCell(t.compute_s), TimeCell(t.exposed_comm_s.sum()), TimeCell(t.bubble_s),
+        TimeCell(t.optimizer_s), TimeCell(t.offload_s), TimeCell(t.overlap_slowdown_s),
+        TimeCell(t.total_s), GroupDigits(static_cast<int64_t>(r.cost.tokens_per_s)),
+        100 * r.cost.mfu);
   }
+}
+
+// How the overlap and offload choices went (planner/search/knob_variants.h).
+void PrintKnobExplain(const KnobTally& k, const TrainingSetup& s, const SearchOptions& options) {
+  const PlanPins& pins = options.space.pins;
+  fmt::print("\nOverlap and offload choices, tried on every valid plan ({} step timings in all):\n",
+             GroupDigits(k.timings));
+  if (pins.tp_comm_overlap)
+    fmt::print("  tp_overlap   pinned to {}\n", *pins.tp_comm_overlap ? 1 : 0);
+  else
+    fmt::print("  tp_overlap   1 on {} plans with tp > 1, 0 on {} (the {:.0f}% compute slowdown "
+               "of overlapping costs more than the TP time it hides)\n",
+               GroupDigits(k.tp_overlap_on), GroupDigits(k.tp_overlap_off),
+               100 * s.cluster.gpu.comm_overlap_slowdown);
+  if (pins.dp_comm_overlap)
+    fmt::print("  dp_overlap   pinned to {}\n", *pins.dp_comm_overlap ? 1 : 0);
+  else
+    fmt::print("  dp_overlap   1 on all {} plans with dp*cp > 1: 0 only exposes the gradient sync "
+               "(same memory, never faster: dominated, not timed)\n",
+               GroupDigits(k.dp_overlap_dominated));
+  if (pins.zero3_prefetch)
+    fmt::print("  prefetch     pinned to {}\n", *pins.zero3_prefetch);
+  else
+    fmt::print("  prefetch     1; 0 tried on {} zero=3 plans that did not fit, {} then fit "
+               "(depths >= 2 time as 1 with more memory: pin them with --only prefetch=N)\n",
+               GroupDigits(k.prefetch0_tried), GroupDigits(k.prefetch0_fit));
+  if (!s.cluster.host.known()) {
+    fmt::print("  offload      not tried: cluster {} has no host: block (host memory, link, CPU "
+               "optimizer rate)\n", s.cluster.name);
+    return;
+  }
+  fmt::print("  offload      tried on plans that did not fit: {} variants evaluated, {} fit, {} "
+             "within GPU memory but {};\n               skipped: {} combinations that could not "
+             "save enough, {} holding a smaller one that fits (dominated)\n",
+             GroupDigits(k.offload_tried), GroupDigits(k.offload_fit),
+             GroupDigits(k.host_memory_exceeded), kHostMemoryExceeded,
+             GroupDigits(k.offload_pruned), GroupDigits(k.offload_dominated));
 }
 
 void PrintExplain(const SearchResult& r, const TrainingSetup& s, const SearchOptions& options) {
@@ -115,10 +158,19 @@ void PrintExplain(const SearchResult& r, const TrainingSetup& s, const SearchOpt
   }
   fmt::print("  {:<26} {:>14}  (each evaluated with the cost model)\n", "valid",
              GroupDigits(r.valid));
-  fmt::print("  {:<26} {:>14}  (peak memory above {} usable)\n", "memory_limit",
-             "-" + GroupDigits(r.removed_by_memory),
-             FormatGB(UsableBytes(s.cluster.gpu, options.memory_headroom), 1));
+  if (r.variants > 0)
+    fmt::print("  {:<26} {:>14}  (prefetch / offload variants of plans that did not fit)\n",
+               "variants", "+" + GroupDigits(r.variants));
+  fmt::print("  {:<26} {:>14}  (peak memory above {} usable{})\n", "memory_limit",
+             "-" + GroupDigits(r.removed_by_memory - r.removed_by_host_memory),
+             FormatGB(UsableBytes(s.cluster.gpu, options.memory_headroom), 1),
+             r.removed_by_host_memory > 0 ? "" : "");
+  if (r.removed_by_host_memory > 0)
+    fmt::print("  {:<26} {:>14}  (offloaded bytes above the node's {} of host memory)\n",
+               kHostMemoryExceeded, "-" + GroupDigits(r.removed_by_host_memory),
+               FormatGB(static_cast<double>(s.cluster.host.memory_bytes_per_node), 0));
   fmt::print("  {:<26} {:>14}\n", "fitting", GroupDigits(r.fitting));
+  PrintKnobExplain(r.knobs, s, options);
 }
 
 void PrintProbe(const ProbeReport& p, const SearchResult& r, const TrainingSetup& s,
@@ -139,6 +191,11 @@ void PrintProbe(const ProbeReport& p, const SearchResult& r, const TrainingSetup
     fmt::print("  valid, but outside the searched space (--only {})\n",
                options.space.pins.ToString());
   const PlanCost& cost = *p.cost;
+  if (!cost.fits && !cost.fits_host &&
+      cost.memory.total_bytes <= UsableBytes(s.cluster.gpu, options.memory_headroom)) {
+    fmt::print("  does not fit: {}\n", cost.reason);  // host_memory_exceeded: ...
+    return;
+  }
   if (!cost.fits) {
     const MemoryBreakdown& m = cost.memory;
     fmt::print("  does not fit: needs {}, has {} ({} minus {:.0f}% headroom)\n",
@@ -253,7 +310,8 @@ nlohmann::json ResultToJson(const SearchResult& r, const TrainingSetup& s, const
                 {"only", options.space.pins.ToString()}};
   j["candidates"] = r.candidates;
   j["valid"] = r.valid;
-  j["evaluated"] = r.valid;
+  j["variants"] = r.variants;
+  j["evaluated"] = r.valid + r.variants;
   j["fitting"] = r.fitting;
   j["wall_s"] = r.wall_s;
   j["cpu_s"] = r.cpu_s;
@@ -272,8 +330,22 @@ nlohmann::json ResultToJson(const SearchResult& r, const TrainingSetup& s, const
     }
     constraints.push_back(std::move(e));
   }
+  const KnobTally& k = r.knobs;
   j["explain"] = {{"constraints", std::move(constraints)},
-                  {"memory_limit", r.removed_by_memory}};
+                  {"memory_limit", r.removed_by_memory - r.removed_by_host_memory},
+                  {kHostMemoryExceeded, r.removed_by_host_memory},
+                  {"knobs",
+                   {{"timings", k.timings},
+                    {"tp_overlap_on", k.tp_overlap_on},
+                    {"tp_overlap_off", k.tp_overlap_off},
+                    {"dp_overlap_dominated", k.dp_overlap_dominated},
+                    {"prefetch0_tried", k.prefetch0_tried},
+                    {"prefetch0_fit", k.prefetch0_fit},
+                    {"offload_tried", k.offload_tried},
+                    {"offload_fit", k.offload_fit},
+                    {"offload_pruned", k.offload_pruned},
+                    {"offload_dominated", k.offload_dominated},
+                    {"host_memory_exceeded", k.host_memory_exceeded}}}};
   nlohmann::json top = nlohmann::json::array();
   for (size_t i = 0; i < r.top.size(); ++i) {
     nlohmann::json e = RankedToJson(r.top[i]);
@@ -354,7 +426,8 @@ int RunBench(const SearchCommandOptions& o, const SearchOptions& base) {
                          {"global_batch", c.global_batch},
                          {"seq", c.seq_len},
                          {"candidates", r.candidates},
-                         {"evaluated", r.valid},
+                         {"valid", r.valid},
+                         {"evaluated", r.valid + r.variants},
                          {"fitting", r.fitting},
                          {"wall_s", r.wall_s},
                          {"cpu_s", r.cpu_s},
@@ -365,8 +438,10 @@ int RunBench(const SearchCommandOptions& o, const SearchOptions& base) {
     }
     fmt::print("{}: {} ({} GPUs), global batch {} x {} tokens\n", c.name, c.model,
                s.cluster.world_size(), c.global_batch, c.seq_len);
-    fmt::print("  candidates {}, evaluated {} (valid), fitting {}\n", GroupDigits(r.candidates),
-               GroupDigits(r.valid), GroupDigits(r.fitting));
+    fmt::print("  candidates {}, evaluated {} (valid) + {} (prefetch / offload variants), "
+               "fitting {}; {} step timings\n",
+               GroupDigits(r.candidates), GroupDigits(r.valid), GroupDigits(r.variants),
+               GroupDigits(r.fitting), GroupDigits(r.knobs.timings));
     fmt::print("  wall {:.3f} s on {} thread{} ({:.3f} s of CPU), {} evaluations/s\n", r.wall_s,
                r.threads, r.threads == 1 ? "" : "s", r.cpu_s,
                GroupDigits(static_cast<int64_t>(r.evaluations_per_s)));
@@ -477,8 +552,10 @@ void PrintSearchTables(const SearchCommandOptions& o, const TrainingSetup& s,
                        const SearchOptions& options, const SearchOutcome& out) {
   const SearchResult& r = out.result;
   fmt::print("meshplan search: {}\n", SetupLine(s, options));
-  fmt::print("{} candidates, {} valid, {} fit in {} per GPU; {:.3f} s on {} thread{} ({} plans/s)\n",
-             GroupDigits(r.candidates), GroupDigits(r.valid), GroupDigits(r.fitting),
+  fmt::print("{} candidates, {} valid{}, {} fit in {} per GPU; {:.3f} s on {} thread{} ({} plans/s)\n",
+             GroupDigits(r.candidates), GroupDigits(r.valid),
+             r.variants > 0 ? " + " + GroupDigits(r.variants) + " prefetch / offload variants" : "",
+             GroupDigits(r.fitting),
              FormatGB(UsableBytes(s.cluster.gpu, options.memory_headroom), 1), r.wall_s, r.threads,
              r.threads == 1 ? "" : "s", GroupDigits(static_cast<int64_t>(r.evaluations_per_s)));
   if (!r.top.empty()) {
@@ -525,6 +602,9 @@ int RunSearch(const SearchCommandOptions& o) {
                      "cannot be combined with --bench (the benchmark times the search alone)");
   if (o.bench) return RunBench(o, options);
   const TrainingSetup s = ResolveSetup(o.setup);
+  ParallelPlan pinned_offload;  // offload pinned on: the cluster must say what its host has
+  options.space.pins.SetKnobs(&pinned_offload);
+  RequireHostData(s.cluster, pinned_offload, {"--cluster " + o.setup.cluster});
   const bool json = o.format == "json";
   if (!json && isatty(STDERR_FILENO)) options.progress = PrintProgress;
   const SearchOutcome out = SearchSetup(o, s, options);

@@ -7,6 +7,7 @@
 
 #include "planner/checked_math.h"
 #include "planner/config/config_loader.h"
+#include "planner/cost/offload.h"
 #include "planner/input_error.h"
 #include "planner/limits.h"
 #include "planner/names.h"
@@ -126,6 +127,9 @@ PlanFile ResolvePlanInput(const CLI::App& command, const SetupOptions& setup_opt
     throw InputError({options.plan_file.empty() ? "<command line>" : options.plan_file}, "plan",
                      message);
   }
+  RequireHostData(input.cluster, input.plan,
+                  {options.plan_file.empty() ? "--cluster " + setup_options.cluster
+                                             : options.plan_file});
   return input;
 }
 

@@ -87,6 +87,52 @@ void DrawKnobRow(ExplorerState& state, Knob knob) {
   ImGui::PopID();
 }
 
+// A checkbox for one boolean plan choice; a click sets the plan.
+void PlanCheckbox(ExplorerState& state, const char* label, bool ParallelPlan::*field,
+                  const char* help) {
+  bool value = state.inputs.plan.*field;
+  if (ImGui::Checkbox(label, &value)) {
+    ParallelPlan plan = state.inputs.plan;
+    plan.*field = value;
+    SetPlan(state, plan);
+  }
+  TooltipOnHover(help);
+}
+
+// The overlap and offload choices (planner/parallel_plan.h; the search tries them per plan:
+// planner/search/knob_variants.h). Offload needs the cluster's host: block.
+void DrawOverlapOffloadKnobs(ExplorerState& state) {
+  ImGui::TextDisabled("overlap and offload (the search chooses these per plan):");
+  PlanCheckbox(state, "overlap TP communication with compute (tp_overlap)",
+               &ParallelPlan::tp_comm_overlap,
+               "hides TP collectives behind the GEMMs of their pass, which run slower while they "
+               "do (comm_overlap_slowdown of the GPU)");
+  PlanCheckbox(state, "overlap DP gradient sync with the backward (dp_overlap)",
+               &ParallelPlan::dp_comm_overlap, "off: the gradient sync runs after the backward");
+  int prefetch = static_cast<int>(state.inputs.plan.zero3_prefetch);
+  ImGui::SetNextItemWidth(ImGui::CalcTextSize("0000000").x);
+  if (ImGui::SliderInt("ZeRO-3 prefetch depth (prefetch)", &prefetch, 0,
+                       static_cast<int>(kMaxZero3Prefetch))) {
+    ParallelPlan plan = state.inputs.plan;
+    plan.zero3_prefetch = prefetch;
+    SetPlan(state, plan);
+  }
+  TooltipOnHover("ZeRO-3 all-gathers issued ahead of the compute; 0 exposes every gather, each "
+                 "more keeps one more gathered block in memory");
+  const bool host = state.inputs.cluster.host.known();
+  ImGui::BeginDisabled(!host);
+  PlanCheckbox(state, "optimizer states and step on the host (offload_opt)",
+               &ParallelPlan::offload_optimizer,
+               "ZeRO-Offload: fp32 master and Adam m, v in host memory, AdamW on the CPU");
+  PlanCheckbox(state, "activations to the host (offload_act)", &ParallelPlan::offload_activations,
+               "saved activations copied out during the forward, back before the backward");
+  PlanCheckbox(state, "parameter shard on the host (offload_params)", &ParallelPlan::offload_params,
+               "ZeRO-Infinity: needs zero=3 and offload_opt");
+  ImGui::EndDisabled();
+  if (!host)
+    ImGui::TextDisabled("offload: the cluster file has no host: block");
+}
+
 }  // namespace
 
 void DrawKnobsPanel(ExplorerState& state) {
@@ -104,12 +150,7 @@ void DrawKnobsPanel(ExplorerState& state) {
     ImGui::EndTable();
   }
 
-  bool overlap = state.inputs.plan.tp_comm_overlap;
-  if (ImGui::Checkbox("overlap TP communication with compute", &overlap)) {
-    ParallelPlan plan = state.inputs.plan;
-    plan.tp_comm_overlap = overlap;
-    SetPlan(state, plan);
-  }
+  DrawOverlapOffloadKnobs(state);
 
   ImGui::Spacing();
   ImGui::TextDisabled("plan (edit and press Enter):");

@@ -206,8 +206,17 @@ std::string ChangesExcept(const ParallelPlan& from, const ParallelPlan& to,
     if (v != KnobValue(from, k))
       out += (out.empty() ? "" : ", ") + std::string(KnobKey(k)) + "=" + KnobValueLabel(k, v);
   }
-  if (from.tp_comm_overlap != to.tp_comm_overlap)
-    out += (out.empty() ? "" : ", ") + std::string("tp_overlap=") + (to.tp_comm_overlap ? "1" : "0");
+  // The overlap and offload choices, as the plan string spells them.
+  auto flag = [&out](bool a, bool b, const char* key) {
+    if (a != b) out += (out.empty() ? "" : ", ") + std::string(key) + (b ? "=1" : "=0");
+  };
+  flag(from.tp_comm_overlap, to.tp_comm_overlap, "tp_overlap");
+  flag(from.dp_comm_overlap, to.dp_comm_overlap, "dp_overlap");
+  flag(from.offload_optimizer, to.offload_optimizer, "offload_opt");
+  flag(from.offload_activations, to.offload_activations, "offload_act");
+  flag(from.offload_params, to.offload_params, "offload_params");
+  if (from.zero3_prefetch != to.zero3_prefetch)
+    out += (out.empty() ? "" : ", ") + std::string("prefetch=") + std::to_string(to.zero3_prefetch);
   return out;
 }
 

@@ -9,18 +9,11 @@
 #include <cstdint>
 #include <string>
 
+#include "planner/cluster_spec_tier.h"
 #include "planner/hardware_spec.h"
+#include "planner/host_spec.h"
 
 namespace meshplan {
-
-struct NetworkTier {
-  std::string name;          // "NVLink4", "PCIe4", "InfiniBand NDR", ...
-  double bandwidth_Bps = 0;  // per GPU, per direction
-  double latency_s = 0;      // per ring step
-  double bus_efficiency = 1; // achieved bus bandwidth / line rate, in (0, 1]
-  double bus_bandwidth_Bps() const { return bandwidth_Bps * bus_efficiency; }
-  bool operator==(const NetworkTier&) const = default;
-};
 
 struct ClusterSpec {
   std::string name;
@@ -29,6 +22,7 @@ struct ClusterSpec {
   int64_t gpus_per_node = 1;
   NetworkTier intra_node;
   NetworkTier inter_node;
+  HostSpec host;  // host memory, host link, CPU optimizer rate (offload); unknown by default
 
   int64_t world_size() const { return nodes * gpus_per_node; }
   bool operator==(const ClusterSpec&) const = default;

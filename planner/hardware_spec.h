@@ -46,6 +46,10 @@ struct GpuSpec {
   double memory_bandwidth_efficiency = 0.80;  // fraction of bandwidth by elementwise ops
   double kernel_overhead_s = 0;           // fixed cost per launched op (CPU profile: dispatch)
   KernelShape kernel_shape;
+  // Compute slowed by communication overlapped with it (issue 17): the fraction of the GPU
+  // its kernels lose while NCCL's (or TE userbuffers') kernels run beside them, one CTA per
+  // channel on SMs the GEMMs would use (docs/cost_model.md 7(b)). 0 = free overlap.
+  double comm_overlap_slowdown = 0;
   std::string source;                     // data sheet or "calibrated on ..." note
 
   // What a GPU process holds besides its tensors (all 0 for the CPU profile).

@@ -29,7 +29,8 @@ const char* ConstraintId(PlanConstraint constraint) {
       "stage_layers_need_pp", "stage_layers_split", "stage_layers_with_vpp",
       "cp_divides_seq",   "seq_within_max",     "sp_needs_tp",     "tp_divides_seq",
       "batch_divides",    "vpp_needs_interleaved", "interleaved_needs_pp_vpp",
-      "interleaved_microbatches"};
+      "interleaved_microbatches", "offload_params_needs_zero3",
+      "offload_params_needs_offload_opt", "prefetch_range"};
   const int i = static_cast<int>(constraint);
   return i >= 0 && i < kNumPlanConstraints ? kIds[i] : "?";
 }
@@ -84,6 +85,9 @@ PlanConstraintMask CheckPlan(const ParallelPlan& plan, const ModelSpec& model,
   fail_if(interleaved && plan.pp > 1 && batch_divides &&
               plan.num_microbatches(training.global_batch) % plan.pp != 0,
           C::kInterleavedMicrobatches);
+  fail_if(plan.offload_params && plan.zero_stage != 3, C::kOffloadParamsNeedsZero3);
+  fail_if(plan.offload_params && !plan.offload_optimizer, C::kOffloadParamsNeedsOptimizer);
+  fail_if(plan.zero3_prefetch < 0 || plan.zero3_prefetch > kMaxZero3Prefetch, C::kPrefetchRange);
   return out;
 }
 
@@ -222,6 +226,15 @@ std::string ViolationMessage(PlanConstraint c, const ParallelPlan& plan, const M
       return "schedule=interleaved needs micro-batches=" +
              Str(plan.num_microbatches(training.global_batch)) + " divisible by pp=" +
              Str(plan.pp);
+    case C::kOffloadParamsNeedsZero3:
+      return "offload_params=1 needs zero=3 (only ZeRO-3 keeps a parameter shard to offload; "
+             "zero is " + Str(plan.zero_stage) + ")";
+    case C::kOffloadParamsNeedsOptimizer:
+      return "offload_params=1 needs offload_opt=1 (ZeRO-Infinity updates the host shard on the "
+             "CPU)";
+    case C::kPrefetchRange:
+      return "prefetch=" + Str(plan.zero3_prefetch) + " must be an integer from 0 to " +
+             Str(kMaxZero3Prefetch);
     case C::kCount:
       break;
   }
@@ -271,6 +284,18 @@ bool ParseBool(const std::string& source, const std::string& key, const std::str
   throw InputError({source}, key, "expected one of: 0, 1, true, false, on, off; got '" + value + "'");
 }
 
+// ",offload_opt=1,...": the offload and overlap keys that differ from their defaults.
+std::string KnobKeys(const ParallelPlan& p) {
+  const ParallelPlan d;
+  std::string s;
+  if (p.offload_optimizer != d.offload_optimizer) s += p.offload_optimizer ? ",offload_opt=1" : ",offload_opt=0";
+  if (p.offload_activations != d.offload_activations) s += p.offload_activations ? ",offload_act=1" : ",offload_act=0";
+  if (p.offload_params != d.offload_params) s += p.offload_params ? ",offload_params=1" : ",offload_params=0";
+  if (p.dp_comm_overlap != d.dp_comm_overlap) s += p.dp_comm_overlap ? ",dp_overlap=1" : ",dp_overlap=0";
+  if (p.zero3_prefetch != d.zero3_prefetch) s += ",prefetch=" + Str(p.zero3_prefetch);
+  return s;
+}
+
 }  // namespace
 
 ParallelPlan ParsePlanString(const std::string& text, const std::string& source) {
@@ -309,6 +334,13 @@ ParallelPlan ParsePlanString(const std::string& text, const std::string& source)
     }
     else if (key == "sp") plan.sequence_parallel = ParseBool(source, key, value);
     else if (key == "tp_overlap") plan.tp_comm_overlap = ParseBool(source, key, value);
+    else if (key == "offload_opt") plan.offload_optimizer = ParseBool(source, key, value);
+    else if (key == "offload_act") plan.offload_activations = ParseBool(source, key, value);
+    else if (key == "offload_params") plan.offload_params = ParseBool(source, key, value);
+    else if (key == "dp_overlap") plan.dp_comm_overlap = ParseBool(source, key, value);
+    else if (key == "prefetch")  // negative parses; CheckPlan reports prefetch_range
+      plan.zero3_prefetch = ParseInt(source, key, value, kMaxZero3Prefetch,
+                                     "an integer from 0 to " + Str(kMaxZero3Prefetch));
     else if (key == "recompute") {
       if (!ParseRecompute(value, &plan.recompute))
         throw InputError({source}, key, "expected one of: " + std::string(AllowedRecomputes()) +
@@ -321,7 +353,8 @@ ParallelPlan ParsePlanString(const std::string& text, const std::string& source)
     } else {
       throw InputError({source}, key,
                        "unknown key; allowed: dp, tp, pp, cp, ep, zero, sp, mbs, recompute, schedule, "
-                       "vpp, tp_overlap, first_stage_layers, last_stage_layers");
+                       "vpp, tp_overlap, first_stage_layers, last_stage_layers, offload_opt, "
+                       "offload_act, offload_params, dp_overlap, prefetch");
     }
   }
   return plan;
@@ -335,6 +368,7 @@ std::string ToPlanString(const ParallelPlan& p) {
   if (p.tp_comm_overlap) s += ",tp_overlap=1";
   if (p.first_stage_layers != 0) s += ",first_stage_layers=" + Str(p.first_stage_layers);
   if (p.last_stage_layers != 0) s += ",last_stage_layers=" + Str(p.last_stage_layers);
+  s += KnobKeys(p);
   return s;
 }
 
@@ -357,6 +391,8 @@ std::string ToShortPlanString(const ParallelPlan& p) {
   if (p.first_stage_layers != d.first_stage_layers)
     add("first_stage_layers=" + Str(p.first_stage_layers));
   if (p.last_stage_layers != d.last_stage_layers) add("last_stage_layers=" + Str(p.last_stage_layers));
+  const std::string knobs = KnobKeys(p);
+  if (!knobs.empty()) add(knobs.substr(1));
   return s.empty() ? "dp=1" : s;
 }
 

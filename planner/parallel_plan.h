@@ -21,6 +21,9 @@
 
 namespace meshplan {
 
+// The deepest ZeRO-3 prefetch a plan may ask for (the `prefetch` key).
+inline constexpr int64_t kMaxZero3Prefetch = 4;
+
 enum class Recompute { kNone, kSelective, kFull };
 // gpipe: all forwards then all backwards; 1f1b: one-forward-one-backward;
 // interleaved: 1F1B with virtual_stages model chunks per rank; zb_h1: zero-bubble H1.
@@ -47,6 +50,23 @@ struct ParallelPlan {
   // 0 = the same share as the other stages (the even split, the default).
   int64_t first_stage_layers = 0;
   int64_t last_stage_layers = 0;
+
+  // ---- Offload and overlap choices (issue 17; docs/cost_model.md section 7) ----
+  // Kept in one block so that other plan fields merge beside it. Each is a plan-string key
+  // (in brackets), a plan-file field and an --only pin; the search chooses them per candidate
+  // (planner/search/knob_variants.h). What they move and cost: planner/cost/offload.h.
+  bool offload_optimizer = false;    // [offload_opt] ZeRO-Offload: fp32 master weights and Adam
+                                     // m, v on the host, the AdamW step on the CPU
+  bool offload_activations = false;  // [offload_act] saved activations to host memory during
+                                     // the forward, prefetched back before their backward
+  bool offload_params = false;       // [offload_params] ZeRO-Infinity: the ZeRO-3 parameter shard
+                                     // on the host, copied in before each all-gather
+                                     // (needs zero=3 and offload_opt)
+  bool dp_comm_overlap = true;       // [dp_overlap] DP gradient sync behind the backward (off:
+                                     // after it, exposed, with no compute slowdown)
+  int64_t zero3_prefetch = 1;        // [prefetch] ZeRO-3 all-gathers issued ahead of the compute
+                                     // (0: each part gathers when it starts; 0..kMaxZero3Prefetch)
+  bool offloads() const { return offload_optimizer || offload_activations || offload_params; }
 
   // dp*tp*pp*cp; INT64_MAX when the product overflows (never a real world size).
   int64_t world_size() const { return CheckedProduct({dp, tp, pp, cp}).value_or(INT64_MAX); }
@@ -87,6 +107,9 @@ enum class PlanConstraint : uint8_t {
   kVppNeedsInterleaved,     // vpp > 1 only with schedule=interleaved
   kInterleavedNeedsPpVpp,   // interleaved needs pp >= 2 and vpp >= 2
   kInterleavedMicrobatches, // interleaved: micro-batches % pp
+  kOffloadParamsNeedsZero3, // offload_params only with zero=3
+  kOffloadParamsNeedsOptimizer,  // offload_params only with offload_opt
+  kPrefetchRange,           // prefetch in 0..kMaxZero3Prefetch
   kCount
 };
 inline constexpr int kNumPlanConstraints = static_cast<int>(PlanConstraint::kCount);
@@ -126,7 +149,9 @@ std::vector<PlanViolation> Validate(const ParallelPlan& plan, const ModelSpec& m
 int64_t TpGroupLimit(const ClusterSpec& cluster, bool allow_tp_across_nodes);
 
 // "dp=2,tp=4,pp=1,cp=1,zero=1,sp=1,mbs=1,recompute=none,schedule=1f1b,vpp=1" (plus ep=N
-// after cp when ep != 1, and tp_overlap=1, first_stage_layers=N, last_stage_layers=N when set); omitted keys keep their
+// after cp when ep != 1, and tp_overlap=1, first_stage_layers=N, last_stage_layers=N,
+// offload_opt=1, offload_act=1, offload_params=1, dp_overlap=0, prefetch=N when not the
+// default); omitted keys keep their
 // defaults. Throws InputError naming the key and the
 // allowed values. `source` names where the string came from in the error.
 // Values above the bounds of planner/limits.h are refused here (dp, tp, pp, cp, ep above

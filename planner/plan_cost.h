@@ -15,6 +15,9 @@
 
 namespace meshplan {
 
+// The stable id of the host-memory limit (PlanCost::reason, search --explain).
+inline constexpr const char* kHostMemoryExceeded = "host_memory_exceeded";
+
 // seed: docs/cost_model.md 2(a)-(b) verbatim; detailed: every tensor the executor allocates.
 enum class MemoryModel { kSeed, kDetailed };
 
@@ -37,6 +40,15 @@ struct MemoryBreakdown {
   double workspace_bytes = 0;           // cuBLAS (and fixed attention-kernel) workspaces
   double allocator_overhead_bytes = 0;  // caching-allocator memory no tensor holds
   double total_bytes = 0;            // the peak: what must fit in GpuSpec::memory_bytes
+  // Host memory this rank keeps in its node's DRAM when the plan offloads
+  // (planner/cost/offload.h); none of it is in total_bytes.
+  double host_optimizer_bytes = 0;    // offload_opt: fp32 master + Adam m, v and the
+                                      // gradient shard the CPU step reads
+  double host_activations_bytes = 0;  // offload_act: saved activations not on the GPU
+  double host_params_bytes = 0;       // offload_params: the ZeRO-3 parameter shard
+  double host_total_bytes() const {
+    return host_optimizer_bytes + host_activations_bytes + host_params_bytes;
+  }
   std::string peak_phase;            // which phase of the step sets the peak
   int64_t worst_stage = 0;           // pipeline stage this breakdown belongs to
 
@@ -51,8 +63,11 @@ struct StepTimeBreakdown {
   double recompute_s = 0;      // the part of compute_s spent recomputing activations
   PerMeshDim exposed_comm_s;   // communication not hidden behind compute, per dimension
   double bubble_s = 0;         // pipeline idle time
-  double optimizer_s = 0;      // the optimizer step
-  double total_s = 0;          // compute_s + exposed comm + bubble_s + optimizer_s
+  double optimizer_s = 0;      // the optimizer step (on the CPU with offload_opt)
+  double offload_s = 0;        // host <-> GPU copies not hidden behind compute (offload)
+  double overlap_slowdown_s = 0;  // compute lost to TP communication overlapped with it
+  double total_s = 0;          // compute_s + exposed comm + bubble_s + optimizer_s + offload_s
+                               // + overlap_slowdown_s
 };
 
 struct PlanCost {
@@ -75,8 +90,11 @@ struct PlanCost {
   double hfu = 0;               // hardware FLOPs (with recompute)
   double mfu_fp8_peak = 0;      // fp8 only: mfu against the dense FP8 peak (peak_flops_fp8)
 
-  bool fits = false;
-  std::string reason;           // why it does not fit (empty when it fits)
+  double host_bytes_per_node = 0;  // host_total_bytes() of the node's GPUs (offload), bytes
+  bool fits = false;            // within GPU memory and, when it offloads, host memory
+  bool fits_host = true;        // within the node's host memory (true when nothing offloads)
+  std::string reason;           // why it does not fit (empty when it fits); host memory:
+                                // starts with kHostMemoryExceeded
 };
 
 // A plan with its cost and its place in the search order (planner/search/plan_space.h).
@@ -84,6 +102,7 @@ struct RankedPlan {
   ParallelPlan plan;
   PlanCost cost;
   int64_t ordinal = 0;
+  int variant = 0;  // which overlap / offload variant of the grid point (knob_variants.h)
 };
 
 }  // namespace meshplan

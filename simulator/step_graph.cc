@@ -7,6 +7,7 @@
 
 #include "planner/checked_math.h"
 #include "planner/cost/flops.h"
+#include "planner/cost/step_time.h"
 #include "planner/limits.h"
 #include "planner/pipeline_schedule.h"
 
@@ -198,6 +199,14 @@ PassWork GraphBuilder::WorkOf(const PartWork& part, StepPhase phase) const {
       if (!split_w_) add(part.backward_weight);
       break;
     case StepPhase::kOptimizer: break;
+  }
+  // tp_overlap: the pass runs slower beside its TP communication (planner/cost/step_time.h).
+  const double stretch = OverlapStretch(part, phase, cluster_.gpu);
+  if (stretch != 1) {
+    w.time.matmul_s *= stretch;
+    w.time.attention_s *= stretch;
+    w.time.memory_s *= stretch;
+    w.time.overhead_s *= stretch;
   }
   return w;
 }
@@ -525,7 +534,8 @@ void GraphBuilder::RunPart(RankState& rank, const std::vector<PartRun>& runs, si
     case PipelinePass::kWeight: {  // zb_h1: after its B, where the order puts it
       const int32_t input = rank.input_end[run.input_pass];
       const int32_t id = EmitCompute(rank, run, SimOpKind::kBackwardWeight, SimPiece::kWhole,
-                                     TimeOf(part.backward_weight, rates_).total(),
+                                     TimeOf(part.backward_weight, rates_).total() *
+                                         OverlapStretch(part, StepPhase::kBackward, cluster_.gpu),
                                      part.backward_weight.matmul_flops);
       if (id != kNone) Edge(input, id);
       else if (input != kNone) rank.joins.push_back(input);

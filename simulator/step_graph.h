@@ -23,7 +23,10 @@
 //    that needs its result waits for it. Pipeline sends block the sender for the
 //    transfer (Megatron's non-overlapped p2p) and release the receiver's pass.
 //  * overlaps: TP with tp_comm_overlap runs beside the compute of its part's pass, the
-//    next part waits for it (the cost model's rule). CP's ring exchange runs behind the
+//    next part waits for it (the cost model's rule), and that pass computes
+//    OverlapStretch() times longer (planner/cost/step_time.h: the GPU's
+//    comm_overlap_slowdown). dp_overlap=0, prefetch=0 and offload are not drawn yet: the
+//    graph runs every plan as dp_overlap=1, prefetch=1, nothing offloaded. CP's ring exchange runs behind the
 //    attention core, split into cp steps: step j's K/V arrive while step j-1 computes.
 //    DP: DDP / ZeRO-1 gradient buckets (one per part) start when the part's last
 //    backward (zb_h1: its last W) ends; ZeRO-2 reduce-scatters after every micro-batch's.

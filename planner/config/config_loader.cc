@@ -96,6 +96,7 @@ std::optional<ClusterSpec> ClusterFromShorthand(const std::string& text, const I
   c.gpus_per_node = count > per_node ? per_node : count;
   c.intra_node = gpu->network->intra_node;
   c.inter_node = gpu->network->inter_node;
+  c.host = gpu->host;
   return c;
 }
 

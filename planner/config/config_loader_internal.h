@@ -78,7 +78,12 @@ struct GpuConfig {
   GpuSpec gpu;
   std::vector<std::string> aliases;
   std::optional<GpuNetwork> network;
+  HostSpec host;  // the `host:` block: the default of clusters of this GPU (unknown if absent)
 };
+// The `host:` block of a hardware or cluster file over `defaults` (a cluster's over its
+// GPU's): memory_GB_per_node, link {name, bandwidth_GBps, latency_us, bus_efficiency},
+// optimizer_GBps, source; each key optional, absent keys keep the default's value.
+HostSpec HostFromYaml(const YamlFields& fields, const HostSpec& defaults);
 GpuConfig GpuFromYaml(const YamlFields& fields, const std::string& default_name);
 NetworkTier TierFromYaml(const YamlFields& fields);
 // A hardware name or alias (case-insensitive) or YAML path; nullopt for an unknown name.

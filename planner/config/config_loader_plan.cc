@@ -54,7 +54,8 @@ TrainingSpec TrainingFromYaml(const YamlFields& f) {
 ParallelPlan PlanFromYaml(const YamlFields& f) {
   // The keys ParsePlanString accepts (the round-trip test catches a drift from ToPlanString).
   f.AllowOnly({"dp", "tp", "pp", "cp", "ep", "zero", "sp", "mbs", "recompute", "schedule", "vpp",
-               "tp_overlap", "first_stage_layers", "last_stage_layers"});
+               "tp_overlap", "first_stage_layers", "last_stage_layers", "offload_opt",
+               "offload_act", "offload_params", "dp_overlap", "prefetch"});
   std::string joined;
   for (const auto& item : f.node()) {
     const std::string key = item.first.Scalar();
@@ -141,8 +142,18 @@ void EmitCluster(std::string& out, const ClusterSpec& c) {
                      k.sm_count, k.gemm_tile_m, k.gemm_tile_n, Shortest(k.gemm_k_overhead),
                      k.attention_tile_q, k.gemm_streams_operands);
   out += RuntimeMemoryToYaml(g.runtime_memory, "    ");
+  if (g.comm_overlap_slowdown > 0)
+    out += "    comm_overlap_slowdown: " + Shortest(g.comm_overlap_slowdown) + "\n";
   out += "  intra_node: " + Tier(c.intra_node) + "\n";
   out += "  inter_node: " + Tier(c.inter_node) + "\n";
+  if (c.host.known()) {
+    const HostSpec& h = c.host;
+    out += "  host:\n    memory_GB_per_node: " +
+           FormatShifted(static_cast<double>(h.memory_bytes_per_node), ci::kGiga) + "\n";
+    out += "    link: " + Tier(h.link) + "\n";
+    out += "    optimizer_GBps: " + FormatShifted(h.optimizer_Bps, ci::kGiga) + "\n";
+    if (!h.source.empty()) out += "    source: " + Quote(h.source) + "\n";
+  }
 }
 
 void EmitTraining(std::string& out, const TrainingSpec& t) {

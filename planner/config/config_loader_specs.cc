@@ -172,6 +172,26 @@ NetworkTier TierFromYaml(const YamlFields& f) {
   return tier;
 }
 
+HostSpec HostFromYaml(const YamlFields& f, const HostSpec& defaults) {
+  f.AllowOnly({"memory_GB_per_node", "link", "optimizer_GBps", "source"});
+  HostSpec h = defaults;
+  h.memory_bytes_per_node = static_cast<int64_t>(
+      f.ScaledNumber("memory_GB_per_node", {0, false, 1e9}, kGiga,
+                     static_cast<double>(defaults.memory_bytes_per_node)));
+  if (f.Has("link")) {
+    const YamlFields link = f.Map("link");
+    link.AllowOnly({"name", "bandwidth_GBps", "latency_us", "bus_efficiency"});
+    h.link.name = link.String("name", defaults.link.name);
+    h.link.bandwidth_Bps =
+        link.ScaledNumber("bandwidth_GBps", {0, false, 1e6}, kGiga, defaults.link.bandwidth_Bps);
+    h.link.latency_s = link.ScaledNumber("latency_us", {0, true, 1e7}, kMicro, defaults.link.latency_s);
+    h.link.bus_efficiency = link.Number("bus_efficiency", {0, false, 1}, defaults.link.bus_efficiency);
+  }
+  h.optimizer_Bps = f.ScaledNumber("optimizer_GBps", {0, false, 1e6}, kGiga, defaults.optimizer_Bps);
+  h.source = f.String("source", defaults.source);
+  return h;
+}
+
 KernelShape KernelShapeFromYaml(const YamlFields& f) {
   f.AllowOnly({"sm_count", "gemm_tile_m", "gemm_tile_n", "gemm_k_overhead", "attention_tile_q",
                "gemm_streams_operands"});
@@ -189,7 +209,7 @@ KernelShape KernelShapeFromYaml(const YamlFields& f) {
 GpuConfig GpuFromYaml(const YamlFields& f, const std::string& default_name) {
   f.AllowOnly({"name", "aliases", "source", "memory_MiB", "peak_TFLOPs", "memory_bandwidth_TBps",
                "efficiency", "kernel_overhead_us", "kernel_shape", "network",
-               "runtime_memory"});
+               "runtime_memory", "comm_overlap_slowdown", "host"});
   GpuConfig out;
   GpuSpec& g = out.gpu;
   g.name = f.String("name", default_name);
@@ -229,12 +249,14 @@ GpuConfig GpuFromYaml(const YamlFields& f, const std::string& default_name) {
     out.network = n;
   }
   if (f.Has("runtime_memory")) g.runtime_memory = RuntimeMemoryFromYaml(f.Map("runtime_memory"));
+  g.comm_overlap_slowdown = f.Number("comm_overlap_slowdown", {0, true, 0.99}, 0);
+  if (f.Has("host")) out.host = HostFromYaml(f.Map("host"), {});
   return out;
 }
 
 ClusterSpec ClusterFromYaml(const YamlFields& f, const std::string& default_name,
                             const std::filesystem::path& base_dir) {
-  f.AllowOnly({"name", "gpu", "nodes", "gpus_per_node", "intra_node", "inter_node"});
+  f.AllowOnly({"name", "gpu", "nodes", "gpus_per_node", "intra_node", "inter_node", "host"});
   ClusterSpec c;
   c.name = f.String("name", default_name);
 
@@ -273,6 +295,7 @@ ClusterSpec ClusterFromYaml(const YamlFields& f, const std::string& default_name
   };
   c.intra_node = tier("intra_node", &GpuNetwork::intra_node);
   c.inter_node = tier("inter_node", &GpuNetwork::inter_node);
+  c.host = f.Has("host") ? HostFromYaml(f.Map("host"), gpu.host) : gpu.host;
   return c;
 }
 

@@ -69,7 +69,17 @@ std::string GpuSpecToYaml(const GpuSpec& g, const HardwareYamlOptions& options) 
     out += "network:                      # bandwidth_GBps per GPU per direction, latency_us per ring step\n";
     out += fmt::format("  gpus_per_node: {}\n  intra_node: {}\n  inter_node: {}\n", n.gpus_per_node,
                        Tier(n.intra_node, d), Tier(n.inter_node, d));
+    if (n.host.known()) {  // planner/host_spec.h
+      out += "host:                         # offload: host memory, the GPU's host link, CPU AdamW rate\n";
+      out += fmt::format("  memory_GB_per_node: {}\n  link: {}\n  optimizer_GBps: {}\n",
+                         Rounded(static_cast<double>(n.host.memory_bytes_per_node), 9, d),
+                         Tier(n.host.link, d), Rounded(n.host.optimizer_Bps, 9, d));
+      if (!n.host.source.empty()) out += "  source: " + Quote(n.host.source) + "\n";
+    }
   }
+  if (g.comm_overlap_slowdown > 0)
+    out += fmt::format("comm_overlap_slowdown: {}        # compute lost beside overlapped TP communication\n",
+                       Rounded(g.comm_overlap_slowdown, 0, d));
   out += RuntimeMemoryToYaml(g.runtime_memory, "");
   return out;
 }

@@ -4,7 +4,8 @@
 // aliases, source, memory_MiB, peak_TFLOPs {fp32, tf32, bf16, fp8}, memory_bandwidth_TBps,
 // efficiency {matmul, attention, memory_bandwidth}, kernel_overhead_us and, when given,
 // a network block (the defaults of NxGPU shorthand clusters, taken from a ClusterSpec's
-// gpus_per_node and tiers), then the runtime_memory section when it is not all zero
+// gpus_per_node and tiers) and that cluster's host: block when it has one (planner/host_spec.h),
+// comm_overlap_slowdown when not 0, then the runtime_memory section when it is not all zero
 // (planner/config/runtime_memory_yaml.h). Every key carries a unit comment. Numbers are rounded to
 // `significant_digits` (a calibration is not more precise than that), so LoadGpu of the
 // text gives the spec back to that precision, not bit for bit. Pure function.

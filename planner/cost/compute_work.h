@@ -51,6 +51,8 @@ struct FixedList {
   }
   const T* begin() const { return items.data(); }
   const T* end() const { return items.data() + size; }
+  T* begin() { return items.data(); }
+  T* end() { return items.data() + size; }
 };
 
 // C(m x n) = A(m x k) B(k x n), `batch` independent products (a bmm, or repeats).

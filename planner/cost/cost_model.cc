@@ -43,13 +43,40 @@ double UsableBytes(const GpuSpec& gpu, double memory_headroom) {
   return static_cast<double>(gpu.memory_bytes) * (1 - memory_headroom);
 }
 
-PlanCost Estimate(const ModelSpec& model, const ClusterSpec& cluster, const TrainingSpec& training,
-                  const ParallelPlan& plan, const EstimateOptions& options) {
+void JudgeFit(const ClusterSpec& cluster, const EstimateOptions& options, PlanCost* cost) {
+  const double capacity = static_cast<double>(cluster.gpu.memory_bytes);
+  const double usable = UsableBytes(cluster.gpu, options.memory_headroom);
+  cost->fits = cost->memory.total_bytes <= usable;
+  cost->fits_host = true;
+  cost->reason.clear();
+  if (!cost->fits)
+    cost->reason = NoFitReason(cost->memory.total_bytes, capacity, options.memory_headroom, usable);
+  // Host memory (offload): the node's GPUs share its DRAM, less the same headroom.
+  cost->host_bytes_per_node =
+      cost->memory.host_total_bytes() * static_cast<double>(cluster.gpus_per_node);
+  if (cost->host_bytes_per_node <= 0) return;
+  const double host_usable =
+      static_cast<double>(cluster.host.memory_bytes_per_node) * (1 - options.memory_headroom);
+  cost->fits_host = cost->host_bytes_per_node <= host_usable;
+  if (cost->fits_host) return;
+  if (cost->fits)
+    cost->reason = fmt::format(
+        "{}: needs {:.1f} GB of host memory per node ({} GPUs x {:.1f} GB), node has {:.1f} GB "
+        "({:.1f} GB usable)",
+        kHostMemoryExceeded, ToGB(cost->host_bytes_per_node), cluster.gpus_per_node,
+        ToGB(cost->memory.host_total_bytes()), ToGB(double(cluster.host.memory_bytes_per_node)),
+        ToGB(host_usable));
+  cost->fits = false;
+}
+
+PlanCost EstimateUntimed(const ModelSpec& model, const ClusterSpec& cluster,
+                         const TrainingSpec& training, const ParallelPlan& plan,
+                         const EstimateOptions& options, StepWork* work) {
   PlanCost cost;
   cost.params_total = CountParams(model);
   cost.params_active = CountActiveParams(model);
 
-  const StepWork work = BuildStepWork(model, training, plan);
+  BuildStepWork(model, training, plan, AttentionImpl::kAuto, work);
   int64_t stages[3];
   const int num_stages = DistinctStages(plan, stages);
   for (int i = 0; i < num_stages; ++i) {
@@ -58,7 +85,7 @@ PlanCost Estimate(const ModelSpec& model, const ClusterSpec& cluster, const Trai
       cost.params_per_rank = stage.total();
       cost.expert_params_per_rank = stage.experts;
     }
-    const PerMeshDim bytes = CommBytesPerStep(work, stages[i]);
+    const PerMeshDim bytes = CommBytesPerStep(*work, stages[i]);
     for (MeshDim d : kAllCommDims)
       cost.comm_bytes_per_step[d] = std::max(cost.comm_bytes_per_step[d], bytes[d]);
   }
@@ -68,26 +95,46 @@ PlanCost Estimate(const ModelSpec& model, const ClusterSpec& cluster, const Trai
   cost.model_flops_no_attention = flops.model_no_attention;
   cost.hardware_flops_per_step = flops.hardware;
 
+  EstimateVariantMemory(model, cluster, training, plan, options, &cost);
+  return cost;
+}
+
+void EstimateVariantMemory(const ModelSpec& model, const ClusterSpec& cluster,
+                           const TrainingSpec& training, const ParallelPlan& plan,
+                           const EstimateOptions& options, PlanCost* cost) {
   MemoryOptions memory;
   memory.runtime = cluster.gpu.runtime_memory;  // the seed model ignores it
-  cost.memory = EstimateMemory(model, training, plan, options.memory_model, memory);
+  cost->memory = EstimateMemory(model, training, plan, options.memory_model, memory);
+  JudgeFit(cluster, options, cost);
 
-  cost.time = AnalyticStepTime(work, cluster, training.precision);
-  const double seconds = cost.time.total_s;
-  if (seconds > 0) cost.tokens_per_s = static_cast<double>(training.tokens_per_step()) / seconds;
+}
+
+void AddStepTime(const ClusterSpec& cluster, const TrainingSpec& training,
+                 const ParallelPlan& plan, const StepWork& work, PlanCost* cost) {
+  SetStepTime(cluster, training, plan, AnalyticStepTime(work, cluster, training.precision), cost);
+}
+
+void SetStepTime(const ClusterSpec& cluster, const TrainingSpec& training,
+                 const ParallelPlan& plan, const StepTimeBreakdown& time, PlanCost* cost) {
+  cost->time = time;
+  const double seconds = cost->time.total_s;
+  cost->tokens_per_s =
+      seconds > 0 ? static_cast<double>(training.tokens_per_step()) / seconds : 0;
   const double peak = cluster.gpu.PeakFlops(training.precision);
   const int64_t gpus = plan.world_size();
-  cost.mfu = Utilization(flops.model, gpus, peak, seconds);
-  cost.mfu_no_attention = Utilization(flops.model_no_attention, gpus, peak, seconds);
-  cost.hfu = Utilization(flops.hardware, gpus, peak, seconds);
+  cost->mfu = Utilization(cost->model_flops_per_step, gpus, peak, seconds);
+  cost->mfu_no_attention = Utilization(cost->model_flops_no_attention, gpus, peak, seconds);
+  cost->hfu = Utilization(cost->hardware_flops_per_step, gpus, peak, seconds);
   if (training.precision == Precision::kFp8)
-    cost.mfu_fp8_peak = Utilization(flops.model, gpus, cluster.gpu.peak_flops_fp8, seconds);
+    cost->mfu_fp8_peak =
+        Utilization(cost->model_flops_per_step, gpus, cluster.gpu.peak_flops_fp8, seconds);
+}
 
-  const double capacity = static_cast<double>(cluster.gpu.memory_bytes);
-  const double usable = UsableBytes(cluster.gpu, options.memory_headroom);
-  cost.fits = cost.memory.total_bytes <= usable;
-  if (!cost.fits)
-    cost.reason = NoFitReason(cost.memory.total_bytes, capacity, options.memory_headroom, usable);
+PlanCost Estimate(const ModelSpec& model, const ClusterSpec& cluster, const TrainingSpec& training,
+                  const ParallelPlan& plan, const EstimateOptions& options) {
+  StepWork work;
+  PlanCost cost = EstimateUntimed(model, cluster, training, plan, options, &work);
+  AddStepTime(cluster, training, plan, work, &cost);
   return cost;
 }
 

@@ -33,7 +33,12 @@ nlohmann::json MemoryToJson(const MemoryBreakdown& m) {
             {"workspace_bytes", m.workspace_bytes},
             {"allocator_overhead_bytes", m.allocator_overhead_bytes}}},
           {"peak_phase", m.peak_phase},
-          {"worst_stage", m.worst_stage}};
+          {"worst_stage", m.worst_stage},
+          {"host",
+           {{"total_bytes", m.host_total_bytes()},
+            {"optimizer_bytes", m.host_optimizer_bytes},
+            {"activations_bytes", m.host_activations_bytes},
+            {"params_bytes", m.host_params_bytes}}}};
 }
 
 nlohmann::json StepTimeToJson(const StepTimeBreakdown& t) {
@@ -42,6 +47,8 @@ nlohmann::json StepTimeToJson(const StepTimeBreakdown& t) {
           {"exposed_comm_s", PerMeshDimToJson(t.exposed_comm_s)},
           {"bubble_s", t.bubble_s},
           {"optimizer_s", t.optimizer_s},
+          {"offload_s", t.offload_s},
+          {"overlap_slowdown_s", t.overlap_slowdown_s},
           {"total_s", t.total_s}};
 }
 
@@ -62,7 +69,9 @@ nlohmann::json CostToJson(const PlanCost& c) {
           {"mfu_no_attention", c.mfu_no_attention},
           {"hfu", c.hfu},
           {"mfu_fp8_peak", c.mfu_fp8_peak},
+          {"host_bytes_per_node", c.host_bytes_per_node},
           {"fits", c.fits},
+          {"fits_host", c.fits_host},
           {"reason", c.reason}};
 }
 
@@ -121,9 +130,19 @@ std::string FormatCostTable(const PlanFile& s, const PlanCost& c) {
       {"NCCL buffers", m.nccl_buffers_bytes},
       {"workspaces (cuBLAS, attention)", m.workspace_bytes},
       {"allocator overhead", m.allocator_overhead_bytes}};
-  for (const auto& [name, bytes] : parts) Line(out, "  {:<34}{:>10.2f}", name, ToGB(bytes));
-  Line(out, "  {:<34}{:>10.2f}   of {:.2f} GB ({:.0f}%)", "total", ToGB(m.total_bytes),
-       ToGB(capacity), PercentOf(m.total_bytes, capacity));
+  Line(out, "  {:<34}{:>10}{:>10}", "", "device", "host");
+  for (const auto& [name, bytes] : parts) {
+    const double host = name == parts[2].first   ? m.host_optimizer_bytes
+                        : name == parts[3].first ? m.host_activations_bytes
+                        : name == parts[0].first ? m.host_params_bytes
+                                                 : 0.0;
+    Line(out, "  {:<34}{:>10.2f}{:>10.2f}", name, ToGB(bytes), ToGB(host));
+  }
+  Line(out, "  {:<34}{:>10.2f}{:>10.2f}   of {:.2f} GB ({:.0f}%)", "total", ToGB(m.total_bytes),
+       ToGB(m.host_total_bytes()), ToGB(capacity), PercentOf(m.total_bytes, capacity));
+  if (c.host_bytes_per_node > 0)
+    Line(out, "  {:<34}{:>20.2f}   of {:.2f} GB per node", "host, all GPUs of a node",
+         ToGB(c.host_bytes_per_node), ToGB(double(s.cluster.host.memory_bytes_per_node)));
   out += '\n';
   Line(out, "FLOPs per step");
   Line(out, "  {:<34}{:>10.3e}", "model (6*P_dense*tokens + attention)", c.model_flops_per_step);
@@ -147,7 +166,9 @@ std::string FormatCostTable(const PlanFile& s, const PlanCost& c) {
   if (s.model.moe.enabled())
     time_line("exposed ep communication", t.exposed_comm_s[MeshDim::kEp]);
   time_line("pipeline bubble", t.bubble_s);
-  time_line("optimizer", t.optimizer_s);
+  time_line(s.plan.offload_optimizer ? "optimizer (CPU)" : "optimizer", t.optimizer_s);
+  if (s.plan.offloads()) time_line("exposed host copies (offload)", t.offload_s);
+  if (t.overlap_slowdown_s > 0) time_line("compute slowed by overlapped comm.", t.overlap_slowdown_s);
   time_line("total", t.total_s);
   out += '\n';
   Line(out, "Throughput");

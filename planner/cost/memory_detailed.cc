@@ -111,6 +111,7 @@ struct ZeroLayout {
   double chunk_blocks = 0;   // blocks per chunk (virtual stage)
   double partial_shard = 0;  // the temporary reduce-scatter shard per group, in groups
   double fp8_copies = 0;     // fp8: FP8 weight bytes per block parameter (fp8_convention.h)
+  double prefetch = 1;       // ZeRO-3 gathers issued ahead (the plan's `prefetch`)
 
   // A group's full gradient (ZeRO 2/3) and its gathered weights (ZeRO-3).
   double full_grad(double group) const { return zero >= 2 ? bytes.grad * group : 0.0; }
@@ -123,9 +124,15 @@ struct ZeroLayout {
   double resident_fp8_copies() const {
     return zero == 3 ? 0.0 : fp8_copies * groups.block * stage_layers;
   }
-  // A block's backward prefetches the one before it in its chunk, which the stage's last
-  // block has when the chunk holds two or more.
-  double prefetched_block() const { return chunk_blocks >= 2 ? gathered_block() : 0.0; }
+  // A block's backward prefetches the `prefetch` blocks before it in its chunk (one by
+  // default), as many as the chunk holds before the stage's last block.
+  double prefetched_block() const {
+    return std::min(prefetch, std::max(0.0, chunk_blocks - 1)) * gathered_block();
+  }
+  // The head's backward prefetches the chunk's last `prefetch` blocks.
+  double prefetched_after_head() const {
+    return std::min(prefetch, chunk_blocks) * gathered_block();
+  }
 };
 
 // The ZeRO layout of one rank of `stage`.
@@ -145,6 +152,7 @@ ZeroLayout MakeZeroLayout(const ModelSpec& model, const TrainingSpec& training,
       z.stage_layers / double(interleaved ? std::max<int64_t>(1, plan.virtual_stages) : 1);
   z.partial_shard = plan.num_microbatches(training.global_batch) > 1 ? 1.0 / z.n : 0.0;
   if (training.precision == Precision::kFp8) z.fp8_copies = kFp8WeightCopiesPerParam * kFp8Bytes;
+  z.prefetch = double(std::max<int64_t>(0, plan.zero3_prefetch));
   return z;
 }
 
@@ -164,6 +172,7 @@ struct StageActivations {
   double total = 0;                 // everything in flight
   double logits_all = 0;            // the loss tensors of every micro-batch in flight
   double logits_but_current = 0;    // ... but the one whose backward runs
+  double host_bytes = 0;            // offload_act: the saved tensors kept on the host
 };
 
 // Bytes of the tensors of `list` in the FFN half of a block.
@@ -209,6 +218,16 @@ StageActivations CountStageActivations(const ModelSpec& model, const TrainingSpe
   a.total = a.in_flight.blocks * a.per_microbatch +
             double(a.in_flight.first_stage) * a.first_bytes +
             double(a.in_flight.last_stage) * a.last_bytes;
+  if (plan.offload_activations && stage_layers > 0) {
+    // planner/cost/offload.h: the GPU keeps two blocks of one micro-batch (the one computing,
+    // the one in transit) and the stage's own tensors of the current micro-batch; the rest
+    // of the blocks' saved tensors wait on the host.
+    const double blocks_in_flight = a.in_flight.blocks * stage_layers;
+    const double kept = std::min(blocks_in_flight, 2.0);
+    a.host_bytes = (blocks_in_flight - kept) * saved.TotalBytes();
+    a.in_flight.blocks = kept / stage_layers;
+    a.total -= a.host_bytes;
+  }
   a.logits_all = double(a.in_flight.last_stage) * a.loss_bytes;
   a.logits_but_current = double(a.in_flight.last_stage - 1) * a.loss_bytes;
   return a;
@@ -266,8 +285,7 @@ Phase HeadBackwardPhase(const Stage& s) {
   head.comm_buffer_bytes = z.full_grad(z.groups.head);
   // The head (gathered since its forward) and the chunk's last block, prefetched as the
   // head's backward starts.
-  head.gathered_params_bytes =
-      z.gathered(z.groups.head) + (z.chunk_blocks >= 1 ? z.gathered_block() : 0.0);
+  head.gathered_params_bytes = z.gathered(z.groups.head) + z.prefetched_after_head();
   head.transient_bytes = HeadBackwardWorkspace(a.shape).TotalBytes();
   if (a.shape.act_bytes != 4.0) {  // the fp32 logits are freed once cast, before d(input)
     const ActivationShape& sh = a.shape;
@@ -310,6 +328,7 @@ Phase OptimizerPhase(const Stage& s) {
   if (z.zero >= 1) largest /= z.n;
   const bool mixed = s.training.precision == Precision::kMixed;
   opt.transient_bytes = largest * ((s.fused_adamw ? 0.0 : z.bytes.state) + (mixed ? 4.0 : 0.0));
+  if (s.plan.offload_optimizer) opt.transient_bytes = 0;  // the step runs on the host
   return opt;
 }
 
@@ -346,6 +365,19 @@ MemoryBreakdown Breakdown(const Stage& s, const Phase& peak) {
   out.gathered_params_bytes = peak.gathered_params_bytes;
   out.transient_bytes = peak.transient_bytes;
   out.total_bytes = states.total() + model_buffers + peak.sum();
+  // Offload (planner/cost/offload.h): what leaves the GPU for the host.
+  if (s.plan.offload_optimizer) {  // + the gradient shard the CPU step reads, in grad dtype
+    const double shard = padded_params / (z.zero >= 1 ? z.n : 1.0);
+    out.host_optimizer_bytes = out.optimizer_bytes + z.bytes.grad * shard;
+    out.total_bytes -= out.optimizer_bytes;
+    out.optimizer_bytes = 0;
+  }
+  if (s.plan.offload_params && z.zero == 3) {
+    out.host_params_bytes = states.params_bytes;
+    out.total_bytes -= states.params_bytes;
+    out.params_bytes -= states.params_bytes;
+  }
+  out.host_activations_bytes = s.act.host_bytes;
   out.peak_phase = peak.name;
   out.worst_stage = s.index;
   return out;

@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "planner/cost/collective_time.h"
+#include "planner/cost/offload.h"
 
 namespace meshplan {
 
@@ -46,6 +47,13 @@ double PipelineBubble(PipelineSchedule schedule, int64_t pp, int64_t vpp, double
   return stages * (f + b + w);
 }
 
+double OverlapStretch(const PartWork& part, StepPhase phase, const GpuSpec& gpu) {
+  for (const Collective& c : part.collectives)
+    if (c.dim == MeshDim::kTp && c.phase == phase && c.overlappable && c.group.size() > 1)
+      return 1 + gpu.comm_overlap_slowdown;
+  return 1;
+}
+
 // ---------------------------------------------------------------------------
 // Timing parts and stages
 
@@ -63,29 +71,43 @@ struct PartTimes {
   double cp[3] = {0, 0, 0};
   double ep[3] = {0, 0, 0};  // expert all-to-alls: blocking, always exposed
   bool tp_overlap = false;
-  double dp_gather_fwd = 0;  // ZeRO-3 all-gather before the forward
-  double dp_gather_bwd = 0;  // ZeRO-3 all-gather before the backward
+  double slowdown = 0;       // GpuSpec::comm_overlap_slowdown
+  double dp_gather_fwd = 0;  // ZeRO-3 all-gather before the forward (+ the host copy, offload_params)
+  double dp_gather_bwd = 0;  // ZeRO-3 all-gather before the backward (+ the host copy)
   double dp_grad = 0;        // gradient all-reduce / reduce-scatter (cadence: see work.zero_stage)
   double dp_after_optimizer = 0;
   double pp_sync = 0;        // tied-embedding gradient all-reduce, per step
 
   double backward_compute() const { return bwd_in.total() + rec.total() + bwd_w.total(); }
-  double tp_exposed(int ph, double window) const { return Exposed(tp[ph], window, tp_overlap); }
+  // TP overlapped with the GEMMs of its pass (docs/cost_model.md 7(b)): the pass runs
+  // (1 + slowdown) times longer while it carries the overlap, and only the TP time beyond
+  // that shows.
+  double tp_exposed(int ph, double window) const {
+    return Exposed(tp[ph], window * (1 + slowdown), tp_overlap);
+  }
+  double tp_slowdown(int ph, double window) const {
+    return tp_overlap && tp[ph] > 0 ? slowdown * window : 0.0;
+  }
+  double tp_cost(int ph, double window) const {
+    return tp_exposed(ph, window) + tp_slowdown(ph, window);
+  }
+  double bwd_window() const { return bwd_in.total() + bwd_w.total(); }
   // Forward / backward-input (with recompute) time including exposed TP and CP communication.
   double f() const {
-    return fwd.total() + tp_exposed(0, fwd.total()) + Exposed(cp[0], fwd.attention_s, true) +
-           ep[0];
+    return fwd.total() + tp_cost(0, fwd.total()) + Exposed(cp[0], fwd.attention_s, true) + ep[0];
   }
   double b() const {
-    return bwd_in.total() + rec.total() + tp_exposed(1, bwd_in.total() + bwd_w.total()) +
-           tp_exposed(2, rec.total()) + Exposed(cp[1], bwd_in.attention_s, true) +
-           Exposed(cp[2], rec.attention_s, true) + ep[1] + ep[2];
+    return bwd_in.total() + rec.total() + tp_cost(1, bwd_window()) + tp_cost(2, rec.total()) +
+           Exposed(cp[1], bwd_in.attention_s, true) + Exposed(cp[2], rec.attention_s, true) +
+           ep[1] + ep[2];
   }
   double ep_exposed_total() const { return ep[0] + ep[1] + ep[2]; }
   double w() const { return bwd_w.total(); }
   double tp_exposed_total() const {
-    return tp_exposed(0, fwd.total()) + tp_exposed(1, bwd_in.total() + bwd_w.total()) +
-           tp_exposed(2, rec.total());
+    return tp_exposed(0, fwd.total()) + tp_exposed(1, bwd_window()) + tp_exposed(2, rec.total());
+  }
+  double tp_slowdown_total() const {
+    return tp_slowdown(0, fwd.total()) + tp_slowdown(1, bwd_window()) + tp_slowdown(2, rec.total());
   }
   double cp_exposed_total() const {
     return Exposed(cp[0], fwd.attention_s, true) + Exposed(cp[1], bwd_in.attention_s, true) +
@@ -97,13 +119,22 @@ int PhaseIndex(StepPhase phase) {
   return phase == StepPhase::kForward ? 0 : phase == StepPhase::kRecompute ? 2 : 1;
 }
 
-PartTimes TimePart(const PartWork& part, Recompute mode, const ComputeRates& rates,
+PartTimes TimePart(const PartWork& part, const StepWork& work, const ComputeRates& rates,
                    const ClusterSpec& cluster) {
   PartTimes t;
   t.fwd = TimeOf(part.forward, rates);
   t.bwd_in = TimeOf(part.backward_input, rates);
   t.bwd_w = TimeOf(part.backward_weight, rates);
-  t.rec = TimeOf(part.recompute[static_cast<int>(mode)], rates);
+  t.rec = TimeOf(part.recompute[static_cast<int>(work.recompute)], rates);
+  t.slowdown = cluster.gpu.comm_overlap_slowdown;
+  // offload_params: this rank's shard comes in from the host before each all-gather.
+  const double host_in =
+      work.offload.params
+          ? HostCopyTime(static_cast<double>(part.params) /
+                             static_cast<double>(work.optimizer_shards) *
+                             static_cast<double>(work.param_bytes),
+                         cluster.host)
+          : 0.0;
   for (const Collective& c : part.collectives) {
     const double s = static_cast<double>(c.count) * CollectiveTime(c.kind, c.bytes, c.group, cluster);
     switch (c.dim) {
@@ -123,7 +154,7 @@ PartTimes TimePart(const PartWork& part, Recompute mode, const ComputeRates& rat
       case MeshDim::kDp:
         if (c.position == CollectivePosition::kAfterOptimizer) t.dp_after_optimizer += s;
         else if (c.position == CollectivePosition::kBeforePart)
-          (c.phase == StepPhase::kForward ? t.dp_gather_fwd : t.dp_gather_bwd) += s;
+          (c.phase == StepPhase::kForward ? t.dp_gather_fwd : t.dp_gather_bwd) += s + host_in;
         else t.dp_grad += s;
         break;
     }
@@ -132,42 +163,58 @@ PartTimes TimePart(const PartWork& part, Recompute mode, const ComputeRates& rat
 }
 
 struct StageTimes {
-  double f = 0, b = 0, w = 0;  // per micro-batch, with exposed TP / CP
-  double compute = 0, recompute = 0, tp = 0, cp = 0, ep = 0;  // per micro-batch
-  double dp = 0, pp_sync = 0, optimizer = 0;          // per step
+  double f = 0, b = 0, w = 0;  // per micro-batch, with exposed TP / CP / EP (and offload copies)
+  double compute = 0, recompute = 0, tp = 0, cp = 0, ep = 0, tp_slowdown = 0;  // per micro-batch
+  double dp = 0, pp_sync = 0, optimizer = 0;                                   // per step
+  double offload_mb = 0;    // per micro-batch: activation copies beyond the compute (in f, b)
+  double offload_step = 0;  // per step: gradient shard out, updated parameters in
 };
 
-// DP communication not hidden behind this stage's compute, per step.
+// DP communication of one stage per step not hidden behind compute. Overlapped DP
+// communication is charged no compute slowdown (unlike TP overlap, docs/cost_model.md 7(b)),
+// so dp_overlap=0 and prefetch=0 are never faster here.
 double DpExposed(const StepWork& work, const StageParts& parts, const PartTimes& emb,
                  const PartTimes& blk, const PartTimes& head) {
   const double m = static_cast<double>(work.micro_batches);
   const int64_t n_emb = parts.embedding ? 1 : 0, n_head = parts.head ? 1 : 0;
-  const double after_optimizer = static_cast<double>(parts.blocks) * blk.dp_after_optimizer +
-                                 n_emb * emb.dp_after_optimizer + n_head * head.dp_after_optimizer;
+  const double nb = static_cast<double>(parts.blocks);
+  const double after_optimizer =
+      nb * blk.dp_after_optimizer + n_emb * emb.dp_after_optimizer + n_head * head.dp_after_optimizer;
+  const double grads = n_head * head.dp_grad + nb * blk.dp_grad + n_emb * emb.dp_grad;
   if (work.zero_stage <= 2) {
+    const double syncs = work.zero_stage == 2 ? m : 1.0;
+    if (!work.dp_overlap) return syncs * grads + after_optimizer;  // all after the backward
     // Buckets in backward order: head, blocks, embedding.
     OverlapClock clock;
     clock.Drain(n_head, head.backward_compute(), head.dp_grad);
     clock.Drain(parts.blocks, blk.backward_compute(), blk.dp_grad);
     clock.Drain(n_emb, emb.backward_compute(), emb.dp_grad);
-    const double per_sync = clock.exposed();
-    return (work.zero_stage == 2 ? m : 1.0) * per_sync + after_optimizer;
+    return syncs * clock.exposed() + after_optimizer;
   }
+  // ZeRO-3: gathers prefetched (prefetch >= 1; the closed form treats every depth >= 1
+  // alike) or issued as each part starts (0, exposed); gradient reduce-scatters behind the
+  // backward (dp_overlap) or after it.
+  const bool prefetch = work.zero3_prefetch >= 1, overlap_grads = work.dp_overlap;
+  const double g_fwd = prefetch ? 1.0 : 0.0, g_grad = overlap_grads ? 1.0 : 0.0;
   OverlapClock forward;
-  forward.Prefetch(n_emb, emb.fwd.total(), emb.dp_gather_fwd);
-  forward.Prefetch(parts.blocks, blk.fwd.total(), blk.dp_gather_fwd);
-  forward.Prefetch(n_head, head.fwd.total(), head.dp_gather_fwd);
+  forward.Prefetch(n_emb, emb.fwd.total(), g_fwd * emb.dp_gather_fwd);
+  forward.Prefetch(parts.blocks, blk.fwd.total(), g_fwd * blk.dp_gather_fwd);
+  forward.Prefetch(n_head, head.fwd.total(), g_fwd * head.dp_gather_fwd);
   OverlapClock backward;
-  backward.Prefetch(n_head, head.backward_compute(), head.dp_gather_bwd + head.dp_grad);
-  backward.Prefetch(parts.blocks, blk.backward_compute(), blk.dp_gather_bwd + blk.dp_grad);
-  backward.Prefetch(n_emb, emb.backward_compute(), emb.dp_gather_bwd + emb.dp_grad);
+  backward.Prefetch(n_head, head.backward_compute(), g_fwd * head.dp_gather_bwd + g_grad * head.dp_grad);
+  backward.Prefetch(parts.blocks, blk.backward_compute(), g_fwd * blk.dp_gather_bwd + g_grad * blk.dp_grad);
+  backward.Prefetch(n_emb, emb.backward_compute(), g_fwd * emb.dp_gather_bwd + g_grad * emb.dp_grad);
+  const double gathers_fwd = n_emb * emb.dp_gather_fwd + nb * blk.dp_gather_fwd + n_head * head.dp_gather_fwd;
+  const double gathers_bwd = n_emb * emb.dp_gather_bwd + nb * blk.dp_gather_bwd + n_head * head.dp_gather_bwd;
   // The last part's gradient reduce-scatter can only start after its backward.
-  const double tail = parts.embedding ? emb.dp_grad : blk.dp_grad;
-  return m * (forward.exposed() + backward.exposed() + tail) + after_optimizer;
+  const double tail = overlap_grads ? (parts.embedding ? emb.dp_grad : blk.dp_grad) : 0.0;
+  const double serial = (1 - g_fwd) * (gathers_fwd + gathers_bwd) + (1 - g_grad) * grads;
+  return m * (forward.exposed() + backward.exposed() + tail + serial) + after_optimizer;
 }
 
 StageTimes TimeStage(const StepWork& work, int64_t stage, const PartTimes& emb,
-                     const PartTimes& blk, const PartTimes& head, const ComputeRates& rates) {
+                     const PartTimes& blk, const PartTimes& head, const ComputeRates& rates,
+                     const ClusterSpec& cluster) {
   const StageParts parts = PartsOfStage(work, stage);
   const double n = static_cast<double>(parts.blocks);
   const double e = parts.embedding ? 1 : 0, h = parts.head ? 1 : 0;
@@ -179,11 +226,20 @@ StageTimes TimeStage(const StepWork& work, int64_t stage, const PartTimes& emb,
   s.compute = n * compute(blk) + e * compute(emb) + h * compute(head);
   s.recompute = n * blk.rec.total() + e * emb.rec.total() + h * head.rec.total();
   s.tp = n * blk.tp_exposed_total() + e * emb.tp_exposed_total() + h * head.tp_exposed_total();
+  s.tp_slowdown = n * blk.tp_slowdown_total() + e * emb.tp_slowdown_total() + h * head.tp_slowdown_total();
   s.cp = n * blk.cp_exposed_total() + e * emb.cp_exposed_total() + h * head.cp_exposed_total();
   s.ep = n * blk.ep_exposed_total();
   s.dp = DpExposed(work, parts, emb, blk, head);
   s.pp_sync = e * emb.pp_sync + h * head.pp_sync;
   s.optimizer = TimeOf(OptimizerWork(work, parts), rates).total();
+  const double fwd = n * blk.fwd.total() + e * emb.fwd.total() + h * head.fwd.total();
+  const double bwd = n * blk.backward_compute() + e * emb.backward_compute() + h * head.backward_compute();
+  const OffloadTimes off = StageOffloadTimes(work, parts, cluster.host, fwd, bwd);
+  s.f += off.forward_exposed_s;
+  s.b += off.backward_exposed_s;
+  s.offload_mb = off.forward_exposed_s + off.backward_exposed_s;
+  s.offload_step = off.step_exposed_s;
+  if (work.offload.optimizer) s.optimizer = off.cpu_optimizer_s;
   return s;
 }
 
@@ -192,9 +248,9 @@ StageTimes TimeStage(const StepWork& work, int64_t stage, const PartTimes& emb,
 StepTimeBreakdown AnalyticStepTime(const StepWork& work, const ClusterSpec& cluster,
                                    Precision precision) {
   const ComputeRates rates = RatesFor(cluster.gpu, precision);
-  const PartTimes blk = TimePart(work.block, work.recompute, rates, cluster);
-  const PartTimes emb = TimePart(work.embedding, work.recompute, rates, cluster);
-  const PartTimes head = TimePart(work.head, work.recompute, rates, cluster);
+  const PartTimes blk = TimePart(work.block, work, rates, cluster);
+  const PartTimes emb = TimePart(work.embedding, work, rates, cluster);
+  const PartTimes head = TimePart(work.head, work, rates, cluster);
   const double m = static_cast<double>(work.micro_batches);
 
   // The distinct stages: first, last, and a middle one when pp > 2.
@@ -203,9 +259,11 @@ StepTimeBreakdown AnalyticStepTime(const StepWork& work, const ClusterSpec& clus
   StageTimes slowest_mb, slowest;
   double slowest_mb_time = -1, slowest_total = -1;
   for (int i = 0; i < num_stages; ++i) {
-    const StageTimes s = TimeStage(work, stages[i], emb, blk, head, rates);
+    const StageTimes s = TimeStage(work, stages[i], emb, blk, head, rates, cluster);
     const double mb = s.f + s.b + s.w;
-    const double total = m * mb + s.dp + s.pp_sync + s.optimizer;
+    // mb holds the TP slowdown and the activation copies of one micro-batch already.
+    const double total =
+        m * mb + s.dp + s.pp_sync + s.optimizer + s.offload_step;
     if (mb > slowest_mb_time) slowest_mb_time = mb, slowest_mb = s;
     if (total > slowest_total) slowest_total = total, slowest = s;
   }
@@ -231,7 +289,10 @@ StepTimeBreakdown AnalyticStepTime(const StepWork& work, const ClusterSpec& clus
   out.bubble_s = PipelineBubble(work.schedule, work.pp, work.virtual_stages, slowest_mb.f,
                                 slowest_mb.b, slowest_mb.w);
   out.optimizer_s = slowest.optimizer;
-  out.total_s = out.compute_s + out.exposed_comm_s.sum() + out.bubble_s + out.optimizer_s;
+  out.offload_s = m * slowest.offload_mb + slowest.offload_step;
+  out.overlap_slowdown_s = m * slowest.tp_slowdown;
+  out.total_s = out.compute_s + out.exposed_comm_s.sum() + out.bubble_s + out.optimizer_s +
+                out.offload_s + out.overlap_slowdown_s;
   return out;
 }
 

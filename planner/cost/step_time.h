@@ -4,8 +4,9 @@
 // same StepWork event by event and must agree where nothing overlaps. Rules:
 //  * compute: each part's work at the GPU's sustained rates (step_work.h ComputeTime).
 //  * TP collectives are exposed unless plan.tp_comm_overlap, then only the excess over
-//    the compute of their phase. CP ring exchanges hide behind the attention core of
-//    their phase; only the excess is exposed.
+//    the compute of their phase, which runs (1 + GpuSpec::comm_overlap_slowdown) times
+//    longer while it carries the overlap (overlap_slowdown_s). CP ring exchanges hide
+//    behind the attention core of their phase; only the excess is exposed.
 //  * DP: gradient buckets (one per part) drain behind the backward (OverlapClock::Drain):
 //    exposed = the last bucket's tail, or more when the sync outlasts the backward after
 //    the first bucket. Plain DP / ZeRO-1 do it once per step (last micro-batch), ZeRO-2
@@ -13,6 +14,14 @@
 //    part's compute (OverlapClock::Prefetch) in forward and backward, its gradient
 //    reduce-scatter rides with the backward all-gathers and the last one is a tail.
 //    ZeRO-1/2's all-gather of the updated parameters after the optimizer is exposed.
+//    dp_overlap=0 runs the gradient sync after the backward, all exposed; prefetch=0
+//    issues each ZeRO-3 gather as its part starts, all exposed; every prefetch depth >= 1
+//    times alike here. Overlapped DP communication is charged no compute slowdown, so
+//    neither 0 is ever faster (knob_variants.h counts them as dominated).
+//  * offload (planner/cost/offload.h): activation copies beyond the compute of their pass
+//    join the micro-batch (f, b); the gradient shard out and updated parameters in are
+//    per step; with offload_opt the optimizer is the CPU step; parameter copies in
+//    (offload_params) ride in the ZeRO-3 gather chain.
 //  * PP: send/recv of activations and gradients sit on the critical path of every
 //    chunk-micro-batch slot, (vpp*m + pp - 1) of them; the tied-embedding gradient
 //    sync is exposed. Bubble: PipelineBubble below.
@@ -33,6 +42,12 @@ namespace meshplan {
 
 StepTimeBreakdown AnalyticStepTime(const StepWork& work, const ClusterSpec& cluster,
                                    Precision precision);
+
+// How much longer a pass of `part` computes when it carries TP communication overlapped with
+// it (tp_overlap): 1 + GpuSpec::comm_overlap_slowdown when a TP collective of `phase` (the
+// backward's for the weight-gradient pass too) is overlappable, else 1. The analytic model's
+// overlap_slowdown_s and the simulator's stretched passes both follow this rule.
+double OverlapStretch(const PartWork& part, StepPhase phase, const GpuSpec& gpu);
 
 // Pipeline idle time per step, from the slowest stage's per-micro-batch forward f,
 // backward-input b (with recompute) and backward-weight w (all model chunks of a rank):

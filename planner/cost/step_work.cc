@@ -2,9 +2,11 @@
 
 #include <string>
 
+#include "planner/cost/activation_memory.h"
 #include "planner/cost/block_linears.h"
 #include "planner/cost/flops.h"
 #include "planner/cost/fp8_convention.h"
+#include "planner/cost/model_state_memory.h"
 #include "planner/cost/param_count.h"
 
 namespace meshplan {
@@ -475,6 +477,13 @@ double OptimizerBytesPerParam(Precision precision) {
 StepWork BuildStepWork(const ModelSpec& model, const TrainingSpec& training,
                        const ParallelPlan& plan, AttentionImpl attention) {
   StepWork w;
+  BuildStepWork(model, training, plan, attention, &w);
+  return w;
+}
+
+void BuildStepWork(const ModelSpec& model, const TrainingSpec& training, const ParallelPlan& plan,
+                   AttentionImpl attention, StepWork* out) {
+  StepWork& w = *out;  // fresh (the header's contract): the parts accumulate into it
   w.pp = plan.pp;
   w.virtual_stages = plan.virtual_stages;
   w.micro_batches = plan.num_microbatches(training.global_batch);
@@ -543,7 +552,28 @@ StepWork BuildStepWork(const ModelSpec& model, const TrainingSpec& training,
   w.optimizer_bytes_per_param = OptimizerBytesPerParam(training.precision);
   w.optimizer_shards = plan.zero_stage >= 1 ? plan.dp * plan.cp : 1;
   w.expert_optimizer_shards = plan.zero_stage >= 1 ? plan.expert_dp() * plan.cp : 1;
-  return w;
+  w.offload.host_state_bytes_per_param = BytesPerParamFor(training.precision).optimizer;
+  if (plan.offload_activations)
+    w.offload.activation_bytes_per_block = OffloadedBytesPerBlock(model, training, plan, attention);
+  SetPlanKnobs(plan, &w);
+}
+
+double OffloadedBytesPerBlock(const ModelSpec& model, const TrainingSpec& training,
+                              const ParallelPlan& plan, AttentionImpl attention) {
+  const ActivationShape shape = MakeActivationShape(model, training, plan);
+  const AttentionImpl impl = ResolveAttentionImpl(attention, model, training.precision);
+  return BlockSavedTensors(model, shape, impl, plan.recompute).TotalBytes();
+}
+
+void SetPlanKnobs(const ParallelPlan& plan, StepWork* work) {
+  for (PartWork* part : {&work->block, &work->embedding, &work->head})
+    for (Collective& c : part->collectives)
+      if (c.dim == MeshDim::kTp) c.overlappable = plan.tp_comm_overlap;
+  work->dp_overlap = plan.dp_comm_overlap;
+  work->zero3_prefetch = plan.zero3_prefetch;
+  work->offload.optimizer = plan.offload_optimizer;
+  work->offload.activations = plan.offload_activations;
+  work->offload.params = plan.offload_params;
 }
 
 StageParts PartsOfStage(const StepWork& work, int64_t stage) {

@@ -58,6 +58,7 @@
 #include "planner/attention_impl.h"
 #include "planner/cost/compute_work.h"
 #include "planner/cost/expert_parallel.h"
+#include "planner/cost/offload.h"
 #include "planner/model_spec.h"
 #include "planner/parallel_plan.h"
 #include "planner/plan_cost.h"
@@ -170,11 +171,34 @@ struct StepWork {
   // fp8: bytes of casting one block's (full, unsharded) weights to their FP8 copies, once
   // per step after the update (planner/cost/fp8_convention.h); timed with the optimizer.
   double fp8_weight_cast_bytes_per_block = 0;
+
+  // Overlap and offload choices (planner/parallel_plan.h; TP overlap is each TP
+  // Collective's `overlappable`): DP gradient sync behind the backward or after it, ZeRO-3
+  // gathers issued ahead (0: none), and what is offloaded (planner/cost/offload.h).
+  bool dp_overlap = true;
+  int64_t zero3_prefetch = 1;
+  OffloadWork offload;
 };
+
+// Sets the plan's overlap and offload choices on work built for the same plan with other
+// choices (the search's variants of one candidate: planner/search/knob_variants.h): TP
+// collectives' `overlappable`, dp_overlap, zero3_prefetch and the offload flags. The
+// offloaded activation bytes must already be there (built with offload_act, or set by
+// `activation_bytes_per_block`).
+void SetPlanKnobs(const ParallelPlan& plan, StepWork* work);
+// offload_act: one block's saved tensors of one micro-batch (the memory model's list,
+// planner/cost/activation_memory.h), what OffloadWork::activation_bytes_per_block holds.
+double OffloadedBytesPerBlock(const ModelSpec& model, const TrainingSpec& training,
+                              const ParallelPlan& plan,
+                              AttentionImpl attention = AttentionImpl::kAuto);
 
 // `attention` as the memory model's MemoryOptions (auto: planner/attention_impl.h).
 StepWork BuildStepWork(const ModelSpec& model, const TrainingSpec& training,
                        const ParallelPlan& plan, AttentionImpl attention = AttentionImpl::kAuto);
+// The same into *out, which must be freshly default-constructed, for callers that keep one
+// StepWork (no copy of it; the search builds one per candidate).
+void BuildStepWork(const ModelSpec& model, const TrainingSpec& training, const ParallelPlan& plan,
+                   AttentionImpl attention, StepWork* out);
 
 // Which parts pipeline stage `stage` holds.
 struct StageParts {

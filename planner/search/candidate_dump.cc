@@ -61,9 +61,12 @@ const std::vector<std::string>& CandidateDump::Columns() {
       "memory_bytes", "params_bytes", "grads_bytes", "optimizer_bytes", "activations_bytes",
       "logits_bytes", "comm_buffer_bytes", "gathered_params_bytes", "transient_bytes",
       "runtime_bytes", "peak_phase", "worst_stage",
+      // host memory of that rank (offload) and of its node
+      "host_bytes", "host_optimizer_bytes", "host_activations_bytes", "host_params_bytes",
+      "host_bytes_per_node", "fits_host",
       // step time (planner/plan_cost.h StepTimeBreakdown)
       "step_s", "compute_s", "recompute_s", "exposed_dp_s", "exposed_tp_s", "exposed_pp_s",
-      "exposed_cp_s", "exposed_ep_s", "bubble_s", "optimizer_s",
+      "exposed_cp_s", "exposed_ep_s", "bubble_s", "optimizer_s", "offload_s", "overlap_slowdown_s",
       "tokens_per_s", "mfu", "mfu_no_attention", "hfu", "mfu_fp8_peak"};
   return kColumns;
 }
@@ -135,6 +138,12 @@ void CandidateDump::FormatRow(const ParallelPlan& p, const PlanCost& c, int64_t 
   number(m.runtime_bytes());
   text(m.peak_phase);
   number(m.worst_stage);
+  number(m.host_total_bytes());
+  number(m.host_optimizer_bytes);
+  number(m.host_activations_bytes);
+  number(m.host_params_bytes);
+  number(c.host_bytes_per_node);
+  boolean(c.fits_host);
   number(t.total_s);
   number(t.compute_s);
   number(t.recompute_s);
@@ -145,6 +154,8 @@ void CandidateDump::FormatRow(const ParallelPlan& p, const PlanCost& c, int64_t 
   number(t.exposed_comm_s[MeshDim::kEp]);
   number(t.bubble_s);
   number(t.optimizer_s);
+  number(t.offload_s);
+  number(t.overlap_slowdown_s);
   number(c.tokens_per_s);
   number(c.mfu);
   number(c.mfu_no_attention);

@@ -42,6 +42,11 @@ std::vector<std::string> PlanPins::Keys() const {
   if (tp_comm_overlap) keys.push_back("tp_overlap");
   if (first_stage_layers) keys.push_back("first_stage_layers");
   if (last_stage_layers) keys.push_back("last_stage_layers");
+  if (offload_optimizer) keys.push_back("offload_opt");
+  if (offload_activations) keys.push_back("offload_act");
+  if (offload_params) keys.push_back("offload_params");
+  if (dp_comm_overlap) keys.push_back("dp_overlap");
+  if (zero3_prefetch) keys.push_back("prefetch");
   return keys;
 }
 
@@ -62,6 +67,14 @@ std::string PlanPins::ToString() const {
   if (tp_comm_overlap) add(*tp_comm_overlap ? "tp_overlap=1" : "tp_overlap=0");
   if (first_stage_layers) add("first_stage_layers=" + std::to_string(*first_stage_layers));
   if (last_stage_layers) add("last_stage_layers=" + std::to_string(*last_stage_layers));
+  auto flag = [&add](const char* key, const std::optional<bool>& v) {
+    if (v) add(std::string(key) + (*v ? "=1" : "=0"));
+  };
+  flag("offload_opt", offload_optimizer);
+  flag("offload_act", offload_activations);
+  flag("offload_params", offload_params);
+  flag("dp_overlap", dp_comm_overlap);
+  if (zero3_prefetch) add("prefetch=" + std::to_string(*zero3_prefetch));
   return s;
 }
 
@@ -81,6 +94,11 @@ PlanPins PlanPins::Without(const std::string& key) const {
   else if (key == "tp_overlap") out.tp_comm_overlap.reset();
   else if (key == "first_stage_layers") out.first_stage_layers.reset();
   else if (key == "last_stage_layers") out.last_stage_layers.reset();
+  else if (key == "offload_opt") out.offload_optimizer.reset();
+  else if (key == "offload_act") out.offload_activations.reset();
+  else if (key == "offload_params") out.offload_params.reset();
+  else if (key == "dp_overlap") out.dp_comm_overlap.reset();
+  else if (key == "prefetch") out.zero3_prefetch.reset();
   return out;
 }
 
@@ -110,6 +128,17 @@ PlanPins ParsePlanPins(const std::string& text, const std::string& source) {
     else if (key == "tp_overlap") pins.tp_comm_overlap = p.tp_comm_overlap;
     else if (key == "first_stage_layers") pins.first_stage_layers = positive(p.first_stage_layers);
     else if (key == "last_stage_layers") pins.last_stage_layers = positive(p.last_stage_layers);
+    else if (key == "offload_opt") pins.offload_optimizer = p.offload_optimizer;
+    else if (key == "offload_act") pins.offload_activations = p.offload_activations;
+    else if (key == "offload_params") pins.offload_params = p.offload_params;
+    else if (key == "dp_overlap") pins.dp_comm_overlap = p.dp_comm_overlap;
+    else if (key == "prefetch") {
+      if (p.zero3_prefetch < 0 || p.zero3_prefetch > kMaxZero3Prefetch)
+        throw InputError({source}, key, "expected an integer from 0 to " +
+                                            std::to_string(kMaxZero3Prefetch) + "; got " +
+                                            std::to_string(p.zero3_prefetch));
+      pins.zero3_prefetch = p.zero3_prefetch;
+    }
     else if (key == "zero") {
       if (p.zero_stage < 0 || p.zero_stage > 3)
         throw InputError({source}, key, "expected one of: 0, 1, 2, 3; got " +
@@ -118,7 +147,8 @@ PlanPins ParsePlanPins(const std::string& text, const std::string& source) {
     } else {
       throw InputError({source}, key,
                        "cannot be pinned; allowed: dp, tp, pp, cp, ep, zero, sp, mbs, recompute, "
-                       "schedule, vpp, tp_overlap, first_stage_layers, last_stage_layers");
+                       "schedule, vpp, tp_overlap, first_stage_layers, last_stage_layers, "
+                       "offload_opt, offload_act, offload_params, dp_overlap, prefetch");
     }
   }
   return pins;
@@ -156,7 +186,7 @@ PlanSpace::PlanSpace(const ModelSpec& model, const TrainingSpec& training,
                      const ClusterSpec& cluster, const PlanSpaceOptions& options)
     : world_size_(cluster.world_size()),
       tp_group_limit_(TpGroupLimit(cluster, options.allow_tp_across_nodes)),
-      tp_comm_overlap_(options.pins.tp_comm_overlap.value_or(false)) {
+      pins_(options.pins) {
   const PlanPins& pins = options.pins;
 
   // Meshes: tp, then pp, then cp ascending; dp takes the rest.
@@ -235,6 +265,9 @@ PlanSpace::PlanSpace(const ModelSpec& model, const TrainingSpec& training,
 
   if (pins.zero_stage) {
     zero_single_ = zero_multi_ = {*pins.zero_stage};
+  } else if (pins.offload_params.value_or(false)) {  // ZeRO-3 only (offload_params_needs_zero3)
+    zero_single_ = {0};
+    zero_multi_ = {3};
   } else {
     zero_single_ = {0};
     zero_multi_ = {0, 1, 2, 3};
@@ -263,6 +296,18 @@ MeshAxes PlanSpace::axes(const MeshShape& mesh) const {
   return a;
 }
 
+void PlanPins::SetKnobs(ParallelPlan* plan) const {
+  const ParallelPlan defaults;
+  plan->tp_comm_overlap = tp_comm_overlap.value_or(defaults.tp_comm_overlap);
+  plan->dp_comm_overlap = dp_comm_overlap.value_or(defaults.dp_comm_overlap);
+  plan->zero3_prefetch = zero3_prefetch.value_or(defaults.zero3_prefetch);
+  plan->offload_optimizer = offload_optimizer.value_or(defaults.offload_optimizer);
+  plan->offload_activations = offload_activations.value_or(defaults.offload_activations);
+  plan->offload_params = offload_params.value_or(defaults.offload_params);
+}
+
+void PlanSpace::SetBaseKnobs(ParallelPlan* plan) const { pins_.SetKnobs(plan); }
+
 ParallelPlan PlanSpace::Canonical(const ParallelPlan& plan) const {
   ParallelPlan out = plan;
   if (plan.pp == 1 && !(plan.schedule == PipelineSchedule::k1F1B && plan.virtual_stages == 1)) {
@@ -285,7 +330,17 @@ std::optional<int64_t> IndexOf(std::span<const T> values, Eq eq) {
 }  // namespace
 
 std::optional<int64_t> PlanSpace::OrdinalOf(const ParallelPlan& plan) const {
-  if (plan.tp_comm_overlap != tp_comm_overlap_) return std::nullopt;  // only the pin sets it
+  // The overlap and offload choices are not grid axes: any value is this grid point's
+  // variant, unless a pin fixes it.
+  ParallelPlan knobs = plan;
+  SetBaseKnobs(&knobs);
+  if (pins_.tp_comm_overlap && knobs.tp_comm_overlap != plan.tp_comm_overlap) return std::nullopt;
+  if (pins_.dp_comm_overlap && knobs.dp_comm_overlap != plan.dp_comm_overlap) return std::nullopt;
+  if (pins_.zero3_prefetch && knobs.zero3_prefetch != plan.zero3_prefetch) return std::nullopt;
+  if (pins_.offload_optimizer && knobs.offload_optimizer != plan.offload_optimizer) return std::nullopt;
+  if (pins_.offload_activations && knobs.offload_activations != plan.offload_activations)
+    return std::nullopt;
+  if (pins_.offload_params && knobs.offload_params != plan.offload_params) return std::nullopt;
   for (size_t m = 0; m < meshes_.size(); ++m) {
     const MeshShape& mesh = meshes_[m];
     if (mesh.dp != plan.dp || mesh.tp != plan.tp || mesh.pp != plan.pp || mesh.cp != plan.cp ||

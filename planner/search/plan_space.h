@@ -28,7 +28,10 @@
 // schedule and vpp pins apply to pipelined meshes (pp > 1) only. So do the stage-split
 // pins (first_stage_layers, last_stage_layers): pinned, every non-interleaved schedule
 // runs that split (an unpinned one of the two stays 0, the even share) in place of the
-// grid's splits. tp_overlap (never on in the grid) sets tp_comm_overlap on every candidate.
+// grid's splits. The overlap and offload choices (tp_overlap, dp_overlap, prefetch,
+// offload_opt, offload_act, offload_params) are not grid axes: the search tries them on each
+// grid point (planner/search/knob_variants.h); a pin fixes one on every candidate, and an
+// offload_params=1 pin narrows the zero axis to 3 (its only stage).
 // Immutable after construction: safe to share between threads.
 #pragma once
 
@@ -54,7 +57,10 @@ struct PlanPins {
   std::optional<int64_t> first_stage_layers, last_stage_layers;  // the stage split (pp > 1)
   std::optional<int> zero_stage;
   std::optional<bool> sequence_parallel;
-  std::optional<bool> tp_comm_overlap;  // tp_overlap: a knob the grid does not vary (off)
+  std::optional<bool> tp_comm_overlap;  // tp_overlap (searched per candidate when unpinned)
+  // The other overlap and offload choices (planner/search/knob_variants.h searches them).
+  std::optional<bool> dp_comm_overlap, offload_optimizer, offload_activations, offload_params;
+  std::optional<int64_t> zero3_prefetch;
   std::optional<Recompute> recompute;
   std::optional<PipelineSchedule> schedule;
 
@@ -65,9 +71,10 @@ struct PlanPins {
   PlanPins Without(const std::string& key) const;
   // The keys that are pinned, in plan-string order.
   std::vector<std::string> Keys() const;
+  // Sets the overlap and offload choices of *plan to the pins, else to their defaults.
+  void SetKnobs(ParallelPlan* plan) const;
 };
-// "tp=1,zero=3": the plan-string keys (planner/parallel_plan.h) that the search may pin
-// (all but tp_overlap). Throws InputError naming the key and the allowed values.
+// "tp=1,zero=3": the plan-string keys (planner/parallel_plan.h) that the search may pin. Throws InputError naming the key and the allowed values.
 PlanPins ParsePlanPins(const std::string& text, const std::string& source = "--only");
 
 struct PlanSpaceOptions {
@@ -120,7 +127,10 @@ class PlanSpace {
   // For CheckPlan(): TpGroupLimit() of the cluster and allow_tp_across_nodes.
   int64_t tp_group_limit() const { return tp_group_limit_; }
   int64_t world_size() const { return world_size_; }
-  bool tp_comm_overlap() const { return tp_comm_overlap_; }  // the tp_overlap pin, else off
+  // A grid point's overlap and offload choices before the search varies them: the pins,
+  // else the defaults (planner/parallel_plan.h).
+  void SetBaseKnobs(ParallelPlan* plan) const;
+  const PlanPins& pins() const { return pins_; }
 
   // Where `plan` sits in the grid (nullopt: not a candidate, e.g. zero=1 with dp=1).
   std::optional<int64_t> OrdinalOf(const ParallelPlan& plan) const;
@@ -131,7 +141,7 @@ class PlanSpace {
  private:
   int64_t world_size_ = 0;
   int64_t tp_group_limit_ = 0;
-  bool tp_comm_overlap_ = false;
+  PlanPins pins_;
   std::vector<MeshShape> meshes_;
   std::vector<int64_t> offsets_;
   int64_t size_ = 0;

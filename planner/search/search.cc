@@ -13,6 +13,7 @@
 
 #include "planner/cost/cost_model.h"
 #include "planner/input_error.h"
+#include "planner/search/knob_variants.h"
 
 namespace meshplan {
 namespace {
@@ -23,12 +24,19 @@ double ProcessCpuSeconds() {
   return static_cast<double>(t.tv_sec) + 1e-9 * static_cast<double>(t.tv_nsec);
 }
 
-// Ranking order: more tokens/s first, then the lower grid ordinal.
+// Ranking order: more tokens/s first, then the lower grid ordinal, then the lower variant
+// (planner/search/knob_variants.h).
+bool Better(double tps_a, int64_t ordinal_a, int variant_a, double tps_b, int64_t ordinal_b,
+            int variant_b) {
+  if (tps_a != tps_b) return tps_a > tps_b;
+  return ordinal_a != ordinal_b ? ordinal_a < ordinal_b : variant_a < variant_b;
+}
 bool Better(double tps_a, int64_t ordinal_a, double tps_b, int64_t ordinal_b) {
-  return tps_a != tps_b ? tps_a > tps_b : ordinal_a < ordinal_b;
+  return Better(tps_a, ordinal_a, 0, tps_b, ordinal_b, 0);
 }
 bool Better(const RankedPlan& a, const RankedPlan& b) {
-  return Better(a.cost.tokens_per_s, a.ordinal, b.cost.tokens_per_s, b.ordinal);
+  return Better(a.cost.tokens_per_s, a.ordinal, a.variant, b.cost.tokens_per_s, b.ordinal,
+                b.variant);
 }
 
 // The smallest-plan order: less memory per GPU first, then the lower grid ordinal.
@@ -44,16 +52,18 @@ bool UsesLessMemory(const RankedPlan& a, const RankedPlan& b) {
 class TopK {
  public:
   explicit TopK(int k) : k_(std::max(k, 0)) {}
-  void Offer(const ParallelPlan& plan, const PlanCost& cost, int64_t ordinal) {
+  void Offer(const ParallelPlan& plan, const PlanCost& cost, int64_t ordinal, int variant) {
     if (k_ == 0) return;
     auto worse_first = [](const RankedPlan& a, const RankedPlan& b) { return Better(a, b); };
     if (static_cast<int>(heap_.size()) == k_) {
       const RankedPlan& worst = heap_.front();
-      if (!Better(cost.tokens_per_s, ordinal, worst.cost.tokens_per_s, worst.ordinal)) return;
+      if (!Better(cost.tokens_per_s, ordinal, variant, worst.cost.tokens_per_s, worst.ordinal,
+                  worst.variant))
+        return;
       std::pop_heap(heap_.begin(), heap_.end(), worse_first);
-      heap_.back() = {plan, cost, ordinal};
+      heap_.back() = {plan, cost, ordinal, variant};
     } else {
-      heap_.push_back({plan, cost, ordinal});
+      heap_.push_back({plan, cost, ordinal, variant});
     }
     std::push_heap(heap_.begin(), heap_.end(), worse_first);
   }
@@ -68,6 +78,7 @@ class TopK {
 struct WorkerState {
   explicit WorkerState(int k) : top(k) {}
   int64_t valid = 0;
+  int64_t variants = 0;
   int64_t fitting = 0;
   std::array<ConstraintTally, kNumPlanConstraints> constraints{};
   std::array<int64_t, kNumPlanConstraints> example_ordinal{};
@@ -75,6 +86,8 @@ struct WorkerState {
   ParetoFrontier pareto;
   std::optional<RankedPlan> smallest;
   int64_t better_than_probe = 0;
+  KnobTally knobs;
+  int64_t host_memory_exceeded = 0;  // evaluated candidates within GPU but not host memory
 };
 
 // The probe's place in the ranking order, when it is a fitting candidate.
@@ -93,6 +106,7 @@ struct Job {
   EstimateOptions estimate;
   ProbeKey probe;
   CandidateDump* dump = nullptr;  // SearchOptions::dump
+  KnobSearch knobs() const { return {model, cluster, training, space, estimate}; }
 };
 
 // A block of `inner` candidates from `ordinal` on (they differ only in zero and recompute)
@@ -111,22 +125,44 @@ void CountRejected(PlanConstraintMask broken, const ParallelPlan& plan, int64_t 
   tally.removed += inner;
 }
 
-// One valid candidate costed with Estimate() and offered to the smallest plan, and when
+// One costed candidate (a grid point's variant) offered to the smallest plan, and when
 // it fits to the top K, the Pareto frontier and the probe's rank.
-void EvaluateCandidate(const Job& job, const ParallelPlan& plan, int64_t ordinal,
-                       WorkerState& state, std::string* dump_rows) {
-  const PlanCost cost = Estimate(job.model, job.cluster, job.training, plan, job.estimate);
-  ++state.valid;
+void OfferCandidate(const Job& job, const ParallelPlan& plan, const PlanCost& cost,
+                    int64_t ordinal, int variant, WorkerState& state, std::string* dump_rows) {
+  if (variant > 0) ++state.variants;
   if (dump_rows) job.dump->FormatRow(plan, cost, ordinal, dump_rows);
   if (!state.smallest || UsesLessMemory(cost.memory.total_bytes, ordinal, *state.smallest))
-    state.smallest = RankedPlan{plan, cost, ordinal};
-  if (!cost.fits) return;
+    state.smallest = RankedPlan{plan, cost, ordinal, variant};
+  if (!cost.fits) {
+    if (!cost.fits_host && cost.memory.total_bytes <= UsableBytes(job.cluster.gpu, job.estimate.memory_headroom))
+      ++state.host_memory_exceeded;
+    return;
+  }
   ++state.fitting;
-  state.top.Offer(plan, cost, ordinal);
+  state.top.Offer(plan, cost, ordinal, variant);
   state.pareto.Offer(plan, cost, ordinal);  // copies only what it keeps
   if (job.probe.active &&
       Better(cost.tokens_per_s, ordinal, job.probe.tokens_per_s, job.probe.ordinal))
     ++state.better_than_probe;
+}
+
+// One valid grid point and its overlap / offload variants (planner/search/knob_variants.h).
+void EvaluateCandidate(const Job& job, const ParallelPlan& plan, int64_t ordinal,
+                       WorkerState& state, std::string* dump_rows) {
+  struct Context {
+    const Job& job;
+    int64_t ordinal;
+    WorkerState& state;
+    std::string* dump_rows;
+  } context{job, ordinal, state, dump_rows};
+  ++state.valid;
+  EvaluateKnobVariants(
+      job.knobs(), plan, &state.knobs,
+      [](void* c, const ParallelPlan& p, const PlanCost& cost, int variant) {
+        Context& x = *static_cast<Context*>(c);
+        OfferCandidate(x.job, p, cost, x.ordinal, variant, x.state, x.dump_rows);
+      },
+      &context);
 }
 
 // Every candidate of one mesh, in ordinal order.
@@ -146,7 +182,7 @@ void SearchMesh(const Job& job, int64_t mesh_index, WorkerState& state) {
   plan.pp = mesh.pp;
   plan.cp = mesh.cp;
   plan.ep = mesh.ep;
-  plan.tp_comm_overlap = job.space.tp_comm_overlap();
+  job.space.SetBaseKnobs(&plan);
   for (bool sp : axes.sequence_parallel) {
     plan.sequence_parallel = sp;
     for (int64_t mbs : axes.micro_batch) {
@@ -267,6 +303,7 @@ int64_t MergeWorkers(std::vector<WorkerState>& states, int top_k, SearchResult& 
   int64_t better_than_probe = 0;
   for (WorkerState& s : states) {
     result.valid += s.valid;
+    result.variants += s.variants;
     result.fitting += s.fitting;
     MergeConstraints(s, result.constraints, example_ordinal);
     if (s.smallest && (!result.smallest || UsesLessMemory(*s.smallest, *result.smallest)))
@@ -274,6 +311,8 @@ int64_t MergeWorkers(std::vector<WorkerState>& states, int top_k, SearchResult& 
     top.insert(top.end(), s.top.items().begin(), s.top.items().end());
     pareto.Merge(s.pareto);
     better_than_probe += s.better_than_probe;
+    result.knobs.Add(s.knobs);
+    result.removed_by_host_memory += s.host_memory_exceeded;
   }
   std::sort(top.begin(), top.end(), [](const RankedPlan& a, const RankedPlan& b) {
     return Better(a, b);
@@ -281,7 +320,7 @@ int64_t MergeWorkers(std::vector<WorkerState>& states, int top_k, SearchResult& 
   if (static_cast<int>(top.size()) > top_k) top.resize(std::max(top_k, 0));
   result.top = std::move(top);
   result.pareto = pareto.points();
-  result.removed_by_memory = result.valid - result.fitting;
+  result.removed_by_memory = result.valid + result.variants - result.fitting;
   return better_than_probe;
 }
 
@@ -318,7 +357,8 @@ SearchResult Search(const ModelSpec& model, const ClusterSpec& cluster,
   result.threads = static_cast<int>(states.size());
   result.wall_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   result.cpu_s = ProcessCpuSeconds() - cpu_start;
-  result.evaluations_per_s = result.wall_s > 0 ? result.valid / result.wall_s : 0;
+  result.evaluations_per_s =
+      result.wall_s > 0 ? static_cast<double>(result.valid + result.variants) / result.wall_s : 0;
   return result;
 }
 

@@ -31,6 +31,7 @@
 #include "planner/parallel_plan.h"
 #include "planner/plan_cost.h"
 #include "planner/search/candidate_dump.h"
+#include "planner/search/knob_variants.h"
 #include "planner/search/pareto.h"
 #include "planner/search/plan_space.h"
 #include "planner/training_spec.h"
@@ -75,10 +76,15 @@ struct ProbeReport {
 
 struct SearchResult {
   int64_t candidates = 0;  // grid points
-  int64_t valid = 0;       // pass every rule; each evaluated with Estimate()
-  int64_t fitting = 0;     // valid and within memory (after the headroom)
+  int64_t valid = 0;       // pass every rule; each evaluated with its overlap choices
+  int64_t variants = 0;    // prefetch / offload variants of them evaluated besides
+                           // (planner/search/knob_variants.h)
+  int64_t fitting = 0;     // of valid + variants: within memory (after the headroom)
   std::array<ConstraintTally, kNumPlanConstraints> constraints;
-  int64_t removed_by_memory = 0;       // valid - fitting
+  int64_t removed_by_memory = 0;       // valid + variants - fitting
+  int64_t removed_by_host_memory = 0;  // of those: within GPU memory, over host memory
+                                       // (kHostMemoryExceeded, offload variants)
+  KnobTally knobs;                     // the overlap / offload variants (knob_variants.h)
   std::optional<RankedPlan> smallest;  // least memory per GPU among the valid plans
   std::vector<RankedPlan> top;         // best first: tokens/s descending, then ordinal
   std::vector<RankedPlan> pareto;      // memory ascending (tokens/s ascending too)
@@ -86,7 +92,7 @@ struct SearchResult {
   int threads = 1;
   double wall_s = 0;
   double cpu_s = 0;              // CPU time of the process during the search, all threads
-  double evaluations_per_s = 0;  // valid / wall_s
+  double evaluations_per_s = 0;  // (valid + variants) / wall_s
 };
 
 SearchResult Search(const ModelSpec& model, const ClusterSpec& cluster,

@@ -45,15 +45,18 @@ TEST_CASE("search --format json: counts, top plans with their cost, explain, par
   const nlohmann::json j = RunJson("--model llama2-7b --cluster 16xH100 --global-batch 128 --top 7");
   CHECK(j["setup"]["gpus"] == 16);
   const int64_t candidates = j["candidates"], valid = j["valid"], fitting = j["fitting"];
+  const int64_t variants = j["variants"];
   CHECK(candidates > valid);
-  CHECK(valid >= fitting);
+  CHECK(valid + variants >= fitting);
   CHECK(fitting > 0);
-  CHECK(j["evaluated"] == valid);
+  CHECK(j["evaluated"] == valid + variants);
   CHECK(j["wall_s"].get<double>() > 0);
   int64_t removed = 0;
   for (const auto& c : j["explain"]["constraints"]) removed += c["removed"].get<int64_t>();
   CHECK(removed + valid == candidates);
-  CHECK(j["explain"]["memory_limit"] == valid - fitting);
+  CHECK(j["explain"]["memory_limit"].get<int64_t>() +
+            j["explain"]["host_memory_exceeded"].get<int64_t>() ==
+        valid + variants - fitting);
   REQUIRE(j["top"].size() == 7);
   const double usable = j["setup"]["usable_bytes"];
   double previous = 1e300;

@@ -81,6 +81,7 @@ struct BruteForce {
   int64_t fitting = 0;
   double best_tokens_per_s = 0;
   std::vector<RankedPlan> fitting_plans;
+  std::vector<ParallelPlan> valid_plans;  // keep_valid
 };
 
 // The stage splits the grid tries: even, and (uneven_stages, 1f1b, vpp 1) the lighter ends.
@@ -98,7 +99,7 @@ std::vector<StageSplit> SplitsTried(const ModelSpec& model, const ParallelPlan& 
 // takes the grid's two values: an arbitrary split is valid wherever it adds up).
 BruteForce CountNaively(const ModelSpec& model, const ClusterSpec& cluster,
                         const TrainingSpec& training, const SearchOptions& options,
-                        bool keep_plans) {
+                        bool keep_plans, bool keep_valid = false) {
   BruteForce out;
   const int64_t world = cluster.world_size();
   const int64_t placement = options.space.allow_tp_across_nodes ? 0 : cluster.gpus_per_node;
@@ -144,6 +145,7 @@ BruteForce CountNaively(const ModelSpec& model, const ClusterSpec& cluster,
                         continue;
                       if (!Validate(p, model, training, world, placement).empty()) continue;
                       ++out.valid;
+                      if (keep_valid) out.valid_plans.push_back(p);
                       const PlanCost cost = Estimate(model, cluster, training, p, estimate);
                       if (!cost.fits) continue;
                       ++out.fitting;
@@ -167,7 +169,22 @@ struct Case {
   bool tight = false;  // GPUs sized so that about half the plans fit
 };
 
+std::vector<Case> SmallCasesWithKnobs();
+
+// The grid alone: the overlap and offload choices pinned to their defaults, so the search
+// evaluates grid points only (their variants: the knob test below).
+constexpr const char* kGridOnly = "tp_overlap=0,offload_opt=0,offload_act=0,prefetch=1";
+
 std::vector<Case> SmallCases() {
+  std::vector<Case> cases = SmallCasesWithKnobs();
+  for (Case& c : cases) {
+    const std::string pins = c.options.space.pins.ToString();
+    c.options.space.pins = ParsePlanPins((pins.empty() ? "" : pins + ",") + kGridOnly);
+  }
+  return cases;
+}
+
+std::vector<Case> SmallCasesWithKnobs() {
   std::vector<Case> cases;
   cases.push_back({"llama, 2 nodes of 4", SmallLlama(), H100s(2, 4), Training(8, 128), {}});
   cases.push_back({"gpt, 3 nodes of 4", SmallGpt(), H100s(3, 4), Training(12, 96), {}});
@@ -213,6 +230,53 @@ TEST_CASE("search evaluates exactly the plans a brute-force count finds valid",
       }
       CHECK(r.candidates == r.valid + removed);
       CHECK(r.removed_by_memory == r.valid - r.fitting);
+    }
+  }
+}
+
+// The best plan over every overlap and offload choice of every valid grid point, naively:
+// what the search's pruned variants (planner/search/knob_variants.h) must still find.
+double NaiveBestWithKnobs(const Case& c) {
+  SearchOptions grid = c.options;
+  grid.space.pins = ParsePlanPins(kGridOnly);
+  const BruteForce points = CountNaively(c.model, c.cluster, c.training, grid, false, true);
+  EstimateOptions estimate;
+  estimate.memory_headroom = c.options.memory_headroom;
+  estimate.memory_model = c.options.memory_model;
+  double best = 0;
+  for (ParallelPlan p : points.valid_plans) {
+    for (int tp_overlap = 0; tp_overlap <= (p.tp > 1 ? 1 : 0); ++tp_overlap)
+      for (int prefetch = 0; prefetch <= 1; ++prefetch)
+        for (int offload = 0; offload < 8; ++offload) {
+          p.tp_comm_overlap = tp_overlap == 1;
+          p.zero3_prefetch = prefetch;
+          p.offload_optimizer = offload & 1;
+          p.offload_activations = offload & 2;
+          p.offload_params = offload & 4;
+          if (!Validate(p, c.model, c.training, c.cluster.world_size()).empty()) continue;
+          if (p.offloads() && !c.cluster.host.known()) continue;
+          const PlanCost cost = Estimate(c.model, c.cluster, c.training, p, estimate);
+          if (cost.fits) best = std::max(best, cost.tokens_per_s);
+        }
+  }
+  return best;
+}
+
+TEST_CASE("the overlap and offload variants find the best plan a naive search over them finds",
+          "[planner][search][offload]") {
+  for (Case c : SmallCasesWithKnobs()) {
+    if (!c.tight) continue;
+    SECTION(c.name) {
+      c.cluster.host.memory_bytes_per_node = 1'000'000'000'000;
+      c.cluster.host.link = {"pcie", 1e9, 1e-5, 1.0};  // slow: offload has a real cost
+      c.cluster.host.optimizer_Bps = 1e9;
+      c.cluster.gpu.comm_overlap_slowdown = 0.1;
+      const SearchResult r = Search(c.model, c.cluster, c.training, c.options);
+      const double best = NaiveBestWithKnobs(c);
+      REQUIRE(best > 0);
+      REQUIRE_FALSE(r.top.empty());
+      CHECK(r.top.front().cost.tokens_per_s == best);
+      CHECK(r.removed_by_memory == r.valid + r.variants - r.fitting);
     }
   }
 }
@@ -332,7 +396,8 @@ TEST_CASE("a model that does not fit replicated gets sharded", "[planner][search
   const ClusterSpec cluster = LoadCluster("8xH100");
   const TrainingSpec training = Training(64, 4096);
   SearchOptions replicated;
-  replicated.space.pins = ParsePlanPins("tp=1,pp=1,cp=1,zero=0");
+  // Without offload (which would hold the optimizer states on the host).
+  replicated.space.pins = ParsePlanPins("tp=1,pp=1,cp=1,zero=0,offload_opt=0,offload_act=0");
   const SearchResult none = Search(model, cluster, training, replicated);
   CHECK(none.valid > 0);
   CHECK(none.fitting == 0);
@@ -424,7 +489,15 @@ TEST_CASE("plan space ordinals locate the plans the search returns", "[planner][
   const PlanSpace space(model, training, cluster, options.space);
   CHECK(space.size() == r.candidates);
   for (const RankedPlan& p : r.top) CHECK(space.OrdinalOf(p.plan) == p.ordinal);
-  CHECK_FALSE(space.OrdinalOf(ParsePlanString("dp=16,tp_overlap=1")).has_value());
+  // The overlap and offload choices are variants of a grid point (knob_variants.h): the same
+  // ordinal, unless a pin fixes them otherwise.
+  CHECK(space.OrdinalOf(ParsePlanString("dp=16,tp_overlap=1,offload_act=1")) ==
+        space.OrdinalOf(ParsePlanString("dp=16")));
+  PlanSpaceOptions pinned;
+  pinned.pins = ParsePlanPins("tp_overlap=0");
+  CHECK_FALSE(PlanSpace(model, training, cluster, pinned)
+                  .OrdinalOf(ParsePlanString("dp=16,tp_overlap=1"))
+                  .has_value());
 }
 
 TEST_CASE("no valid plan: an empty result and a message naming each rule", "[planner][search]") {
@@ -475,7 +548,8 @@ TEST_CASE("no plan fits: the advice is found by searching again", "[planner][sea
   const ClusterSpec cluster = LoadCluster("8xH100");
   const TrainingSpec training = Training(64, 4096);
   SearchOptions options;
-  options.space.pins = ParsePlanPins("pp=1");
+  // Without offload: ZeRO-Offload with activation offload fits it (knob_search_test.cc).
+  options.space.pins = ParsePlanPins("pp=1,offload_opt=0,offload_act=0");
   const SearchResult r = Search(model, cluster, training, options);
   REQUIRE(r.valid > 0);
   REQUIRE(r.fitting == 0);
@@ -496,10 +570,12 @@ TEST_CASE("no plan fits: the advice is found by searching again", "[planner][sea
       e.memory_headroom = options.memory_headroom;
       CHECK(Estimate(model, bigger, training, f.best.plan, e).fits);
     }
-    if (f.change == "drop --only") unpin = true;
+    if (f.change == "--only offload_opt=0,offload_act=0") unpin = true;  // pp dropped
   }
   CHECK(more_gpus);
-  CHECK(unpin == (Search(model, cluster, training, {}).fitting > 0));
+  SearchOptions any_pp;
+  any_pp.space.pins = ParsePlanPins("offload_opt=0,offload_act=0");
+  CHECK(unpin == (Search(model, cluster, training, any_pp).fitting > 0));
 }
 
 }  // namespace

@@ -74,5 +74,22 @@ TEST_CASE("plain DDP without pipelining: the bucketed all-reduce agrees with the
   RequireAgree(model, cluster, test::Training(8, 256), plan);
 }
 
+TEST_CASE("tp_overlap slows the overlapped passes alike in both models",
+          "[simulator][agreement][overlap]") {
+  // TP over an instant network, overlapped: nothing of it shows, but every pass that carries
+  // it computes (1 + slowdown) times longer (planner/cost/step_time.h OverlapStretch).
+  const ModelSpec model = test::TinyLlama(4);
+  ClusterSpec cluster = test::TestCluster(1, 2, 1e30, 1e30, 0);
+  cluster.gpu.comm_overlap_slowdown = 0.5;
+  const TrainingSpec training = test::Training(4, 256);
+  const ParallelPlan plan = ParsePlanString("tp=2,tp_overlap=1");
+  const StepTimeBreakdown a = Estimate(model, cluster, training, plan).time;
+  const SimResult sim = Simulate(model, cluster, training, plan, {.timeline = false});
+  CHECK(a.overlap_slowdown_s > 0.4 * a.compute_s);  // all but the embedding backward
+  CHECK(a.exposed_comm_s[MeshDim::kTp] == 0);
+  CHECK(sim.time.total_s == Approx(a.total_s).epsilon(kRel));
+  CHECK(sim.time.compute_s == Approx(a.compute_s + a.overlap_slowdown_s).epsilon(kRel));
+}
+
 }  // namespace
 }  // namespace meshplan

@@ -1,0 +1,153 @@
+#include "planner/search/knob_variants.h"
+
+#include "planner/cost/step_time.h"
+#include "planner/cost/step_work.h"
+
+namespace meshplan {
+
+void KnobTally::Add(const KnobTally& o) {
+  timings += o.timings;
+  tp_overlap_on += o.tp_overlap_on;
+  tp_overlap_off += o.tp_overlap_off;
+  dp_overlap_dominated += o.dp_overlap_dominated;
+  prefetch0_tried += o.prefetch0_tried;
+  prefetch0_fit += o.prefetch0_fit;
+  offload_tried += o.offload_tried;
+  offload_fit += o.offload_fit;
+  offload_pruned += o.offload_pruned;
+  offload_dominated += o.offload_dominated;
+  host_memory_exceeded += o.host_memory_exceeded;
+}
+
+namespace {
+
+// Flips `flag` of *plan on the timed work; keeps it when strictly faster (then *cost is
+// re-timed), else restores the work.
+void TryFlip(const KnobSearch& s, bool ParallelPlan::*flag, ParallelPlan* plan, StepWork* work,
+             PlanCost* cost, KnobTally* tally) {
+  ParallelPlan flipped = *plan;
+  flipped.*flag = !(plan->*flag);
+  SetPlanKnobs(flipped, work);
+  const StepTimeBreakdown time = AnalyticStepTime(*work, s.cluster, s.training.precision);
+  ++tally->timings;
+  if (time.total_s < cost->time.total_s) {
+    *plan = flipped;
+    SetStepTime(s.cluster, s.training, flipped, time, cost);
+    return;
+  }
+  SetPlanKnobs(*plan, work);
+}
+
+// The allocator's overhead on top of `bytes` of tensors (runtime_memory.h: reserved =
+// tensors / (1 - fragmentation)), an upper bound on what freeing them saves.
+double WithAllocator(double bytes, const ClusterSpec& cluster) {
+  const double f = cluster.gpu.runtime_memory.allocator_fragmentation;
+  return f < 1 ? bytes / (1 - f) : bytes;
+}
+
+// A variant of the base (same structure, other prefetch / offload choices) costed from the
+// base's: its memory and fit estimated again, its time from the base's work with the
+// variant's choices set (no rebuilt StepWork).
+PlanCost Variant(const KnobSearch& s, const ParallelPlan& plan, const PlanCost& base,
+                 StepWork* work, KnobTally* tally) {
+  ++tally->timings;
+  PlanCost cost = base;
+  EstimateVariantMemory(s.model, s.cluster, s.training, plan, s.estimate, &cost);
+  SetPlanKnobs(plan, work);
+  AddStepTime(s.cluster, s.training, plan, *work, &cost);
+  return cost;
+}
+
+}  // namespace
+
+void EvaluateKnobVariants(const KnobSearch& s, const ParallelPlan& base, KnobTally* tally,
+                          OfferCandidateFn offer, void* context) {
+  const PlanPins& pins = s.space.pins();
+  ParallelPlan plan = base;
+  StepWork work;
+  PlanCost cost = EstimateUntimed(s.model, s.cluster, s.training, plan, s.estimate, &work);
+  AddStepTime(s.cluster, s.training, plan, work, &cost);
+  ++tally->timings;
+
+  // 1. Overlap choices: time only, independent terms (see the header).
+  if (!pins.tp_comm_overlap && plan.tp > 1) {
+    TryFlip(s, &ParallelPlan::tp_comm_overlap, &plan, &work, &cost, tally);
+    ++(plan.tp_comm_overlap ? tally->tp_overlap_on : tally->tp_overlap_off);
+  }
+  // dp_overlap=0 only moves the gradient sync out from behind the backward: never faster
+  // (step_time.h), so it is dominated without a timing.
+  if (!pins.dp_comm_overlap && plan.dp * plan.cp > 1) ++tally->dp_overlap_dominated;
+  offer(context, plan, cost, 0);
+  if (cost.fits) return;
+  const PlanCost& base_cost = cost;
+  const MemoryBreakdown& m = cost.memory;
+
+  const double usable = UsableBytes(s.cluster.gpu, s.estimate.memory_headroom);
+  const auto could_fit = [&](double saving) {
+    return m.total_bytes - WithAllocator(saving, s.cluster) <= usable;
+  };
+  const bool zero3 = plan.zero_stage == 3 && plan.dp * plan.cp > 1;
+
+  // 2. prefetch=0: one gathered block less.
+  if (zero3 && !pins.zero3_prefetch && plan.zero3_prefetch >= 1 &&
+      could_fit(m.gathered_params_bytes)) {
+    ParallelPlan p = plan;
+    p.zero3_prefetch = 0;
+    PlanCost c = Variant(s, p, base_cost, &work, tally);
+    ++tally->prefetch0_tried;
+    if (c.fits) ++tally->prefetch0_fit;
+    offer(context, p, c, 1);
+  }
+
+  // 3. Offload combinations, cheapest first (activation copies can hide; the CPU step
+  // cannot). A combination holding one that already fits is dominated (more offload, more
+  // time, needed by nothing) and is skipped.
+  if (!s.cluster.host.known()) return;
+  struct Combo {
+    bool act, opt, params;
+  };
+  static constexpr Combo kCombos[] = {{true, false, false}, {false, true, false},
+                                      {true, true, false},  {false, true, true},
+                                      {true, true, true}};
+  bool act_fits = false, opt_fits = false;
+  int variant = 2;
+  for (const Combo& c : kCombos) {
+    const int index = variant++;
+    if (c.params && !zero3) continue;
+    if ((pins.offload_optimizer && *pins.offload_optimizer != c.opt) ||
+        (pins.offload_activations && *pins.offload_activations != c.act) ||
+        (pins.offload_params && *pins.offload_params != c.params))
+      continue;
+    if (c.opt == plan.offload_optimizer && c.act == plan.offload_activations &&
+        c.params == plan.offload_params)
+      continue;  // the base itself (its offload pinned)
+    if ((c.act && act_fits && (c.opt || c.params)) || (c.opt && opt_fits && (c.act || c.params))) {
+      ++tally->offload_dominated;
+      continue;
+    }
+    const double saving = (c.opt ? m.optimizer_bytes + m.transient_bytes : 0.0) +
+                          (c.act ? m.activations_bytes : 0.0) +
+                          (c.params ? m.params_bytes : 0.0);
+    if (!could_fit(saving)) {
+      ++tally->offload_pruned;
+      continue;
+    }
+    ParallelPlan p = plan;
+    p.offload_optimizer = c.opt;
+    p.offload_activations = c.act;
+    p.offload_params = c.params;
+    if (c.act && work.offload.activation_bytes_per_block == 0)
+      work.offload.activation_bytes_per_block = OffloadedBytesPerBlock(s.model, s.training, p);
+    PlanCost cost_p = Variant(s, p, base_cost, &work, tally);
+    ++tally->offload_tried;
+    if (cost_p.fits) {
+      ++tally->offload_fit;
+      if (c.act && !c.opt && !c.params) act_fits = true;
+      if (c.opt && !c.act && !c.params) opt_fits = true;
+    }
+    if (!cost_p.fits_host && cost_p.memory.total_bytes <= usable) ++tally->host_memory_exceeded;
+    offer(context, p, cost_p, index);
+  }
+}
+
+}  // namespace meshplan
