@@ -104,7 +104,8 @@ struct ZeroLayout {
   double n = 1;  // weight_replicas as a divisor
   int zero = 0;  // the plan's ZeRO stage, 0 over a single rank
   int64_t expert_replicas = 1;  // dp/ep x cp: the ranks that shard the routed experts (ep > 1)
-  int expert_zero = 0;          // the plan's ZeRO stage, 0 over a single expert replica
+  int expert_zero = 0;          // `zero`: the executor's one ZeroEngine runs the same stage
+                                // on every group, over a single expert replica too
   BytesPerParam bytes;
   ParamGroups groups;
   double stage_layers = 0;   // blocks on the stage (all chunks)
@@ -143,7 +144,7 @@ ZeroLayout MakeZeroLayout(const ModelSpec& model, const TrainingSpec& training,
   z.n = double(z.weight_replicas);
   z.zero = z.weight_replicas > 1 ? plan.zero_stage : 0;
   z.expert_replicas = plan.expert_dp() * plan.cp;
-  z.expert_zero = z.expert_replicas > 1 ? plan.zero_stage : 0;
+  z.expert_zero = z.zero;
   z.bytes = BytesPerParamFor(training.precision);
   z.groups = StageParamGroups(model, plan, stage, z.weight_replicas, z.expert_replicas);
   z.stage_layers = double(LayersOfStage(model, plan, stage));

@@ -269,9 +269,8 @@ TEST_CASE("the detailed memory model predicts bf16 and mixed-precision ranks wit
 
 // Mixtures of experts (tiny-moe: 8 routed experts of width 256, top-2, a shared expert, layer 0
 // dense), with and without expert parallelism, dropless and with a capacity factor.
-// Not yet here: ep == dp (an expert-data-parallel group of one rank), which the model
-// under-predicts by 4.5-5.0% (dp=2,ep=2,zero=1, S=256: 162.3 MB against 169.9-170.8 MB);
-// docs/memory_model.md "MoE, measured".
+// ep == dp: an expert-data-parallel group of one rank, on which the executor's ZeroEngine
+// still runs the plan's stage (ZeRO-1: a full gradient and its one-rank shard).
 TEST_CASE("the detailed memory model predicts mixture-of-experts ranks within 2%",
           "[executor][memory_prediction][moe]") {
   using S = PipelineSchedule;
@@ -283,6 +282,7 @@ TEST_CASE("the detailed memory model predicts mixture-of-experts ranks within 2%
   };
   const std::vector<MoeCase> cases = {
       {{1, 1, 1, 1, false, 0, S::k1F1B, 1, 2, 1, R::kNone}, 1, 0},
+      {{2, 1, 1, 1, false, 1, S::k1F1B, 1, 1, 2, R::kNone}, 2, 0},  // ep == dp
       {{4, 1, 1, 1, false, 1, S::k1F1B, 1, 1, 1, R::kNone}, 2, 0},
       {{4, 1, 1, 1, false, 3, S::k1F1B, 1, 1, 1, R::kFull}, 4, 1.0},
       {{2, 1, 2, 1, false, 2, S::k1F1B, 1, 1, 2, R::kNone}, 2, 0.75},
