@@ -18,26 +18,16 @@
 #include "planner/config/config_loader.h"
 #include "planner/measure/measurement.h"
 #include "planner/mesh_layout.h"
+#include "tests/scratch_dir.h"
 
 namespace meshplan {
 namespace {
 
 namespace fs = std::filesystem;
 
-struct Scratch {
-  fs::path dir;
-  Scratch() {
-    char pattern[] = "/tmp/meshplan_emulate_test_XXXXXX";
-    dir = ::mkdtemp(pattern);
-  }
-  ~Scratch() { fs::remove_all(dir); }
-  std::string Path(const std::string& name) const { return (dir / name).string(); }
-  std::string Read(const std::string& name) const {
-    std::ifstream in(dir / name);
-    std::stringstream ss;
-    ss << in.rdbuf();
-    return ss.str();
-  }
+// A scratch directory for one test.
+struct Scratch : test::ScratchDir {
+  Scratch() : test::ScratchDir("meshplan_emulate_test") {}
 };
 
 // tiny-llama (V=8192 E=256 L=4 H=8 K=4 F=688), S=32, fp32, one step.

@@ -25,6 +25,7 @@
 #include <thread>
 #include <utility>
 #include <vector>
+#include "tests/scratch_dir.h"
 
 namespace meshplan {
 namespace {
@@ -33,23 +34,8 @@ namespace fs = std::filesystem;
 using Clock = std::chrono::steady_clock;
 
 // A scratch directory whose unique path also marks every process of one test run.
-struct Scratch {
-  fs::path dir;
-  Scratch() {
-    char pattern[] = "/tmp/meshplan_run_test_XXXXXX";
-    dir = ::mkdtemp(pattern);
-  }
-  ~Scratch() { fs::remove_all(dir); }
-  std::string Path(const std::string& name) const { return (dir / name).string(); }
-  std::string Read(const std::string& name) const {
-    std::ifstream in(dir / name);
-    std::stringstream ss;
-    ss << in.rdbuf();
-    return ss.str();
-  }
-  void Write(const std::string& name, const std::string& text) const {
-    std::ofstream(dir / name) << text;
-  }
+struct Scratch : test::ScratchDir {
+  Scratch() : test::ScratchDir("meshplan_run_test") {}
 };
 
 // A tiny plan (tiny-llama, 4 sequences of 32 tokens, fp32): seconds on CPU.

@@ -14,26 +14,16 @@
 
 #include "planner/config/config_loader.h"
 #include "planner/measure/measurement.h"
+#include "tests/scratch_dir.h"
 
 namespace meshplan {
 namespace {
 
 namespace fs = std::filesystem;
 
-struct Scratch {
-  fs::path dir;
-  Scratch() {
-    char pattern[] = "/tmp/meshplan_moe_cli_test_XXXXXX";
-    dir = ::mkdtemp(pattern);
-  }
-  ~Scratch() { fs::remove_all(dir); }
-  std::string Path(const std::string& name) const { return (dir / name).string(); }
-  std::string Read(const std::string& name) const {
-    std::ifstream in(dir / name);
-    std::stringstream ss;
-    ss << in.rdbuf();
-    return ss.str();
-  }
+// A scratch directory for one test.
+struct Scratch : test::ScratchDir {
+  Scratch() : test::ScratchDir("meshplan_moe_cli_test") {}
 };
 
 // tiny-moe (8 experts top-2, one shared, layer 0 dense), S=32, fp32, one step.
