@@ -12,6 +12,7 @@
 #include <set>
 #include <stdexcept>
 #include <thread>
+#include <type_traits>
 
 #include "executor/comm/comm_checks.h"
 #include "executor/comm/comm_error.h"
@@ -66,15 +67,21 @@ void CopyBackIfStaged(torch::Tensor& t, const torch::Tensor& host) {
   if (!t.is_cpu()) t.copy_(host);
 }
 
-// The ring reduce-scatter's second receive buffer (its first is the output).
+// The ring reduce-scatter's second receive buffer (its first is the output), in host memory.
 torch::Tensor RingReduceScatterTemporary(const torch::Tensor& output, int n) {
-  return n > 2 ? torch::empty_like(output) : torch::Tensor();
+  return n > 2 ? torch::empty(output.sizes(), output.options().device(torch::kCPU))
+               : torch::Tensor();
 }
 
-// A bf16 all-reduce's shard (numel / n), when the buffer splits into n equal chunks.
-torch::Tensor BF16AllReduceShard(const torch::Tensor& buffer, int n) {
-  return torch::empty({buffer.numel() / n}, buffer.options());
-}
+// The c10 temporaries of one call (GlooScratch) on the staged host copy of its buffer, and
+// their release. A call allocates them when it is posted and its handle drops them when it
+// is waited on; the comm thread only borrows them (Release() before the call completes), so
+// a rank's peak does not depend on when that thread runs the call.
+struct CallScratch {
+  std::vector<torch::Tensor> tensors;
+  torch::Tensor at(size_t i) const { return i < tensors.size() ? tensors[i] : torch::Tensor(); }
+  void Release() { tensors.clear(); }
+};
 
 }  // namespace
 
@@ -86,11 +93,12 @@ std::vector<torch::Tensor> GlooScratch(GlooScratchOp op, const torch::Tensor& bu
     return out;
   }
   if (buffer.scalar_type() != at::kBFloat16 || size <= 1) return out;
+  const torch::TensorOptions host = buffer.options().device(torch::kCPU);
   if (buffer.numel() % size != 0) {
-    out.push_back(buffer.to(at::kFloat));
+    out.push_back(torch::empty(buffer.sizes(), host.dtype(at::kFloat)));
     return out;
   }
-  out.push_back(BF16AllReduceShard(buffer, size));
+  out.push_back(torch::empty({buffer.numel() / size}, host));
   if (torch::Tensor t = RingReduceScatterTemporary(out.back(), size); t.defined())
     out.push_back(std::move(t));
   return out;
@@ -142,15 +150,32 @@ struct GlooCommunicator::Impl {
                                "': the group is broken by an earlier failure: " + broken);
   }
 
-  // Runs `body` on the comm thread after everything queued before it.
+  // Runs `body` on the comm thread after everything queued before it. The body (and the
+  // tensors it captured) is destroyed before the future is ready, so a waiter never sees
+  // memory that the comm thread has yet to free.
   template <typename R>
   std::future<R> Enqueue(const char* op, std::function<R()> body) {
     ThrowIfBroken(op);
-    auto task = std::make_shared<std::packaged_task<R()>>(std::move(body));
-    std::future<R> result = task->get_future();
+    auto promise = std::make_shared<std::promise<R>>();
+    std::future<R> result = promise->get_future();
     {
       std::lock_guard<std::mutex> lock(mu);
-      queue.emplace_back([task] { (*task)(); });
+      queue.emplace_back([promise, body = std::move(body)]() mutable {
+        try {
+          if constexpr (std::is_void_v<R>) {
+            body();
+            body = nullptr;
+            promise->set_value();
+          } else {
+            R value = body();
+            body = nullptr;
+            promise->set_value(std::move(value));
+          }
+        } catch (...) {
+          body = nullptr;
+          promise->set_exception(std::current_exception());
+        }
+      });
     }
     cv.notify_one();
     return result;
@@ -166,7 +191,7 @@ struct GlooCommunicator::Impl {
         task = std::move(queue.front());
         queue.pop_front();
       }
-      task();  // a packaged_task: exceptions land in its future
+      task();  // exceptions land in its future (Enqueue)
     }
   }
 
@@ -191,14 +216,15 @@ struct GlooCommunicator::Impl {
   // Ring reduce-scatter: after n-1 steps this rank holds the sum of chunk `rank`.
   // Step s sends the partial sum of chunk (r-s-1) mod n and receives that of chunk
   // (r-s-2) mod n, adding its own input chunk to it. Receive buffers alternate
-  // between `output` and one temporary so that the last step lands in `output`.
-  void RingReduceScatter(const torch::Tensor& input, torch::Tensor& output) {
+  // between `output` and `tmp` (GlooScratch's temporary; undefined when n <= 2) so that
+  // the last step lands in `output`.
+  void RingReduceScatter(const torch::Tensor& input, torch::Tensor& output,
+                         const torch::Tensor& tmp) {
     const int n = size(), r = rank;
     const int64_t k = output.numel();
     torch::Tensor in = input.view(-1), out = output.view(-1);
     auto chunk = [&](int c) { return in.narrow(0, static_cast<int64_t>(c) * k, k); };
     const int next = (r + 1) % n, prev = (r + n - 1) % n;
-    torch::Tensor tmp = RingReduceScatterTemporary(out, n);
     torch::Tensor send = chunk((r + n - 1) % n);
     for (int s = 0; s < n - 1; ++s) {
       torch::Tensor recv = ((n - 2 - s) % 2 == 0) ? out : tmp;
@@ -211,17 +237,16 @@ struct GlooCommunicator::Impl {
   // Sum of a bf16 buffer, in place (Gloo's own all-reduce has no bf16 sum in every
   // LibTorch): the ring reduce-scatter into a shard-sized temporary, then the ring
   // all-gather of the shards back into the buffer; a buffer that does not split into
-  // size() equal chunks is summed in an fp32 copy instead.
-  void BF16AllReduce(torch::Tensor& buffer) {
-    const int n = size();
-    if (buffer.numel() % n != 0) {
-      std::vector<at::Tensor> list{buffer.to(at::kFloat)};
+  // size() equal chunks is summed in an fp32 copy instead. `scratch` is GlooScratch's.
+  void BF16AllReduce(torch::Tensor& buffer, const CallScratch& scratch) {
+    if (buffer.numel() % size() != 0) {
+      std::vector<at::Tensor> list{scratch.at(0).copy_(buffer)};
       WaitWork(Posted([&] { return pg->allreduce(list); }));
       buffer.copy_(list[0]);
       return;
     }
-    torch::Tensor shard = BF16AllReduceShard(buffer, n);
-    RingReduceScatter(buffer, shard);
+    torch::Tensor shard = scratch.at(0);
+    RingReduceScatter(buffer, shard, scratch.at(1));
     RingAllGather(shard, buffer);
   }
 
@@ -243,16 +268,26 @@ struct GlooCommunicator::Impl {
 
 namespace {
 
-// Completes when the queued operation has run on the comm thread.
+// Completes when the queued operation has run on the comm thread; holds the call's
+// temporaries (CallScratch) until then.
 class QueuedHandle final : public CommHandle {
  public:
-  explicit QueuedHandle(std::future<void> done) : done_(std::move(done)) {}
+  explicit QueuedHandle(std::future<void> done, CallScratch scratch = {})
+      : done_(std::move(done)), scratch_(std::move(scratch)) {}
   void Wait() override {
-    if (done_.valid()) done_.get();  // rethrows the operation's failure
+    if (!done_.valid()) return;
+    try {
+      done_.get();  // rethrows the operation's failure
+    } catch (...) {
+      scratch_.Release();
+      throw;
+    }
+    scratch_.Release();
   }
 
  private:
   std::future<void> done_;
+  CallScratch scratch_;
 };
 
 // Send/recv: posted in order on the comm thread, completed by the waiter. Gloo's Work
@@ -368,38 +403,46 @@ const std::vector<int>& GlooCommunicator::members() const { return impl_->member
 std::unique_ptr<CommHandle> GlooCommunicator::AllReduceSumAsync(torch::Tensor& buffer) {
   comm_checks::CheckBuffer("all_reduce", impl_->name, buffer, "buffer");
   Impl* impl = impl_.get();
+  CallScratch scratch{GlooScratch(GlooScratchOp::kAllReduce, buffer, size())};
   return std::make_unique<QueuedHandle>(
-      impl->Enqueue<void>("all_reduce", [impl, buffer]() mutable {
+      impl->Enqueue<void>("all_reduce", [impl, buffer, borrowed = scratch]() mutable {
         try {
           torch::Tensor host = OnHost(buffer);
           if (host.scalar_type() == at::kBFloat16 && impl->size() > 1) {
-            impl->BF16AllReduce(host);
+            impl->BF16AllReduce(host, borrowed);
           } else {
             std::vector<at::Tensor> list{host};
             impl->WaitWork(Posted([&] { return impl->pg->allreduce(list); }));
             host = list[0];
           }
+          borrowed.Release();
           CopyBackIfStaged(buffer, host);
         } catch (...) {
+          borrowed.Release();
           impl->Fail("all_reduce", "", std::current_exception());
         }
-      }));
+      }),
+      std::move(scratch));
 }
 
 std::unique_ptr<CommHandle> GlooCommunicator::ReduceScatterSumAsync(const torch::Tensor& input,
                                                                     torch::Tensor& output) {
   comm_checks::CheckReduceScatter(impl_->name, size(), input, output);
   Impl* impl = impl_.get();
+  CallScratch scratch{GlooScratch(GlooScratchOp::kReduceScatter, output, size())};
   return std::make_unique<QueuedHandle>(
-      impl->Enqueue<void>("reduce_scatter", [impl, input, output]() mutable {
+      impl->Enqueue<void>("reduce_scatter", [impl, input, output, borrowed = scratch]() mutable {
         if (impl->size() == 1) {
           output.view(-1).copy_(input.view(-1));
           return;
         }
         torch::Tensor host_out = OnHost(output);
-        impl->RingReduceScatter(OnHost(input), host_out);
+        const torch::Tensor tmp = borrowed.at(0);
+        borrowed.Release();  // the handle keeps the storage until Wait()
+        impl->RingReduceScatter(OnHost(input), host_out, tmp);
         CopyBackIfStaged(output, host_out);
-      }));
+      }),
+      std::move(scratch));
 }
 
 std::unique_ptr<CommHandle> GlooCommunicator::AllGatherAsync(const torch::Tensor& input,

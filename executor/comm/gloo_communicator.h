@@ -77,8 +77,9 @@ class GlooCommunicator final : public Communicator {
 //   kAllReduce (`buffer` = the buffer): none, except for bf16 when size > 1: a shard
 //     (numel / size) and its reduce-scatter's temporary, or an fp32 copy when the buffer
 //     does not split into size equal chunks.
-// The communicator itself allocates through these; an emulation of Gloo holds the same
-// (executor/comm/emulated_communicator.h).
+// All in host memory. The communicator allocates them when a call is posted and frees them
+// when it is waited on, whenever its thread runs the call, so a rank's peak is independent
+// of thread timing; an emulation of Gloo holds the same (executor/comm/emulated_communicator.h).
 enum class GlooScratchOp { kAllReduce, kReduceScatter };
 std::vector<torch::Tensor> GlooScratch(GlooScratchOp op, const torch::Tensor& buffer, int size);
 
