@@ -18,8 +18,8 @@ void AddAttention(const ModelSpec& m, BlockLinears& out) {
   const int64_t E = m.hidden, H = m.heads, D = m.head_dim(), Dv = m.v_head_dim();
   if (!m.mla.enabled()) {
     out.Add({"wq", E, H * D, 1, 1, S::kColumn, R::kAttention});
-    out.Add({"wk", E, m.kv_hidden(), 1, 1, S::kColumn, R::kAttention});
-    out.Add({"wv", E, m.kv_heads * Dv, 1, 1, S::kColumn, R::kAttention});
+    out.Add({"wk", E, m.kv_hidden(), 1, 1, S::kColumn, R::kAttention, true});
+    out.Add({"wv", E, m.kv_heads * Dv, 1, 1, S::kColumn, R::kAttention, true});
   } else {
     const int64_t Rq = m.mla.q_lora_rank, Rkv = m.mla.kv_lora_rank, Dr = m.mla.rope_head_dim;
     if (Rq > 0) {
@@ -28,7 +28,7 @@ void AddAttention(const ModelSpec& m, BlockLinears& out) {
     } else {
       out.Add({"wq", E, H * D, 1, 1, S::kColumn, R::kAttention});
     }
-    out.Add({"wkv_a", E, Rkv + Dr, 1, 1, S::kReplicated, R::kAttention});
+    out.Add({"wkv_a", E, Rkv + Dr, 1, 1, S::kReplicated, R::kAttention, true});  // reads x, as wq(_a)
     out.Add({"wkv_b", Rkv, H * (D - Dr + Dv), 1, 1, S::kColumn, R::kAttention});
   }
   out.Add({"wo", H * Dv, E, 1, 1, S::kRow, R::kAttention});
@@ -38,7 +38,7 @@ void AddAttention(const ModelSpec& m, BlockLinears& out) {
 void AddSwiGlu(BlockLinears& out, int64_t E, int64_t width, int64_t copies, int64_t active,
                R role, const char* gate, const char* up, const char* down) {
   out.Add({gate, E, width, copies, active, S::kColumn, role});
-  out.Add({up, E, width, copies, active, S::kColumn, role});
+  out.Add({up, E, width, copies, active, S::kColumn, role, true});
   out.Add({down, width, E, copies, active, S::kRow, role});
 }
 

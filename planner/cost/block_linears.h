@@ -13,8 +13,8 @@
 //              E x Fe and down Fe x E
 // Split: column-parallel matrices divide their output by tp, row-parallel their input;
 // MLA's down-projections (Wq_a, Wkv_a) and the router are replicated (DeepSeek-V3 and
-// Megatron-LM's MLA do the same). Experts are tensor-parallel like the dense FFN (no
-// expert parallelism yet: every rank holds all X experts' tp shards).
+// Megatron-LM's MLA do the same). Experts are tensor-parallel like the dense FFN; expert
+// parallelism divides the routed copies (planner/cost/expert_parallel.h).
 // Pure values, no allocation (the search builds these per candidate).
 #pragma once
 
@@ -42,6 +42,8 @@ struct BlockLinear {
   int64_t active = 1;       // copies a token passes through: k of X routed; all otherwise
   TpSplit split = TpSplit::kReplicated;
   LinearRole role = LinearRole::kAttention;
+  bool shares_input = false;  // reads an input an earlier linear already read: k, v (q's),
+                              // up (gate's), MLA's wkv_a (wq(_a)'s)
 
   int64_t params() const { return in * out * copies; }
   int64_t active_params() const { return in * out * active; }

@@ -3,7 +3,8 @@
 // compute_work.cc) and the memory model (memory_detailed.cc, activation_memory.cc) share.
 // docs/cost_model.md "FP8" and docs/memory_model.md "FP8" say the same in prose.
 //
-//  * FP8: the blocks' linear GEMMs (q, k, v, o, gate, up, down; gpt: qkv, o, fc1, fc2),
+//  * FP8: the blocks' linear GEMMs (q, k, v, o, gate, up, down, the experts' but not the
+//    router; gpt: qkv, o, fc1, fc2),
 //    forward and both backward GEMMs, at GpuSpec::peak_flops_fp8, FP8 operands (1 byte)
 //    and a bf16 output. bf16: attention (TE's DotProductAttention), norms, the
 //    embedding and the lm_head, as in bf16.
@@ -27,6 +28,10 @@
 //    per weight) run once per step.
 #pragma once
 
+#include <algorithm>
+#include <cstdint>
+
+#include "planner/cost/block_linears.h"
 #include "planner/model_spec.h"
 
 namespace meshplan {
@@ -40,10 +45,17 @@ inline constexpr double kFp8ScaledTensorsPerGemm = 3 + 2;  // fwd input, weight,
 inline constexpr double kFp8ScalingBytesPerGemm =
     kFp8ScaledTensorsPerGemm * (kFp8AmaxHistoryLen + 2) * 4;
 
-// The linear GEMMs (weights) of one block: llama q, k, v, o, gate, up, down; gpt qkv, o,
-// fc1, fc2 (planner/cost/step_work.cc lists their shapes).
-inline int LinearsPerBlock(const ModelSpec& model) {
-  return model.block == BlockKind::kLlama ? 7 : 4;
+// The FP8 GEMMs of one block on a rank, each with its own scaling state: llama, every
+// matrix of planner/cost/block_linears.h but the router (it stays bf16), the routed experts'
+// once per local expert (X/ep); gpt, qkv, o, fc1, fc2.
+inline int64_t Fp8GemmsPerBlock(const ModelSpec& model, bool moe_layer, int64_t ep) {
+  if (model.block != BlockKind::kLlama) return 4;
+  int64_t gemms = 0;
+  for (const BlockLinear& l : LlamaBlockLinears(model, moe_layer)) {
+    if (l.role == LinearRole::kRouter) continue;
+    gemms += l.role == LinearRole::kRoutedExpert ? l.copies / std::max<int64_t>(ep, 1) : l.copies;
+  }
+  return gemms;
 }
 
 }  // namespace meshplan

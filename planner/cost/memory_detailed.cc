@@ -337,7 +337,9 @@ Phase OptimizerPhase(const Stage& s) {
 // scaling state (amax histories, scales) of every FP8 GEMM of the stage's blocks.
 double Fp8ResidentBytes(const Stage& s) {
   if (s.training.precision != Precision::kFp8) return 0;
-  const double gemms = s.zero.stage_layers * LinearsPerBlock(s.model);
+  const int64_t moe = MoeLayersOfStage(s.model, s.plan, s.index);
+  const double gemms = double(s.zero.stage_layers - moe) * double(Fp8GemmsPerBlock(s.model, false, 1)) +
+                       double(moe) * double(Fp8GemmsPerBlock(s.model, true, s.plan.ep));
   return s.zero.resident_fp8_copies() + gemms * kFp8ScalingBytesPerGemm;
 }
 

@@ -173,8 +173,7 @@ void AddLlamaLinears(const Shape& s, bool moe_layer, PartWork* part) {
     part->backward_input.AddGemm({rows, in, out, copies, false, fp8});
     part->backward_weight.AddGemm({in, out, rows, copies, false, fp8});
     if (!fp8) continue;
-    const std::string name = l.name;  // k and v read q's input, up reads gate's
-    AddFp8Cast(rows * copies, {in, out, name == "wk" || name == "wv" || name == "w_up"}, part);
+    AddFp8Cast(rows * copies, {in, out, l.shares_input}, part);
   }
 }
 

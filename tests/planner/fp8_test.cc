@@ -77,7 +77,8 @@ TEST_CASE("fp8 step work: block GEMMs in FP8, the lm_head in bf16, casts as memo
   const StepWork fp8 = BuildStepWork(m, Training(8, 4096, Precision::kFp8), p);
   int fp8_gemms = 0;
   for (const GemmOp& g : fp8.block.forward.gemms) fp8_gemms += g.fp8 ? 1 : 0;
-  CHECK(fp8_gemms == LinearsPerBlock(m));
+  CHECK(fp8_gemms == 7);
+  CHECK(Fp8GemmsPerBlock(m, false, 1) == 7);
   for (const GemmOp& g : fp8.head.forward.gemms) CHECK_FALSE(g.fp8);
   for (const GemmOp& g : bf16.block.forward.gemms) CHECK_FALSE(g.fp8);
   CHECK(fp8.block.forward.matmul_flops == bf16.block.forward.matmul_flops);  // same FLOPs
@@ -99,6 +100,37 @@ TEST_CASE("fp8 step work: block GEMMs in FP8, the lm_head in bf16, casts as memo
                double(BlockParamsPerTpRank(m, 2))));
 }
 
+TEST_CASE("fp8 with experts: one scaling state per local expert GEMM, the router in bf16, "
+          "one cast per distinct expert input",
+          "[planner][fp8][moe]") {
+  const ModelSpec m = LoadModel("mixtral-8x7b");  // 8 experts, no shared ones
+  CHECK(Fp8GemmsPerBlock(m, false, 1) == 7);
+  CHECK(Fp8GemmsPerBlock(m, true, 1) == 4 + 3 * 8);
+  CHECK(Fp8GemmsPerBlock(m, true, 2) == 4 + 3 * 4);
+  const ParallelPlan p = Plan("dp=8,ep=2,mbs=1");
+  const StepWork bf16 = BuildStepWork(m, Training(8, 4096, Precision::kBf16), p);
+  const StepWork fp8 = BuildStepWork(m, Training(8, 4096, Precision::kFp8), p);
+  int router_fp8 = 0, expert_fp8 = 0;
+  for (const GemmOp& g : fp8.block.forward.gemms) {
+    if (g.batch > 1) expert_fp8 += g.fp8 ? 1 : 0;      // the routed experts' batched GEMMs
+    if (g.n == 8 && !g.fp8) ++router_fp8;              // the (T,E) x (E,X) router in bf16
+  }
+  CHECK(expert_fp8 == 3);
+  CHECK(router_fp8 == 1);
+  // Forward casts: x (q; k, v read it), the attention output (o), h (the experts' gate;
+  // up reads it), the SwiGLU product (down): 4 kernels, as for a dense block.
+  CHECK(fp8.block.forward.kernels - bf16.block.forward.kernels == 4);
+  // The scaling state: 16 GEMMs per block with two local experts of eight (ZeRO-3: no
+  // resident FP8 copies, so the scaling state is the whole difference).
+  const ParallelPlan z3 = Plan("dp=8,ep=2,zero=3,mbs=1");
+  const MemoryBreakdown z_bf16 = EstimateMemory(m, Training(8, 4096, Precision::kBf16), z3,
+                                                MemoryModel::kDetailed);
+  const MemoryBreakdown z_fp8 = EstimateMemory(m, Training(8, 4096, Precision::kFp8), z3,
+                                               MemoryModel::kDetailed);
+  CHECK(z_fp8.params_bytes - z_bf16.params_bytes ==
+        Approx(double(m.layers) * 16 * kFp8ScalingBytesPerGemm));
+}
+
 TEST_CASE("fp8 memory: bf16 states, FP8 weight copies and scaling state, FP8 saved inputs",
           "[planner][fp8][memory]") {
   const ModelSpec m = LoadModel("llama2-7b");
@@ -112,7 +144,7 @@ TEST_CASE("fp8 memory: bf16 states, FP8 weight copies and scaling state, FP8 sav
   const double L = double(m.layers), block = double(BlockParams(m));
   CHECK(fp8.params_bytes - bf16.params_bytes ==
         Approx(L * (kFp8WeightCopiesPerParam * kFp8Bytes * block +
-                    LinearsPerBlock(m) * kFp8ScalingBytesPerGemm)));
+                    7 * kFp8ScalingBytesPerGemm)));
   CHECK(kFp8ScalingBytesPerGemm == 5 * 1026 * 4);
 
   // Saved inputs at 1 byte instead of 2: x (B,S,E) for q/k/v, h (B,S,E) for gate/up, the
@@ -132,7 +164,7 @@ TEST_CASE("fp8 memory: bf16 states, FP8 weight copies and scaling state, FP8 sav
   const MemoryBreakdown z3_bf16 = EstimateMemory(m, t_bf16, z3, MemoryModel::kDetailed);
   const MemoryBreakdown z3_fp8 = EstimateMemory(m, t_fp8, z3, MemoryModel::kDetailed);
   CHECK(z3_fp8.params_bytes - z3_bf16.params_bytes ==
-        Approx(L * LinearsPerBlock(m) * kFp8ScalingBytesPerGemm));
+        Approx(L * 7 * kFp8ScalingBytesPerGemm));
   if (z3_fp8.peak_phase == "layer_backward" && z3_bf16.peak_phase == "layer_backward")
     CHECK(z3_fp8.gathered_params_bytes - z3_bf16.gathered_params_bytes ==
           Approx(2 * kFp8WeightCopiesPerParam * kFp8Bytes * std::ceil(block / 8) * 8));
