@@ -63,7 +63,7 @@ Trainer::Trainer(const ModelSpec& model, const TrainingSpec& training, const Dev
               training.precision, device, &mesh.expert_replicas()),
       timer_(device) {
   model_.UseContextParallel(mesh.comm(MeshDim::kCp));  // cp = 1: nothing changes
-  if (model.moe.enabled()) model_.UseMoe(kDefaultMoeAuxLossCoef, &mesh.expert_parallel());
+  if (model.moe.enabled()) model_.UseMoe(training.moe_aux_loss_coef, &mesh.expert_parallel());
   if (plan_.pp > 1 && plan_.schedule == PipelineSchedule::kInterleaved &&
       shard_.microbatches() % plan_.pp != 0)
     throw std::invalid_argument("Trainer: the interleaved schedule needs the micro-batch count (" +

@@ -16,12 +16,17 @@ namespace meshplan {
 //        Only on GPUs with FP8 tensor cores (GpuSpec::peak_flops_fp8 > 0).
 enum class Precision { kBf16, kMixed, kFp32, kFp8 };
 
+// The MoE auxiliary load-balancing loss coefficient by default: Switch Transformer's 1e-2
+// (Fedus et al. 2021, section 2.2, alpha = 10^-2).
+inline constexpr double kDefaultMoeAuxLossCoef = 0.01;
+
 struct TrainingSpec {
   int64_t global_batch = 0;     // sequences per optimizer step, over all data-parallel ranks
   int64_t seq_len = 0;          // S, tokens per sequence
   Precision precision = Precision::kMixed;
   int64_t steps = 10;           // optimizer steps (executor)
   double learning_rate = 3e-4;  // AdamW (the only optimizer)
+  double moe_aux_loss_coef = kDefaultMoeAuxLossCoef;  // MoE models: the aux loss's weight
 
   int64_t tokens_per_step() const { return global_batch * seq_len; }
   bool operator==(const TrainingSpec&) const = default;

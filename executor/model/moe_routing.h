@@ -31,9 +31,6 @@
 
 namespace meshplan {
 
-// The aux loss coefficient (Switch Transformer's 1e-2). Not yet a training-config key.
-inline constexpr double kDefaultMoeAuxLossCoef = 0.01;
-
 // C = ceil(cf * T*k / X) assignments per expert; -1 when dropless (cf == 0).
 int64_t ExpertCapacity(const MoeSpec& moe, int64_t tokens);
 

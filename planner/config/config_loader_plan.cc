@@ -31,7 +31,8 @@ namespace {
 // ---- Reading ----
 
 TrainingSpec TrainingFromYaml(const YamlFields& f) {
-  f.AllowOnly({"global_batch", "seq_len", "precision", "steps", "learning_rate"});
+  f.AllowOnly({"global_batch", "seq_len", "precision", "steps", "learning_rate",
+               "moe_aux_loss_coef"});
   TrainingSpec t;
   // Limits keep global_batch * seq_len (tokens per step) far inside int64 (planner/limits.h).
   t.global_batch = f.Int("global_batch", {1, kMaxGlobalBatch});
@@ -47,6 +48,7 @@ TrainingSpec TrainingFromYaml(const YamlFields& f) {
            "expected one of: " + std::string(AllowedPrecisions()) + "; got '" + precision + "'");
   t.steps = f.Int("steps", {1, kMaxConfigInt}, t.steps);
   t.learning_rate = f.Number("learning_rate", {0, false, 10}, t.learning_rate);
+  t.moe_aux_loss_coef = f.Number("moe_aux_loss_coef", {0, true, 10}, t.moe_aux_loss_coef);
   return t;
 }
 
@@ -161,6 +163,8 @@ void EmitTraining(std::string& out, const TrainingSpec& t) {
       "training:\n  global_batch: {}\n  seq_len: {}\n  precision: {}\n  steps: {}\n"
       "  learning_rate: {}\n",
       t.global_batch, t.seq_len, ToString(t.precision), t.steps, Shortest(t.learning_rate));
+  if (t.moe_aux_loss_coef != kDefaultMoeAuxLossCoef)
+    out += "  moe_aux_loss_coef: " + Shortest(t.moe_aux_loss_coef) + "\n";
 }
 
 // One line per key of ToPlanString, so the file and the plan string cannot disagree.

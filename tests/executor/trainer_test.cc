@@ -65,6 +65,30 @@ TEST_CASE("one process: 4 micro-batches of 1 equal one batch of 4", "[executor][
   RequireSameRun(four, one, 1e-5, 1e-6, "mbs=1 x 4 vs mbs=4 x 1");
 }
 
+TEST_CASE("one process: the MoE aux loss coefficient is the training spec's",
+          "[executor][trainer][moe]") {
+  ModelSpec m = TinySpec(false, 2);
+  m.moe.experts = 4;
+  m.moe.top_k = 2;
+  m.moe.expert_ffn_hidden = 8;
+  TrainingSpec plain = Training(4), weighted = Training(4);
+  plain.moe_aux_loss_coef = 0;
+  weighted.moe_aux_loss_coef = 1;
+  const Trained without = TrainSingle(m, plain, Plan(1, 0, 2, Recompute::kNone), 2);
+  RequireSameRun(TrainSingle(m, plain, Plan(1, 0, 2, Recompute::kNone), 2), without, 0, 0,
+                 "the same coefficient twice");
+  const Trained with = TrainSingle(m, weighted, Plan(1, 0, 2, Recompute::kNone), 2);
+  // The aux loss adds gradients only (the logged loss is the language model's): step 1's
+  // losses agree, the updated routers do not.
+  CHECK(with.losses.front() == without.losses.front());
+  const auto router_moved = [&](const Trained& a, const Trained& b) {
+    for (size_t g = 0; g < a.params.size(); ++g)
+      if (!at::equal(a.params[g], b.params[g])) return true;
+    return false;
+  };
+  CHECK(router_moved(with, without));
+}
+
 // ---------------------------------------------------------------------------------------
 // Data parallel
 

@@ -474,6 +474,7 @@ TEST_CASE("plan files round-trip awkward values exactly", "[planner][config][pla
   p.training.global_batch = 12;
   p.training.seq_len = 512;
   p.training.learning_rate = 0.1 + 0.2;
+  p.training.moe_aux_loss_coef = 1.0 / 3.0;
   p.plan = ParsePlanString("dp=3,tp=2,pp=1,sp=1,recompute=selective");
   const fs::path path = dir.path / "awkward.yaml";
   SavePlanFile(path.string(), p);
@@ -497,6 +498,22 @@ TEST_CASE("saving a plan file into a missing folder is an InputError", "[planner
   p.training.seq_len = 128;
   const InputError e = ErrorOf([&] { SavePlanFile("/nonexistent-dir/plan.yaml", p); });
   CHECK_THAT(e.what(), Catch::Contains("/nonexistent-dir/plan.yaml") && Catch::Contains("cannot write"));
+}
+
+TEST_CASE("the MoE aux loss coefficient: a training key, 0.01 by default, 0 to 10",
+          "[planner][config][plan][moe]") {
+  const PlanFile ep2 = LoadPlanFile((ConfigsDir() / "plans" / "tiny-moe-cpu-ep2.yaml").string());
+  CHECK(ep2.training.moe_aux_loss_coef == 0.01);
+  CHECK(TrainingSpec{}.moe_aux_loss_coef == 0.01);
+  const std::string head = "model: tiny-moe\ncluster: 4xa40\ntraining:\n  global_batch: 8\n"
+                           "  seq_len: 64\n  moe_aux_loss_coef: ";
+  CHECK(PlanFileFromText(head + "0\nplan:\n  dp: 4\n", "zero.yaml").training.moe_aux_loss_coef == 0);
+  for (const char* bad : {"-0.5", "11", "lots"}) {
+    INFO(bad);
+    const InputError e = ErrorOf([&] { PlanFileFromText(head + bad + "\nplan:\n  dp: 4\n", "bad.yaml"); });
+    CHECK(e.field() == "training.moe_aux_loss_coef");
+    CHECK_THAT(e.what(), Catch::Contains("bad.yaml:6:22"));
+  }
 }
 
 TEST_CASE("an invalid plan in a plan file names the file and the broken rule", "[planner][config][plan][errors]") {
