@@ -34,14 +34,19 @@ void PrintSimulatedRanking(const std::vector<SimulatedPlan>& ranked) {
              ranked.size());
   fmt::print("{:>4}  {:>8}  {:<{}}  {:>11}  {:>11}  {:>7}  {:>11}  {:>5}\n", "sim", "analytic",
              "plan", width, "analytic", "simulated", "delta", "tokens/s", "MFU");
+  bool unsimulated = false;
   for (size_t i = 0; i < ranked.size(); ++i) {
     const SimulatedPlan& p = ranked[i];
     const double a = p.analytic.cost.time.total_s, s = p.simulated.total_s;
-    fmt::print("{:>4}  {:>8}  {:<{}}  {:>11}  {:>11}  {:>+6.1f}%  {:>11}  {:>4.1f}%\n", i + 1,
+    unsimulated = unsimulated || !p.not_simulated.empty();
+    fmt::print("{:>4}  {:>8}  {:<{}}  {:>11}  {:>10}{}  {:>+6.1f}%  {:>11}  {:>4.1f}%\n", i + 1,
                p.analytic_rank, ToShortPlanString(p.analytic.plan), width, FormatMs(a, 1),
-               FormatMs(s, 1), PercentOf(s - a, a),
+               FormatMs(s, 1), p.not_simulated.empty() ? " " : "*", PercentOf(s - a, a),
                GroupDigits(static_cast<int64_t>(p.tokens_per_s)), 100 * SimulatedMfu(p));
   }
+  if (unsimulated)
+    fmt::print("* offloading plans are not simulated (the simulator does not draw host copies): "
+               "their analytic time is shown\n");
 }
 
 nlohmann::json SimulatedRankingToJson(const std::vector<SimulatedPlan>& ranked) {
@@ -58,6 +63,7 @@ nlohmann::json SimulatedRankingToJson(const std::vector<SimulatedPlan>& ranked) 
                    {"tokens_per_s", p.tokens_per_s},
                    {"mfu", SimulatedMfu(p)},
                    {"slowest_stage", p.slowest_stage},
+                   {"not_simulated", p.not_simulated},
                    {"time", StepTimeToJson(t)}});
   }
   return out;

@@ -8,6 +8,7 @@
 // The same setup and plan flags as `estimate`; bad input is an InputError (exit code 2).
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include <CLI/CLI.hpp>
 #include <iostream>
@@ -87,6 +88,7 @@ void PrintTable(const PlanFile& in, const PlanCost& cost, const SimResult& sim,
            s.exposed_comm_s[d]);
   line("pipeline bubble", a.bubble_s, s.bubble_s);
   line("optimizer", a.optimizer_s, s.optimizer_s);
+  if (a.offload_s > 0 || s.offload_s > 0) line("offload copies", a.offload_s, s.offload_s);
   line("total", a.total_s, s.total_s);
   fmt::print("{:<32}{:>14}{:>14}{:>9}\n", "tokens/s",
              GroupDigits(static_cast<int64_t>(cost.tokens_per_s)),
@@ -96,6 +98,10 @@ void PrintTable(const PlanFile& in, const PlanCost& cost, const SimResult& sim,
   if (sim.stages.size() > 1)
     fmt::print("* analytic: the stage with the most work; simulated: the stage that ends last "
                "(its idle time\n  waiting for the others counts as bubble).\n");
+  if (const std::vector<std::string> missing = NotSimulated(in.plan); !missing.empty())
+    fmt::print("note: not simulated: {}. The simulated column runs the plan without them; the "
+               "analytic one\n  includes their copies and the CPU optimizer step.\n",
+               fmt::join(missing, ", "));
 
   fmt::print("\nStreams, busy share of the step (stage {} is the slowest):\n", sim.slowest_stage);
   // The ep stream (the expert all-to-alls, the last one) only when the plan has ep > 1.
@@ -152,6 +158,7 @@ int RunSimulate(const CLI::App& command, const SimulateCommandOptions& options) 
     out["setup"] = SetupToJson(in);
     out["analytic"] = CostToJson(cost);
     out["simulated"] = SimToJson(sim, tokens_per_s, mfu);
+    out["simulated"]["not_simulated"] = NotSimulated(in.plan);
     if (!options.trace.empty()) out["trace"] = options.trace;
     std::cout << ToJsonText(out) << "\n";
     return 0;

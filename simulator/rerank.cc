@@ -17,14 +17,19 @@ std::vector<SimulatedPlan> RerankBySimulation(const ModelSpec& model, const Clus
   std::mutex error_mutex;
   auto work = [&] {
     for (size_t i = next++; i < plans.size(); i = next++) try {
-      const SimResult sim = Simulate(model, cluster, training, plans[i].plan, {.timeline = false});
       SimulatedPlan& p = out[i];
       p.analytic = plans[i];
       p.analytic_rank = static_cast<int>(i) + 1;
-      p.simulated = sim.time;
-      p.slowest_stage = sim.slowest_stage;
-      if (sim.time.total_s > 0)
-        p.tokens_per_s = static_cast<double>(training.tokens_per_step()) / sim.time.total_s;
+      p.not_simulated = NotSimulated(plans[i].plan);
+      if (p.not_simulated.empty()) {
+        const SimResult sim = Simulate(model, cluster, training, plans[i].plan, {.timeline = false});
+        p.simulated = sim.time;
+        p.slowest_stage = sim.slowest_stage;
+      } else {
+        p.simulated = plans[i].cost.time;
+      }
+      if (p.simulated.total_s > 0)
+        p.tokens_per_s = static_cast<double>(training.tokens_per_step()) / p.simulated.total_s;
     } catch (...) {
       const std::lock_guard<std::mutex> lock(error_mutex);
       if (!error) error = std::current_exception();

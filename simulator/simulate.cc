@@ -123,6 +123,14 @@ SimSpan SpanOf(const SimOp& op, const EventTrace& trace, size_t i) {
 
 }  // namespace
 
+std::vector<std::string> NotSimulated(const ParallelPlan& plan) {
+  std::vector<std::string> out;
+  if (plan.offload_optimizer) out.push_back("offload_opt=1");
+  if (plan.offload_activations) out.push_back("offload_act=1");
+  if (plan.offload_params) out.push_back("offload_params=1");
+  return out;
+}
+
 std::string DescribeOp(const SimOp& op) {
   fmt::memory_buffer out;
   auto it = std::back_inserter(out);

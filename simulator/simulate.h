@@ -87,6 +87,10 @@ SimResult SimulateWork(const StepWork& work, const ModelSpec& model, const Clust
 // A graph already built.
 SimResult SimulateGraph(const StepGraph& graph, const SimOptions& options = {});
 
+// The plan's choices the simulation does not draw (step_graph.h: the offloads), as plan
+// keys ("offload_opt=1"); the simulated step runs the plan as if they were off.
+std::vector<std::string> NotSimulated(const ParallelPlan& plan);
+
 // The label of one op in a timeline or trace: "F mb3 L17 attention", "W mb0 L5",
 // "tp all_reduce after_mlp mb3 L17", "send activation mb3 chunk 1", "optimizer L17".
 std::string DescribeOp(const SimOp& op);

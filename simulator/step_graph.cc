@@ -115,6 +115,8 @@ class GraphBuilder {
     int32_t tied_source = kNone;    // tied-embedding gradient ready
     std::vector<int32_t> input_end;  // per run: the last op of a B run (zb_h1 W waits for it)
     std::vector<std::pair<SimPart, int32_t>> optimizer_order;  // part, layer
+    // dp_overlap=0: the gradient syncs, issued after the stage's last backward.
+    std::vector<std::pair<PartRun, const Collective*>> held_syncs;
   };
 
   const PartWork& Part(SimPart part) const {
@@ -152,6 +154,7 @@ class GraphBuilder {
 
   std::vector<PartRun> StageRuns(int64_t stage) const;
   void BuildRank(RankState& rank, const std::vector<PartRun>& runs);
+  int32_t EmitGradSync(RankState& rank, const PartRun& run, const Collective& c, int32_t after);
   void RunPart(RankState& rank, const std::vector<PartRun>& runs, size_t k,
                std::vector<int32_t>& gathers);
   void EmitPass(RankState& rank, const PartRun& run, StepPhase phase);
@@ -508,14 +511,15 @@ void GraphBuilder::RunPart(RankState& rank, const std::vector<PartRun>& runs, si
   }
 
   if (gathers_ && run.pass != PipelinePass::kWeight) {
-    // Gather this part's parameters (unless prefetched) and prefetch the next part's,
-    // issued as this part starts: at most one gather runs ahead (FSDP's limit).
+    // Gather this part's parameters (unless prefetched) and prefetch the next
+    // zero3_prefetch parts' (FSDP's limit is one), issued as this part starts.
     if (gathers[k] == kNone) gathers[k] = IssueGather(rank, run, rank.critical);
-    // The next run that gathers (W runs and parts without parameters do not).
-    for (size_t next = k + 1; next < runs.size(); ++next) {
+    // The next runs that gather (W runs and parts without parameters do not).
+    int64_t ahead = 0;
+    for (size_t next = k + 1; next < runs.size() && ahead < work_.zero3_prefetch; ++next) {
       if (runs[next].pass == PipelinePass::kWeight) continue;
       if (gathers[next] == kNone) gathers[next] = IssueGather(rank, runs[next], rank.critical);
-      if (gathers[next] != kNone) break;
+      if (gathers[next] != kNone) ++ahead;
     }
     if (gathers[k] != kNone) rank.joins.push_back(gathers[k]);
   }
@@ -550,10 +554,8 @@ void GraphBuilder::RunPart(RankState& rank, const std::vector<PartRun>& runs, si
           c.position != CollectivePosition::kAfterPart || c.group.size() <= 1)
         continue;
       if (c.cadence == Cadence::kPerStep && !run.grads_final) continue;
-      const Transfer t = CollectiveTransfer(c.kind, c.bytes, c.group, c.count, cluster_);
-      const int32_t id = NewComm(rank, &run, c, t, SimOpKind::kCollective);
-      Edge(grads, id);
-      rank.dp_tail = id;
+      if (work_.dp_overlap) EmitGradSync(rank, run, c, grads);
+      else rank.held_syncs.push_back({run, &c});
     }
     if (run.grads_final) {
       if (run.part != SimPart::kBlock) rank.tied_source = grads;
@@ -563,10 +565,23 @@ void GraphBuilder::RunPart(RankState& rank, const std::vector<PartRun>& runs, si
   if (run.last_of_item) EmitSend(rank, run);
 }
 
+int32_t GraphBuilder::EmitGradSync(RankState& rank, const PartRun& run, const Collective& c,
+                                   int32_t after) {
+  const Transfer t = CollectiveTransfer(c.kind, c.bytes, c.group, c.count, cluster_);
+  const int32_t id = NewComm(rank, &run, c, t, SimOpKind::kCollective);
+  Edge(after, id);
+  rank.dp_tail = id;
+  return id;
+}
+
 void GraphBuilder::BuildRank(RankState& rank, const std::vector<PartRun>& runs) {
   std::vector<int32_t> gathers(runs.size(), kNone);
   rank.input_end.assign(runs.size(), kNone);
   for (size_t k = 0; k < runs.size(); ++k) RunPart(rank, runs, k, gathers);
+  // dp_overlap=0: every gradient sync after the last backward, in the order they came.
+  const int32_t last = rank.critical;
+  for (const auto& [run, c] : rank.held_syncs) EmitGradSync(rank, run, *c, last);
+  rank.held_syncs.clear();
 }
 
 // Tied embeddings over pipeline stages: the first and last stage all-reduce the shared

@@ -25,14 +25,17 @@
 //  * overlaps: TP with tp_comm_overlap runs beside the compute of its part's pass, the
 //    next part waits for it (the cost model's rule), and that pass computes
 //    OverlapStretch() times longer (planner/cost/step_time.h: the GPU's
-//    comm_overlap_slowdown). dp_overlap=0, prefetch=0 and offload are not drawn yet: the
-//    graph runs every plan as dp_overlap=1, prefetch=1, nothing offloaded. CP's ring exchange runs behind the
+//    comm_overlap_slowdown). CP's ring exchange runs behind the
 //    attention core, split into cp steps: step j's K/V arrive while step j-1 computes.
 //    DP: DDP / ZeRO-1 gradient buckets (one per part) start when the part's last
-//    backward (zb_h1: its last W) ends; ZeRO-2 reduce-scatters after every micro-batch's.
+//    backward (zb_h1: its last W) ends; ZeRO-2 reduce-scatters after every micro-batch's;
+//    with dp_overlap=0 every gradient sync waits for the stage's last backward.
 //    ZeRO-3 all-gathers a part's parameters before each forward and backward, prefetched
-//    one part ahead (issued when the previous part starts, FSDP's limit), and
-//    reduce-scatters its gradient behind the following backward. ZeRO-1/2 all-gather
+//    `prefetch` parts ahead (issued when the current part starts; FSDP's default is one;
+//    0: each gather on the data path), and reduce-scatters its gradient behind the
+//    following backward.
+//  * offload (offload_opt, offload_act, offload_params) is not drawn yet: the graph runs
+//    such a plan as if nothing were offloaded (`simulate` says so). ZeRO-1/2 all-gather
 //    each part's updated parameters after its optimizer op, behind the remaining
 //    optimizer ops (the step ends when the last gather does).
 //  * expert parallel (ep > 1): a MoE block's dispatch all-to-all (then its tp all-gather)

@@ -68,6 +68,36 @@ TEST_CASE("simulate rejects a bad plan with exit code 2", "[simulator][cli]") {
   CHECK(r.output.find("world_size") != std::string::npos);
 }
 
+TEST_CASE("simulate names the offloads it does not draw; a re-ranking keeps their analytic time",
+          "[simulator][cli][offload]") {
+  const std::string setup = "--model llama2-7b --cluster 8xH100 --global-batch 16 --seq 4096 ";
+  const Result json = RunCli("simulate --format json " + setup + "--plan dp=8,zero=1,offload_opt=1");
+  INFO(json.output);
+  REQUIRE(json.exit_code == 0);
+  const nlohmann::json j = nlohmann::json::parse(json.output);
+  CHECK(j["simulated"]["not_simulated"] == nlohmann::json::array({"offload_opt=1"}));
+  const Result plain = RunCli("simulate --format json " + setup + "--plan dp=8,zero=1");
+  REQUIRE(plain.exit_code == 0);
+  CHECK(nlohmann::json::parse(plain.output)["simulated"]["not_simulated"].empty());
+  const Result text = RunCli("simulate " + setup + "--plan dp=8,zero=1,offload_act=1");
+  INFO(text.output);
+  REQUIRE(text.exit_code == 0);
+  CHECK(text.output.find("not simulated: offload_act=1") != std::string::npos);
+  CHECK(text.output.find("offload copies") != std::string::npos);
+
+  // Every candidate pinned to offload_opt: the re-ranked list is the analytic one.
+  const Result ranked = RunCli("search --format json " + setup +
+                               "--only offload_opt=1 --top 3 --simulate-top 3 --threads 1");
+  INFO(ranked.output);
+  REQUIRE(ranked.exit_code == 0);
+  const nlohmann::json r = nlohmann::json::parse(ranked.output);
+  REQUIRE(r["simulated"].size() == 3);
+  for (const nlohmann::json& p : r["simulated"]) {
+    CHECK(p["not_simulated"] == nlohmann::json::array({"offload_opt=1"}));
+    CHECK(p["simulated_step_s"] == p["analytic_step_s"]);
+  }
+}
+
 TEST_CASE("search --simulate-top K re-ranks the best K plans by simulated step time",
           "[simulator][cli]") {
   const Result r = RunCli("search --format json --model llama2-7b --cluster 16xH100 "
