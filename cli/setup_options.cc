@@ -34,6 +34,11 @@ void AddSetupOptions(CLI::App* command, SetupOptions* options) {
                       "bf16 | mixed | fp32 | fp8 (fp8: FP8 linear GEMMs with bf16 master weights, "
                       "GPUs with FP8 tensor cores only)")
       ->capture_default_str();
+  command->add_option("--grad-accumulation", options->grad_accumulation,
+                      "fused | separate: how micro-batches' weight gradients are summed (fused: in "
+                      "the GEMM, Megatron-Core and meshplan's executor; separate: an add kernel per "
+                      "micro-batch, PyTorch autograd / DDP / FSDP)")
+      ->capture_default_str();
 }
 
 TrainingSetup ResolveSetup(const SetupOptions& options) {
@@ -67,6 +72,10 @@ TrainingSetup ResolveSetup(const SetupOptions& options) {
   if (const std::string why = WhyPrecisionUnsupported(setup.cluster.gpu, setup.training.precision);
       !why.empty())
     throw InputError(flags, "--precision", why + " (--cluster " + options.cluster + ")");
+  if (!ParseGradAccumulation(options.grad_accumulation, &setup.training.grad_accumulation))
+    throw InputError(flags, "--grad-accumulation",
+                     "expected one of: " + std::string(AllowedGradAccumulations()) + "; got '" +
+                         options.grad_accumulation + "'");
   return setup;
 }
 
@@ -85,7 +94,7 @@ namespace {
 
 // Flags that a plan file replaces; giving one beside --plan-file is an error, not a guess.
 constexpr const char* kPlanFileReplaces[] = {"--model", "--cluster", "--global-batch", "--seq",
-                                             "--precision", "--plan"};
+                                             "--precision", "--grad-accumulation", "--plan"};
 
 }  // namespace
 

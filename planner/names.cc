@@ -30,6 +30,9 @@ constexpr NameTable<PipelineSchedule, 4> kSchedules{{{PipelineSchedule::kGpipe, 
                                                      {PipelineSchedule::kInterleaved, "interleaved"},
                                                      {PipelineSchedule::kZeroBubbleH1, "zb_h1"}}};
 
+constexpr NameTable<GradAccumulation, 2> kGradAccumulations{
+    {{GradAccumulation::kFused, "fused"}, {GradAccumulation::kSeparate, "separate"}}};
+
 template <typename Enum, size_t N>
 const char* NameOf(const NameTable<Enum, N>& table, Enum value) {
   for (const auto& [v, name] : table)
@@ -53,6 +56,7 @@ const char* ToString(BlockKind kind) { return NameOf(kBlockKinds, kind); }
 const char* ToString(Precision precision) { return NameOf(kPrecisions, precision); }
 const char* ToString(Recompute recompute) { return NameOf(kRecomputes, recompute); }
 const char* ToString(PipelineSchedule schedule) { return NameOf(kSchedules, schedule); }
+const char* ToString(GradAccumulation mode) { return NameOf(kGradAccumulations, mode); }
 
 bool ParseBlockKind(const std::string& name, BlockKind* out) { return Lookup(kBlockKinds, name, out); }
 bool ParsePrecision(const std::string& name, Precision* out) { return Lookup(kPrecisions, name, out); }
@@ -60,10 +64,14 @@ bool ParseRecompute(const std::string& name, Recompute* out) { return Lookup(kRe
 bool ParsePipelineSchedule(const std::string& name, PipelineSchedule* out) {
   return Lookup(kSchedules, name, out);
 }
+bool ParseGradAccumulation(const std::string& name, GradAccumulation* out) {
+  return Lookup(kGradAccumulations, name, out);
+}
 
 const char* AllowedBlockKinds() { return "llama, gpt"; }
 const char* AllowedPrecisions() { return "bf16, mixed, fp32, fp8"; }
 const char* AllowedRecomputes() { return "none, selective, full"; }
 const char* AllowedPipelineSchedules() { return "gpipe, 1f1b, interleaved, zb_h1"; }
+const char* AllowedGradAccumulations() { return "fused, separate"; }
 
 }  // namespace meshplan

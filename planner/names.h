@@ -16,11 +16,13 @@ const char* ToString(BlockKind kind);            // llama | gpt
 const char* ToString(Precision precision);       // bf16 | mixed | fp32 | fp8
 const char* ToString(Recompute recompute);       // none | selective | full
 const char* ToString(PipelineSchedule schedule); // gpipe | 1f1b | interleaved | zb_h1
+const char* ToString(GradAccumulation mode);     // fused | separate
 
 bool ParseBlockKind(const std::string& name, BlockKind* out);
 bool ParsePrecision(const std::string& name, Precision* out);
 bool ParseRecompute(const std::string& name, Recompute* out);
 bool ParsePipelineSchedule(const std::string& name, PipelineSchedule* out);
+bool ParseGradAccumulation(const std::string& name, GradAccumulation* out);
 
 // ASCII lower case: names, flags and device strings are matched case-insensitively.
 std::string Lower(std::string text);
@@ -29,5 +31,6 @@ const char* AllowedBlockKinds();
 const char* AllowedPrecisions();
 const char* AllowedRecomputes();
 const char* AllowedPipelineSchedules();
+const char* AllowedGradAccumulations();
 
 }  // namespace meshplan

@@ -16,6 +16,15 @@ namespace meshplan {
 //        Only on GPUs with FP8 tensor cores (GpuSpec::peak_flops_fp8 > 0).
 enum class Precision { kBf16, kMixed, kFp32, kFp8 };
 
+// How the weight gradients of a step's micro-batches are summed (docs/cost_model.md
+// "Gradient accumulation"):
+// fused:    inside the weight-gradient GEMM (its epilogue adds to the accumulator):
+//           Megatron-Core's gradient_accumulation_fusion, meshplan's executor (addmm_).
+// separate: one add kernel per parameter per micro-batch after the first, reading the new
+//           gradient and the accumulator and writing the accumulator: PyTorch autograd's
+//           AccumulateGrad (DDP, FSDP), Megatron-LM 2021's local DDP main_grad hook.
+enum class GradAccumulation { kFused, kSeparate };
+
 // The MoE auxiliary load-balancing loss coefficient by default: Switch Transformer's 1e-2
 // (Fedus et al. 2021, section 2.2, alpha = 10^-2).
 inline constexpr double kDefaultMoeAuxLossCoef = 0.01;
@@ -27,6 +36,7 @@ struct TrainingSpec {
   int64_t steps = 10;           // optimizer steps (executor)
   double learning_rate = 3e-4;  // AdamW (the only optimizer)
   double moe_aux_loss_coef = kDefaultMoeAuxLossCoef;  // MoE models: the aux loss's weight
+  GradAccumulation grad_accumulation = GradAccumulation::kFused;
 
   int64_t tokens_per_step() const { return global_batch * seq_len; }
   bool operator==(const TrainingSpec&) const = default;

@@ -60,7 +60,7 @@ std::vector<std::string> ListClusters();
 
 // Plan file sections: model, cluster (a name/path/NxGPU string, or an inline spec; relative
 // paths are relative to the plan file), training {global_batch, seq_len, precision, steps,
-// learning_rate, moe_aux_loss_coef}, plan {the keys of ParsePlanString; omitted keys keep their defaults}.
+// learning_rate, moe_aux_loss_coef, grad_accumulation}, plan {the keys of ParsePlanString; omitted keys keep their defaults}.
 // Also runs Validate() and throws InputError naming the plan file on any violation.
 PlanFile LoadPlanFile(const std::string& path);
 PlanFile PlanFileFromText(const std::string& text, const std::string& file);

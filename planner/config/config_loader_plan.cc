@@ -32,7 +32,7 @@ namespace {
 
 TrainingSpec TrainingFromYaml(const YamlFields& f) {
   f.AllowOnly({"global_batch", "seq_len", "precision", "steps", "learning_rate",
-               "moe_aux_loss_coef"});
+               "moe_aux_loss_coef", "grad_accumulation"});
   TrainingSpec t;
   // Limits keep global_batch * seq_len (tokens per step) far inside int64 (planner/limits.h).
   t.global_batch = f.Int("global_batch", {1, kMaxGlobalBatch});
@@ -49,6 +49,10 @@ TrainingSpec TrainingFromYaml(const YamlFields& f) {
   t.steps = f.Int("steps", {1, kMaxConfigInt}, t.steps);
   t.learning_rate = f.Number("learning_rate", {0, false, 10}, t.learning_rate);
   t.moe_aux_loss_coef = f.Number("moe_aux_loss_coef", {0, true, 10}, t.moe_aux_loss_coef);
+  const std::string accumulation = f.String("grad_accumulation", ToString(t.grad_accumulation));
+  if (!ParseGradAccumulation(accumulation, &t.grad_accumulation))
+    f.Fail("grad_accumulation", "expected one of: " + std::string(AllowedGradAccumulations()) +
+                                    "; got '" + accumulation + "'");
   return t;
 }
 
@@ -165,6 +169,8 @@ void EmitTraining(std::string& out, const TrainingSpec& t) {
       t.global_batch, t.seq_len, ToString(t.precision), t.steps, Shortest(t.learning_rate));
   if (t.moe_aux_loss_coef != kDefaultMoeAuxLossCoef)
     out += "  moe_aux_loss_coef: " + Shortest(t.moe_aux_loss_coef) + "\n";
+  if (t.grad_accumulation != TrainingSpec{}.grad_accumulation)
+    out += std::string("  grad_accumulation: ") + ToString(t.grad_accumulation) + "\n";
 }
 
 // One line per key of ToPlanString, so the file and the plan string cannot disagree.

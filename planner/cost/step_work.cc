@@ -480,6 +480,27 @@ StepWork BuildStepWork(const ModelSpec& model, const TrainingSpec& training,
   return w;
 }
 
+// TrainingSpec::grad_accumulation separate: every micro-batch after the first adds its weight
+// gradients into the accumulator in one memory-bound pass (read both, write the sum: 3 x the
+// gradient element size), over the gradient this rank accumulates (ZeRO-2/3 reduce-scatter
+// each micro-batch's gradients and accumulate the shard). Each part's weight-gradient pass
+// carries its share, (m - 1) / m of a pass per micro-batch.
+void AddSeparateGradAccumulation(StepWork& w) {
+  const double m = static_cast<double>(w.micro_batches);
+  if (m <= 1) return;
+  const bool sharded = w.zero_stage >= 2;
+  for (PartWork* part : {&w.block, &w.embedding, &w.head}) {
+    const double experts = static_cast<double>(part->expert_params);
+    const double dense = static_cast<double>(part->params) - experts;
+    const double elements =
+        sharded ? dense / static_cast<double>(w.optimizer_shards) +
+                      experts / static_cast<double>(w.expert_optimizer_shards)
+                : dense + experts;
+    part->backward_weight.memory_bytes +=
+        (m - 1) / m * 3 * static_cast<double>(w.grad_bytes) * elements;
+  }
+}
+
 void BuildStepWork(const ModelSpec& model, const TrainingSpec& training, const ParallelPlan& plan,
                    AttentionImpl attention, StepWork* out) {
   StepWork& w = *out;  // fresh (the header's contract): the parts accumulate into it
@@ -551,6 +572,7 @@ void BuildStepWork(const ModelSpec& model, const TrainingSpec& training, const P
   w.optimizer_bytes_per_param = OptimizerBytesPerParam(training.precision);
   w.optimizer_shards = plan.zero_stage >= 1 ? plan.dp * plan.cp : 1;
   w.expert_optimizer_shards = plan.zero_stage >= 1 ? plan.expert_dp() * plan.cp : 1;
+  if (training.grad_accumulation == GradAccumulation::kSeparate) AddSeparateGradAccumulation(w);
   w.offload.host_state_bytes_per_param = BytesPerParamFor(training.precision).optimizer;
   if (plan.offload_activations)
     w.offload.activation_bytes_per_block = OffloadedBytesPerBlock(model, training, plan, attention);

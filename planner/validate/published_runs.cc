@@ -68,6 +68,12 @@ TrainingSpec TrainingOf(const RowFields& f) {
   if (!ParsePrecision(precision, &t.precision))
     f.For("precision").Fail("precision", "expected one of: " + std::string(AllowedPrecisions()) +
                                              "; got '" + precision + "'");
+  const YamlFields& where = f.For("grad_accumulation");
+  const std::string accumulation = where.String("grad_accumulation", ToString(t.grad_accumulation));
+  if (!ParseGradAccumulation(accumulation, &t.grad_accumulation))
+    where.Fail("grad_accumulation", "expected one of: " +
+                                        std::string(AllowedGradAccumulations()) + "; got '" +
+                                        accumulation + "'");
   return t;
 }
 
@@ -97,7 +103,7 @@ PublishedRow RowOf(const YamlFields& row, const YamlFields& common) {
   // The row's own keys, then the shared keys it may take from its table's common.
   row.AllowOnly({"name", "params_B", "heads", "hidden", "layers", "gpus", "global_batch", "plan",
                  "published", "block", "vocab_size", "seq_len", "tied_embeddings",
-                 "ffn_multiplier", "gpu", "precision"});
+                 "ffn_multiplier", "gpu", "precision", "grad_accumulation"});
   const RowFields f(row, common);
   PublishedRow out;
   out.where = row.Where();
@@ -124,7 +130,7 @@ PublishedTable TableOf(const YamlFields& t) {
                          figure + "'");
   const YamlFields common = t.Map("common");
   common.AllowOnly({"block", "vocab_size", "seq_len", "tied_embeddings", "ffn_multiplier", "gpu",
-                    "precision"});  // the shared keys
+                    "precision", "grad_accumulation"});  // the shared keys
   const YAML::Node rows = t.Get("rows");
   if (!rows.IsSequence() || rows.size() == 0)
     t.Fail("rows", "expected a non-empty list of rows, got " + DescribeNode(rows));

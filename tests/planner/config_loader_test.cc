@@ -475,6 +475,7 @@ TEST_CASE("plan files round-trip awkward values exactly", "[planner][config][pla
   p.training.seq_len = 512;
   p.training.learning_rate = 0.1 + 0.2;
   p.training.moe_aux_loss_coef = 1.0 / 3.0;
+  p.training.grad_accumulation = GradAccumulation::kSeparate;
   p.plan = ParsePlanString("dp=3,tp=2,pp=1,sp=1,recompute=selective");
   const fs::path path = dir.path / "awkward.yaml";
   SavePlanFile(path.string(), p);
@@ -514,6 +515,22 @@ TEST_CASE("the MoE aux loss coefficient: a training key, 0.01 by default, 0 to 1
     CHECK(e.field() == "training.moe_aux_loss_coef");
     CHECK_THAT(e.what(), Catch::Contains("bad.yaml:6:22"));
   }
+}
+
+TEST_CASE("grad_accumulation: a training key, fused by default, fused or separate",
+          "[planner][config][plan]") {
+  const std::string head = "model: tiny-llama\ncluster: 2xa40\ntraining:\n  global_batch: 8\n"
+                           "  seq_len: 64\n";
+  CHECK(PlanFileFromText(head + "plan:\n  dp: 2\n", "a.yaml").training.grad_accumulation ==
+        GradAccumulation::kFused);
+  CHECK(PlanFileFromText(head + "  grad_accumulation: separate\nplan:\n  dp: 2\n", "b.yaml")
+            .training.grad_accumulation == GradAccumulation::kSeparate);
+  const InputError e = ErrorOf([&] {
+    PlanFileFromText(head + "  grad_accumulation: sometimes\nplan:\n  dp: 2\n", "c.yaml");
+  });
+  CHECK(e.field() == "training.grad_accumulation");
+  CHECK_THAT(e.what(), Catch::Contains("c.yaml:6:22") && Catch::Contains("fused, separate") &&
+                           Catch::Contains("sometimes"));
 }
 
 TEST_CASE("an invalid plan in a plan file names the file and the broken rule", "[planner][config][plan][errors]") {

@@ -114,6 +114,28 @@ TEST_CASE("estimate rejects bad input with exit code 2", "[planner][cli][estimat
     const Result r = RunCli("estimate --model llama2-7b " + setup + "--memory-model guess");
     CHECK(r.exit_code == 2);
   }
+  SECTION("bad --grad-accumulation") {
+    const Result r = RunCli("estimate --model llama2-7b " + setup + "--grad-accumulation lazy");
+    CHECK(r.exit_code == 2);
+    CHECK_THAT(r.output, Catch::Contains("--grad-accumulation") &&
+                             Catch::Contains("fused, separate") && Catch::Contains("lazy"));
+  }
+}
+
+TEST_CASE("estimate --grad-accumulation separate: a slower step with micro-batches, the same "
+          "with one",
+          "[planner][cli][estimate]") {
+  auto step = [](const std::string& args) {
+    const Result r = RunCli("estimate --format json --model llama2-7b --cluster 8xH100 --seq 2048 " + args);
+    INFO(r.output);
+    REQUIRE(r.exit_code == 0);
+    return nlohmann::json::parse(r.output)["step_time_s"].get<double>();
+  };
+  const std::string many = "--global-batch 64 --plan dp=8,mbs=1 ";  // 8 micro-batches
+  CHECK(step(many + "--grad-accumulation separate") > step(many + "--grad-accumulation fused"));
+  CHECK(step(many) == step(many + "--grad-accumulation fused"));
+  const std::string one = "--global-batch 8 --plan dp=8,mbs=1 ";
+  CHECK(step(one + "--grad-accumulation separate") == step(one));
 }
 
 }  // namespace

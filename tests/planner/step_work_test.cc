@@ -109,6 +109,32 @@ TEST_CASE("DP sync per ZeRO stage", "[planner][step_work]") {
   for (const Collective& c : z3) CHECK(c.group.size() == 8);
 }
 
+TEST_CASE("separate gradient accumulation: 3 gradient bytes per accumulated element per "
+          "micro-batch after the first, as weight-gradient traffic",
+          "[planner][step_work]") {
+  const ModelSpec m = Spec7b();
+  TrainingSpec fused = Training(16, 2048), separate = fused;
+  separate.grad_accumulation = GradAccumulation::kSeparate;
+  ParallelPlan p;
+  p.dp = 2;
+  p.tp = 2;
+  p.zero_stage = GENERATE(0, 1, 2, 3);
+  p.micro_batch = GENERATE(1, 2, 8);  // 8, 4 and 1 micro-batches per dp rank
+  INFO("zero " << p.zero_stage << " mbs " << p.micro_batch);
+  const StepWork a = BuildStepWork(m, fused, p), b = BuildStepWork(m, separate, p);
+  const double mb = static_cast<double>(a.micro_batches);
+  const double shards = p.zero_stage >= 2 ? 2.0 : 1.0;  // ZeRO-2/3 accumulate the dp shard
+  for (const auto& [x, y] : {std::pair{&a.block, &b.block}, std::pair{&a.embedding, &b.embedding},
+                             std::pair{&a.head, &b.head}}) {
+    const double want = (mb - 1) / mb * 3 * 2 * static_cast<double>(x->params) / shards;
+    CHECK(y->backward_weight.memory_bytes - x->backward_weight.memory_bytes ==
+          Approx(want).margin(1e-6));
+    CHECK(y->backward_weight.matmul_flops == x->backward_weight.matmul_flops);
+    CHECK(y->forward.memory_bytes == x->forward.memory_bytes);
+  }
+  if (a.micro_batches > 1) CHECK(b.block.backward_weight.memory_bytes > a.block.backward_weight.memory_bytes);
+}
+
 TEST_CASE("the busiest block fits the fixed collective list", "[planner][step_work]") {
   ParallelPlan p;
   p.tp = 2;

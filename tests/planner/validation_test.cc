@@ -65,6 +65,13 @@ TEST_CASE("the published runs file holds every row of both papers", "[planner][v
       CHECK(s.model.kv_heads == s.model.heads);
       CHECK(s.training.seq_len == 2048);
       CHECK(s.training.precision == Precision::kMixed);
+      // Megatron-LM 2021 summed micro-batch gradients with a separate add; the 2022 code in
+      // the wgrad GEMM (docs/validation/README.md).
+      CHECK(s.training.grad_accumulation == (t.id == "narayanan2021-table1"
+                                                 ? GradAccumulation::kSeparate
+                                                 : GradAccumulation::kFused));
+      // The 2021 pipelined rows ran the local DDP, which all-reduces after the backward.
+      CHECK(s.plan.dp_comm_overlap == !(t.id == "narayanan2021-table1" && s.plan.pp > 1));
       // A100 80GB SXM in DGX nodes of 8, NVLink3 inside, HDR InfiniBand between.
       CHECK(s.cluster.gpu.name == "a100-80gb");
       CHECK(s.cluster.gpus_per_node == 8);
