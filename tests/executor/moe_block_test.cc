@@ -278,7 +278,9 @@ TEST_CASE("tensor-parallel MoE FFN (tp=2, Gloo; sp on and off) equals the refere
   const Weights w = MakeWeights(moe, 5);
   constexpr int kRanks = 2;
   constexpr int64_t B = 2, S = kT / B;  // two sequences: sp's chunk-major order differs
-  at::Generator gen = at::detail::createCPUGenerator(23);
+  // (Seed 1: under sp routing these tokens in chunk-major order instead of sequence order
+  // would drop other rows, which this case would catch.)
+  at::Generator gen = at::detail::createCPUGenerator(1);
   const at::Tensor h = at::empty({B, S, kE}, at::kFloat).normal_(0.0, 1.0, gen);
   const at::Tensor g = at::empty({B, S, kE}, at::kFloat).normal_(0.0, 1.0, gen);
   const Reference ref = ReferenceMoe(moe, w, h.view({kT, kE}), g.view({kT, kE}));
