@@ -43,7 +43,8 @@ at::Tensor MoeFfn::Forward(const MoeWeights& w, const at::Tensor& h_in, MoeStash
   const at::Tensor region = tp_.EnterRegion(h_in);  // sp: (t,B,S/t,E), freed at the end
   const at::Tensor h = region.reshape({-1, E});     // (T,E), a view
   if (tp_.sp()) {  // each row's token: its sequence-order index -> its place in the region
-    const at::Tensor place = at::arange(h.size(0), r.row_token.options()).view(region.sizes().slice(0, 3));
+    const at::Tensor place =  // (t,B,S/t): each token's place in the region
+        at::arange(h.size(0), r.row_token.options()).view(region.sizes().slice(0, 3));
     r.row_token = tp_.RegionToSequence(place).reshape({-1}).index_select(0, r.row_token);
   }
   s.exchange = ep_.Plan(r.rows_per_expert, h.device());
