@@ -84,9 +84,6 @@ std::vector<std::string> ExecutorLimitations(const PlanFile& pf) {
                       " with tied embeddings: the embedding (first stage) and the lm_head "
                       "(last stage) would share one weight across stages, which the executor "
                       "does not do; use an untied model (tied_embeddings: false) or pp=1");
-  if (pf.model.moe.enabled() && plan.tp > 1)
-    reasons.push_back("tp=" + std::to_string(plan.tp) + " with model.moe: the executor's experts "
-                      "are not tensor-parallel; allowed: tp=1 (split the experts with ep)");
   if (pf.model.moe.enabled() && plan.cp > 1)
     reasons.push_back("cp=" + std::to_string(plan.cp) + " with model.moe: routing capacity and "
                       "the aux loss are per micro-batch, which cp would split; allowed: cp=1");

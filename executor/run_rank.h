@@ -45,9 +45,8 @@ struct RunOptions {
 // Why this executor cannot run a plan that the planner's rules accept (Validate, checked
 // first: heads, layers, the 2*cp sequence split...): a gpt block, tp not dividing the
 // vocabulary (it is split across tp ranks), tied embeddings across pipeline stages, the
-// zb_h1 schedule (weight gradients are not split from the backward), tp or cp with a
-// mixture of experts, and the model
-// features of ModelLimitations. Every precision runs on every device (bf16 and mixed on a
+// zb_h1 schedule (weight gradients are not split from the backward), cp with a mixture of
+// experts (routing is per micro-batch), and the model features of ModelLimitations. Every precision runs on every device (bf16 and mixed on a
 // CPU too: slowly, for tests).
 std::vector<std::string> ExecutorLimitations(const PlanFile& plan_file);
 // The model features the executor's llama block does not build, so it would train a

@@ -87,7 +87,7 @@ void LlamaModel::UseContextParallel(Communicator& cp) {
 void LlamaModel::UseMoe(double aux_loss_coef, Communicator* ep) {
   TORCH_CHECK(model_.moe.enabled(), "LlamaModel::UseMoe: a dense model");
   moe_ = std::make_shared<const MoeFfn>(model_.moe, aux_loss_coef,
-                                  ExpertParallel(ep, model_.moe.experts));
+                                        ExpertParallel(ep, model_.moe.experts), tp_);
 }
 
 int64_t LlamaModel::buffer_bytes() const {
@@ -148,7 +148,8 @@ at::Tensor LlamaModel::BlockForward(const BlockWeights& w, const at::Tensor& x,
     if (recompute == Recompute::kNone) s.probs = std::move(probs);
   }
   s.x2 = ResidualForward(x, tp_.LeaveRegion(LinearForward(s.attn, w.wo)));
-  // FFN: x2 -> norm2 -> (gate, up) -> SwiGLU -> down -> + x2 (MoE: the MoE FFN, tp = 1).
+  // FFN: x2 -> norm2 -> (gate, up) -> SwiGLU -> down -> + x2 (MoE: the MoE FFN, which
+  // enters and leaves the tp region itself).
   s.h2 = RMSNormForward(s.x2, w.ffn_norm, &s.rstd2);
   if (w.is_moe()) return ResidualForward(s.x2, moe_->Forward(w.moe, s.h2, &s.moe));
   {

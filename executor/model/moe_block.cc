@@ -26,19 +26,30 @@ at::Tensor RowWeights(const MoeRouting& r, const at::Tensor& like) {
 
 }  // namespace
 
-MoeFfn::MoeFfn(const MoeSpec& moe, double aux_coef, ExpertParallel ep)
-    : moe_(moe), aux_coef_(aux_coef), ep_(ep) {}
+MoeFfn::MoeFfn(const MoeSpec& moe, double aux_coef, ExpertParallel ep, TensorParallel tp)
+    : moe_(moe), aux_coef_(aux_coef), ep_(ep), tp_(tp) {}
 
 at::Tensor MoeFfn::Forward(const MoeWeights& w, const at::Tensor& h_in, MoeStash* stash) const {
   MoeStash& s = *stash;
   s = MoeStash{};
-  const int64_t E = h_in.size(-1), Fe = moe_.expert_ffn_hidden;
-  const at::Tensor h = h_in.reshape({-1, E});  // (T,E), a view
-  s.routing = Route(LinearForward(h, w.router), moe_);  // the (T,X) logits are freed
-  const MoeRouting& r = s.routing;
+  const int64_t E = h_in.size(-1), X = moe_.experts;
+  // The router on this rank's tokens; p and h enter the tp region (sp: all-gathered,
+  // chunk-major (t,B,S/t,...)); routing reads p in sequence order.
+  s.routing = Route(
+      tp_.RegionToSequence(tp_.EnterRegion(RouterProbs(LinearForward(h_in, w.router))))
+          .reshape({-1, X}),
+      moe_);  // the logits and the gathered p are freed
+  MoeRouting& r = s.routing;
+  const at::Tensor region = tp_.EnterRegion(h_in);  // sp: (t,B,S/t,E), freed at the end
+  const at::Tensor h = region.reshape({-1, E});     // (T,E), a view
+  if (tp_.sp()) {  // each row's token: its sequence-order index -> its place in the region
+    const at::Tensor place =  // (t,B,S/t): each token's place in the region
+        at::arange(h.size(0), r.row_token.options()).view(region.sizes().slice(0, 3));
+    r.row_token = tp_.RegionToSequence(place).reshape({-1}).index_select(0, r.row_token);
+  }
   s.exchange = ep_.Plan(r.rows_per_expert, h.device());
   s.rows = ep_.Dispatch(s.exchange, h.index_select(0, r.row_token));  // (Rl,E)
-  const int64_t Rl = s.rows.size(0);
+  const int64_t Rl = s.rows.size(0), Fe = w.expert_gate.size(1);
   s.gate = at::empty({Rl, Fe}, h.options());
   s.up = at::empty({Rl, Fe}, h.options());
   ForEachExpert(s.exchange.local_counts, [&](int64_t e, int64_t first, int64_t n) {
@@ -56,7 +67,7 @@ at::Tensor MoeFfn::Forward(const MoeWeights& w, const at::Tensor& h_in, MoeStash
     });
     s.out = ep_.Combine(s.exchange, out);  // (R,E)
   }
-  at::Tensor y;  // (T,E)
+  at::Tensor y;  // (T,E), partial over tp
   if (moe_.shared_experts > 0) {
     s.shared_gate = LinearForward(h, w.shared_gate);
     s.shared_up = LinearForward(h, w.shared_up);
@@ -66,28 +77,32 @@ at::Tensor MoeFfn::Forward(const MoeWeights& w, const at::Tensor& h_in, MoeStash
     y = at::zeros_like(h);
   }
   y.index_add_(0, r.row_token, s.out * RowWeights(r, h));
-  return y.view(h_in.sizes());
+  return tp_.LeaveRegion(y.view(region.sizes())).view(h_in.sizes());
 }
 
 at::Tensor MoeFfn::Backward(const MoeWeights& w, MoeWeights& dw, const at::Tensor& h_in,
                             const at::Tensor& dy_in, double dloss, MoeStash s) const {
-  const int64_t E = h_in.size(-1), T = h_in.numel() / E, k = moe_.top_k;
-  const at::Tensor h = h_in.reshape({-1, E}), dy = dy_in.reshape({-1, E});
+  const int64_t E = h_in.size(-1), X = moe_.experts, k = moe_.top_k;
   const MoeRouting& r = s.routing;
+  const int64_t T = r.probs.size(0);  // the region's tokens
+  at::Tensor dy_region = tp_.LeaveRegionBackward(dy_in);  // sp: all-gathered (t,B,S/t,E)
+  const std::vector<int64_t> region_shape = dy_region.sizes().vec();
+  at::Tensor dy = dy_region.reshape({-1, E});  // (T,E)
+  dy_region.reset();
   at::Tensor dout = dy.index_select(0, r.row_token);  // (R,E) dy of each row's token
   // d(loss)/d(w) of each kept assignment: <dy_t, out_row> (a batched dot: no (R,E)
-  // temporary); dropped ones stay 0.
-  at::Tensor dweights = at::zeros({T * k}, h.options().dtype(at::kFloat));
+  // temporary; partial over tp, as out is); dropped ones stay 0.
+  at::Tensor dweights = at::zeros({T * k}, dy.options().dtype(at::kFloat));
   const int64_t R = dout.size(0);
   dweights.index_copy_(
       0, r.row_slot, at::bmm(dout.view({R, 1, E}), s.out.view({R, E, 1})).view({R}).to(at::kFloat));
   s.out.reset();
-  dout.mul_(RowWeights(r, h));
+  dout.mul_(RowWeights(r, dy));
   dout = ep_.Dispatch(s.exchange, dout);  // (Rl,E) at the experts' ranks
   // Routed experts, backward. Alive at once, at most: dout + dact, then dact + dgate + dup,
   // then dgate + dup + drows (planner/cost/activation_memory.h, MoE FFN backward).
-  const int64_t Rl = s.rows.size(0), Fe = moe_.expert_ffn_hidden;
-  at::Tensor dact = at::empty({Rl, Fe}, h.options());
+  const int64_t Rl = s.rows.size(0), Fe = s.gate.size(1);
+  at::Tensor dact = at::empty({Rl, Fe}, dy.options());
   ForEachExpert(s.exchange.local_counts, [&](int64_t e, int64_t first, int64_t n) {
     const at::Tensor d = dout.narrow(0, first, n);
     at::Tensor da = dact.narrow(0, first, n);
@@ -100,7 +115,7 @@ at::Tensor MoeFfn::Backward(const MoeWeights& w, MoeWeights& dw, const at::Tenso
   dact.reset();
   s.gate.reset();
   s.up.reset();
-  at::Tensor drows = at::empty({Rl, E}, h.options());
+  at::Tensor drows = at::empty({Rl, E}, dy.options());
   ForEachExpert(s.exchange.local_counts, [&](int64_t e, int64_t first, int64_t n) {
     const at::Tensor x = s.rows.narrow(0, first, n);
     const at::Tensor dg = g.dgate.narrow(0, first, n), du = g.dup.narrow(0, first, n);
@@ -112,8 +127,9 @@ at::Tensor MoeFfn::Backward(const MoeWeights& w, MoeWeights& dw, const at::Tenso
   });
   g = SwiGLUGrads{};
   s.rows.reset();
-  // The routed rows back to their tokens, then the shared experts' backward into dh.
-  at::Tensor dh = at::zeros_like(h);  // (T,E)
+  // The routed rows back to their tokens, then the shared experts' backward into dh
+  // (T,E), partial over tp.
+  at::Tensor dh = at::zeros_like(dy);
   dh.index_add_(0, r.row_token, ep_.Combine(s.exchange, drows));
   drows.reset();
   if (moe_.shared_experts > 0) {
@@ -123,14 +139,34 @@ at::Tensor MoeFfn::Backward(const MoeWeights& w, MoeWeights& dw, const at::Tenso
     dsact.reset();
     s.shared_gate.reset();
     s.shared_up.reset();
+    const at::Tensor h = tp_.EnterRegion(h_in).reshape({-1, E});  // sp: all-gathered again
     LinearBackward(sg.dgate, h, w.shared_gate, dw.shared_gate, dh);
     LinearBackward(sg.dup, h, w.shared_up, dw.shared_up, dh);
   }
-  // Router, backward (with the aux loss).
+  dy.reset();
+  dh = tp_.EnterRegionBackward(dh.view(region_shape)).view(h_in.sizes());  // summed over tp
+  // Router, backward: d(p) through the weights is partial over tp (it read the partial
+  // outputs): the region's backward sums it (sp: this rank's tokens' rows); then the aux
+  // loss, complete on every rank, and the softmax on this rank's tokens.
+  at::Tensor dprobs = RouteWeightsBackward(r, dweights.view({T, k}));  // (T,X) sequence order
+  dweights.reset();
+  at::Tensor probs = r.probs;  // this rank's tokens' rows
+  if (tp_.sp()) {
+    const int64_t B = h_in.size(0), t = tp_.size();
+    dprobs = tp_.SequenceToRegion(dprobs.view({B, t, -1, X}));  // (t,B,S/t,X)
+    probs = r.probs.view({B, t, -1, X}).select(1, tp_.rank());  // (B,S/t,X)
+  }
+  dprobs = tp_.EnterRegionBackward(std::move(dprobs));
   const at::Tensor dlogits =
-      RouteBackward(r, dweights.view({T, k}), aux_coef_, dloss).to(h.scalar_type());
-  LinearBackward(dlogits, h, w.router, dw.router, dh);
-  return dh.view(h_in.sizes());
+      RouterSoftmaxBackward(probs, std::move(dprobs), r.load, T, aux_coef_, dloss)
+          .to(dh.scalar_type())
+          .view({-1, X});
+  const at::Tensor h = h_in.reshape({-1, E});
+  at::Tensor dh_flat = dh.view({-1, E});
+  tp_.AccumulateReplicatedGrad(dw.router, [&](at::Tensor& target) {
+    LinearBackward(dlogits, h, w.router, target, dh_flat);  // dh += dlogits @ router
+  });
+  return dh;
 }
 
 }  // namespace meshplan

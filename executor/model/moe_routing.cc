@@ -3,6 +3,7 @@
 #include "executor/model/moe_routing.h"
 
 #include <cmath>
+#include <utility>
 
 namespace meshplan {
 
@@ -12,10 +13,12 @@ int64_t ExpertCapacity(const MoeSpec& moe, int64_t tokens) {
   return static_cast<int64_t>(std::ceil(moe.capacity_factor * share));
 }
 
-MoeRouting Route(const at::Tensor& logits, const MoeSpec& moe) {
-  const int64_t T = logits.size(0), X = moe.experts, k = moe.top_k;
+at::Tensor RouterProbs(const at::Tensor& logits) { return at::softmax(logits.to(at::kFloat), -1); }
+
+MoeRouting Route(at::Tensor probs, const MoeSpec& moe) {
+  const int64_t T = probs.size(0), X = moe.experts, k = moe.top_k;
   MoeRouting r;
-  r.probs = at::softmax(logits.to(at::kFloat), -1);  // (T,X) fp32
+  r.probs = std::move(probs);  // (T,X) fp32
   const auto [top_p, top_e] = at::topk(r.probs, k, -1, /*largest=*/true, /*sorted=*/true);
   r.experts = top_e;                                      // (T,k)
   r.weights = top_p / top_p.sum(-1, /*keepdim=*/true);    // (T,k)
@@ -44,9 +47,7 @@ MoeRouting Route(const at::Tensor& logits, const MoeSpec& moe) {
   return r;
 }
 
-at::Tensor RouteBackward(const MoeRouting& r, const at::Tensor& dweights, double aux_coef,
-                         double dloss) {
-  const int64_t T = r.probs.size(0), X = r.probs.size(1);
+at::Tensor RouteWeightsBackward(const MoeRouting& r, const at::Tensor& dweights) {
   // w_j = p_j / s, s = sum of the chosen p: dp_j = (dw_j - sum_l dw_l w_l) / s.
   const at::Tensor chosen = r.probs.gather(1, r.experts);  // (T,k)
   const at::Tensor s = chosen.sum(-1, /*keepdim=*/true);
@@ -54,11 +55,17 @@ at::Tensor RouteBackward(const MoeRouting& r, const at::Tensor& dweights, double
       (dweights - (dweights * r.weights).sum(-1, /*keepdim=*/true)).div_(s);
   at::Tensor dprobs = at::zeros_like(r.probs);  // (T,X)
   dprobs.scatter_add_(1, r.experts, dchosen);
+  return dprobs;
+}
+
+at::Tensor RouterSoftmaxBackward(const at::Tensor& probs, at::Tensor dprobs, const at::Tensor& load,
+                                 int64_t tokens, double aux_coef, double dloss) {
+  const int64_t X = probs.size(-1);
   if (aux_coef != 0)  // d aux / d p_t,i = coef * X * f_i / T, for every token
-    dprobs.add_(r.load.mul(aux_coef * static_cast<double>(X) * dloss / static_cast<double>(T)));
+    dprobs.add_(load.mul(aux_coef * static_cast<double>(X) * dloss / static_cast<double>(tokens)));
   // Softmax backward: dz = p * (dp - sum_i dp_i p_i).
-  const at::Tensor dot = (dprobs * r.probs).sum(-1, /*keepdim=*/true);
-  return dprobs.sub_(dot).mul_(r.probs);
+  const at::Tensor dot = (dprobs * probs).sum(-1, /*keepdim=*/true);
+  return dprobs.sub_(dot).mul_(probs);
 }
 
 }  // namespace meshplan

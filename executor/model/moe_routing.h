@@ -45,14 +45,22 @@ struct MoeRouting {
   std::vector<int64_t> rows_per_expert;  // (X) on the host: kept rows of each expert
 };
 
-// logits (T,X) (any float dtype) -> the routing above. Allocates (T,X) fp32 probs, a few
-// (T*k) index tensors; reads rows_per_expert to the host (a device sync on CUDA).
-MoeRouting Route(const at::Tensor& logits, const MoeSpec& moe);
+// The router's softmax: logits (T,X) (any float dtype) -> p (T,X) fp32.
+at::Tensor RouterProbs(const at::Tensor& logits);
 
-// d(loss)/d(logits) (T,X) fp32 from dweights (T,k) fp32 = d(loss)/d(weights) (zero for
-// dropped assignments) and the aux loss of coefficient aux_coef scaled by dloss (the
-// micro-batch's share of the step loss).
-at::Tensor RouteBackward(const MoeRouting& routing, const at::Tensor& dweights, double aux_coef,
-                         double dloss);
+// p (T,X) fp32 (RouterProbs) -> the routing above, keeping p. Allocates a few (T*k) index
+// tensors; reads rows_per_expert to the host (a device sync on CUDA).
+MoeRouting Route(at::Tensor probs, const MoeSpec& moe);
+
+// d(loss)/d(p) (T,X) fp32 through the top-k weights alone, from dweights (T,k) fp32 =
+// d(loss)/d(weights) (zero for dropped assignments); linear in dweights.
+at::Tensor RouteWeightsBackward(const MoeRouting& routing, const at::Tensor& dweights);
+
+// d(loss)/d(logits) (T',X) fp32 of T' of the routed tokens (all of them, or a tensor-parallel
+// shard's): probs and dprobs (T',X) fp32 those tokens' rows of p and d(loss)/d(p), load the
+// routing's f_i, tokens the T the routing saw. Adds the aux loss of coefficient aux_coef
+// scaled by dloss (the micro-batch's share of the step loss); dprobs is updated in place.
+at::Tensor RouterSoftmaxBackward(const at::Tensor& probs, at::Tensor dprobs, const at::Tensor& load,
+                                 int64_t tokens, double aux_coef, double dloss);
 
 }  // namespace meshplan

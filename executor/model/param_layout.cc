@@ -21,18 +21,24 @@ uint64_t WeightSeed(uint64_t seed, const std::string& name) {
   return z ^ (z >> 31);
 }
 
-// A weight of full shape `shape`, split along tp_dim (-1: replicated) by the group's tp.
+// One split of a weight: along `dim`, `by` (size, rank) ways; size 1 leaves the dim whole.
+struct SplitBy {
+  int dim;
+  TpShard by;
+};
+
+// A weight of full shape `shape`, this rank's slice of it after the splits (none: replicated).
 void AddSlot(ParamGroup& group, std::string name, std::vector<int64_t> shape, double init_std,
-             int tp_dim = -1) {
+             std::vector<SplitBy> splits = {}) {
   ParamSlot slot;
   slot.name = std::move(name);
   slot.full_shape = shape;
   slot.init_std = init_std;
-  slot.tp_dim = group.tp.size > 1 ? tp_dim : -1;
-  if (slot.tp_dim >= 0) {
-    const int64_t local = shape[static_cast<size_t>(slot.tp_dim)] / group.tp.size;
-    shape[static_cast<size_t>(slot.tp_dim)] = local;
-    slot.tp_start = group.tp.rank * local;
+  for (const SplitBy& s : splits) {
+    if (s.by.size == 1) continue;
+    int64_t& extent = shape[static_cast<size_t>(s.dim)];
+    extent /= s.by.size;
+    slot.splits.push_back({s.dim, s.by.rank * extent});
   }
   slot.numel = 1;
   for (int64_t d : shape) slot.numel *= d;
@@ -40,6 +46,13 @@ void AddSlot(ParamGroup& group, std::string name, std::vector<int64_t> shape, do
   slot.offset = group.numel;
   group.numel += slot.numel;
   group.slots.push_back(std::move(slot));
+}
+
+// This slot's slice of a tensor of the whole weight's shape (a view).
+at::Tensor SliceOf(const ParamSlot& slot, at::Tensor whole) {
+  for (const ParamSlot::Split& s : slot.splits)
+    whole = whole.narrow(s.dim, s.start, slot.shape[static_cast<size_t>(s.dim)]);
+  return whole;
 }
 
 void Finish(ParamGroup& group, int64_t shards) {
@@ -112,7 +125,8 @@ ParamLayout BuildParamLayout(const ModelSpec& model, int64_t shards,
   for (const auto& [what, n] : {std::pair<const char*, int64_t>{"heads", model.heads},
                                 {"kv_heads", model.kv_heads},
                                 {"ffn_hidden", model.ffn_hidden},
-                                {"vocab_size", model.vocab_size}})
+                                {"vocab_size", model.vocab_size},
+                                {"moe.expert_ffn_hidden", model.moe.expert_ffn_hidden}})
     if (n % tp.size != 0)
       throw std::invalid_argument(std::string("BuildParamLayout: tp=") + std::to_string(tp.size) +
                                   " does not divide " + what + "=" + std::to_string(n));
@@ -126,10 +140,6 @@ ParamLayout BuildParamLayout(const ModelSpec& model, int64_t shards,
     throw std::invalid_argument("BuildParamLayout: ep=" + std::to_string(ep.size) +
                                 " does not divide model.moe.experts=" +
                                 std::to_string(model.moe.experts));
-  if (model.moe.enabled() && tp.size > 1)
-    throw std::invalid_argument("BuildParamLayout: tp=" + std::to_string(tp.size) +
-                                " with a mixture of experts: the executor's experts are not "
-                                "tensor-parallel (use ep, or tp=1)");
   const int64_t V = model.vocab_size, E = model.hidden, F = model.ffn_hidden;
   const int64_t X = model.moe.experts, Fe = model.moe.expert_ffn_hidden;
   const int64_t XsFe = model.moe.shared_experts * Fe;
@@ -149,7 +159,7 @@ ParamLayout BuildParamLayout(const ModelSpec& model, int64_t shards,
       g.tp = tp;
       g.name = "embedding";
       g.kind = GroupKind::kEmbedding;
-      AddSlot(g, "wte", {V, E}, kInitStd, 0);  // vocabulary parallel: rows split
+      AddSlot(g, "wte", {V, E}, kInitStd, {{0, tp}});  // vocabulary parallel: rows split
       Finish(g, shards);
       chunk.embedding_group = static_cast<int>(layout.groups.size());
       layout.groups.push_back(std::move(g));
@@ -163,21 +173,21 @@ ParamLayout BuildParamLayout(const ModelSpec& model, int64_t shards,
       g.block = l;
       g.tp = tp;
       AddSlot(g, "attn_norm", {E}, 0);
-      AddSlot(g, "wq", {HD, E}, kInitStd, 0);  // column parallel: output rows split
-      AddSlot(g, "wk", {KD, E}, kInitStd, 0);
-      AddSlot(g, "wv", {KD, E}, kInitStd, 0);
-      AddSlot(g, "wo", {E, HD}, out_std, 1);   // row parallel: input columns split
+      AddSlot(g, "wq", {HD, E}, kInitStd, {{0, tp}});  // column parallel: output rows split
+      AddSlot(g, "wk", {KD, E}, kInitStd, {{0, tp}});
+      AddSlot(g, "wv", {KD, E}, kInitStd, {{0, tp}});
+      AddSlot(g, "wo", {E, HD}, out_std, {{1, tp}});  // row parallel: input columns split
       AddSlot(g, "ffn_norm", {E}, 0);
       if (!model.IsMoeLayer(l)) {
-        AddSlot(g, "w_up", {F, E}, kInitStd, 0);
-        AddSlot(g, "w_gate", {F, E}, kInitStd, 0);
-        AddSlot(g, "w_down", {E, F}, out_std, 1);
+        AddSlot(g, "w_up", {F, E}, kInitStd, {{0, tp}});
+        AddSlot(g, "w_gate", {F, E}, kInitStd, {{0, tp}});
+        AddSlot(g, "w_down", {E, F}, out_std, {{1, tp}});
       } else {
         AddSlot(g, "router", {X, E}, kInitStd);  // replicated
         if (XsFe > 0) {
-          AddSlot(g, "shared_up", {XsFe, E}, kInitStd, 0);
-          AddSlot(g, "shared_gate", {XsFe, E}, kInitStd, 0);
-          AddSlot(g, "shared_down", {E, XsFe}, out_std, 1);
+          AddSlot(g, "shared_up", {XsFe, E}, kInitStd, {{0, tp}});
+          AddSlot(g, "shared_gate", {XsFe, E}, kInitStd, {{0, tp}});
+          AddSlot(g, "shared_down", {E, XsFe}, out_std, {{1, tp}});
         }
       }
       Finish(g, shards);
@@ -191,10 +201,12 @@ ParamLayout BuildParamLayout(const ModelSpec& model, int64_t shards,
       g.name = "block" + std::to_string(l) + ".experts";
       g.kind = GroupKind::kExperts;
       g.block = l;
-      g.tp = TpShard{ep.size, ep.rank};  // the expert-parallel slice, along dim 0
-      AddSlot(g, "expert_up", {X, Fe, E}, kInitStd, 0);
-      AddSlot(g, "expert_gate", {X, Fe, E}, kInitStd, 0);
-      AddSlot(g, "expert_down", {X, E, Fe}, out_std, 0);
+      g.tp = tp;
+      // ep splits the experts (dim 0); tp each expert like the dense FFN (its Fe dim).
+      const TpShard by_ep{ep.size, ep.rank};
+      AddSlot(g, "expert_up", {X, Fe, E}, kInitStd, {{0, by_ep}, {1, tp}});
+      AddSlot(g, "expert_gate", {X, Fe, E}, kInitStd, {{0, by_ep}, {1, tp}});
+      AddSlot(g, "expert_down", {X, E, Fe}, out_std, {{0, by_ep}, {2, tp}});
       Finish(g, ep.shards);
       layout.groups[static_cast<size_t>(chunk.first_block_group + (l - stage.first_block))]
           .experts_group = static_cast<int>(layout.groups.size());
@@ -206,7 +218,7 @@ ParamLayout BuildParamLayout(const ModelSpec& model, int64_t shards,
       g.kind = GroupKind::kHead;
       g.tp = tp;
       AddSlot(g, "final_norm", {E}, 0);
-      if (!model.tied_embeddings) AddSlot(g, "lm_head", {V, E}, kInitStd, 0);
+      if (!model.tied_embeddings) AddSlot(g, "lm_head", {V, E}, kInitStd, {{0, tp}});
       Finish(g, shards);
       chunk.head_group = static_cast<int>(layout.groups.size());
       layout.groups.push_back(std::move(g));
@@ -236,14 +248,14 @@ at::Tensor InitGroup(const ParamGroup& group, uint64_t seed) {
     }
     // The tied lm_head reads "embedding.wte": weight names are unique per model.
     at::Generator gen = at::detail::createCPUGenerator(WeightSeed(seed, group.name + "." + slot.name));
-    if (slot.tp_dim < 0) {
+    if (slot.splits.empty()) {
       view.normal_(0.0, slot.init_std, gen);
       continue;
     }
     // Draw the whole weight (the single-process values), keep this rank's slice.
     at::Tensor whole = at::empty(slot.full_shape, at::kFloat);
     whole.normal_(0.0, slot.init_std, gen);
-    view.copy_(whole.narrow(slot.tp_dim, slot.tp_start, slot.shape[static_cast<size_t>(slot.tp_dim)]));
+    view.copy_(SliceOf(slot, whole));
   }
   return flat;
 }
@@ -251,9 +263,7 @@ at::Tensor InitGroup(const ParamGroup& group, uint64_t seed) {
 void PlaceTpShard(const ParamGroup& shard, const at::Tensor& shard_flat, const ParamGroup& full,
                   at::Tensor& full_flat) {
   for (const ParamSlot& s : shard.slots) {
-    at::Tensor dst = SlotView(full_flat, full.slot(s.name));
-    if (s.tp_dim >= 0) dst = dst.narrow(s.tp_dim, s.tp_start, s.shape[static_cast<size_t>(s.tp_dim)]);
-    dst.copy_(SlotView(shard_flat, s));
+    SliceOf(s, SlotView(full_flat, full.slot(s.name))).copy_(SlotView(shard_flat, s));
   }
 }
 

@@ -7,7 +7,7 @@
 // dp size) so every rank owns an equal shard of shard_numel = padded_numel / shards elements.
 // Initialisation is a pure function of (seed, weight name): the values do not depend on the
 // world size, the sharding, the stage split or the tp split (a tp slot holds its slice of
-// the whole weight, ParamSlot::tp_dim).
+// the whole weight, ParamSlot::splits).
 // Group contents, init distributions, tp slices: docs/executor_internals.md#param-layout.
 #pragma once
 
@@ -28,13 +28,16 @@ struct ParamSlot {
   int64_t offset = 0;          // elements from the start of the group's flat buffer
   int64_t numel = 0;
   double init_std = 0;         // N(0, init_std); 0 means "ones" (norm weights)
-  // Tensor parallelism: the dim along which the weight is split (-1: replicated, 0: rows,
-  // 1: columns), the whole weight's shape, and where this shard starts along tp_dim.
-  // Expert groups use the same fields for their expert-parallel slice: dim 0 (the expert
-  // index), this rank's first expert (the group's `tp` then holds the ep size and rank).
-  int tp_dim = -1;
-  std::vector<int64_t> full_shape;  // == shape when tp_dim < 0 or tp size is 1
-  int64_t tp_start = 0;
+  // The slice this rank holds of the whole weight (full_shape): one contiguous range per
+  // split dim (empty: the whole weight, replicated). Tensor parallelism splits rows (dim 0)
+  // or columns (dim 1); a routed-experts slot is split along the expert index (dim 0) by
+  // expert parallelism and along its Fe dim by tensor parallelism.
+  struct Split {
+    int dim = 0;
+    int64_t start = 0;  // the slice is [start, start + shape[dim]) of full_shape[dim]
+  };
+  std::vector<Split> splits;
+  std::vector<int64_t> full_shape;  // == shape when splits is empty
 };
 
 // This rank's place in its tensor-parallel group: size t, rank i.
@@ -63,7 +66,7 @@ struct ParamGroup {
   int64_t numel = 0;           // sum of the slots
   int64_t padded_numel = 0;    // numel rounded up to a multiple of shards
   int64_t shard_numel = 0;     // padded_numel / shards
-  TpShard tp;                  // the tensor-parallel slice the slots hold (kExperts: ep)
+  TpShard tp;                  // the tensor-parallel slice the slots hold
 
   const ParamSlot& slot(const std::string& slot_name) const;  // throws if absent
 };
@@ -117,13 +120,14 @@ struct ParamLayout {
   int64_t padded_numel() const;  // sum of padded_numel
 };
 
-// Throws std::invalid_argument when tp does not divide heads, kv_heads, ffn_hidden and vocab,
-// when ep does not divide the routed experts, and for tp > 1 with a MoE model (the
-// executor's experts are not tensor-parallel: use ep).
+// Throws std::invalid_argument when tp does not divide heads, kv_heads, ffn_hidden, vocab
+// and the expert width, or when ep does not divide the routed experts.
 // A MoE layer's block group holds its router (X,E) and shared experts
 // (shared_up, shared_gate (Xs*Fe,E), shared_down (E,Xs*Fe): the Xs experts side by side, one
 // SwiGLU of width Xs*Fe) in place of w_up, w_gate, w_down; its experts group holds
-// expert_up, expert_gate (X,Fe,E) and expert_down (X,E,Fe), this rank's X/ep of them.
+// expert_up, expert_gate (X,Fe,E) and expert_down (X,E,Fe), this rank's X/ep of them, each
+// split over tp like the dense FFN (up, gate: Fe/tp rows; down: Fe/tp columns); the router
+// is replicated over tp, the shared experts are split like the dense FFN.
 ParamLayout BuildParamLayout(const ModelSpec& model, int64_t shards, StageRange stage = {},
                              TpShard tp = {}, ExpertShard ep = {});
 // Several chunks on one rank (the ZeRO unit stays the group).
@@ -137,10 +141,10 @@ at::Tensor SlotView(const at::Tensor& flat, const ParamSlot& slot);
 // The group's full padded flat buffer (padded_numel, fp32 on CPU), freshly initialised.
 at::Tensor InitGroup(const ParamGroup& group, uint64_t seed);
 
-// Copies a tensor-parallel shard's weights (shard_flat: the flat buffer of `shard`, padded or
-// not) into their place in the full group's flat buffer (full: the same group built with
-// tp {1,0}). Replicated weights (norms) are copied whole. Reassembles a full group from the
-// t shards (tests, snapshots).
+// Copies a tensor- or expert-parallel shard's weights (shard_flat: the flat buffer of
+// `shard`, padded or not) into their place in the full group's flat buffer (full: the same
+// group built with tp {1,0} and ep {1,0}). Replicated weights (norms) are copied whole.
+// Reassembles a full group from its shards (tests, snapshots).
 void PlaceTpShard(const ParamGroup& shard, const at::Tensor& shard_flat, const ParamGroup& full,
                   at::Tensor& full_flat);
 

@@ -46,14 +46,24 @@ at::Tensor TensorParallel::RegionTokenOrder(const at::Tensor& tokens) const {
   return tokens.view({B, size_, S / size_}).transpose(0, 1).contiguous();  // (t,B,S/t)
 }
 
+at::Tensor TensorParallel::RegionToSequence(const at::Tensor& region) const {
+  if (!sp_) return region;
+  TORCH_CHECK(region.size(0) == size_, "RegionToSequence: expected a chunk-major (t,...) tensor");
+  return region.transpose(0, 1).contiguous();
+}
+
+at::Tensor TensorParallel::SequenceToRegion(const at::Tensor& sequence) const {
+  if (!sp_) return sequence;
+  TORCH_CHECK(sequence.size(1) == size_, "SequenceToRegion: expected a (B,t,...) tensor");
+  return sequence.transpose(0, 1).contiguous();
+}
+
 at::Tensor TensorParallel::RMSNormBackward(const at::Tensor& dy, const at::Tensor& x,
                                            const at::Tensor& rstd, const at::Tensor& w,
                                            at::Tensor& dw) const {
-  if (!sp_) return meshplan::RMSNormBackward(dy, x, rstd, w, dw);
-  at::Tensor part = at::zeros_like(dw);  // (E): this rank's tokens only
-  at::Tensor dx = meshplan::RMSNormBackward(dy, x, rstd, w, part);
-  comm_->AllReduceSum(part);
-  dw.add_(part);
+  at::Tensor dx;
+  AccumulateReplicatedGrad(
+      dw, [&](at::Tensor& target) { dx = meshplan::RMSNormBackward(dy, x, rstd, w, target); });
   return dx;
 }
 

@@ -1,7 +1,8 @@
 // TensorParallel: the communication of Megatron tensor parallelism (and sequence
 // parallelism) inside one tp group, as the four conjugate operations around a
 // column-parallel -> row-parallel region, plus the sequence-parallel token order and the
-// norm weight gradients. The model (executor/model/llama_model.h) calls these; with tp size 1
+// gradients of replicated weights (norms, the MoE router). The model
+// (executor/model/llama_model.h, executor/model/moe_block.h) calls these; with tp size 1
 // every call is free (no communication, no copy).
 //                         no sp (residual (B,S,E) replicated)   sp (residual (B,S/t,E) sharded)
 //   EnterRegion(h)         h itself                              all-gather -> (t,B,S/t,E) new
@@ -47,10 +48,27 @@ class TensorParallel {
   // copy (int64, small), else the tensor itself.
   at::Tensor RegionTokenOrder(const at::Tensor& tokens) const;
 
-  // RMSNorm backward whose weight gradient is complete on every tp rank: under sp each
-  // rank saw only its tokens, so its contribution goes into an (E) temporary that is
-  // all-reduced over tp and then added into dw (never the accumulated dw itself, which
-  // holds earlier micro-batches). Without sp: plain RMSNormBackward.
+  // A region tensor (t,B,S/t,...) under sp in sequence order (B,t,S/t,...) (a copy when
+  // B > 1), and back (SequenceToRegion); without sp the tensor itself.
+  at::Tensor RegionToSequence(const at::Tensor& region) const;
+  at::Tensor SequenceToRegion(const at::Tensor& sequence) const;
+
+  // Accumulates into dw the gradient of a weight replicated over tp that each rank computes
+  // from the tokens it holds outside the region (add(target) adds that contribution into
+  // target): under sp into a zeroed temporary that is all-reduced over tp and then added
+  // into dw (never the accumulated dw itself, which holds earlier micro-batches); without
+  // sp every rank holds every token, so straight into dw.
+  template <typename AddGrad>
+  void AccumulateReplicatedGrad(at::Tensor& dw, AddGrad add) const {
+    if (!sp_) return add(dw);
+    at::Tensor part = at::zeros_like(dw);
+    add(part);
+    comm_->AllReduceSum(part);
+    dw.add_(part);
+  }
+
+  // RMSNorm backward whose weight gradient is complete on every tp rank
+  // (AccumulateReplicatedGrad; an (E) all-reduce under sp).
   at::Tensor RMSNormBackward(const at::Tensor& dy, const at::Tensor& x, const at::Tensor& rstd,
                              const at::Tensor& w, at::Tensor& dw) const;
 

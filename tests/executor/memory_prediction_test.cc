@@ -268,7 +268,7 @@ TEST_CASE("the detailed memory model predicts bf16 and mixed-precision ranks wit
 }
 
 // Mixtures of experts (tiny-moe: 8 routed experts of width 256, top-2, a shared expert, layer 0
-// dense), with and without expert parallelism, dropless and with a capacity factor.
+// dense), with and without expert and tensor parallelism, dropless and with a capacity factor.
 // ep == dp: an expert-data-parallel group of one rank, on which the executor's ZeroEngine
 // still runs the plan's stage (ZeRO-1: a full gradient and its one-rank shard).
 TEST_CASE("the detailed memory model predicts mixture-of-experts ranks within 2%",
@@ -286,6 +286,9 @@ TEST_CASE("the detailed memory model predicts mixture-of-experts ranks within 2%
       {{4, 1, 1, 1, false, 1, S::k1F1B, 1, 1, 1, R::kNone}, 2, 0},
       {{4, 1, 1, 1, false, 3, S::k1F1B, 1, 1, 1, R::kFull}, 4, 1.0},
       {{2, 1, 2, 1, false, 2, S::k1F1B, 1, 1, 2, R::kNone}, 2, 0.75},
+      // Experts tensor-parallel (Fe/tp each) with ep carved from dp, without and with sp.
+      {{2, 1, 1, 2, false, 1, S::k1F1B, 1, 1, 2, R::kNone}, 2, 0},
+      {{2, 1, 1, 2, true, 1, S::k1F1B, 1, 2, 1, R::kNone}, 2, 0.75},
   };
   std::vector<PlanFile> plans;
   for (const MoeCase& c : cases) {

@@ -1,7 +1,8 @@
 // `meshplan run` on mixture-of-experts plans: an emulated rank of an expert-parallel plan
-// runs and all-to-alls over its ep group; bad expert-parallel input (ep on a dense model,
-// ep not dividing the experts, tp with experts) is refused with exit 2 naming the field, its
-// value and the allowed values, before anything runs.
+// (alone, and with tensor and sequence parallelism) runs and all-to-alls over its ep group;
+// bad MoE input (ep on a dense model, ep not dividing the experts, cp with experts) is
+// refused with exit 2 naming the field, its value and the allowed values, before anything
+// runs.
 #include <catch2/catch.hpp>
 #include <fmt/format.h>
 #include <unistd.h>
@@ -48,8 +49,11 @@ int Meshplan(const Scratch& scratch, const std::string& tag, const std::string& 
 
 TEST_CASE("meshplan run --emulate-rank runs one rank of an expert-parallel plan",
           "[executor][moe][emulate]") {
+  const std::string plan = GENERATE(std::string("dp=4,ep=2,zero=1"),
+                                    std::string("dp=2,tp=2,ep=2,sp=1,zero=1"));
+  INFO(plan);
   Scratch scratch;
-  SavePlanFile(scratch.Path("plan.yaml"), TinyMoePlan("dp=4,ep=2,zero=1"));
+  SavePlanFile(scratch.Path("plan.yaml"), TinyMoePlan(plan));
   const int exit_code = Meshplan(
       scratch, "emulated",
       fmt::format("run '{}' --steps 1 --warmup 0 --device cpu --emulate-rank 1 --out '{}' "
@@ -63,6 +67,8 @@ TEST_CASE("meshplan run --emulate-rank runs one rank of an expert-parallel plan"
   const std::string calls = scratch.Read("calls.rank1");
   INFO(calls.substr(0, 2000));
   CHECK_THAT(calls, Catch::Contains("all_to_all"));  // token dispatch over the ep group
+  if (plan.find("sp=1") != std::string::npos)
+    CHECK_THAT(calls, Catch::Contains("all_gather") && Catch::Contains("reduce_scatter"));
 }
 
 TEST_CASE("meshplan run refuses bad expert-parallel input with exit 2", "[executor][moe][errors]") {
@@ -75,7 +81,7 @@ TEST_CASE("meshplan run refuses bad expert-parallel input with exit 2", "[execut
   const std::vector<Bad> cases = {
       {TinyMoePlan("dp=2,ep=2", "tiny-llama"), 2, {"ep=2", "dense", "allowed: ep=1"}},
       {TinyMoePlan("dp=3,ep=3"), 3, {"ep=3", "moe.experts=8", "allowed"}},
-      {TinyMoePlan("dp=2,tp=2"), 4, {"tp=2 with model.moe", "allowed: tp=1"}},
+      {TinyMoePlan("dp=1,cp=2"), 2, {"cp=2 with model.moe", "allowed: cp=1"}},
   };
   for (const Bad& c : cases) {
     INFO(ToPlanString(c.pf.plan) << " on " << c.pf.model.name);

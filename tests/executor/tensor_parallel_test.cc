@@ -195,7 +195,7 @@ TEST_CASE("tensor and sequence parallelism equal the single-process run", "[exec
                    what);
       // Replicated weights (norms) are the same on every tp rank.
       for (const ParamSlot& slot : tp_ranks[0]->layout.groups[g].slots) {
-        if (slot.tp_dim >= 0) continue;
+        if (!slot.splits.empty()) continue;
         for (const Trained* r : tp_ranks)
           RequireClose(SlotView(r->params[g], slot), SlotView(tp_ranks[0]->params[g], slot), 0, 0,
                        what + " replicated " + slot.name);

@@ -54,19 +54,19 @@ TEST_CASE("estimate refuses a MoE config.json with top-k above its experts: exit
                            Catch::Contains("1 <= top_k <= experts"));
 }
 
-TEST_CASE("run refuses a MoE plan with tp > 1 (experts are not tensor-parallel): exit 2",
+TEST_CASE("run refuses a MoE plan with cp > 1 (routing is per micro-batch): exit 2",
           "[planner][cli][moe][exec]") {
   const std::string plan =
-      std::string(MESHPLAN_SOURCE_DIR) + "/tests/data/configs/plan_moe_tiny_tp2.yaml";
+      std::string(MESHPLAN_SOURCE_DIR) + "/tests/data/configs/plan_moe_tiny_cp2.yaml";
   const test::CliResult r = test::RunMeshplan("run " + plan + " --nproc 2");
   INFO(r.output);
   CHECK(r.exit_code == 2);
   // Without a built meshplan-exec (no LibTorch) the hand-over says what to build instead.
   const std::string exec = std::filesystem::path(MESHPLAN_BINARY).parent_path() / "meshplan-exec";
   if (std::filesystem::exists(exec))
-    CHECK_THAT(r.output, Catch::Contains("plan_moe_tiny_tp2.yaml") &&
-                             Catch::Contains("tp=2 with model.moe") &&
-                             Catch::Contains("allowed: tp=1"));
+    CHECK_THAT(r.output, Catch::Contains("plan_moe_tiny_cp2.yaml") &&
+                             Catch::Contains("cp=2 with model.moe") &&
+                             Catch::Contains("allowed: cp=1"));
 }
 
 }  // namespace
