@@ -51,6 +51,17 @@ void MergePhasePeaks(std::vector<PhasePeak>& into, const std::vector<PhasePeak>&
   }
 }
 
+// Optimizer offload: the host side apart from the device's (planner/measure/measurement.h).
+// On a CPU rank the probe counted the offloaded tensors too, alive from before the first
+// figure to the end: they come off every figure.
+void ReportHostOptimizer(const ZeroEngine& engine, const at::Device& device, RankMeasurement& out) {
+  out.host_optimizer_bytes = engine.host_optimizer_bytes();
+  if (device.is_cuda() || out.host_optimizer_bytes == 0) return;
+  out.resident_bytes -= out.host_optimizer_bytes;
+  if (out.peak_memory_bytes > 0) out.peak_memory_bytes -= out.host_optimizer_bytes;
+  for (PhasePeak& p : out.phase_peaks) p.peak_bytes -= out.host_optimizer_bytes;
+}
+
 }  // namespace
 
 std::vector<std::string> ModelLimitations(const ModelSpec& m) {
@@ -90,6 +101,14 @@ std::vector<std::string> ExecutorLimitations(const PlanFile& pf) {
   if (pf.training.precision == Precision::kFp8)
     reasons.push_back("training.precision: fp8: the executor does not train in FP8 (the planner "
                       "predicts it, docs/cost_model.md \"FP8\"); run the plan in bf16 or mixed");
+  if (plan.offload_activations)
+    reasons.push_back("offload_act=1: the executor keeps saved activations on the device (only "
+                      "offload_opt is built), so a measurement would not be of this plan; use "
+                      "offload_act=0");
+  if (plan.offload_params)
+    reasons.push_back("offload_params=1: the executor keeps the ZeRO-3 parameter shard on the "
+                      "device (only offload_opt is built), so a measurement would not be of this "
+                      "plan; use offload_params=0");
   if (plan.pp > 1 && plan.schedule == PipelineSchedule::kZeroBubbleH1)
     reasons.push_back("schedule=zb_h1: the executor runs each weight-gradient pass inside its "
                       "backward (1F1B's timeline), so a measurement would not be of ZB-H1, which "
@@ -144,6 +163,7 @@ RankMeasurement RunRank(const PlanFile& pf, const RunOptions& options, const Dev
     if (options.after_step) options.after_step(log.step);
     if (options.tamper) options.tamper(log.step, trainer);
   }
+  ReportHostOptimizer(trainer.engine(), device, out);
   out.step_times_s = trainer.timer().times_s();
   out.step_times_s.resize(out.losses.size());  // not the step whose loss was not finite
   return out;

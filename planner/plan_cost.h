@@ -42,8 +42,11 @@ struct MemoryBreakdown {
   double total_bytes = 0;            // the peak: what must fit in GpuSpec::memory_bytes
   // Host memory this rank keeps in its node's DRAM when the plan offloads
   // (planner/cost/offload.h); none of it is in total_bytes.
-  double host_optimizer_bytes = 0;    // offload_opt: fp32 master + Adam m, v and the
+  double host_optimizer_bytes = 0;    // offload_opt: the parameters AdamW updates (fp32
+                                      // master or param-dtype copy), Adam m, v and the
                                       // gradient shard the CPU step reads
+                                      // (HostOptimizerBytesPerParam, cost/offload.h),
+                                      // and the update's workspace
   double host_activations_bytes = 0;  // offload_act: saved activations not on the GPU
   double host_params_bytes = 0;       // offload_params: the ZeRO-3 parameter shard
   double host_total_bytes() const {

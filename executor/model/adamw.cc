@@ -9,14 +9,19 @@ namespace meshplan {
 
 bool FusedAdamWBuiltIn(const at::Device& device) { return libtorch::HasFusedAdamW(device); }
 
+bool AdamWRunsFused(const at::Device& device, at::ScalarType param, at::ScalarType grad,
+                    at::ScalarType state, const AdamWOptions& options) {
+  return options.fused && FusedAdamWBuiltIn(device) && grad == param && state == param;
+}
+
 void AdamWUpdate(at::Tensor& param, const at::Tensor& grad, at::Tensor& m, at::Tensor& v,
-                 int64_t step, const AdamWOptions& o) {
+                 int64_t step, const AdamWOptions& o, const at::Tensor& workspace) {
   TORCH_CHECK(step >= 1, "AdamWUpdate: step is 1-based");
   TORCH_CHECK(param.numel() == grad.numel() && m.numel() == grad.numel() &&
                   v.numel() == grad.numel(),
               "AdamWUpdate: param, grad, m and v must have the same size");
-  if (o.fused && FusedAdamWBuiltIn(param.device()) && grad.scalar_type() == param.scalar_type() &&
-      m.scalar_type() == param.scalar_type() && v.scalar_type() == param.scalar_type()) {
+  if (m.scalar_type() == v.scalar_type() &&
+      AdamWRunsFused(param.device(), param.scalar_type(), grad.scalar_type(), m.scalar_type(), o)) {
     // The fused kernel reads the (already incremented) step from an fp32 tensor on the device.
     const at::Tensor steps = at::full({}, static_cast<double>(step), param.options().dtype(at::kFloat));
     libtorch::FusedAdamW(param, grad, m, v, steps, o.lr, o.beta1, o.beta2, o.weight_decay, o.eps);
@@ -26,7 +31,15 @@ void AdamWUpdate(at::Tensor& param, const at::Tensor& grad, at::Tensor& m, at::T
   const double bias1 = 1.0 - std::pow(o.beta1, t), bias2 = 1.0 - std::pow(o.beta2, t);
   m.mul_(o.beta1).add_(grad, 1.0 - o.beta1);
   v.mul_(o.beta2).addcmul_(grad, grad, 1.0 - o.beta2);
-  at::Tensor denom = v.sqrt();  // the one temporary
+  at::Tensor denom;  // the one temporary
+  if (workspace.defined()) {
+    TORCH_CHECK(workspace.numel() >= v.numel() && workspace.scalar_type() == v.scalar_type(),
+                "AdamWUpdate: the workspace must hold v's numel in v's dtype");
+    denom = workspace.narrow(0, 0, v.numel());
+    at::sqrt_out(denom, v);
+  } else {
+    denom = v.sqrt();
+  }
   denom.div_(std::sqrt(bias2)).add_(o.eps);
   param.mul_(1.0 - o.lr * o.weight_decay);
   param.addcdiv_(m, denom, -o.lr / bias1);

@@ -10,8 +10,9 @@
 // Kernel: LibTorch's fused AdamW (the same update, one kernel, no temporary) where this
 // LibTorch has it for the device (CUDA from 2.0, CPU from 2.4: FusedAdamWBuiltIn) and the
 // four dtypes agree; otherwise ATen ops, with one temporary the size of param (the
-// denominator), freed on return. AdamWOptions::fused = false forces the ATen ops (tests
-// compare the two).
+// denominator), freed on return, or held in a caller's `workspace` (optimizer offload keeps
+// one on the host: the same values, nothing allocated per step). AdamWOptions::fused = false
+// forces the ATen ops (tests compare the two).
 #pragma once
 
 #include <ATen/ATen.h>
@@ -32,8 +33,13 @@ struct AdamWOptions {
 // True when this LibTorch has a fused AdamW kernel for `device`.
 bool FusedAdamWBuiltIn(const at::Device& device);
 
-// All four tensors: same numel, contiguous. step >= 1.
+// True when AdamWUpdate runs the fused kernel on these dtypes on `device` (no temporary).
+bool AdamWRunsFused(const at::Device& device, at::ScalarType param, at::ScalarType grad,
+                    at::ScalarType state, const AdamWOptions& options);
+
+// All four tensors: same numel, contiguous. step >= 1. workspace: undefined (allocate the
+// denominator), or contiguous, at least param's numel, in v's dtype, on v's device.
 void AdamWUpdate(at::Tensor& param, const at::Tensor& grad, at::Tensor& m, at::Tensor& v,
-                 int64_t step, const AdamWOptions& options);
+                 int64_t step, const AdamWOptions& options, const at::Tensor& workspace = {});
 
 }  // namespace meshplan

@@ -1,6 +1,7 @@
 // ZeRO 0-3 over flat parameter groups (see zero_engine.h for who holds what and when).
 #include "executor/parallel/zero_engine.h"
 
+#include <algorithm>
 #include <stdexcept>
 #include <utility>
 
@@ -10,18 +11,25 @@ namespace meshplan {
 
 ZeroEngine::ZeroEngine(const ParamLayout& layout, int zero_stage, Communicator& replicas,
                        const AdamWOptions& adamw, uint64_t seed, Precision precision,
-                       at::Device device, Communicator* expert_replicas)
+                       at::Device device, Communicator* expert_replicas,
+                       bool offload_optimizer)
     // Over a single replica there is nothing to shard, gather or send: stage 0 (no shard
     // buffers), as planner/cost/memory_detailed.cc assumes.
     : layout_(layout),
       zero_stage_(replicas.size() > 1 ? zero_stage : 0),
       replicas_(replicas),
       expert_replicas_(expert_replicas != nullptr ? *expert_replicas : replicas),
-      adamw_(adamw) {
+      adamw_(adamw),
+      offload_optimizer_(offload_optimizer) {
   const PrecisionDtypes dtypes = DtypesFor(precision);
   compute_ = at::TensorOptions().dtype(dtypes.compute).device(device);
-  state_ = at::TensorOptions().dtype(dtypes.state).device(device);
+  // Offload: host memory, pinned for the device's DMA when it is a GPU.
+  const at::TensorOptions host =
+      at::TensorOptions().device(at::kCPU).pinned_memory(device.is_cuda());
+  state_ = (offload_optimizer ? host : compute_).dtype(dtypes.state);
   fp32_master_ = dtypes.fp32_master;
+  const at::TensorOptions master = (offload_optimizer ? host : compute_)
+                                       .dtype(fp32_master_ ? at::kFloat : dtypes.compute);
   if (zero_stage < 0 || zero_stage > 3)
     throw std::invalid_argument("ZeroEngine: zero_stage must be 0..3");
   if (layout.shards != replicas.size())
@@ -43,12 +51,21 @@ ZeroEngine::ZeroEngine(const ParamLayout& layout, int zero_stage, Communicator& 
     const at::Tensor owned_init = zero_stage_ == 0 ? init : init.narrow(0, r * shard, shard);
     group.params = (zero_stage_ == 3 ? owned_init : init)
                        .to(compute_, /*non_blocking=*/false, /*copy=*/true);
-    if (fp32_master_)
-      group.master = owned_init.to(compute_.dtype(at::kFloat), /*non_blocking=*/false, /*copy=*/true);
+    if (fp32_master_ || offload_optimizer_)
+      group.master = at::empty({owned_init.numel()}, master).copy_(owned_init);
     if (zero_stage_ <= 1) group.grad = at::zeros({spec.padded_numel}, compute_);
     if (zero_stage_ >= 1) group.grad_shard = at::zeros({shard}, compute_);
+    if (offload_optimizer_) group.host_grad = at::empty({owned_init.numel()}, host.dtype(dtypes.compute));
     group.m = at::zeros({owned_init.numel()}, state_);
     group.v = at::zeros({owned_init.numel()}, state_);
+  }
+  if (offload_optimizer_) {  // the update's workspace, sized for the largest group
+    int64_t largest = 0;
+    for (const Group& group : groups_) largest = std::max(largest, group.m.numel());
+    if (master.dtype() != compute_.dtype()) host_grad32_ = at::empty({largest}, master);
+    if (!AdamWRunsFused(at::kCPU, master.dtype().toScalarType(), master.dtype().toScalarType(),
+                        dtypes.state, adamw_))
+      host_denom_ = at::empty({largest}, state_);
   }
 }
 
@@ -70,14 +87,32 @@ at::Tensor ZeroEngine::OwnedParams(Group& group, const ParamGroup& spec) {
 }
 
 void ZeroEngine::Update(Group& group, at::Tensor params, const at::Tensor& grad) {
-  if (!fp32_master_) {
+  if (!group.master.defined()) {
     AdamWUpdate(params, grad, group.m, group.v, optimizer_steps_, adamw_);
     return;
   }
+  // Offload: the gradient shard to the host first (device -> host).
+  const at::Tensor& g = group.host_grad.defined() ? group.host_grad.copy_(grad) : grad;
   // Mixed precision: the fp32 gradient copy and AdamW's temporary are the update's
-  // transient (planner/cost/memory_detailed.cc, optimizer phase).
-  AdamWUpdate(group.master, grad.to(at::kFloat), group.m, group.v, optimizer_steps_, adamw_);
-  params.copy_(group.master);  // rounded to the compute dtype
+  // transient (planner/cost/memory_detailed.cc, optimizer phase); offload keeps them in
+  // the host workspace.
+  at::Tensor g32 = g;
+  if (g.scalar_type() != group.master.scalar_type())
+    g32 = host_grad32_.defined() ? host_grad32_.narrow(0, 0, g.numel()).copy_(g)
+                                 : g.to(group.master.scalar_type());
+  AdamWUpdate(group.master, g32, group.m, group.v, optimizer_steps_, adamw_, host_denom_);
+  params.copy_(group.master);  // offload: host -> device; mixed: rounded to the compute dtype
+}
+
+int64_t ZeroEngine::host_optimizer_bytes() const {
+  if (!offload_optimizer_) return 0;
+  int64_t bytes = 0;
+  for (const Group& group : groups_)
+    for (const at::Tensor* t : {&group.master, &group.m, &group.v, &group.host_grad})
+      bytes += static_cast<int64_t>(t->nbytes());
+  for (const at::Tensor* t : {&host_grad32_, &host_denom_})
+    if (t->defined()) bytes += static_cast<int64_t>(t->nbytes());
+  return bytes;
 }
 
 ParamsLease& ParamsLease::operator=(ParamsLease&& other) noexcept {
@@ -233,14 +268,13 @@ void ZeroEngine::Step() {
 ZeroEngine::OwnedState ZeroEngine::Owned(int g) {
   Group& group = groups_[g];
   const at::Tensor params =
-      fp32_master_ ? group.master : OwnedParams(group, layout_.groups[g]);
+      group.master.defined() ? group.master : OwnedParams(group, layout_.groups[g]);
   return {params, group.m, group.v};
 }
 
 void ZeroEngine::SyncParamsFromShards() {
-  if (fp32_master_)
-    for (size_t g = 0; g < groups_.size(); ++g)
-      OwnedParams(groups_[g], layout_.groups[g]).copy_(groups_[g].master);
+  for (size_t g = 0; g < groups_.size(); ++g)
+    if (groups_[g].master.defined()) OwnedParams(groups_[g], layout_.groups[g]).copy_(groups_[g].master);
   if (zero_stage_ == 0 || zero_stage_ == 3) return;
   for (size_t g = 0; g < groups_.size(); ++g) {
     Group& group = groups_[g];

@@ -12,6 +12,16 @@
 // and gathered over that group, and divided by the same n as every group (each expert rank
 // summed the row gradients sent by its ep peers, so the sum over the expert replicas covers
 // all n replicas' tokens).
+// Optimizer offload (ZeRO-Offload, the plan's offload_opt; planner/cost/offload.h): the
+// optimizer shard lives in host memory, pinned when the device is CUDA, plain CPU tensors
+// on a CPU rank (host == device: the same code runs). Per group: the parameters AdamW updates
+// (the fp32 master under mixed precision, else a copy of the owned params in their dtype),
+// Adam's m and v, and a buffer for the gradient shard; once, the update's workspace for the
+// largest group (AdamW's denominator unless fused, mixed's fp32 gradient copy), the
+// transient the on-device update would allocate. Step() copies the reduced gradient
+// shard into that buffer, runs AdamW on the host, and copies the updated parameters back
+// into the device's owned params (then stages 1-2 all-gather as without offload). The
+// result is the on-device optimizer's, bit for bit on a CPU rank.
 // Not thread-safe; every rank of the replica group must make the same calls in the same order.
 // Who holds what per stage, when each collective runs, what is alive at once:
 // docs/executor_internals.md#zero-engine.
@@ -64,18 +74,26 @@ class ZeroEngine {
   // Initialises every group from `seed` (InitGroup: the same values for any replica count) and
   // keeps this rank's part. layout.shards must equal replicas.size(). With replicas.size() == 1 every
   // stage runs as stage 0 (zero_stage() says 0).
-  // All buffers live on `device` in the dtypes of `precision`.
+  // All buffers live on `device` in the dtypes of `precision`, but with `offload_optimizer`
+  // the optimizer shard, which lives in host memory (see above).
   // expert_replicas: the group of the expert groups (null: `replicas`); layout.ep.shards
   // must equal its size.
   ZeroEngine(const ParamLayout& layout, int zero_stage, Communicator& replicas,
              const AdamWOptions& adamw, uint64_t seed, Precision precision = Precision::kFp32,
-             at::Device device = at::kCPU, Communicator* expert_replicas = nullptr);
+             at::Device device = at::kCPU, Communicator* expert_replicas = nullptr,
+             bool offload_optimizer = false);
   ZeroEngine(const ZeroEngine&) = delete;
   ZeroEngine& operator=(const ZeroEngine&) = delete;
 
   const ParamLayout& layout() const { return layout_; }
   int zero_stage() const { return zero_stage_; }
   int64_t optimizer_steps() const { return optimizer_steps_; }
+  bool offloads_optimizer() const { return offload_optimizer_; }
+  // Bytes of the offloaded optimizer shard in host memory: every group's parameter copy, m,
+  // v and gradient buffer, and the update's workspace, allocated once at construction (0
+  // without offload): what the step keeps and uses on the host. The figure the detailed
+  // memory model's host_optimizer_bytes predicts (planner/cost/offload.h).
+  int64_t host_optimizer_bytes() const;
 
   // --- forward and backward -------------------------------------------------------------
   // The full flat params of group g (padded numel), held while the lease lives. Stage 3:
@@ -117,10 +135,11 @@ class ZeroEngine {
   // This rank's owned part of group g: the shard (stages 1-3) or everything (stage 0).
   struct OwnedState {
     at::Tensor params, m, v;  // views into the engine's buffers (write to restore); params
-                              // is the fp32 master under mixed precision
+                              // is what AdamW updates: the fp32 master under mixed
+                              // precision, the host copy with offload
   };
   OwnedState Owned(int g);
-  // After a restore: mixed precision rounds the master into the params; stages 1-2
+  // After a restore: the master or host copy is copied (rounded) into the params; stages 1-2
   // all-gather the owned param shards into the full params. Collective: every rank calls it.
   void SyncParamsFromShards();
   void set_optimizer_steps(int64_t steps) { optimizer_steps_ = steps; }
@@ -139,8 +158,11 @@ class ZeroEngine {
     int acquired = 0;
     at::Tensor grad;        // full padded: stages 0-1 always; 2-3 during backward
     at::Tensor grad_shard;  // stages 1-3
-    at::Tensor m, v;        // owned part
-    at::Tensor master;      // mixed precision: fp32 copy of the owned params
+    at::Tensor m, v;        // owned part (offload: on the host)
+    at::Tensor master;      // what AdamW updates when not the params: mixed precision's fp32
+                            // copy of the owned params; offload: the host copy (fp32 master
+                            // or the params' dtype)
+    at::Tensor host_grad;   // offload: the gradient shard, copied to the host for AdamW
   };
   struct Pending {
     int group = -1;
@@ -161,6 +183,9 @@ class ZeroEngine {
   AdamWOptions adamw_;
   at::TensorOptions compute_, state_;  // dtype and device of params / grads, of m / v
   bool fp32_master_ = false;
+  bool offload_optimizer_ = false;
+  at::Tensor host_grad32_;  // offload, mixed: the fp32 copy of a gradient shard AdamW reads
+  at::Tensor host_denom_;   // offload, unfused AdamW: its denominator (adamw.h workspace)
   std::vector<Group> groups_;
   std::vector<Pending> pending_;
   int64_t microbatches_ = 1;

@@ -9,6 +9,7 @@
 #include "planner/cost/fp8_convention.h"
 #include "planner/cost/memory_model.h"
 #include "planner/cost/model_state_memory.h"
+#include "planner/cost/offload.h"
 #include "planner/cost/param_count.h"
 #include "planner/cost/pipeline_in_flight.h"
 #include "planner/cost/runtime_memory.h"
@@ -319,17 +320,21 @@ Phase EmbedBackwardPhase(const Stage& s) {
 
 // AdamW, group by group (executor/model/adamw.h): one temporary the size of the group's
 // (shard of the) parameters, the denominator, in the state dtype (none with the fused
-// kernel), + the fp32 copy of the gradient for mixed. ZeRO-1/2 all-gather the updated shard
-// in place.
-Phase OptimizerPhase(const Stage& s) {
+// kernel), + the fp32 copy of the gradient for mixed: the largest group's.
+double OptimizerTransientBytes(const Stage& s) {
   const ZeroLayout& z = s.zero;
-  Phase opt{"optimizer"};
   double largest = z.stage_layers > 0 ? z.groups.block : 0.0;
   largest = std::max({largest, z.groups.embed, z.groups.head});
   if (z.zero >= 1) largest /= z.n;
   const bool mixed = s.training.precision == Precision::kMixed;
-  opt.transient_bytes = largest * ((s.fused_adamw ? 0.0 : z.bytes.state) + (mixed ? 4.0 : 0.0));
-  if (s.plan.offload_optimizer) opt.transient_bytes = 0;  // the step runs on the host
+  return largest * ((s.fused_adamw ? 0.0 : z.bytes.state) + (mixed ? 4.0 : 0.0));
+}
+
+// The update. ZeRO-1/2 all-gather the updated shard in place. offload_opt: the step and its
+// transient (a workspace kept on the host, Breakdown) leave the GPU.
+Phase OptimizerPhase(const Stage& s) {
+  Phase opt{"optimizer"};
+  opt.transient_bytes = s.plan.offload_optimizer ? 0.0 : OptimizerTransientBytes(s);
   return opt;
 }
 
@@ -369,9 +374,12 @@ MemoryBreakdown Breakdown(const Stage& s, const Phase& peak) {
   out.transient_bytes = peak.transient_bytes;
   out.total_bytes = states.total() + model_buffers + peak.sum();
   // Offload (planner/cost/offload.h): what leaves the GPU for the host.
-  if (s.plan.offload_optimizer) {  // + the gradient shard the CPU step reads, in grad dtype
-    const double shard = padded_params / (z.zero >= 1 ? z.n : 1.0);
-    out.host_optimizer_bytes = out.optimizer_bytes + z.bytes.grad * shard;
+  if (s.plan.offload_optimizer) {
+    // The owned parameters (experts included) are what the optimizer states count; the
+    // update's workspace is held once.
+    const double owned = out.optimizer_bytes / z.bytes.optimizer;
+    out.host_optimizer_bytes =
+        HostOptimizerBytesPerParam(z.bytes) * owned + OptimizerTransientBytes(s);
     out.total_bytes -= out.optimizer_bytes;
     out.optimizer_bytes = 0;
   }

@@ -6,6 +6,15 @@
 
 namespace meshplan {
 
+double HostUpdatedBytesPerParam(const BytesPerParam& bytes) {
+  const bool fp32_master = bytes.optimizer > 2 * bytes.state;  // master + m + v
+  return bytes.optimizer + (fp32_master ? 0.0 : bytes.param);
+}
+
+double HostOptimizerBytesPerParam(const BytesPerParam& bytes) {
+  return HostUpdatedBytesPerParam(bytes) + bytes.grad;
+}
+
 double HostCopyTime(double bytes, const HostSpec& host) {
   if (bytes <= 0) return 0;
   const double rate = host.link.bus_bandwidth_Bps();

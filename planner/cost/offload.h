@@ -2,8 +2,12 @@
 // the CPU optimizer step cost (issue 17; docs/cost_model.md section 7).
 //
 // The three choices (ParallelPlan, planner/parallel_plan.h):
-//  * offload_opt (ZeRO-Offload, Ren et al. 2021, arXiv:2101.06840): the fp32 master
-//    weights and Adam's m, v of this rank's shard live on the host. After the backward the
+//  * offload_opt (ZeRO-Offload, Ren et al. 2021, arXiv:2101.06840): the parameters AdamW
+//    updates (the fp32 master where the precision has one, else a copy of the shard in the
+//    param dtype) and Adam's m, v of this rank's shard live on the host, with a buffer for
+//    the gradient shard the CPU reads (HostOptimizerBytesPerParam) and, once, the update's
+//    workspace (the largest group's AdamW temporaries: planner/cost/memory_detailed.cc);
+//    the executor's ZeroEngine keeps exactly these (executor/parallel/zero_engine.h). After the backward the
 //    gradient shard is copied to the host (it follows the reduce-scatter, so it hides
 //    behind the last micro-batch's backward up to that backward's length), the CPU runs
 //    AdamW at HostSpec::optimizer_Bps, and the updated parameters (param dtype) are copied
@@ -28,6 +32,7 @@
 #include <string>
 
 #include "planner/cluster_spec.h"
+#include "planner/cost/model_state_memory.h"
 #include "planner/input_error.h"
 #include "planner/parallel_plan.h"
 
@@ -42,8 +47,16 @@ struct OffloadWork {
   bool activations = false;
   bool params = false;
   double activation_bytes_per_block = 0;  // one block's saved tensors, one micro-batch
-  double host_state_bytes_per_param = 0;  // what the CPU AdamW updates (mixed: 12)
+  double host_state_bytes_per_param = 0;  // what the CPU AdamW updates (HostUpdatedBytesPerParam)
 };
+
+// offload_opt, per parameter of the rank's optimizer shard: what the CPU AdamW step reads
+// and writes (the fp32 master, or the param-dtype copy where the precision has no master,
+// and Adam's m, v: 12 bytes in mixed and fp32, 6 in bf16) ...
+double HostUpdatedBytesPerParam(const BytesPerParam& bytes);
+// ... and what the host keeps: those plus the gradient shard the CPU reads, in grad dtype
+// (14 in mixed, 16 in fp32, 8 in bf16).
+double HostOptimizerBytesPerParam(const BytesPerParam& bytes);
 
 // Seconds to copy `bytes` between one GPU and host memory (either direction).
 double HostCopyTime(double bytes, const HostSpec& host);

@@ -7,6 +7,7 @@
 #include "planner/cost/flops.h"
 #include "planner/cost/fp8_convention.h"
 #include "planner/cost/model_state_memory.h"
+#include "planner/cost/offload.h"
 #include "planner/cost/param_count.h"
 
 namespace meshplan {
@@ -573,7 +574,7 @@ void BuildStepWork(const ModelSpec& model, const TrainingSpec& training, const P
   w.optimizer_shards = plan.zero_stage >= 1 ? plan.dp * plan.cp : 1;
   w.expert_optimizer_shards = plan.zero_stage >= 1 ? plan.expert_dp() * plan.cp : 1;
   if (training.grad_accumulation == GradAccumulation::kSeparate) AddSeparateGradAccumulation(w);
-  w.offload.host_state_bytes_per_param = BytesPerParamFor(training.precision).optimizer;
+  w.offload.host_state_bytes_per_param = HostUpdatedBytesPerParam(BytesPerParamFor(training.precision));
   if (plan.offload_activations)
     w.offload.activation_bytes_per_block = OffloadedBytesPerBlock(model, training, plan, attention);
   SetPlanKnobs(plan, &w);

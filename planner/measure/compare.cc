@@ -53,6 +53,13 @@ std::vector<int64_t> MeasuredRanks(const PlanFile& p, const Measurement& m) {
   return out;
 }
 
+// What rank `rank` measured in host memory (offload; 0: nothing, or an older file).
+int64_t HostBytesOf(const Measurement& m, int64_t rank) {
+  for (const RankMeasurement& r : m.ranks)
+    if (r.rank == rank) return r.host_optimizer_bytes;
+  return 0;
+}
+
 FigureComparison Checked(std::string figure, std::string unit, double predicted, double measured,
                          double tolerance_pct) {
   FigureComparison f;
@@ -164,6 +171,10 @@ Comparison ComparePlan(const PlanFile& p, const Measurement& m, double tolerance
     c.figures.push_back(Checked(fmt::format("peak memory rank {} (stage {})", ranks[i], stage),
                                 "bytes", predicted.total_bytes,
                                 static_cast<double>(m.peak_memory_bytes[i]), tolerance_pct));
+    if (predicted.host_total_bytes() > 0)
+      c.figures.push_back(Checked(fmt::format("host memory rank {} (stage {})", ranks[i], stage),
+                                  "bytes", predicted.host_total_bytes(),
+                                  static_cast<double>(HostBytesOf(m, ranks[i])), tolerance_pct));
   }
   const bool emulated = !m.emulated_comm.empty();
 

@@ -2,7 +2,10 @@
 // by figure, with the error in percent. What `meshplan compare` prints.
 //
 // Figures: the peak memory of every rank against the detailed memory model of its
-// pipeline stage (EstimateStageMemory), the median step time and tokens/s against
+// pipeline stage (EstimateStageMemory; with offload the device's peak), for a plan that
+// offloads also its host memory (MemoryBreakdown::host_total_bytes() against
+// RankMeasurement::host_optimizer_bytes; "nothing measured" in files without it), the
+// median step time and tokens/s against
 // Estimate(). error_pct = (predicted - measured) / measured * 100 (positive: the
 // model over-predicts). A figure is checked against the tolerance only when a real
 // prediction exists: step time and tokens/s need the plan's hardware to describe the
@@ -35,7 +38,8 @@ enum class FigureStatus {
 const char* ToString(FigureStatus status);  // within | outside | no prediction
 
 struct FigureComparison {
-  std::string figure;  // "peak memory rank 1 (stage 0)", "step time", "tokens/s"
+  std::string figure;  // "peak memory rank 1 (stage 0)", "host memory rank 1 (stage 0)",
+                       // "step time", "tokens/s"
   std::string unit;    // "bytes" | "s" | "tokens/s"
   double predicted = 0;
   double measured = 0;

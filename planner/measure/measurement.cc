@@ -189,6 +189,7 @@ json RankMeasurementToJson(const RankMeasurement& r) {
            {"peak_memory_bytes", r.peak_memory_bytes},
            {"peak_reserved_bytes", r.peak_reserved_bytes},
            {"phase_peaks", PhasePeaksToJson(r.phase_peaks)}};
+  if (r.host_optimizer_bytes > 0) out["host_optimizer_bytes"] = r.host_optimizer_bytes;
   if (!r.stop_reason.empty()) out["stop_reason"] = r.stop_reason;
   return out;
 }
@@ -237,6 +238,8 @@ RankMeasurement RankFromReader(const Reader& in) {
   r.peak_reserved_bytes = in.Has("peak_reserved_bytes")
                               ? in.AtLeast<int64_t>("peak_reserved_bytes", 0)
                               : 0;
+  r.host_optimizer_bytes =
+      in.Has("host_optimizer_bytes") ? in.AtLeast<int64_t>("host_optimizer_bytes", 0) : 0;
   r.stop_reason = in.GetOr<std::string>("stop_reason", "");
   const json& phases = in.At("phase_peaks");
   if (!phases.is_array()) in.Fail("phase_peaks", "expected a list of {phase, peak_bytes}");
@@ -328,9 +331,13 @@ std::string FormatMeasurementSummary(const Measurement& m) {
     out += fmt::format("  one rank at a time, peers emulated (communication: {}); losses are not "
                        "the model's\n", m.emulated_comm);
   for (size_t i = 0; i < m.peak_memory_bytes.size(); ++i)
-    out += fmt::format("  rank {}: peak memory {}\n",
+    out += fmt::format("  rank {}: peak memory {}{}\n",
                        i < m.ranks.size() ? m.ranks[i].rank : static_cast<int>(i),
-                       FormatMB(static_cast<double>(m.peak_memory_bytes[i]), 3));
+                       FormatMB(static_cast<double>(m.peak_memory_bytes[i]), 3),
+                       i < m.ranks.size() && m.ranks[i].host_optimizer_bytes > 0
+                           ? ", host (offloaded optimizer) " +
+                                 FormatMB(static_cast<double>(m.ranks[i].host_optimizer_bytes), 3)
+                           : "");
   if (!m.losses.empty())
     out += fmt::format("  loss: step {} {:.4f} -> step {} {:.4f}\n", m.first_step + 1,
                        m.losses.front(), m.first_step + m.steps, m.losses.back());

@@ -7,6 +7,10 @@
 // gradient sync -> update), synchronised by the step's own collectives. Memory is the
 // executor's allocator view: on CPU the c10 CPU allocator's live bytes (counted by
 // executor/device/memory_probe.h), on CUDA the caching allocator's max allocated.
+// Optimizer offload (offload_opt): the memory fields are the device's; the offloaded
+// optimizer shard in host memory is reported apart (host_optimizer_bytes), counted from the
+// tensors the offload path allocates. On a CPU rank host and device are one allocator: its
+// figures (resident, peak, phase peaks) less those bytes are the "device" side.
 #pragma once
 
 #include <nlohmann/json.hpp>
@@ -36,6 +40,10 @@ struct RankMeasurement {
   int64_t peak_reserved_bytes = 0;    // CUDA: the caching allocator's max reserved bytes
                                       // (what the process held from the driver); 0 on CPU
   std::vector<PhasePeak> phase_peaks; // per phase, max over the steps
+  int64_t host_optimizer_bytes = 0;   // offload_opt: the optimizer shard in host memory
+                                      // (parameter copy, Adam m, v, gradient buffer;
+                                      // executor/parallel/zero_engine.h); 0 without offload.
+                                      // Optional in JSON (written when > 0)
   std::string stop_reason;            // why this rank stopped before the last step ("": it
                                       // did not; optional in JSON, absent in older files)
   bool operator==(const RankMeasurement&) const = default;

@@ -6,12 +6,14 @@
 // allocator sees only its own tensors) and compares every rank's peak with
 // EstimateStageMemory(..., kDetailed, stage 0). The goal is 2%. A table of
 // predicted vs measured, with the measured peak of each phase and the predicted terms,
-// is printed for the reconciliation.
+// is printed for the reconciliation. Plans with offload_opt are checked on both sides: the
+// device peak and the host bytes (planner/measure/measurement.h).
 #include "executor/model/adamw.h"  // first: LibTorch before Catch2 (else glog's CHECK wins)
 
 #include <catch2/catch.hpp>
 #include <fmt/format.h>
 
+#include <cmath>
 #include <cstdlib>
 #include <filesystem>
 #include <iostream>
@@ -124,6 +126,17 @@ void CheckPredictions(const std::vector<PlanFile>& plans, const std::string& tit
                  << rank.peak_memory_bytes << " B");
       CHECK(error >= -0.02);
       CHECK(error <= over_tolerance);
+      // Offload: the host side (planner/measure/measurement.h), against the model's host bytes.
+      if (predicted.host_total_bytes() > 0 || rank.host_optimizer_bytes > 0) {
+        const double host_error = (predicted.host_total_bytes() - double(rank.host_optimizer_bytes)) /
+                                  double(rank.host_optimizer_bytes);
+        table += fmt::format("{:<52} {:>10} {:>10} {:>+7.2f}  host (offloaded optimizer)\n",
+                             "  host", Mb(predicted.host_total_bytes()),
+                             Mb(double(rank.host_optimizer_bytes)), 100 * host_error);
+        INFO(label << ": host predicted " << predicted.host_total_bytes() << " B, measured "
+                   << rank.host_optimizer_bytes << " B");
+        CHECK(std::abs(host_error) <= 0.02);
+      }
     }
   }
   std::cout << "\n" << title << "\n" << table << std::flush;
@@ -265,6 +278,33 @@ TEST_CASE("the detailed memory model predicts bf16 and mixed-precision ranks wit
   std::vector<PlanFile> plans;
   for (const MeshMemoryCase& c : cases) plans.push_back(MakeMeshPlanFile(c));
   CheckPredictions(plans, "Detailed memory model vs measured peak, bf16 and mixed (tiny-llama-like, S=256, CPU):");
+}
+
+// Optimizer offload (offload_opt): the device side (the measured peak less the offloaded
+// tensors on these CPU ranks, planner/measure/measurement.h) against the model's GPU total,
+// the host side against its host bytes; fp32, bf16 and mixed, ZeRO 0-3, and a pipeline.
+TEST_CASE("the detailed memory model predicts the device and host sides of optimizer offload within 2%",
+          "[executor][memory_prediction][offload]") {
+  using S = PipelineSchedule;
+  using R = Recompute;
+  using P = Precision;
+  const std::vector<MeshMemoryCase> cases = {
+      {1, 1, 1, 1, false, 0, S::k1F1B, 1, 2, 1, R::kNone},
+      {2, 1, 1, 1, false, 0, S::k1F1B, 1, 1, 2, R::kFull},
+      {2, 1, 1, 1, false, 1, S::k1F1B, 1, 2, 1, R::kNone},
+      {2, 1, 1, 1, false, 2, S::k1F1B, 1, 1, 2, R::kFull},
+      {2, 1, 1, 1, false, 3, S::k1F1B, 1, 2, 1, R::kNone},
+      {2, 1, 1, 1, false, 1, S::k1F1B, 1, 2, 1, R::kNone, P::kMixed},
+      {2, 1, 1, 1, false, 3, S::k1F1B, 1, 1, 2, R::kFull, P::kBf16},
+      {1, 1, 2, 1, false, 0, S::k1F1B, 1, 1, 2, R::kNone, P::kMixed},
+  };
+  std::vector<PlanFile> plans;
+  for (const MeshMemoryCase& c : cases) {
+    PlanFile pf = MakeMeshPlanFile(c);
+    pf.plan.offload_optimizer = true;
+    plans.push_back(pf);
+  }
+  CheckPredictions(plans, "Detailed memory model vs measured peak, optimizer offload (tiny-llama-like, S=256, CPU):");
 }
 
 // Mixtures of experts (tiny-moe: 8 routed experts of width 256, top-2, a shared expert, layer 0

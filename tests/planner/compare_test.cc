@@ -109,6 +109,40 @@ TEST_CASE("compare: memory per rank against its pipeline stage, error in %", "[p
   CHECK(ComparePlan(p, MeasuredAs(p, "NVIDIA H100 80GB HBM3", 1.01, 1.05), 6.0).Failures().empty());
 }
 
+TEST_CASE("compare: an offloading plan gets a host line per rank beside the device's peak",
+          "[planner][compare][offload]") {
+  PlanFile p = SmallPlan();
+  p.plan.offload_optimizer = true;
+  Measurement m = MeasuredAs(p, "cpu", 1.0, 1.0);
+  const MemoryBreakdown stage1 =
+      EstimateStageMemory(p.model, p.training, p.plan, MemoryModel::kDetailed, 1);
+  REQUIRE(stage1.host_optimizer_bytes > 0);
+  for (int rank = 0; rank < 4; ++rank) {
+    RankMeasurement r;
+    r.rank = rank;
+    r.host_optimizer_bytes = static_cast<int64_t>(
+        EstimateStageMemory(p.model, p.training, p.plan, MemoryModel::kDetailed, rank % 2)
+            .host_optimizer_bytes * (rank == 3 ? 1.1 : 1.0));
+    m.ranks.push_back(r);
+  }
+  const Comparison c = ComparePlan(p, m, 2.0);
+  CHECK(Figure(c, "host memory rank 1 (stage 1)").status == FigureStatus::kWithin);
+  const FigureComparison& rank3 = Figure(c, "host memory rank 3 (stage 1)");
+  CHECK(rank3.predicted == Approx(stage1.host_optimizer_bytes));
+  CHECK(rank3.status == FigureStatus::kOutside);
+  REQUIRE(c.Failures().size() == 1);
+  CHECK_THAT(FormatComparisonTable(c), Catch::Contains("host memory rank 0 (stage 0)"));
+  // An older file without host bytes: listed, nothing measured, never a failure.
+  for (RankMeasurement& r : m.ranks) r.host_optimizer_bytes = 0;
+  const Comparison old = ComparePlan(p, m, 2.0);
+  CHECK(Figure(old, "host memory rank 0 (stage 0)").status == FigureStatus::kNoPrediction);
+  CHECK(old.Failures().empty());
+  // Without offload: no host lines.
+  p.plan.offload_optimizer = false;
+  for (const FigureComparison& f : ComparePlan(p, MeasuredAs(p, "cpu", 1.0, 1.0), 2.0).figures)
+    CHECK(f.figure.find("host") == std::string::npos);
+}
+
 TEST_CASE("compare: memory outside the tolerance fails, naming the rank", "[planner][compare]") {
   const PlanFile p = SmallPlan();
   const Comparison c = ComparePlan(p, MeasuredAs(p, "NVIDIA H100 80GB HBM3", 0.9, 1.0), 2.0);

@@ -96,6 +96,28 @@ TEST_CASE("measured.json: the attention core and reserved bytes, optional in old
                     Catch::Contains("ranks[0].peak_reserved_bytes") && Catch::Contains("an integer"));
 }
 
+TEST_CASE("measured.json: the offloaded optimizer's host bytes, optional, written when set",
+          "[planner][measurement][offload]") {
+  MeasurementEnvironment env;
+  env.device = "cpu";
+  env.world_size = 1;
+  env.precision = "fp32";
+  RankMeasurement rank = Rank(0, {5, 1, 2, 1}, 300);
+  const nlohmann::json without = MeasurementToJson(CombineRanks(env, 1, 1000, {rank}));
+  CHECK_FALSE(without["ranks"][0].contains("host_optimizer_bytes"));  // older readers see nothing new
+  CHECK(MeasurementFromJson(without, "old.json").ranks[0].host_optimizer_bytes == 0);
+  rank.host_optimizer_bytes = 4096;
+  const Measurement m = CombineRanks(env, 1, 1000, {rank});
+  const nlohmann::json json = MeasurementToJson(m);
+  CHECK(json["ranks"][0]["host_optimizer_bytes"] == 4096);
+  CHECK(MeasurementFromJson(json, "x") == m);
+  CHECK_THAT(FormatMeasurementSummary(m), Catch::Contains("host (offloaded optimizer)"));
+  nlohmann::json wrong = json;
+  wrong["ranks"][0]["host_optimizer_bytes"] = -1;
+  CHECK_THROWS_WITH(MeasurementFromJson(wrong, "w.json"),
+                    Catch::Contains("ranks[0].host_optimizer_bytes"));
+}
+
 }  // namespace
 }  // namespace meshplan
 

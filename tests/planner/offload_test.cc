@@ -5,12 +5,15 @@
 // not copied from the implementation's output.
 #include <catch2/catch.hpp>
 
+#include <algorithm>
+
 #include "planner/cost/activation_memory.h"
 #include "planner/cost/cost_model.h"
 #include "planner/cost/model_state_memory.h"
 #include "planner/cost/offload.h"
 #include "planner/cost/param_count.h"
 #include "planner/input_error.h"
+#include "planner/names.h"
 #include "planner/parallel_plan.h"
 #include "planner/plan_cost.h"
 #include "tests/planner/cost_test_specs.h"
@@ -33,6 +36,16 @@ ClusterSpec HostCluster(int64_t nodes, double link_Bps = 50e9, double optimizer_
 }
 
 ParallelPlan Plan(const std::string& text) { return ParsePlanString(text, "test"); }
+
+// offload_opt's update workspace on the host, held once: the largest group's shard (a block
+// or the vocabulary-wide embedding / head) times AdamW's denominator (state dtype) + mixed's
+// fp32 gradient copy.
+double HostWorkspace(const ModelSpec& model, Precision precision, int64_t shards) {
+  const double largest = std::max(static_cast<double>(BlockParams(model)),
+                                  static_cast<double>(PaddedVocab(model, 1) * model.hidden));
+  return largest / static_cast<double>(shards) *
+         (BytesPerParamFor(precision).state + (precision == Precision::kMixed ? 4.0 : 0.0));
+}
 
 TEST_CASE("the offload and overlap keys round-trip through plan strings", "[planner][offload]") {
   const ParallelPlan p =
@@ -78,11 +91,37 @@ TEST_CASE("offload_opt moves the optimizer states and the gradient shard to the 
   CHECK(off.memory.optimizer_bytes == 0);
   CHECK_THAT(off.memory.total_bytes,
              WithinRel(base.memory.total_bytes - base.memory.optimizer_bytes, 1e-12));
-  // Mixed precision: 12 bytes of fp32 state and 2 of bf16 gradient per parameter of the shard.
+  // Mixed precision: 12 bytes of fp32 state and 2 of bf16 gradient per parameter of the
+  // shard, and the update's workspace.
   const double shard = static_cast<double>(CountParams(model)) / 8;
-  CHECK_THAT(off.memory.host_optimizer_bytes, WithinRel(14 * shard, 1e-3));
+  CHECK_THAT(off.memory.host_optimizer_bytes,
+             WithinRel(14 * shard + HostWorkspace(model, Precision::kMixed, 8), 1e-3));
   CHECK_THAT(off.host_bytes_per_node, WithinRel(8 * off.memory.host_total_bytes(), 1e-12));
   CHECK(off.fits_host);
+}
+
+// Without an fp32 master (fp32, bf16) the host keeps a copy of the shard's parameters for
+// AdamW to update, as the executor's ZeroEngine does: fp32 4 + 8 + 4 (gradient) = 16 bytes,
+// bf16 2 + 4 + 2 = 8; the CPU step reads and writes 12 and 6 of them.
+TEST_CASE("offload_opt keeps a parameter copy on the host where there is no fp32 master",
+          "[planner][offload][memory]") {
+  const ModelSpec model = SpecLlama(2048, 16, 8, 8192);
+  const double optimizer_Bps = 5e9;
+  const ClusterSpec cluster = HostCluster(1, 50e9, optimizer_Bps);
+  const double shard = static_cast<double>(CountParams(model)) / 8;
+  struct Case { Precision precision; double host, updated; };
+  for (const Case& c : {Case{Precision::kFp32, 16, 12}, Case{Precision::kBf16, 8, 6},
+                        Case{Precision::kMixed, 14, 12}}) {
+    TrainingSpec training = Training(64, 2048);
+    training.precision = c.precision;
+    const PlanCost off = Estimate(model, cluster, training, Plan("dp=8,zero=1,offload_opt=1"));
+    INFO(ToString(c.precision));
+    CHECK_THAT(off.memory.host_optimizer_bytes,
+               WithinRel(c.host * shard + HostWorkspace(model, c.precision, 8), 1e-3));
+    CHECK_THAT(off.time.optimizer_s, WithinRel(c.updated * shard / optimizer_Bps, 1e-3));
+    CHECK(HostOptimizerBytesPerParam(BytesPerParamFor(c.precision)) == c.host);
+    CHECK(HostUpdatedBytesPerParam(BytesPerParamFor(c.precision)) == c.updated);
+  }
 }
 
 TEST_CASE("offload_opt runs AdamW on the CPU and copies the shard out and in",

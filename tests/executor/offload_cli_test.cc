@@ -1,0 +1,94 @@
+// `meshplan run` and `meshplan compare` on offloading plans: an offload_opt plan runs on CPU
+// ranks and writes each rank's host bytes (the offloaded optimizer shard, apart from the
+// device peak), which compare shows beside the prediction; offload_act and offload_params,
+// which the executor does not build, are refused with exit 2 naming the key.
+#include <catch2/catch.hpp>
+#include <fmt/format.h>
+#include <sys/wait.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <string>
+
+#include "planner/config/config_loader.h"
+#include "planner/cost/memory_model.h"
+#include "planner/measure/measurement.h"
+#include "tests/scratch_dir.h"
+
+namespace meshplan {
+namespace {
+
+namespace fs = std::filesystem;
+
+// tiny-llama, S=32, fp32, one step.
+PlanFile TinyPlan(const std::string& plan_text) {
+  PlanFile pf;
+  pf.model = LoadModel("tiny-llama");
+  pf.plan = ParsePlanString(plan_text);
+  pf.cluster = LoadCluster(std::to_string(pf.plan.world_size()) + "xa40");
+  pf.training.global_batch = pf.plan.dp * 2;
+  pf.training.seq_len = 32;
+  pf.training.precision = Precision::kFp32;
+  pf.training.steps = 1;
+  return pf;
+}
+
+int Meshplan(const test::ScratchDir& scratch, const std::string& tag, const std::string& args) {
+  const std::string command =
+      fmt::format("'{}' {} > '{}' 2>&1", MESHPLAN_BINARY, args, scratch.Path(tag + ".log"));
+  const int status = std::system(command.c_str());
+  return WIFEXITED(status) ? WEXITSTATUS(status) : 128;
+}
+
+TEST_CASE("meshplan run writes the host bytes of an offload_opt plan and compare shows them",
+          "[executor][offload][cli]") {
+  test::ScratchDir scratch("meshplan_offload_cli_test");
+  const PlanFile pf = TinyPlan("dp=2,zero=1,offload_opt=1");
+  SavePlanFile(scratch.Path("plan.yaml"), pf);
+  const int run = Meshplan(scratch, "run",
+                           fmt::format("run '{}' --nproc 2 --steps 1 --warmup 0 --device cpu --out '{}'",
+                                       scratch.Path("plan.yaml"), scratch.Path("m.json")));
+  INFO(scratch.Read("run.log"));
+  REQUIRE(run == 0);
+  const Measurement m = LoadMeasurement(scratch.Path("m.json"));
+  REQUIRE(m.ranks.size() == 2);
+  const MemoryBreakdown predicted =
+      EstimateStageMemory(pf.model, pf.training, pf.plan, MemoryModel::kDetailed, 0);
+  REQUIRE(predicted.host_optimizer_bytes > 0);
+  for (const RankMeasurement& r : m.ranks) {
+    INFO("rank " << r.rank);
+    // The host side is counted from the tensors: exactly the planner's figure.
+    CHECK(static_cast<double>(r.host_optimizer_bytes) == predicted.host_optimizer_bytes);
+    CHECK(r.peak_memory_bytes > 0);
+  }
+  CHECK_THAT(scratch.Read("m.json"), Catch::Contains("\"host_optimizer_bytes\""));
+
+  const int compare = Meshplan(scratch, "compare",
+                               fmt::format("compare '{}' '{}' --tolerance 100", scratch.Path("plan.yaml"),
+                                           scratch.Path("m.json")));
+  const std::string table = scratch.Read("compare.log");
+  INFO(table);
+  CHECK(compare == 0);
+  CHECK_THAT(table, Catch::Contains("peak memory rank 1 (stage 0)"));
+  CHECK_THAT(table, Catch::Contains("host memory rank 1 (stage 0)"));
+}
+
+TEST_CASE("meshplan run refuses the offload choices the executor does not build with exit 2",
+          "[executor][offload][cli][errors]") {
+  test::ScratchDir scratch("meshplan_offload_cli_test");
+  for (const std::string plan : {"dp=2,offload_act=1", "dp=2,zero=3,offload_opt=1,offload_params=1"}) {
+    INFO(plan);
+    SavePlanFile(scratch.Path("bad.yaml"), TinyPlan(plan));
+    CHECK(Meshplan(scratch, "bad", fmt::format("run '{}' --nproc 2 --steps 1 --device cpu --out '{}'",
+                                               scratch.Path("bad.yaml"), scratch.Path("m.json"))) == 2);
+    const std::string log = scratch.Read("bad.log");
+    INFO(log);
+    CHECK_THAT(log, Catch::Contains(plan.find("offload_act") != std::string::npos
+                                        ? "offload_act=1: the executor keeps saved activations"
+                                        : "offload_params=1: the executor keeps the ZeRO-3"));
+    CHECK_FALSE(fs::exists(scratch.Path("m.json")));
+  }
+}
+
+}  // namespace
+}  // namespace meshplan
