@@ -101,7 +101,12 @@ TEST_CASE("MoE meshes equal the single-process run", "[executor][moe][mesh]") {
   }
   // Each dp replica group of ep ranks (edp index) reassembles the whole model from its
   // pp stages, tp shards and ep expert slices (PlaceTpShard places every kind of slice).
-  const double step_tol = 1e-3 * training.learning_rate;
+  // tp > 1 splits each expert's Fe dimension, which changes the summation order of its
+  // GEMMs; AdamW's normalisation (m / sqrt(v)) amplifies that rounding on weights whose
+  // gradients are near zero (experts that keep few rows). Measured at one expert weight of
+  // the capacity-0.75 cases: 1.1e-5 on LibTorch 1.13, 2.1e-5 on LibTorch 2.11, against
+  // 1e-5. A wrong router gradient, aux loss or token order moves weights by ~lr = 1e-2.
+  const double step_tol = (c.tp > 1 ? 4e-3 : 1e-3) * training.learning_rate;
   // Replicated weights (norms, the router) are whole on every rank, each equal to the single
   // process's (under sp the router and norm gradients are summed over tp).
   for (const Trained& t : got) {

@@ -2,6 +2,8 @@
 // ranks and writes each rank's host bytes (the offloaded optimizer shard, apart from the
 // device peak), which compare shows beside the prediction; offload_act and offload_params,
 // which the executor does not build, are refused with exit 2 naming the key.
+#include "executor/model/adamw.h"  // first: LibTorch before Catch2
+
 #include <catch2/catch.hpp>
 #include <fmt/format.h>
 #include <sys/wait.h>
@@ -52,8 +54,10 @@ TEST_CASE("meshplan run writes the host bytes of an offload_opt plan and compare
   REQUIRE(run == 0);
   const Measurement m = LoadMeasurement(scratch.Path("m.json"));
   REQUIRE(m.ranks.size() == 2);
+  MemoryOptions options;  // the host AdamW kernel of this LibTorch (fused: no workspace)
+  options.fused_adamw = FusedAdamWBuiltIn(at::kCPU);
   const MemoryBreakdown predicted =
-      EstimateStageMemory(pf.model, pf.training, pf.plan, MemoryModel::kDetailed, 0);
+      EstimateStageMemory(pf.model, pf.training, pf.plan, MemoryModel::kDetailed, 0, options);
   REQUIRE(predicted.host_optimizer_bytes > 0);
   for (const RankMeasurement& r : m.ranks) {
     INFO("rank " << r.rank);
