@@ -10,6 +10,7 @@
 #include <string>
 
 #include "executor/device/training_device.h"
+#include "executor/model/adamw.h"
 #include "executor/model/fused_attention.h"
 #include "executor/parallel/device_mesh.h"
 #include "planner/cost/memory_model.h"
@@ -65,6 +66,8 @@ void CheckRankFitsDevice(const PlanFile& pf, int rank, const at::Device& device,
   const int64_t stage = StageOf(pf.plan, rank);
   MemoryOptions memory;  // tensors only: what the run's probe counts
   memory.attention = ExecutorAttention(device, pf.training.precision);
+  memory.fused_adamw =
+      FusedAdamWBuiltIn(pf.plan.offload_optimizer ? at::Device(at::kCPU) : device);
   const double needed_bytes = EstimateStageMemory(pf.model, pf.training, pf.plan,
                                                   MemoryModel::kDetailed, stage, memory)
                                   .total_bytes;

@@ -16,6 +16,7 @@
 #include "executor/device/host_memory.h"
 #include "executor/device/memory_probe.h"
 #include "executor/device/training_device.h"
+#include "executor/model/adamw.h"
 #include "executor/model/fused_attention.h"
 #include "executor/snapshot.h"
 #include "executor/trainer.h"
@@ -175,6 +176,10 @@ MeasurementEnvironment CurrentEnvironment(const PlanFile& pf, const at::Device& 
   // What the block's attention core is (context parallelism runs ring attention, which
   // the memory model knows from cp).
   e.attention = ToString(ExecutorAttention(device, pf.training.precision));
+  // The AdamW kernel where the update runs (offload_opt: on the host).
+  e.adamw = FusedAdamWBuiltIn(pf.plan.offload_optimizer ? at::Device(at::kCPU) : device)
+                ? "fused"
+                : "unfused";
   e.libtorch_version = TORCH_VERSION;
   char host[256] = {0};
   if (::gethostname(host, sizeof(host) - 1) == 0) e.hostname = host;

@@ -163,6 +163,11 @@ Comparison ComparePlan(const PlanFile& p, const Measurement& m, double tolerance
       !ParseAttentionImpl(m.environment.attention, &memory.attention))
     throw InputError({measured_source}, "environment.attention",
                      "expected one of: auto, naive, fused; got '" + m.environment.attention + "'");
+  if (!m.environment.adamw.empty() && m.environment.adamw != "fused" &&
+      m.environment.adamw != "unfused")
+    throw InputError({measured_source}, "environment.adamw",
+                     "expected one of: fused, unfused; got '" + m.environment.adamw + "'");
+  memory.fused_adamw = m.environment.adamw == "fused";  // no update workspace
   const std::vector<int64_t> ranks = MeasuredRanks(p, m);
   for (size_t i = 0; i < ranks.size(); ++i) {
     const int64_t stage = CoordsOfRank(p.plan, ranks[i])[MeshDim::kPp];

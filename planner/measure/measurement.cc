@@ -208,6 +208,7 @@ json MeasurementToJson(const Measurement& m) {
                 {"plan", e.plan},
                 {"precision", e.precision},
                 {"attention", e.attention},
+                {"adamw", e.adamw},
                 {"global_batch", e.global_batch},
                 {"seq_len", e.seq_len}}},
               {"first_step", m.first_step},
@@ -273,6 +274,7 @@ Measurement MeasurementFromJson(const json& j, const std::string& source) {
   e.plan = env.Get<std::string>("plan");
   e.precision = env.Get<std::string>("precision");
   e.attention = env.GetOr<std::string>("attention", "");
+  e.adamw = env.GetOr<std::string>("adamw", "");
   e.global_batch = env.AtLeast<int64_t>("global_batch", 0);
   e.seq_len = env.AtLeast<int64_t>("seq_len", 0);
   m.first_step = in.AtLeast<int64_t>("first_step", 0);

@@ -61,6 +61,8 @@ struct MeasurementEnvironment {
   std::string precision;         // ToString(Precision)
   std::string attention;         // the attention core that ran: naive | fused ("": not
                                  // recorded, older files; compare then assumes auto)
+  std::string adamw;             // the AdamW kernel where the update ran: fused | unfused
+                                 // ("": older files; compare then assumes unfused)
   int64_t global_batch = 0;      // sequences per step
   int64_t seq_len = 0;
   bool operator==(const MeasurementEnvironment&) const = default;

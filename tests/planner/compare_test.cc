@@ -88,6 +88,28 @@ TEST_CASE("compare predicts memory for the attention core the run names", "[plan
                     Catch::Contains("environment.attention") && Catch::Contains("naive, fused"));
 }
 
+TEST_CASE("compare predicts the optimizer's workspace for the AdamW kernel the run names",
+          "[planner][compare]") {
+  PlanFile p = SmallPlan();
+  p.training.seq_len = 8;  // few activations: the optimizer's workspace sets the peak
+  p.training.global_batch = 2;
+  MemoryOptions fused;
+  fused.fused_adamw = true;
+  Measurement m = MeasuredAs(p, "cpu", 1.0, 1.0);
+  m.environment.adamw = "fused";
+  const double fused_peak = ComparePlan(p, m, 2.0).figures[0].predicted;
+  REQUIRE(fused_peak < StagePeak(p, 0));  // the optimizer phase is this stage's peak
+  CHECK(fused_peak ==
+        EstimateStageMemory(p.model, p.training, p.plan, MemoryModel::kDetailed, 0, fused).total_bytes);
+  m.environment.adamw = "unfused";
+  CHECK(ComparePlan(p, m, 2.0).figures[0].predicted == StagePeak(p, 0));
+  m.environment.adamw = "";  // an older file: unfused
+  CHECK(ComparePlan(p, m, 2.0).figures[0].predicted == StagePeak(p, 0));
+  m.environment.adamw = "fast";
+  CHECK_THROWS_WITH(ComparePlan(p, m, 2.0),
+                    Catch::Contains("environment.adamw") && Catch::Contains("fused, unfused"));
+}
+
 TEST_CASE("compare: memory per rank against its pipeline stage, error in %", "[planner][compare]") {
   const PlanFile p = SmallPlan();
   REQUIRE(StagePeak(p, 0) != StagePeak(p, 1));  // the stages really differ
