@@ -379,24 +379,30 @@ std::vector<TradeoffRow> ZeroTradeoffRows(const ModelSpec& model, const ClusterS
   return rows;
 }
 
+namespace {
+
+// One row per value of a size knob (tp, ep), labelled "<name>=<value>".
+template <typename Values>
+std::vector<TradeoffRow> SizeRows(const Ctx& ctx, const ParallelPlan& current, Knob knob,
+                                  const std::string& name, const Values& values) {
+  std::vector<TradeoffRow> rows;
+  for (int64_t value : values)
+    rows.push_back(MakeRow(ctx, current, knob, value, name + "=" + std::to_string(value)));
+  return rows;
+}
+
+}  // namespace
+
 std::vector<TradeoffRow> TpTradeoffRows(const ModelSpec& model, const ClusterSpec& cluster,
                                         const TrainingSpec& training,
                                         const ParallelPlan& current) {
-  const Ctx ctx{model, cluster, training};
-  std::vector<TradeoffRow> rows;
-  for (int64_t tp : kTradeoffTpValues)
-    rows.push_back(MakeRow(ctx, current, Knob::kTp, tp, "tp=" + std::to_string(tp)));
-  return rows;
+  return SizeRows({model, cluster, training}, current, Knob::kTp, "tp", kTradeoffTpValues);
 }
 
 std::vector<TradeoffRow> EpTradeoffRows(const ModelSpec& model, const ClusterSpec& cluster,
                                         const TrainingSpec& training,
                                         const ParallelPlan& current) {
-  const Ctx ctx{model, cluster, training};
-  std::vector<TradeoffRow> rows;
-  for (int64_t ep : kTradeoffEpValues)
-    rows.push_back(MakeRow(ctx, current, Knob::kEp, ep, "ep=" + std::to_string(ep)));
-  return rows;
+  return SizeRows({model, cluster, training}, current, Knob::kEp, "ep", kTradeoffEpValues);
 }
 
 }  // namespace meshplan

@@ -6,7 +6,10 @@
 #include <catch2/catch.hpp>
 
 #include <cstdio>
+#include <cstdlib>
 #include <string>
+
+#include "tests/scratch_dir.h"
 
 namespace meshplan::test {
 
@@ -33,6 +36,16 @@ inline CliResult RunShell(const std::string& command) {
 inline CliResult RunMeshplan(const std::string& args, bool with_stderr = true) {
   return RunShell(std::string("'") + MESHPLAN_BINARY + "' " + args +
                   (with_stderr ? " 2>&1" : " 2>/dev/null"));
+}
+
+// `meshplan ARGS` with stdout and stderr into <tag>.log of `scratch`; the exit code (128
+// when it did not exit normally).
+inline int RunMeshplanLogged(const ScratchDir& scratch, const std::string& tag,
+                             const std::string& args) {
+  const std::string command = std::string("'") + MESHPLAN_BINARY + "' " + args + " > '" +
+                              scratch.Path(tag + ".log") + "' 2>&1";
+  const int status = std::system(command.c_str());
+  return WIFEXITED(status) ? WEXITSTATUS(status) : 128;
 }
 
 }  // namespace meshplan::test

@@ -18,6 +18,7 @@
 #include "planner/config/config_loader.h"
 #include "planner/measure/measurement.h"
 #include "planner/mesh_layout.h"
+#include "tests/cli_run.h"
 #include "tests/scratch_dir.h"
 
 namespace meshplan {
@@ -41,14 +42,6 @@ PlanFile TinyPlan(const ParallelPlan& plan, int64_t microbatches) {
   pf.training.steps = 1;
   pf.plan = plan;
   return pf;
-}
-
-// `meshplan <args>`, output into <tag>.log; the exit code.
-int Meshplan(const Scratch& scratch, const std::string& tag, const std::string& args) {
-  const std::string command =
-      fmt::format("'{}' {} > '{}' 2>&1", MESHPLAN_BINARY, args, scratch.Path(tag + ".log"));
-  const int status = std::system(command.c_str());
-  return WIFEXITED(status) ? WEXITSTATUS(status) : 128;
 }
 
 const RankMeasurement& RankOf(const Measurement& m, int rank) {
@@ -87,11 +80,11 @@ TEST_CASE("an emulated rank has the peak memory and the communicator calls of th
       const std::string common = fmt::format("run '{}' --steps 1 --warmup 0 --device cpu",
                                              scratch.Path("plan.yaml"));
       INFO(c.name << ": " << ToPlanString(pf.plan));
-      REQUIRE(Meshplan(scratch, "real",
+      REQUIRE(test::RunMeshplanLogged(scratch, "real",
                        fmt::format("{} --nproc {} --out '{}' --comm-log '{}'", common,
                                    pf.plan.world_size(), scratch.Path("real.json"),
                                    scratch.Path("real")) ) == 0);
-      const int emulated_exit = Meshplan(
+      const int emulated_exit = test::RunMeshplanLogged(
           scratch, "emulated",
           fmt::format("{} --emulate-rank {} --out '{}' --comm-log '{}'", common, c.emulate,
                       scratch.Path("emulated.json"), scratch.Path("emulated")));
@@ -125,7 +118,7 @@ TEST_CASE("meshplan run --emulate-rank refuses a rank outside the plan, flags th
   const std::string out = scratch.Path("m.json");
   for (const char* bad : {"2", "-1", "x", "99999999999999999999"}) {
     INFO("--emulate-rank " << bad);
-    CHECK(Meshplan(scratch, "bad", fmt::format("run '{}' --emulate-rank={} --steps 1 --warmup 0 --device cpu --out '{}'",
+    CHECK(test::RunMeshplanLogged(scratch, "bad", fmt::format("run '{}' --emulate-rank={} --steps 1 --warmup 0 --device cpu --out '{}'",
                                                scratch.Path("plan.yaml"), bad, out)) == 2);
     CHECK_THAT(scratch.Read("bad.log"), Catch::Contains("--emulate-rank") &&
                                             Catch::Contains("0 to 1") &&
@@ -133,13 +126,13 @@ TEST_CASE("meshplan run --emulate-rank refuses a rank outside the plan, flags th
     CHECK_FALSE(fs::exists(out));
   }
   const std::string flags = " --steps 1 --warmup 0 --device cpu --out '" + out + "'";
-  CHECK(Meshplan(scratch, "flags", "run '" + scratch.Path("plan.yaml") + "' --emulate-rank 0 "
+  CHECK(test::RunMeshplanLogged(scratch, "flags", "run '" + scratch.Path("plan.yaml") + "' --emulate-rank 0 "
                                    "--emulated-comm fast" + flags) == 2);
   CHECK_THAT(scratch.Read("flags.log"), Catch::Contains("--emulated-comm") && Catch::Contains("zero, model"));
-  CHECK(Meshplan(scratch, "flags", "run '" + scratch.Path("plan.yaml") + "' --emulated-comm model" +
+  CHECK(test::RunMeshplanLogged(scratch, "flags", "run '" + scratch.Path("plan.yaml") + "' --emulated-comm model" +
                                    flags) == 2);
   CHECK_THAT(scratch.Read("flags.log"), Catch::Contains("needs --emulate-rank"));
-  CHECK(Meshplan(scratch, "flags", "run '" + scratch.Path("plan.yaml") + "' --emulate-rank 0 "
+  CHECK(test::RunMeshplanLogged(scratch, "flags", "run '" + scratch.Path("plan.yaml") + "' --emulate-rank 0 "
                                    "--nproc 2" + flags) == 2);
   CHECK_THAT(scratch.Read("flags.log"), Catch::Contains("--nproc"));
   CHECK_FALSE(fs::exists(out));
@@ -150,7 +143,7 @@ TEST_CASE("meshplan run --emulate-rank refuses a rank outside the plan, flags th
   huge.cluster = LoadCluster("1xa40");
   huge.training.seq_len = 4096;
   SavePlanFile(scratch.Path("huge.yaml"), huge);
-  CHECK(Meshplan(scratch, "huge", fmt::format("run '{}' --emulate-rank 0 --steps 1 --warmup 0 --device cpu --out '{}' "
+  CHECK(test::RunMeshplanLogged(scratch, "huge", fmt::format("run '{}' --emulate-rank 0 --steps 1 --warmup 0 --device cpu --out '{}' "
                                               "--comm-log '{}'",
                                               scratch.Path("huge.yaml"), out, scratch.Path("log"))) == 2);
   CHECK_THAT(scratch.Read("huge.log"), Catch::Contains("does not fit the device") &&

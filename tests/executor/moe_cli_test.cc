@@ -15,6 +15,7 @@
 
 #include "planner/config/config_loader.h"
 #include "planner/measure/measurement.h"
+#include "tests/cli_run.h"
 #include "tests/scratch_dir.h"
 
 namespace meshplan {
@@ -40,13 +41,6 @@ PlanFile TinyMoePlan(const std::string& plan_text, const std::string& model = "t
   return pf;
 }
 
-int Meshplan(const Scratch& scratch, const std::string& tag, const std::string& args) {
-  const std::string command =
-      fmt::format("'{}' {} > '{}' 2>&1", MESHPLAN_BINARY, args, scratch.Path(tag + ".log"));
-  const int status = std::system(command.c_str());
-  return WIFEXITED(status) ? WEXITSTATUS(status) : 128;
-}
-
 TEST_CASE("meshplan run --emulate-rank runs one rank of an expert-parallel plan",
           "[executor][moe][emulate]") {
   const std::string plan = GENERATE(std::string("dp=4,ep=2,zero=1"),
@@ -54,7 +48,7 @@ TEST_CASE("meshplan run --emulate-rank runs one rank of an expert-parallel plan"
   INFO(plan);
   Scratch scratch;
   SavePlanFile(scratch.Path("plan.yaml"), TinyMoePlan(plan));
-  const int exit_code = Meshplan(
+  const int exit_code = test::RunMeshplanLogged(
       scratch, "emulated",
       fmt::format("run '{}' --steps 1 --warmup 0 --device cpu --emulate-rank 1 --out '{}' "
                   "--comm-log '{}'",
@@ -86,7 +80,7 @@ TEST_CASE("meshplan run refuses bad expert-parallel input with exit 2", "[execut
   for (const Bad& c : cases) {
     INFO(ToPlanString(c.pf.plan) << " on " << c.pf.model.name);
     SavePlanFile(scratch.Path("bad.yaml"), c.pf);
-    CHECK(Meshplan(scratch, "bad", fmt::format("run '{}' --nproc {} --steps 1 --device cpu --out '{}'",
+    CHECK(test::RunMeshplanLogged(scratch, "bad", fmt::format("run '{}' --nproc {} --steps 1 --device cpu --out '{}'",
                                                scratch.Path("bad.yaml"), c.nproc,
                                                scratch.Path("m.json"))) == 2);
     const std::string log = scratch.Read("bad.log");

@@ -6,7 +6,6 @@
 
 #include <catch2/catch.hpp>
 #include <fmt/format.h>
-#include <sys/wait.h>
 
 #include <cstdlib>
 #include <filesystem>
@@ -15,6 +14,7 @@
 #include "planner/config/config_loader.h"
 #include "planner/cost/memory_model.h"
 #include "planner/measure/measurement.h"
+#include "tests/cli_run.h"
 #include "tests/scratch_dir.h"
 
 namespace meshplan {
@@ -35,19 +35,12 @@ PlanFile TinyPlan(const std::string& plan_text) {
   return pf;
 }
 
-int Meshplan(const test::ScratchDir& scratch, const std::string& tag, const std::string& args) {
-  const std::string command =
-      fmt::format("'{}' {} > '{}' 2>&1", MESHPLAN_BINARY, args, scratch.Path(tag + ".log"));
-  const int status = std::system(command.c_str());
-  return WIFEXITED(status) ? WEXITSTATUS(status) : 128;
-}
-
 TEST_CASE("meshplan run writes the host bytes of an offload_opt plan and compare shows them",
           "[executor][offload][cli]") {
   test::ScratchDir scratch("meshplan_offload_cli_test");
   const PlanFile pf = TinyPlan("dp=2,zero=1,offload_opt=1");
   SavePlanFile(scratch.Path("plan.yaml"), pf);
-  const int run = Meshplan(scratch, "run",
+  const int run = test::RunMeshplanLogged(scratch, "run",
                            fmt::format("run '{}' --nproc 2 --steps 1 --warmup 0 --device cpu --out '{}'",
                                        scratch.Path("plan.yaml"), scratch.Path("m.json")));
   INFO(scratch.Read("run.log"));
@@ -67,7 +60,7 @@ TEST_CASE("meshplan run writes the host bytes of an offload_opt plan and compare
   }
   CHECK_THAT(scratch.Read("m.json"), Catch::Contains("\"host_optimizer_bytes\""));
 
-  const int compare = Meshplan(scratch, "compare",
+  const int compare = test::RunMeshplanLogged(scratch, "compare",
                                fmt::format("compare '{}' '{}' --tolerance 100", scratch.Path("plan.yaml"),
                                            scratch.Path("m.json")));
   const std::string table = scratch.Read("compare.log");
@@ -83,7 +76,7 @@ TEST_CASE("meshplan run refuses the offload choices the executor does not build 
   for (const std::string plan : {"dp=2,offload_act=1", "dp=2,zero=3,offload_opt=1,offload_params=1"}) {
     INFO(plan);
     SavePlanFile(scratch.Path("bad.yaml"), TinyPlan(plan));
-    CHECK(Meshplan(scratch, "bad", fmt::format("run '{}' --nproc 2 --steps 1 --device cpu --out '{}'",
+    CHECK(test::RunMeshplanLogged(scratch, "bad", fmt::format("run '{}' --nproc 2 --steps 1 --device cpu --out '{}'",
                                                scratch.Path("bad.yaml"), scratch.Path("m.json"))) == 2);
     const std::string log = scratch.Read("bad.log");
     INFO(log);

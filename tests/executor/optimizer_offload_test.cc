@@ -23,11 +23,7 @@
 namespace meshplan {
 namespace {
 
-TrainingSpec TrainingIn(Precision precision) {
-  TrainingSpec t = test::TinyTraining(4, 8);
-  t.precision = precision;
-  return t;
-}
+TrainingSpec TrainingIn(Precision precision) { return test::TinyTraining(4, 8, precision); }
 
 // Every rank's losses and final parameters under `plan`.
 std::vector<test::Trained> TrainOnMesh(const ModelSpec& model, const TrainingSpec& training,

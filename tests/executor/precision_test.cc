@@ -24,11 +24,7 @@
 namespace meshplan {
 namespace {
 
-TrainingSpec TrainingIn(Precision precision) {
-  TrainingSpec t = test::TinyTraining(4, 8);
-  t.precision = precision;
-  return t;
-}
+TrainingSpec TrainingIn(Precision precision) { return test::TinyTraining(4, 8, precision); }
 
 TEST_CASE("precision: the engine's dtypes, and mixed precision's fp32 master",
           "[executor][precision]") {

@@ -26,12 +26,13 @@ struct Trained {
   std::vector<at::Tensor> params;  // per group of `layout`: full over dp x cp, unpadded
 };
 
-// fp32, learning rate 1e-2: large enough that 3 steps move every weight visibly.
-inline TrainingSpec TinyTraining(int64_t global_batch, int64_t seq_len) {
+// Learning rate 1e-2: large enough that 3 steps move every weight visibly.
+inline TrainingSpec TinyTraining(int64_t global_batch, int64_t seq_len,
+                                 Precision precision = Precision::kFp32) {
   TrainingSpec t;
   t.global_batch = global_batch;
   t.seq_len = seq_len;
-  t.precision = Precision::kFp32;
+  t.precision = precision;
   t.learning_rate = 1e-2;
   return t;
 }
