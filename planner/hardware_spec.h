@@ -41,7 +41,10 @@ struct GpuSpec {
   double peak_flops_bf16 = 0;             // dense bf16/fp16 tensor-core peak
   double peak_flops_fp8 = 0;              // 0 = not supported
   double memory_bandwidth_Bps = 0;        // HBM/DRAM bandwidth
-  double matmul_efficiency = 0.70;        // fraction of peak reached by large GEMMs
+  double matmul_efficiency = 0.70;        // fraction of peak reached by large GEMMs' main loop
+  // The best fraction of peak any GEMM shape reaches (a public sweep's maximum, e.g. MAMF):
+  // no GEMM is timed faster, however deep its k (planner/cost/compute_work.h). 0 = no ceiling.
+  double matmul_ceiling_efficiency = 0;
   double attention_efficiency = 0.50;     // fraction of peak reached by attention kernels
   double memory_bandwidth_efficiency = 0.80;  // fraction of bandwidth by elementwise ops
   double kernel_overhead_s = 0;           // fixed cost per launched op (CPU profile: dispatch)

@@ -139,6 +139,7 @@ void EmitCluster(std::string& out, const ClusterSpec& c) {
          ", fp8: " + tflops(g.peak_flops_fp8) + "}\n";
   out += "    memory_bandwidth_TBps: " + FormatShifted(g.memory_bandwidth_Bps, ci::kTera) + "\n";
   out += "    efficiency: {matmul: " + Shortest(g.matmul_efficiency) +
+         (g.matmul_ceiling_efficiency > 0 ? ", matmul_ceiling: " + Shortest(g.matmul_ceiling_efficiency) : "") +
          ", attention: " + Shortest(g.attention_efficiency) +
          ", memory_bandwidth: " + Shortest(g.memory_bandwidth_efficiency) + "}\n";
   out += "    kernel_overhead_us: " + FormatShifted(g.kernel_overhead_s, ci::kMicro) + "\n";

@@ -229,9 +229,10 @@ GpuConfig GpuFromYaml(const YamlFields& f, const std::string& default_name) {
 
   if (f.Has("efficiency")) {
     const YamlFields eff = f.Map("efficiency");
-    eff.AllowOnly({"matmul", "attention", "memory_bandwidth"});
+    eff.AllowOnly({"matmul", "matmul_ceiling", "attention", "memory_bandwidth"});
     constexpr NumberRange kFraction{0, false, 1};
     g.matmul_efficiency = eff.Number("matmul", kFraction, g.matmul_efficiency);
+    g.matmul_ceiling_efficiency = eff.Number("matmul_ceiling", kFraction, 0);
     g.attention_efficiency = eff.Number("attention", kFraction, g.attention_efficiency);
     g.memory_bandwidth_efficiency =
         eff.Number("memory_bandwidth", kFraction, g.memory_bandwidth_efficiency);

@@ -53,9 +53,11 @@ std::string GpuSpecToYaml(const GpuSpec& g, const HardwareYamlOptions& options) 
   out += fmt::format("memory_bandwidth_TBps: {:<14} # TB/s (1e12 bytes/s)\n",
                      Rounded(g.memory_bandwidth_Bps, 12, d));
   out += "efficiency:                   # fractions of peak that real kernels reach\n";
-  out += fmt::format("  matmul: {}\n  attention: {}\n  memory_bandwidth: {}\n",
-                     Rounded(g.matmul_efficiency, 0, d), Rounded(g.attention_efficiency, 0, d),
-                     Rounded(g.memory_bandwidth_efficiency, 0, d));
+  out += fmt::format("  matmul: {}\n", Rounded(g.matmul_efficiency, 0, d));
+  if (g.matmul_ceiling_efficiency > 0)
+    out += fmt::format("  matmul_ceiling: {}\n", Rounded(g.matmul_ceiling_efficiency, 0, d));
+  out += fmt::format("  attention: {}\n  memory_bandwidth: {}\n",
+                     Rounded(g.attention_efficiency, 0, d), Rounded(g.memory_bandwidth_efficiency, 0, d));
   out += fmt::format("kernel_overhead_us: {:<17} # microseconds per launched op\n",
                      Rounded(g.kernel_overhead_s, -6, d));
   const KernelShape& k = g.kernel_shape;

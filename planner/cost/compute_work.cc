@@ -43,6 +43,9 @@ ComputeRates RatesFor(const GpuSpec& gpu, Precision precision) {
   // a calibration on FP8 fits its own: docs/cost_model.md "FP8").
   if (precision == Precision::kFp8)
     rates.fp8_matmul_flops_per_s = gpu.peak_flops_fp8 * gpu.matmul_efficiency;
+  rates.matmul_ceiling_flops_per_s = peak * gpu.matmul_ceiling_efficiency;
+  if (precision == Precision::kFp8)
+    rates.fp8_matmul_ceiling_flops_per_s = gpu.peak_flops_fp8 * gpu.matmul_ceiling_efficiency;
   rates.attention_flops_per_s = peak * gpu.attention_efficiency;
   rates.memory_Bps = gpu.memory_bandwidth_Bps * gpu.memory_bandwidth_efficiency;
   rates.kernel_overhead_s = gpu.kernel_overhead_s;
@@ -91,7 +94,11 @@ double GemmTime(const GemmOp& gemm, const ComputeRates& rates) {
   const double rate = gemm.attention_core ? rates.attention_flops_per_s
                       : gemm.fp8          ? rates.fp8_matmul_flops_per_s
                                           : rates.matmul_flops_per_s;
-  const double compute = Seconds(ShapedGemmFlops(gemm, rates), rate);
+  double compute = Seconds(ShapedGemmFlops(gemm, rates), rate);
+  const double ceiling = gemm.attention_core ? 0
+                         : gemm.fp8          ? rates.fp8_matmul_ceiling_flops_per_s
+                                             : rates.matmul_ceiling_flops_per_s;
+  if (ceiling > 0) compute = std::max(compute, gemm.flops() / ceiling);
   const double memory = Seconds(GemmBytes(gemm, rates), rates.memory_Bps);
   return rates.gemm_streams_operands ? compute + memory : std::max(compute, memory);
 }

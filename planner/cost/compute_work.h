@@ -20,6 +20,9 @@
 //    into cache-sized panels, a pass over memory that its FMA loops do not hide, so a GEMM
 //    with few rows (m = 64 tokens against an 8192-wide lm_head) spends a third of its time
 //    moving the weight (docs/cost_model.md section 5, "CPU GEMMs").
+//    A linear GEMM is never timed faster than the GPU's matmul ceiling (the best fraction of
+//    peak a public shape sweep reached, MAMF): a deep k approaches the main-loop rate in the
+//    formula above, but measured GEMMs level off below it (docs/cost_model.md section 5).
 //    An FP8 GEMM (GemmOp::fp8: fp8 precision's linear GEMMs, planner/cost/fp8_convention.h)
 //    runs at the FP8 matmul rate; everything else at the precision's (bf16 for fp8).
 //    With sm_count 0 (a CPU profile) there is no quantization: 2*m*n*(k+k_overhead)*batch.
@@ -110,6 +113,9 @@ struct ComputeTime {
 struct ComputeRates {
   double matmul_flops_per_s = 0;
   double fp8_matmul_flops_per_s = 0;  // GemmOp::fp8 GEMMs (fp8 precision; else 0)
+  // The fastest any linear GEMM runs (GpuSpec::matmul_ceiling_efficiency; 0 = no ceiling).
+  double matmul_ceiling_flops_per_s = 0;
+  double fp8_matmul_ceiling_flops_per_s = 0;
   double attention_flops_per_s = 0;
   double memory_Bps = 0;
   double kernel_overhead_s = 0;

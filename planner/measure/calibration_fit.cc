@@ -154,6 +154,8 @@ GpuSpec ApplyCalibration(const GpuSpec& base, const CalibrationFit& fit, const M
   };
   const double peak_flops = g.PeakFlops(precision);
   g.matmul_efficiency = efficiency(r.matmul_flops_per_s, peak_flops, "matmul", g.matmul_efficiency);
+  // A GEMM rate measured on this machine replaces the public sweep the ceiling came from.
+  if (r.matmul_flops_per_s > 0) g.matmul_ceiling_efficiency = 0;
   g.attention_efficiency =
       efficiency(r.attention_flops_per_s, peak_flops, "attention", g.attention_efficiency);
   g.memory_bandwidth_efficiency =

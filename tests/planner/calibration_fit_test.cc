@@ -155,6 +155,8 @@ TEST_CASE("calibration: a GPU keeps its data-sheet peaks, efficiency capped at 1
   const GpuSpec g = ApplyCalibration(base, fit, {}, Precision::kBf16, &warnings);
   CHECK(g.peak_flops_bf16 == base.peak_flops_bf16);
   CHECK(g.matmul_efficiency == Approx(700 / 989.4));
+  CHECK(base.matmul_ceiling_efficiency > 0);  // the data sheet's public sweep (MAMF)...
+  CHECK(g.matmul_ceiling_efficiency == 0);    // ...gives way to this machine's measured GEMMs
   CHECK(g.attention_efficiency == 1.0);
   CHECK(g.memory_bandwidth_efficiency == Approx(2.8 / 3.35));
   REQUIRE(warnings.size() == 1);

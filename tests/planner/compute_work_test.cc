@@ -71,6 +71,25 @@ TEST_CASE("the k overhead makes short reductions slower per FLOP") {
   CHECK(shallow_rate == Approx(deep_rate * (512.0 / 640) / (8192.0 / 8320)));
 }
 
+TEST_CASE("no linear GEMM runs faster than the matmul ceiling, however deep its k") {
+  GpuSpec g = ShapedH100();
+  g.matmul_efficiency = 0.84;
+  g.matmul_ceiling_efficiency = 0.80;
+  const ComputeRates r = Rates(g);
+  // k = 65536: the main loop alone would reach 0.84 * 65536 / 65664 = 0.838 of peak.
+  const GemmOp deep{128 * 12, 128 * 11, 65536};
+  CHECK(GemmTime(deep, r) == Approx(deep.flops() / (989.4e12 * 0.80)));
+  // k = 512 stays below the ceiling: its k overhead sets the time, as without one.
+  const GemmOp shallow{128 * 12, 128 * 11, 512};
+  CHECK(GemmTime(shallow, r) == Approx(132 * 2.0 * 128 * 128 * (512 + 128) / r.matmul_flops_per_s));
+  // Unfused attention's batched GEMMs keep the attention rate.
+  CHECK(GemmTime({128 * 12, 128 * 11, 65536, 1, /*attention_core=*/true}, r) ==
+        Approx(132 * 2.0 * 128 * 128 * (65536 + 128) / r.attention_flops_per_s));
+  // A calibration that measures this machine's GEMMs drops the public sweep's ceiling.
+  g.matmul_ceiling_efficiency = 0;
+  CHECK(GemmTime(deep, Rates(g)) < GemmTime(deep, r));
+}
+
 TEST_CASE("a skinny GEMM is bound by memory (roofline)") {
   const ComputeRates r = Rates(ShapedH100());
   const GemmOp skinny{16, 32768, 8192};  // 16 tokens: the weight's bytes dominate

@@ -164,6 +164,8 @@ TEST_CASE("every shipped GPU loads with SI units and sane numbers", "[planner][c
     CHECK(eff > 0);
     CHECK(eff <= 1);
   }
+  CHECK(g.matmul_ceiling_efficiency >= 0);
+  CHECK(g.matmul_ceiling_efficiency <= g.matmul_efficiency);  // a ceiling below the main loop
   CHECK(g.kernel_overhead_s > 0);
   CHECK(g.kernel_overhead_s < 1e-4);
   CHECK_FALSE(g.source.empty());
@@ -696,6 +698,7 @@ TEST_CASE("kernel_shape and bus_efficiency out of range name the field", "[plann
                           Case{"kernel_shape: {gemm_tile_m: 0}", "kernel_shape.gemm_tile_m"},
                           Case{"kernel_shape: {gemm_k_overhead: -8}", "kernel_shape.gemm_k_overhead"},
                           Case{"kernel_shape: {warp_size: 32}", "warp_size"},
+                          Case{"efficiency: {matmul: 0.9, matmul_ceiling: 1.2}", "efficiency.matmul_ceiling"},
                           Case{"network: {gpus_per_node: 8, intra_node: {bandwidth_GBps: 450, "
                                "latency_us: 3, bus_efficiency: 1.5}, inter_node: "
                                "{bandwidth_GBps: 50, latency_us: 6}}",

@@ -148,6 +148,7 @@ TEST_CASE("runtime memory survives the hardware and plan-file writers exactly",
   gpu.runtime_memory.cublas_workspace_bytes = 8'519'681;
   const GpuSpec back = GpuFromYamlText(GpuSpecToYaml(gpu, {}), "written.yaml");
   CHECK(back.runtime_memory == gpu.runtime_memory);
+  CHECK(back.matmul_ceiling_efficiency == gpu.matmul_ceiling_efficiency);  // 0.801 (MAMF)
   // A CPU profile writes no section at all.
   CHECK(GpuSpecToYaml(LoadGpu("cpu-ci"), {}).find("runtime_memory") == std::string::npos);
 
