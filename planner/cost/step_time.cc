@@ -150,8 +150,8 @@ PartTimes TimePart(const PartWork& part, const StepWorkTimes::Part& timed, const
                          cluster.host)
           : 0.0;
   for (int i = 0; i < part.collectives.size; ++i) {
-    const Collective& c = part.collectives.items[i];
-    const double s = timed.collectives.items[i];
+    const Collective& c = part.collectives[i];
+    const double s = timed.collectives[i];
     switch (c.dim) {
       case MeshDim::kTp:
         t.tp[PhaseIndex(c.phase)] += s;
