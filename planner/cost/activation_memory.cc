@@ -248,6 +248,17 @@ SavedTensorList BlockRecomputedTensors(const ModelSpec& model, const ActivationS
   return out;
 }
 
+BlockTensorBytes BlockTensorTotals(const ModelSpec& model, const ActivationShape& shape,
+                                   AttentionImpl impl, Recompute recompute) {
+  BlockTensorBytes out;
+  for (const SavedTensor& t : AllBlockTensors(model, shape, impl)) {
+    const bool kept = Kept(t, recompute);
+    (kept ? out.saved : out.recomputed) += t.bytes();
+    if (t.mlp_half) (kept ? out.saved_mlp : out.recomputed_mlp) += t.bytes();
+  }
+  return out;
+}
+
 SavedTensorList BlockBackwardStepWorkspace(const ModelSpec& model, const ActivationShape& sh,
                                            AttentionImpl impl, BlockHalf half) {
   const bool ring = IsRing(model, sh), naive = impl == AttentionImpl::kNaive && !ring;

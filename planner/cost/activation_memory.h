@@ -146,6 +146,15 @@ SavedTensorList BlockSavedTensors(const ModelSpec& model, const ActivationShape&
 // tensor but the layer input; selective: the core-attention entries; none: nothing).
 SavedTensorList BlockRecomputedTensors(const ModelSpec& model, const ActivationShape& shape,
                                        AttentionImpl impl, Recompute recompute);
+// BlockSavedTensors' and BlockRecomputedTensors' bytes, in one pass over the block's
+// tensors (the memory model's hot path): the totals (TotalBytes) and the FFN half's (the
+// tensors with mlp_half), each summed in list order as the lists would sum them.
+struct BlockTensorBytes {
+  double saved = 0, saved_mlp = 0;
+  double recomputed = 0, recomputed_mlp = 0;
+};
+BlockTensorBytes BlockTensorTotals(const ModelSpec& model, const ActivationShape& shape,
+                                   AttentionImpl impl, Recompute recompute);
 // The temporaries of one step of a block's backward: the gradient of the residual
 // stream and of the branch output, plus the attention backward (naive: dv, and dP
 // and dScores (B,Ht,Sc,Skv) each; fused: dq, dk, dv and the fp32 dq accumulator) or

@@ -34,28 +34,48 @@
 // No allocation: the search times a ComputeWork per candidate.
 #pragma once
 
+#include <algorithm>
 #include <array>
 #include <cassert>
 #include <cstdint>
+#include <type_traits>
 
 namespace meshplan {
 
 struct GpuSpec;
 enum class Precision;
 
-// A fixed-capacity list: no heap, cheap to copy.
+// A fixed-capacity list: no heap, cheap to copy. Only the first `size` slots hold items:
+// the others are never written or read (a search builds a StepWork of these per candidate,
+// so constructing one initialises no slot and copying one copies its items only).
 template <typename T, int N>
 struct FixedList {
-  std::array<T, N> items{};
-  int size = 0;
+  static_assert(std::is_trivially_copyable_v<T> && std::is_trivially_destructible_v<T>);
+  FixedList() {}
+  FixedList(const FixedList& other) : size(other.size) {
+    std::copy(other.begin(), other.end(), items);
+  }
+  FixedList& operator=(const FixedList& other) {
+    size = other.size;
+    std::copy(other.begin(), other.end(), items);
+    return *this;
+  }
   void push_back(const T& item) {
     assert(size < N && "FixedList capacity");
     items[size++] = item;
   }
-  const T* begin() const { return items.data(); }
-  const T* end() const { return items.data() + size; }
-  T* begin() { return items.data(); }
-  T* end() { return items.data() + size; }
+  const T* begin() const { return items; }
+  const T* end() const { return items + size; }
+  T* begin() { return items; }
+  T* end() { return items + size; }
+  const T& operator[](int i) const { return items[i]; }
+
+  int size = 0;
+
+ private:
+  union {
+    T items[N];  // uninitialised beyond `size`
+  };
 };
 
 // C(m x n) = A(m x k) B(k x n), `batch` independent products (a bmm, or repeats).

@@ -161,11 +161,6 @@ ZeroLayout MakeZeroLayout(const ModelSpec& model, const TrainingSpec& training,
 // The activations alive on the stage: the op lists (planner/cost/activation_memory.h)
 // times the micro-batches in flight.
 struct StageActivations {
-  AttentionImpl impl = AttentionImpl::kAuto;  // resolved: naive or fused
-  ActivationShape shape;
-  double saved_mlp_bytes = 0;       // one block's saved tensors in its FFN half
-  double recomputed_bytes = 0;      // what one block's backward rematerialises
-  double recomputed_mlp_bytes = 0;  // ... in its FFN half
   double first_bytes = 0;           // stage 0's own tensors, per micro-batch
   double last_bytes = 0;            // the last stage's, before the loss
   double loss_bytes = 0;            // the loss (fp32 logits), per micro-batch
@@ -177,44 +172,25 @@ struct StageActivations {
   double host_bytes = 0;            // offload_act: the saved tensors kept on the host
 };
 
-// Bytes of the tensors of `list` in the FFN half of a block.
-double MlpHalfBytes(const SavedTensorList& list) {
-  double sum = 0;
-  for (const SavedTensor& t : list)
-    if (t.mlp_half) sum += t.bytes();
-  return sum;
-}
-
 // The activations of one rank of `stage`, with the stage's blocks (stage_layers).
 StageActivations CountStageActivations(const ModelSpec& model, const TrainingSpec& training,
                                        const ParallelPlan& plan, int64_t stage,
-                                       double stage_layers, const MemoryOptions& options) {
+                                       double stage_layers, const DetailedBlockTerms& block) {
   const bool first = stage == 0, last = stage == plan.pp - 1;
   StageActivations a;
-  a.impl = ResolveAttentionImpl(options.attention, model, training.precision);
-  a.shape = MakeActivationShape(model, training, plan);
-  const SavedTensorList saved = BlockSavedTensors(model, a.shape, a.impl, plan.recompute);
-  const SavedTensorList recomputed = BlockRecomputedTensors(model, a.shape, a.impl, plan.recompute);
-  a.saved_mlp_bytes = MlpHalfBytes(saved);
-  a.recomputed_bytes = recomputed.TotalBytes();
-  a.recomputed_mlp_bytes = MlpHalfBytes(recomputed);
-  a.first_bytes = first ? FirstStageSavedTensors(model, a.shape).TotalBytes() : 0;
-  a.last_bytes = last ? LastStageSavedTensors(model, a.shape).TotalBytes() : 0;
-  a.loss_bytes = last ? LossSavedTensors(a.shape).TotalBytes() : 0;
+  a.first_bytes = first ? FirstStageSavedTensors(model, block.shape).TotalBytes() : 0;
+  a.last_bytes = last ? LastStageSavedTensors(model, block.shape).TotalBytes() : 0;
+  a.loss_bytes = last ? LossSavedTensors(block.shape).TotalBytes() : 0;
   const int64_t microbatches = plan.num_microbatches(training.global_batch);
   a.in_flight = CountMicrobatchesInFlight(plan, microbatches, stage);
   // Dense and MoE layers keep different FFNs: weigh the two blocks by the stage's share
   // of MoE layers (its first dense_layers keep the dense FFN: executor/model/moe_block.h).
-  double per_layer = saved.TotalBytes();
-  if (a.shape.experts > 0) {
+  double per_layer = block.tensors.saved;
+  if (block.shape.experts > 0) {
     const double layers = double(LayersOfStage(model, plan, stage));
     const double moe_share =
         layers > 0 ? double(MoeLayersOfStage(model, plan, stage)) / layers : 1.0;
-    ActivationShape dense = a.shape;
-    dense.experts = 0;  // the dense FFN of width F/tp
-    per_layer = moe_share * per_layer +
-                (1.0 - moe_share) *
-                    BlockSavedTensors(model, dense, a.impl, plan.recompute).TotalBytes();
+    per_layer = moe_share * per_layer + (1.0 - moe_share) * block.dense_saved;
   }
   a.per_microbatch = stage_layers * per_layer;
   a.total = a.in_flight.blocks * a.per_microbatch +
@@ -226,7 +202,7 @@ StageActivations CountStageActivations(const ModelSpec& model, const TrainingSpe
     // of the blocks' saved tensors wait on the host.
     const double blocks_in_flight = a.in_flight.blocks * stage_layers;
     const double kept = std::min(blocks_in_flight, 2.0);
-    a.host_bytes = (blocks_in_flight - kept) * saved.TotalBytes();
+    a.host_bytes = (blocks_in_flight - kept) * block.tensors.saved;
     a.in_flight.blocks = kept / stage_layers;
     a.total -= a.host_bytes;
   }
@@ -242,6 +218,7 @@ struct Stage {
   const ParallelPlan& plan;
   int64_t index;
   ZeroLayout zero;
+  const DetailedBlockTerms& block;
   StageActivations act;
   bool fused_adamw;  // MemoryOptions::fused_adamw
   bool first() const { return index == 0; }
@@ -255,15 +232,11 @@ struct Stage {
 Phase LayerBackwardPhase(const Stage& s) {
   const StageActivations& a = s.act;
   const ZeroLayout& z = s.zero;
-  const double saved_mlp = a.saved_mlp_bytes;
-  const double recomputed_mlp = a.recomputed_mlp_bytes;
-  const double recomputed = a.recomputed_bytes;
-  const double mlp_step =
-      recomputed +
-      BlockBackwardStepWorkspace(s.model, a.shape, a.impl, BlockHalf::kMlp).TotalBytes();
-  const double attention_step =
-      recomputed - recomputed_mlp +
-      BlockBackwardStepWorkspace(s.model, a.shape, a.impl, BlockHalf::kAttention).TotalBytes();
+  const double saved_mlp = s.block.tensors.saved_mlp;
+  const double recomputed_mlp = s.block.tensors.recomputed_mlp;
+  const double recomputed = s.block.tensors.recomputed;
+  const double mlp_step = recomputed + s.block.mlp_workspace;
+  const double attention_step = recomputed - recomputed_mlp + s.block.attention_workspace;
   const bool attention_peak = attention_step - saved_mlp > mlp_step;
   Phase p{"layer_backward"};
   p.activations_bytes = a.total - a.last_bytes - (attention_peak ? saved_mlp : 0.0);
@@ -288,9 +261,9 @@ Phase HeadBackwardPhase(const Stage& s) {
   // The head (gathered since its forward) and the chunk's last block, prefetched as the
   // head's backward starts.
   head.gathered_params_bytes = z.gathered(z.groups.head) + z.prefetched_after_head();
-  head.transient_bytes = HeadBackwardWorkspace(a.shape).TotalBytes();
-  if (a.shape.act_bytes != 4.0) {  // the fp32 logits are freed once cast, before d(input)
-    const ActivationShape& sh = a.shape;
+  head.transient_bytes = HeadBackwardWorkspace(s.block.shape).TotalBytes();
+  if (s.block.shape.act_bytes != 4.0) {  // the fp32 logits are freed once cast, before d(input)
+    const ActivationShape& sh = s.block.shape;
     const double d_input = double(sh.b) * sh.s_norm * sh.hidden * sh.act_bytes;
     head.transient_bytes -= std::min(d_input, a.loss_bytes);
   }
@@ -396,15 +369,41 @@ MemoryBreakdown Breakdown(const Stage& s, const Phase& peak) {
 
 }  // namespace
 
+DetailedBlockTerms DetailedBlockTermsOf(const ModelSpec& model, const TrainingSpec& training,
+                                        const ParallelPlan& plan, const MemoryOptions& options) {
+  DetailedBlockTerms b;
+  b.impl = ResolveAttentionImpl(options.attention, model, training.precision);
+  b.shape = MakeActivationShape(model, training, plan);
+  b.tensors = BlockTensorTotals(model, b.shape, b.impl, plan.recompute);
+  if (b.shape.experts > 0) {
+    ActivationShape dense = b.shape;
+    dense.experts = 0;  // the dense FFN of width F/tp
+    b.dense_saved = BlockTensorTotals(model, dense, b.impl, plan.recompute).saved;
+  }
+  b.mlp_workspace =
+      BlockBackwardStepWorkspace(model, b.shape, b.impl, BlockHalf::kMlp).TotalBytes();
+  b.attention_workspace =
+      BlockBackwardStepWorkspace(model, b.shape, b.impl, BlockHalf::kAttention).TotalBytes();
+  return b;
+}
+
+MemoryBreakdown DetailedStageMemory(const ModelSpec& model, const TrainingSpec& training,
+                                    const ParallelPlan& plan, int64_t stage,
+                                    const MemoryOptions& options) {
+  return DetailedStageMemory(model, training, plan, stage, options,
+                             DetailedBlockTermsOf(model, training, plan, options));
+}
+
 // Stage -> its phases (layer backward, head backward on the last stage, embedding
 // backward on the first, optimizer) -> the largest, over the model states -> plus the
 // GPU's runtime memory (fixed, or proportional to the phase's bytes: the peak stays).
 MemoryBreakdown DetailedStageMemory(const ModelSpec& model, const TrainingSpec& training,
                                     const ParallelPlan& plan, int64_t stage,
-                                    const MemoryOptions& options) {
+                                    const MemoryOptions& options,
+                                    const DetailedBlockTerms& block) {
   const ZeroLayout zero = MakeZeroLayout(model, training, plan, stage);
-  const Stage s{model, training, plan, stage, zero,
-                CountStageActivations(model, training, plan, stage, zero.stage_layers, options),
+  const Stage s{model, training, plan, stage, zero, block,
+                CountStageActivations(model, training, plan, stage, zero.stage_layers, block),
                 options.fused_adamw};
   Phase phases[4];
   int num_phases = 0;

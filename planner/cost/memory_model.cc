@@ -13,13 +13,22 @@ MemoryBreakdown EstimateStageMemory(const ModelSpec& model, const TrainingSpec& 
 MemoryBreakdown EstimateMemory(const ModelSpec& model, const TrainingSpec& training,
                                const ParallelPlan& plan, MemoryModel memory_model,
                                const MemoryOptions& options) {
+  // The detailed model's per-block terms are the same on every stage: computed once.
+  DetailedBlockTerms block;
+  if (memory_model == MemoryModel::kDetailed)
+    block = DetailedBlockTermsOf(model, training, plan, options);
+  auto stage_memory = [&](int64_t stage) {
+    return memory_model == MemoryModel::kSeed
+               ? SeedStageMemory(model, training, plan, stage)
+               : DetailedStageMemory(model, training, plan, stage, options, block);
+  };
   // Stages strictly between the first and the last hold the same parameters and
   // buffers, and every schedule holds non-increasing micro-batches in flight along
   // the pipeline (planner/cost/pipeline_in_flight.h): stage 1 bounds them all, so only
   // stages 0, 1 and pp - 1 need evaluating (ties keep the earlier stage).
-  MemoryBreakdown worst = EstimateStageMemory(model, training, plan, memory_model, 0, options);
+  MemoryBreakdown worst = stage_memory(0);
   auto consider = [&](int64_t stage) {
-    MemoryBreakdown b = EstimateStageMemory(model, training, plan, memory_model, stage, options);
+    MemoryBreakdown b = stage_memory(stage);
     if (b.total_bytes > worst.total_bytes) worst = std::move(b);
   };
   if (plan.pp > 1) consider(1);

@@ -106,6 +106,24 @@ MemoryBreakdown DetailedStageMemory(const ModelSpec& model, const TrainingSpec& 
                                     const ParallelPlan& plan, int64_t stage,
                                     const MemoryOptions& options = {});
 
+// The detailed model's per-block terms, the same on every stage of a plan (they follow from
+// its shape, attention and recompute alone): computed once, shared by the stages that
+// EstimateMemory evaluates.
+struct DetailedBlockTerms {
+  AttentionImpl impl = AttentionImpl::kAuto;  // resolved: naive or fused
+  ActivationShape shape;
+  BlockTensorBytes tensors;        // one block's saved and recomputed bytes, one micro-batch
+  double dense_saved = 0;          // MoE models: the saved bytes of a dense-FFN block
+  double mlp_workspace = 0;        // BlockBackwardStepWorkspace(kMlp).TotalBytes()
+  double attention_workspace = 0;  // ... (kAttention)
+};
+DetailedBlockTerms DetailedBlockTermsOf(const ModelSpec& model, const TrainingSpec& training,
+                                        const ParallelPlan& plan, const MemoryOptions& options);
+// DetailedStageMemory with the plan's block terms given.
+MemoryBreakdown DetailedStageMemory(const ModelSpec& model, const TrainingSpec& training,
+                                    const ParallelPlan& plan, int64_t stage,
+                                    const MemoryOptions& options, const DetailedBlockTerms& block);
+
 // docs/cost_model.md 2(a): the blog's pure-bf16 estimate, (4*P + 2*activations) * 2 bytes,
 // activations = B*C*(2*V + L*(6*E + H*C)).
 double SeedTrainingBytes(const ModelSpec& model, int64_t params, int64_t batch, int64_t context);

@@ -119,13 +119,27 @@ int PhaseIndex(StepPhase phase) {
   return phase == StepPhase::kForward ? 0 : phase == StepPhase::kRecompute ? 2 : 1;
 }
 
-PartTimes TimePart(const PartWork& part, const StepWork& work, const ComputeRates& rates,
-                   const ClusterSpec& cluster) {
-  PartTimes t;
+StepWorkTimes::Part TimePartWork(const PartWork& part, const StepWork& work,
+                                 const ComputeRates& rates, const ClusterSpec& cluster) {
+  StepWorkTimes::Part t;
   t.fwd = TimeOf(part.forward, rates);
   t.bwd_in = TimeOf(part.backward_input, rates);
   t.bwd_w = TimeOf(part.backward_weight, rates);
   t.rec = TimeOf(part.recompute[static_cast<int>(work.recompute)], rates);
+  for (const Collective& c : part.collectives)
+    t.collectives.push_back(static_cast<double>(c.count) *
+                            CollectiveTime(c.kind, c.bytes, c.group, cluster));
+  return t;
+}
+
+// One part's times: `timed` (TimePartWork of this part) with the work's choices applied.
+PartTimes TimePart(const PartWork& part, const StepWorkTimes::Part& timed, const StepWork& work,
+                   const ClusterSpec& cluster) {
+  PartTimes t;
+  t.fwd = timed.fwd;
+  t.bwd_in = timed.bwd_in;
+  t.bwd_w = timed.bwd_w;
+  t.rec = timed.rec;
   t.slowdown = cluster.gpu.comm_overlap_slowdown;
   // offload_params: this rank's shard comes in from the host before each all-gather.
   const double host_in =
@@ -135,8 +149,9 @@ PartTimes TimePart(const PartWork& part, const StepWork& work, const ComputeRate
                              static_cast<double>(work.param_bytes),
                          cluster.host)
           : 0.0;
-  for (const Collective& c : part.collectives) {
-    const double s = static_cast<double>(c.count) * CollectiveTime(c.kind, c.bytes, c.group, cluster);
+  for (int i = 0; i < part.collectives.size; ++i) {
+    const Collective& c = part.collectives[i];
+    const double s = timed.collectives[i];
     switch (c.dim) {
       case MeshDim::kTp:
         t.tp[PhaseIndex(c.phase)] += s;
@@ -212,8 +227,16 @@ double DpExposed(const StepWork& work, const StageParts& parts, const PartTimes&
   return m * (forward.exposed() + backward.exposed() + tail + serial) + after_optimizer;
 }
 
+// The distinct stages into out: first, last, and a middle one when pp > 2; returns how many.
+int DistinctStages(const StepWork& work, int64_t out[3]) {
+  out[0] = 0;
+  out[1] = work.pp - 1;
+  out[2] = 1;
+  return work.pp > 2 ? 3 : work.pp == 2 ? 2 : 1;
+}
+
 StageTimes TimeStage(const StepWork& work, int64_t stage, const PartTimes& emb,
-                     const PartTimes& blk, const PartTimes& head, const ComputeRates& rates,
+                     const PartTimes& blk, const PartTimes& head, double optimizer_s,
                      const ClusterSpec& cluster) {
   const StageParts parts = PartsOfStage(work, stage);
   const double n = static_cast<double>(parts.blocks);
@@ -231,7 +254,7 @@ StageTimes TimeStage(const StepWork& work, int64_t stage, const PartTimes& emb,
   s.ep = n * blk.ep_exposed_total();
   s.dp = DpExposed(work, parts, emb, blk, head);
   s.pp_sync = e * emb.pp_sync + h * head.pp_sync;
-  s.optimizer = TimeOf(OptimizerWork(work, parts), rates).total();
+  s.optimizer = optimizer_s;
   const double fwd = n * blk.fwd.total() + e * emb.fwd.total() + h * head.fwd.total();
   const double bwd = n * blk.backward_compute() + e * emb.backward_compute() + h * head.backward_compute();
   const OffloadTimes off = StageOffloadTimes(work, parts, cluster.host, fwd, bwd);
@@ -245,21 +268,45 @@ StageTimes TimeStage(const StepWork& work, int64_t stage, const PartTimes& emb,
 
 }  // namespace
 
+StepWorkTimes TimeStepWork(const StepWork& work, const ClusterSpec& cluster, Precision precision) {
+  const ComputeRates rates = RatesFor(cluster.gpu, precision);
+  StepWorkTimes t;
+  t.block = TimePartWork(work.block, work, rates, cluster);
+  t.embedding = TimePartWork(work.embedding, work, rates, cluster);
+  t.head = TimePartWork(work.head, work, rates, cluster);
+  if (work.pp > 1) {
+    const Collective& a = work.pp_activation;
+    const Collective& g = work.pp_gradient;
+    const Collective& r = work.pp_regather;
+    t.pp_slot_s = CollectiveTime(a.kind, a.bytes, a.group, cluster) +
+                  CollectiveTime(g.kind, g.bytes, g.group, cluster) +
+                  2 * CollectiveTime(r.kind, r.bytes, r.group, cluster);
+  }
+  int64_t stages[3];
+  const int num_stages = DistinctStages(work, stages);
+  for (int i = 0; i < num_stages; ++i)
+    t.optimizer_s[i] = TimeOf(OptimizerWork(work, PartsOfStage(work, stages[i])), rates).total();
+  return t;
+}
+
 StepTimeBreakdown AnalyticStepTime(const StepWork& work, const ClusterSpec& cluster,
                                    Precision precision) {
-  const ComputeRates rates = RatesFor(cluster.gpu, precision);
-  const PartTimes blk = TimePart(work.block, work, rates, cluster);
-  const PartTimes emb = TimePart(work.embedding, work, rates, cluster);
-  const PartTimes head = TimePart(work.head, work, rates, cluster);
+  return AnalyticStepTime(work, cluster, TimeStepWork(work, cluster, precision));
+}
+
+StepTimeBreakdown AnalyticStepTime(const StepWork& work, const ClusterSpec& cluster,
+                                   const StepWorkTimes& times) {
+  const PartTimes blk = TimePart(work.block, times.block, work, cluster);
+  const PartTimes emb = TimePart(work.embedding, times.embedding, work, cluster);
+  const PartTimes head = TimePart(work.head, times.head, work, cluster);
   const double m = static_cast<double>(work.micro_batches);
 
-  // The distinct stages: first, last, and a middle one when pp > 2.
-  int64_t stages[3] = {0, work.pp - 1, 1};
-  const int num_stages = work.pp > 2 ? 3 : work.pp == 2 ? 2 : 1;
+  int64_t stages[3];
+  const int num_stages = DistinctStages(work, stages);
   StageTimes slowest_mb, slowest;
   double slowest_mb_time = -1, slowest_total = -1;
   for (int i = 0; i < num_stages; ++i) {
-    const StageTimes s = TimeStage(work, stages[i], emb, blk, head, rates, cluster);
+    const StageTimes s = TimeStage(work, stages[i], emb, blk, head, times.optimizer_s[i], cluster);
     const double mb = s.f + s.b + s.w;
     // mb holds the TP slowdown and the activation copies of one micro-batch already.
     const double total =
@@ -278,12 +325,7 @@ StepTimeBreakdown AnalyticStepTime(const StepWork& work, const ClusterSpec& clus
   double pp_p2p = 0;
   if (work.pp > 1) {
     const double slots = static_cast<double>(work.virtual_stages) * m + static_cast<double>(work.pp - 1);
-    const Collective& a = work.pp_activation;
-    const Collective& g = work.pp_gradient;
-    const Collective& r = work.pp_regather;
-    pp_p2p = slots * (CollectiveTime(a.kind, a.bytes, a.group, cluster) +
-                      CollectiveTime(g.kind, g.bytes, g.group, cluster) +
-                      2 * CollectiveTime(r.kind, r.bytes, r.group, cluster));
+    pp_p2p = slots * times.pp_slot_s;
   }
   out.exposed_comm_s[MeshDim::kPp] = pp_p2p + slowest.pp_sync;
   out.bubble_s = PipelineBubble(work.schedule, work.pp, work.virtual_stages, slowest_mb.f,

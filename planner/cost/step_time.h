@@ -43,6 +43,26 @@ namespace meshplan {
 StepTimeBreakdown AnalyticStepTime(const StepWork& work, const ClusterSpec& cluster,
                                    Precision precision);
 
+// The times AnalyticStepTime reads off a StepWork that its overlap and offload choices
+// (SetPlanKnobs, planner/cost/step_work.h) leave unchanged: each part's compute times and
+// each collective's time, the pipeline sends of one slot, and the optimizer of each distinct
+// stage. The search times a candidate's overlap / offload variants from one of these
+// (planner/search/knob_variants.h) instead of timing the same GEMMs again.
+struct StepWorkTimes {
+  struct Part {
+    ComputeTime fwd, bwd_in, bwd_w, rec;  // rec: of the work's recompute mode
+    FixedList<double, kMaxCollectivesPerPart> collectives;  // count x CollectiveTime, in order
+  };
+  Part block, embedding, head;
+  double pp_slot_s = 0;         // one chunk-micro-batch slot's sends (pp > 1)
+  double optimizer_s[3] = {};   // the distinct stages: first, last, a middle one (pp > 2)
+};
+StepWorkTimes TimeStepWork(const StepWork& work, const ClusterSpec& cluster, Precision precision);
+// AnalyticStepTime with `times` from TimeStepWork of this work, or of work built for the same
+// plan with other overlap and offload choices: the same result.
+StepTimeBreakdown AnalyticStepTime(const StepWork& work, const ClusterSpec& cluster,
+                                   const StepWorkTimes& times);
+
 // How much longer a pass of `part` computes when it carries TP communication overlapped with
 // it (tp_overlap): 1 + GpuSpec::comm_overlap_slowdown when a TP collective of `phase` (the
 // backward's for the weight-gradient pass too) is overlappable, else 1. The analytic model's

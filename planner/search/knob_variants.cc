@@ -21,14 +21,21 @@ void KnobTally::Add(const KnobTally& o) {
 
 namespace {
 
+// The base's work and its knob-independent times (TimeStepWork), which every variant shares.
+struct TimedWork {
+  StepWork work;
+  StepWorkTimes times;
+};
+
 // Flips `flag` of *plan on the timed work; keeps it when strictly faster (then *cost is
 // re-timed), else restores the work.
-void TryFlip(const KnobSearch& s, bool ParallelPlan::*flag, ParallelPlan* plan, StepWork* work,
+void TryFlip(const KnobSearch& s, bool ParallelPlan::*flag, ParallelPlan* plan, TimedWork* timed,
              PlanCost* cost, KnobTally* tally) {
+  StepWork* work = &timed->work;
   ParallelPlan flipped = *plan;
   flipped.*flag = !(plan->*flag);
   SetPlanKnobs(flipped, work);
-  const StepTimeBreakdown time = AnalyticStepTime(*work, s.cluster, s.training.precision);
+  const StepTimeBreakdown time = AnalyticStepTime(*work, s.cluster, timed->times);
   ++tally->timings;
   if (time.total_s < cost->time.total_s) {
     *plan = flipped;
@@ -49,12 +56,13 @@ double WithAllocator(double bytes, const ClusterSpec& cluster) {
 // base's: its memory and fit estimated again, its time from the base's work with the
 // variant's choices set (no rebuilt StepWork).
 PlanCost Variant(const KnobSearch& s, const ParallelPlan& plan, const PlanCost& base,
-                 StepWork* work, KnobTally* tally) {
+                 TimedWork* timed, KnobTally* tally) {
   ++tally->timings;
   PlanCost cost = base;
   EstimateVariantMemory(s.model, s.cluster, s.training, plan, s.estimate, &cost);
-  SetPlanKnobs(plan, work);
-  AddStepTime(s.cluster, s.training, plan, *work, &cost);
+  SetPlanKnobs(plan, &timed->work);
+  SetStepTime(s.cluster, s.training, plan,
+              AnalyticStepTime(timed->work, s.cluster, timed->times), &cost);
   return cost;
 }
 
@@ -64,14 +72,16 @@ void EvaluateKnobVariants(const KnobSearch& s, const ParallelPlan& base, KnobTal
                           OfferCandidateFn offer, void* context) {
   const PlanPins& pins = s.space.pins();
   ParallelPlan plan = base;
-  StepWork work;
+  TimedWork timed;
+  StepWork& work = timed.work;
   PlanCost cost = EstimateUntimed(s.model, s.cluster, s.training, plan, s.estimate, &work);
-  AddStepTime(s.cluster, s.training, plan, work, &cost);
+  timed.times = TimeStepWork(work, s.cluster, s.training.precision);
+  SetStepTime(s.cluster, s.training, plan, AnalyticStepTime(work, s.cluster, timed.times), &cost);
   ++tally->timings;
 
   // 1. Overlap choices: time only, independent terms (see the header).
   if (!pins.tp_comm_overlap && plan.tp > 1) {
-    TryFlip(s, &ParallelPlan::tp_comm_overlap, &plan, &work, &cost, tally);
+    TryFlip(s, &ParallelPlan::tp_comm_overlap, &plan, &timed, &cost, tally);
     ++(plan.tp_comm_overlap ? tally->tp_overlap_on : tally->tp_overlap_off);
   }
   // dp_overlap=0 only moves the gradient sync out from behind the backward: never faster
@@ -93,7 +103,7 @@ void EvaluateKnobVariants(const KnobSearch& s, const ParallelPlan& base, KnobTal
       could_fit(m.gathered_params_bytes)) {
     ParallelPlan p = plan;
     p.zero3_prefetch = 0;
-    PlanCost c = Variant(s, p, base_cost, &work, tally);
+    PlanCost c = Variant(s, p, base_cost, &timed, tally);
     ++tally->prefetch0_tried;
     if (c.fits) ++tally->prefetch0_fit;
     offer(context, p, c, 1);
@@ -138,7 +148,7 @@ void EvaluateKnobVariants(const KnobSearch& s, const ParallelPlan& base, KnobTal
     p.offload_params = c.params;
     if (c.act && work.offload.activation_bytes_per_block == 0)
       work.offload.activation_bytes_per_block = OffloadedBytesPerBlock(s.model, s.training, p);
-    PlanCost cost_p = Variant(s, p, base_cost, &work, tally);
+    PlanCost cost_p = Variant(s, p, base_cost, &timed, tally);
     ++tally->offload_tried;
     if (cost_p.fits) {
       ++tally->offload_fit;

@@ -22,7 +22,8 @@
 //     with offload_act; a combination that holds one that already fits is dominated (more
 //     offload, more time: the CPU AdamW is slower than the GPU's) and skipped. A variant
 //     re-estimates memory only; its time comes from the base's StepWork with the variant's
-//     choices set. Each keeps the base's overlap choices.
+//     choices set, and from the base's GEMM and collective times (StepWorkTimes,
+//     planner/cost/step_time.h), which those choices do not change. Each keeps the base's overlap choices.
 // Every variant kept is a candidate: it keeps the grid point's ordinal and gets its own
 // variant index (the tie-break after the ordinal), so results are the same for any
 // thread count. Pure; allocates nothing but the PlanCost strings.
