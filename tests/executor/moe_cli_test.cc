@@ -15,6 +15,7 @@
 
 #include "planner/config/config_loader.h"
 #include "planner/measure/measurement.h"
+#include "tests/cli_plan.h"
 #include "tests/cli_run.h"
 #include "tests/scratch_dir.h"
 
@@ -30,15 +31,7 @@ struct Scratch : test::ScratchDir {
 
 // tiny-moe (8 experts top-2, one shared, layer 0 dense), S=32, fp32, one step.
 PlanFile TinyMoePlan(const std::string& plan_text, const std::string& model = "tiny-moe") {
-  PlanFile pf;
-  pf.model = LoadModel(model);
-  pf.plan = ParsePlanString(plan_text);
-  pf.cluster = LoadCluster(std::to_string(pf.plan.world_size()) + "xa40");
-  pf.training.global_batch = pf.plan.dp * 2;
-  pf.training.seq_len = 32;
-  pf.training.precision = Precision::kFp32;
-  pf.training.steps = 1;
-  return pf;
+  return test::OneStepPlan(model, plan_text);
 }
 
 TEST_CASE("meshplan run --emulate-rank runs one rank of an expert-parallel plan",

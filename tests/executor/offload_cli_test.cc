@@ -14,6 +14,7 @@
 #include "planner/config/config_loader.h"
 #include "planner/cost/memory_model.h"
 #include "planner/measure/measurement.h"
+#include "tests/cli_plan.h"
 #include "tests/cli_run.h"
 #include "tests/scratch_dir.h"
 
@@ -22,18 +23,7 @@ namespace {
 
 namespace fs = std::filesystem;
 
-// tiny-llama, S=32, fp32, one step.
-PlanFile TinyPlan(const std::string& plan_text) {
-  PlanFile pf;
-  pf.model = LoadModel("tiny-llama");
-  pf.plan = ParsePlanString(plan_text);
-  pf.cluster = LoadCluster(std::to_string(pf.plan.world_size()) + "xa40");
-  pf.training.global_batch = pf.plan.dp * 2;
-  pf.training.seq_len = 32;
-  pf.training.precision = Precision::kFp32;
-  pf.training.steps = 1;
-  return pf;
-}
+PlanFile TinyPlan(const std::string& plan_text) { return test::OneStepPlan("tiny-llama", plan_text); }
 
 TEST_CASE("meshplan run writes the host bytes of an offload_opt plan and compare shows them",
           "[executor][offload][cli]") {
