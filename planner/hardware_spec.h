@@ -53,6 +53,11 @@ struct GpuSpec {
   // its kernels lose while NCCL's (or TE userbuffers') kernels run beside them, one CTA per
   // channel on SMs the GEMMs would use (docs/cost_model.md 7(b)). 0 = free overlap.
   double comm_overlap_slowdown = 0;
+  // False where a rank's communication runs on the cores that compute: CPU ranks, whose
+  // Gloo threads copy, reduce and drive loopback TCP on the rank's own core. Then nothing
+  // overlaps: every collective blocks and its time adds to the step (SerializeCommunication,
+  // planner/cost/step_work.h; docs/cost_model.md 7). meshplan calibrate writes false on CPU.
+  bool comm_overlaps_compute = true;
   std::string source;                     // data sheet or "calibrated on ..." note
 
   // What a GPU process holds besides its tensors (all 0 for the CPU profile).

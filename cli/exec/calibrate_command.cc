@@ -24,6 +24,7 @@
 
 #include "cli/commands.h"
 #include "executor/calibration/calibrate.h"
+#include "executor/calibration/collective_benchmarks.h"
 #include "executor/device/cuda_device.h"
 #include "executor/run_rank.h"
 #include "planner/atomic_file.h"
@@ -150,6 +151,15 @@ nlohmann::json ReportJson(const CalibrationResult& r) {
   for (size_t i = 0; i < r.samples.size(); ++i) samples.push_back(sample(r.samples[i], r.fit.predicted_s[i]));
   nlohmann::json checks = nlohmann::json::array();
   for (size_t i = 0; i < r.checks.size(); ++i) checks.push_back(sample(r.checks[i], r.check_predicted_s[i]));
+  nlohmann::json collectives = nlohmann::json::array();
+  for (const CollectiveSample& c : r.collective_samples) {
+    const double predicted = r.network ? NetworkTierSeconds(*r.network, c) : 0;
+    collectives.push_back({{"kind", ToString(c.kind)},
+                           {"bytes", c.bytes},
+                           {"group_size", c.group_size},
+                           {"measured_s", c.seconds},
+                           {"predicted_s", predicted}});
+  }
   return {{"host", r.host},
           {"date", r.date},
           {"device", r.device_name},
@@ -166,6 +176,7 @@ nlohmann::json ReportJson(const CalibrationResult& r) {
           {"max_relative_error", r.fit.max_relative_error},
           {"samples", samples},
           {"checks", checks},
+          {"collectives", collectives},
           {"warnings", r.warnings}};
 }
 
@@ -180,6 +191,11 @@ void WriteFile(const std::string& path, const std::string& text) {
 }
 
 int RunCalibrate(const CalibrateCommandOptions& o) {
+  // A copy of this command started by --collective-ranks: one rank of the benchmark.
+  if (IsCollectiveBenchmarkRank()) {
+    RunCollectiveBenchmarkRank(DefaultCollectiveBenchmark(o.quick), std::chrono::seconds(120));
+    return 0;
+  }
   const bool cuda = o.device == "cuda";
   CalibrationOptions options;
   options.device = o.device;
@@ -295,8 +311,9 @@ void AddCalibrateCommand(CLI::App& app, int* exit_code) {
                       "CPU intra-op threads (default: LibTorch's, one per core)")
       ->check(CLI::Range(1, 4096));
   command->add_option("--collective-ranks", options->collective_ranks,
-                      "CPU: also time Gloo collectives over this many in-process ranks and fit "
-                      "the network block (0: no network block)")
+                      "CPU: also time Gloo collectives between this many rank processes, each "
+                      "computing between its collectives as a run does, and fit the network "
+                      "block (0: no network block)")
       ->check(CLI::Range(0, 64))
       ->capture_default_str();
   command->add_option("--report", options->report,

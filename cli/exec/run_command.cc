@@ -234,18 +234,6 @@ std::chrono::milliseconds CommTimeout(const RunCommandOptions& options) {
   return std::chrono::milliseconds(static_cast<int64_t>(options.comm_timeout_s * 1000));
 }
 
-// This process's command line and executable, to start the ranks with.
-std::vector<std::string> SelfArgv() {
-  std::ifstream in("/proc/self/cmdline", std::ios::binary);
-  const std::string all((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  std::vector<std::string> argv;
-  size_t start = 0;
-  for (size_t nul; (nul = all.find('\0', start)) != std::string::npos; start = nul + 1)
-    argv.push_back(all.substr(start, nul - start));
-  return argv;
-}
-
-std::string SelfExe() { return std::filesystem::read_symlink("/proc/self/exe").string(); }
 
 int RunLauncher(const PlanFile& plan_file, const RunCommandOptions& options) {
   const int nproc = options.nproc > 0 ? options.nproc : static_cast<int>(plan_file.plan.world_size());

@@ -155,7 +155,7 @@ void MeasureAndFit(const CalibrationOptions& options, const GpuSpec& base,
   result->fit = FitComputeRates(result->samples, RatesFor(base, options.precision));
 }
 
-// Collective benchmarks over Gloo threads on this CPU, fitted to one network tier.
+// Collective benchmarks over Gloo between rank processes on this CPU, fitted to one tier.
 void MeasureCollectives(const CalibrationOptions& options, const BenchContext& ctx,
                         CalibrationResult* result) {
   if (options.collective_ranks < 2) return;
@@ -164,12 +164,9 @@ void MeasureCollectives(const CalibrationOptions& options, const BenchContext& c
                                "(meshplan run); skipped");
     return;
   }
-  const std::vector<int64_t> sizes =
-      options.quick ? std::vector<int64_t>{1 << 14, 1 << 20, 1 << 23}
-                    : std::vector<int64_t>{1 << 12, 1 << 16, 1 << 20, 1 << 22, 1 << 24};
-  const auto samples =
-      BenchmarkCollectivesInProcess(options.collective_ranks, sizes, options.quick ? 5 : 10);
-  result->network = FitNetworkTier(samples, "Gloo over loopback TCP (ranks sharing the CPU)");
+  const auto samples = BenchmarkCollectivesInRanks(options.collective_ranks, std::chrono::seconds(120));
+  result->network = FitNetworkTier(samples, "Gloo over loopback TCP (rank processes sharing the CPU)");
+  result->collective_samples = samples;
 }
 
 }  // namespace
@@ -193,6 +190,7 @@ CalibrationResult RunCalibration(const CalibrationOptions& options) {
   if (!ctx.device.is_cuda()) {
     if (base.memory_bytes == 0) base.memory_bytes = PhysicalMemoryBytes();
     base.kernel_shape.gemm_streams_operands = true;
+    base.comm_overlaps_compute = false;  // Gloo's threads run on the ranks' own cores
   }
 
   // Peaks first (a CPU profile's reference), then the fitted samples.

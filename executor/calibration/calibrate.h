@@ -34,13 +34,15 @@ struct CalibrationOptions {
   bool quick = false;                      // fewer shapes and repeats (CI: a few seconds)
   int threads = 0;                         // CPU intra-op threads (0: LibTorch's default)
   GpuSpec base;                            // name, memory and (CUDA) data-sheet peaks
-  // Ranks for the collective benchmarks (threads over Gloo on CPU); < 2: none.
+  // Rank processes for the collective benchmarks (CPU, Gloo; < 2: none). They are copies of
+  // this executable, which must run them (executor/calibration/collective_benchmarks.h).
   int collective_ranks = 0;
 };
 
 struct CalibrationResult {
   GpuSpec gpu;                              // the calibrated spec (source line included)
   std::optional<NetworkTier> network;       // measured when collective_ranks >= 2
+  std::vector<CollectiveSample> collective_samples;  // what `network` is fitted to
   CalibrationFit fit;
   MeasuredPeaks peaks;
   std::vector<CalibrationSample> samples;   // fitted, in fit order (fit.predicted_s)

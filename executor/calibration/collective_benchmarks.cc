@@ -1,16 +1,26 @@
 // Collective micro-benchmarks (see collective_benchmarks.h).
 #include "executor/calibration/collective_benchmarks.h"
 
-#include <torch/csrc/distributed/c10d/HashStore.hpp>
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+#include <unistd.h>
 
 #include <algorithm>
-#include <chrono>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <functional>
+#include <numeric>
 #include <stdexcept>
 #include <string>
-#include <thread>
+#include <utility>
 
 #include "executor/calibration/timing.h"
 #include "executor/comm/gloo_communicator.h"
+#include "executor/comm/rendezvous.h"
+#include "executor/launch/launcher.h"
+#include "executor/launch/rank_env.h"
+#include "planner/atomic_file.h"
 
 namespace meshplan {
 namespace {
@@ -25,73 +35,140 @@ double Median(std::vector<double> v) {
   return *mid;
 }
 
+// The compute between two collectives: a 384^3 fp32 matmul, 113 MFLOP (about 1 ms at the
+// 0.1 TFLOP/s of one core of a 2020s x86 CPU).
+constexpr int64_t kChunkSide = 384;
+
+constexpr CollectiveKind kKinds[] = {CollectiveKind::kAllReduce, CollectiveKind::kReduceScatter,
+                                     CollectiveKind::kAllGather};
+
+nlohmann::json SamplesToJson(const std::vector<CollectiveSample>& samples) {
+  nlohmann::json out = nlohmann::json::array();
+  for (const CollectiveSample& s : samples)
+    out.push_back({{"kind", ToString(s.kind)}, {"bytes", s.bytes}, {"group_size", s.group_size},
+                   {"seconds", s.seconds}});
+  return out;
+}
+
+std::vector<CollectiveSample> SamplesFromJson(const nlohmann::json& json) {
+  std::vector<CollectiveSample> samples;
+  for (const nlohmann::json& j : json) {
+    CollectiveSample s;
+    const std::string kind = j.at("kind").get<std::string>();
+    const auto* found = std::find_if(std::begin(kKinds), std::end(kKinds),
+                                     [&](CollectiveKind k) { return kind == ToString(k); });
+    if (found == std::end(kKinds)) throw std::runtime_error("collective benchmark: unknown kind " + kind);
+    s.kind = *found;
+    s.bytes = j.at("bytes").get<double>();
+    s.group_size = j.at("group_size").get<int64_t>();
+    s.seconds = j.at("seconds").get<double>();
+    samples.push_back(s);
+  }
+  return samples;
+}
+
 }  // namespace
 
+CollectiveBenchmarkPlan DefaultCollectiveBenchmark(bool quick) {
+  CollectiveBenchmarkPlan plan;
+  plan.buffer_bytes = quick ? std::vector<int64_t>{1 << 14, 1 << 20, 1 << 23}
+                            : std::vector<int64_t>{1 << 12, 1 << 16, 1 << 20, 1 << 22, 1 << 24};
+  plan.repeats = quick ? 8 : 16;
+  plan.rounds = quick ? 3 : 5;
+  return plan;
+}
+
 std::vector<CollectiveSample> BenchmarkCollectives(Communicator& comm, const at::Device& device,
-                                                   const std::vector<int64_t>& buffer_bytes,
-                                                   int repeats) {
+                                                   const CollectiveBenchmarkPlan& plan) {
   const int n = comm.size();
   const auto options = at::TensorOptions().device(device).dtype(at::kFloat);
+  const at::Tensor a = at::ones({kChunkSide, kChunkSide}, options);
+  const at::Tensor b = at::ones({kChunkSide, kChunkSide}, options);
+  at::Tensor c = at::empty({kChunkSide, kChunkSide}, options);
+  const auto chunk = [&] { at::mm_out(c, a, b); };
+  // Seconds of `repeats` chunks, each followed by `op` when there is one.
+  const auto loop = [&](const std::function<void()>& op) {
+    comm.Barrier();
+    const double start = Now();
+    for (int r = 0; r < plan.repeats; ++r) {
+      chunk();
+      if (op) op();
+    }
+    SynchronizeDevice(device);
+    return Now() - start;
+  };
+
   std::vector<CollectiveSample> out;
-  for (const int64_t bytes : buffer_bytes) {
+  for (const int64_t bytes : plan.buffer_bytes) {
     // Full buffers of `bytes`, rounded to a multiple of n fp32 elements.
     const int64_t numel = std::max<int64_t>(n, bytes / 4 / n * n);
     at::Tensor full = at::ones({numel}, options);
     at::Tensor shard = at::ones({numel / n}, options);
-    const std::pair<CollectiveKind, std::function<void()>> ops[] = {
-        {CollectiveKind::kAllReduce, [&] { comm.AllReduceSum(full); }},
-        {CollectiveKind::kReduceScatter, [&] { comm.ReduceScatterSum(full, shard); }},
-        {CollectiveKind::kAllGather, [&] { comm.AllGather(shard, full); }},
-    };
-    for (const auto& [kind, op] : ops) {
+    for (const CollectiveKind kind : kKinds) {
+      const std::function<void()> op = [&, kind] {
+        if (kind == CollectiveKind::kAllReduce) comm.AllReduceSum(full);
+        if (kind == CollectiveKind::kReduceScatter) comm.ReduceScatterSum(full, shard);
+        if (kind == CollectiveKind::kAllGather) comm.AllGather(shard, full);
+      };
       op();  // warm-up (connections, allocator)
       SynchronizeDevice(device);
-      std::vector<double> times;
-      for (int r = 0; r < repeats; ++r) {
-        comm.Barrier();
-        const double start = Now();
-        op();
-        SynchronizeDevice(device);
-        times.push_back(Now() - start);
+      std::vector<double> per_op;
+      for (int round = 0; round < plan.rounds; ++round) {
+        const double with_op = loop(op);
+        const double without = loop({});
+        per_op.push_back(std::max(1e-7, (with_op - without) / plan.repeats));
       }
       full.fill_(1.0);  // keep the sums bounded
       CollectiveSample s;
       s.kind = kind;
       s.bytes = static_cast<double>(numel * 4);
       s.group_size = n;
-      s.seconds = Median(times);
+      s.seconds = Median(per_op);
       out.push_back(s);
     }
   }
   return out;
 }
 
-std::vector<CollectiveSample> BenchmarkCollectivesInProcess(int ranks,
-                                                            const std::vector<int64_t>& buffer_bytes,
-                                                            int repeats) {
+bool IsCollectiveBenchmarkRank() { return std::getenv(kCollectiveRankEnv) != nullptr; }
+
+std::vector<CollectiveSample> BenchmarkCollectivesInRanks(int ranks, std::chrono::milliseconds timeout) {
   if (ranks < 2) throw std::invalid_argument("collective benchmarks need at least 2 ranks");
-  auto store = c10::make_intrusive<c10d::HashStore>();
-  store->setTimeout(std::chrono::seconds(60));
-  std::vector<int> members(static_cast<size_t>(ranks));
-  for (int r = 0; r < ranks; ++r) members[static_cast<size_t>(r)] = r;
-  std::vector<std::vector<CollectiveSample>> results(static_cast<size_t>(ranks));
-  std::vector<std::string> errors(static_cast<size_t>(ranks));
-  std::vector<std::thread> threads;
-  for (int r = 0; r < ranks; ++r)
-    threads.emplace_back([&, r] {
-      try {
-        GlooCommunicator comm(store, r, members, "calibrate");
-        results[static_cast<size_t>(r)] = BenchmarkCollectives(comm, at::kCPU, buffer_bytes, repeats);
-      } catch (const std::exception& e) {
-        errors[static_cast<size_t>(r)] = e.what();
-      }
-    });
-  for (auto& t : threads) t.join();
-  for (int r = 0; r < ranks; ++r)
-    if (!errors[static_cast<size_t>(r)].empty())
-      throw std::runtime_error("collective benchmark, rank " + std::to_string(r) + ": " +
-                               errors[static_cast<size_t>(r)]);
-  return results[0];
+  const std::filesystem::path samples_file =
+      std::filesystem::temp_directory_path() /
+      fmt::format("meshplan_collectives_{}.json", static_cast<long>(::getpid()));
+  StoreServer store("127.0.0.1", 0, timeout);
+  LaunchOptions launch;
+  launch.nproc = ranks;
+  launch.exe = SelfExe();
+  launch.argv = SelfArgv();
+  launch.master_port = store.port();
+  launch.extra_env = {{kCollectiveRankEnv, samples_file.string()}};
+  const LaunchResult result = LaunchLocalRanks(launch);
+  std::ifstream in(samples_file);
+  std::error_code ignored;
+  if (result.exit_code != 0 || !in) {
+    std::filesystem::remove(samples_file, ignored);
+    throw std::runtime_error("collective benchmark ranks: " +
+                             (result.exit_code != 0 ? result.failure : "rank 0 wrote no samples"));
+  }
+  const nlohmann::json json = nlohmann::json::parse(in);
+  std::filesystem::remove(samples_file, ignored);
+  return SamplesFromJson(json);
+}
+
+void RunCollectiveBenchmarkRank(const CollectiveBenchmarkPlan& plan, std::chrono::milliseconds timeout) {
+  const char* samples_file = std::getenv(kCollectiveRankEnv);
+  const std::optional<RankEnv> env = ReadRankEnv();
+  if (samples_file == nullptr || !env)
+    throw std::runtime_error(std::string("a collective benchmark rank needs ") + kCollectiveRankEnv +
+                             " and the rank variables of its launcher");
+  auto store = ConnectRendezvousStore(*env, timeout);
+  std::vector<int> members(static_cast<size_t>(env->world_size));
+  std::iota(members.begin(), members.end(), 0);
+  GlooCommunicator comm(store, env->rank, members, "calibrate", GlooOptionsForRank(*env, timeout));
+  const std::vector<CollectiveSample> samples = BenchmarkCollectives(comm, at::kCPU, plan);
+  if (env->rank == 0) WriteFileAtomically(samples_file, SamplesToJson(samples).dump(2) + "\n");
 }
 
 }  // namespace meshplan

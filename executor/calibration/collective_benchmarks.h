@@ -1,17 +1,29 @@
-// Collective micro-benchmarks over a Communicator: all-reduce, reduce-scatter and
-// all-gather of fp32 buffers of the given sizes, timed the way planner/cost/collective_time.h
-// prices them (the full buffer; the ring factor and steps are the fit's business).
+// Collective micro-benchmarks: all-reduce, reduce-scatter and all-gather of fp32 buffers,
+// timed as a training run meets them, and fitted by the caller to a network tier
+// (planner/measure/calibration_fit.h FitNetworkTier; the ring factor and steps are the
+// fit's business, the sample is the full buffer).
 //
-// BenchmarkCollectives is collective: every rank of `comm` calls it with the same sizes
-// and repeats (the repeat count is fixed, not adaptive, so every rank runs the same
-// sequence). Each repeat starts after a barrier and ends when the collective is complete
-// on this rank (device synchronised); the sample is the median over repeats.
-// BenchmarkCollectivesInProcess runs `ranks` threads of this process over Gloo (a shared
-// HashStore, loopback TCP): the CPU profile's "network" between ranks sharing the machine.
+// As a run meets them: every repeat is a compute chunk on the rank's own thread (a matmul
+// of about a millisecond on one CPU core) followed by the collective, with no barrier
+// between repeats, so the ranks arrive when their compute ends, a rank that arrives first
+// sleeps in the wait, and the collective passes through the same threads (the
+// communicator's, Gloo's) while the peer's compute holds its core. A collective's cost is
+// the loop's time less the time of the same loop without it (both ranks computing), per
+// repeat; the sample is the median over rounds. Measured this way on a 2-vCPU VM a small
+// collective costs 2-3 times what it costs between ranks that meet after a barrier on idle
+// cores (docs/validation/cpu_ranks.md).
+//
+// BenchmarkCollectives is collective: every rank of `comm` calls it with the same plan.
+// BenchmarkCollectivesInRanks starts `ranks` processes of this executable, with its own
+// command line (executor/launch/launcher.h) and kCollectiveRankEnv set; the executable must
+// call RunCollectiveBenchmarkRank when IsCollectiveBenchmarkRank() (meshplan calibrate
+// does, first thing). The ranks meet over Gloo on loopback TCP, one intra-op thread each
+// when they share the cores (the launcher's OMP_NUM_THREADS rule, as `meshplan run`).
 #pragma once
 
 #include <ATen/ATen.h>
 
+#include <chrono>
 #include <cstdint>
 #include <vector>
 
@@ -20,13 +32,26 @@
 
 namespace meshplan {
 
-std::vector<CollectiveSample> BenchmarkCollectives(Communicator& comm, const at::Device& device,
-                                                   const std::vector<int64_t>& buffer_bytes,
-                                                   int repeats);
+struct CollectiveBenchmarkPlan {
+  std::vector<int64_t> buffer_bytes;  // full buffer of each sample
+  int repeats = 8;                    // chunk + collective pairs per timed loop
+  int rounds = 3;                     // timed loops per sample (the median is kept)
+};
+CollectiveBenchmarkPlan DefaultCollectiveBenchmark(bool quick);
 
-// Rank 0's samples. Throws std::runtime_error when a rank fails.
-std::vector<CollectiveSample> BenchmarkCollectivesInProcess(int ranks,
-                                                            const std::vector<int64_t>& buffer_bytes,
-                                                            int repeats);
+std::vector<CollectiveSample> BenchmarkCollectives(Communicator& comm, const at::Device& device,
+                                                   const CollectiveBenchmarkPlan& plan);
+
+// The environment variable that makes a process a benchmark rank; its value is the file
+// rank 0 writes the samples to.
+inline constexpr char kCollectiveRankEnv[] = "MESHPLAN_COLLECTIVE_BENCHMARK_RANK";
+bool IsCollectiveBenchmarkRank();
+
+// Rank 0's samples of the plan the ranks' command line (this process's) gives them.
+// Throws std::runtime_error when a rank fails or the ranks time out.
+std::vector<CollectiveSample> BenchmarkCollectivesInRanks(int ranks, std::chrono::milliseconds timeout);
+
+// A rank's side: join the launcher's store, benchmark, and (rank 0) write the samples.
+void RunCollectiveBenchmarkRank(const CollectiveBenchmarkPlan& plan, std::chrono::milliseconds timeout);
 
 }  // namespace meshplan

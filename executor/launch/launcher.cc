@@ -14,8 +14,10 @@
 #include <charconv>
 #include <csignal>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <functional>
+#include <iterator>
 #include <optional>
 #include <stdexcept>
 #include <string_view>
@@ -633,5 +635,17 @@ LaunchResult LaunchLocalRanks(const LaunchOptions& options) {
   if (!start_error.empty()) throw std::runtime_error("launcher: " + start_error);
   return result;
 }
+
+std::vector<std::string> SelfArgv() {
+  std::ifstream in("/proc/self/cmdline", std::ios::binary);
+  const std::string all((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  std::vector<std::string> argv;
+  size_t start = 0;
+  for (size_t nul; (nul = all.find('\0', start)) != std::string::npos; start = nul + 1)
+    argv.push_back(all.substr(start, nul - start));
+  return argv;
+}
+
+std::string SelfExe() { return std::filesystem::read_symlink("/proc/self/exe").string(); }
 
 }  // namespace meshplan

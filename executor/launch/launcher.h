@@ -70,4 +70,9 @@ struct LaunchResult {
 // started (the ranks already started are stopped first).
 LaunchResult LaunchLocalRanks(const LaunchOptions& options);
 
+// This process's executable (/proc/self/exe) and command line (/proc/self/cmdline, argv[0]
+// included): what a command passes as LaunchOptions::exe / argv to start copies of itself.
+std::string SelfExe();
+std::vector<std::string> SelfArgv();
+
 }  // namespace meshplan

@@ -151,6 +151,7 @@ void EmitCluster(std::string& out, const ClusterSpec& c) {
   out += RuntimeMemoryToYaml(g.runtime_memory, "    ");
   if (g.comm_overlap_slowdown > 0)
     out += "    comm_overlap_slowdown: " + Shortest(g.comm_overlap_slowdown) + "\n";
+  if (!g.comm_overlaps_compute) out += "    comm_overlaps_compute: false\n";
   out += "  intra_node: " + Tier(c.intra_node) + "\n";
   out += "  inter_node: " + Tier(c.inter_node) + "\n";
   if (c.host.known()) {

@@ -209,7 +209,7 @@ KernelShape KernelShapeFromYaml(const YamlFields& f) {
 GpuConfig GpuFromYaml(const YamlFields& f, const std::string& default_name) {
   f.AllowOnly({"name", "aliases", "source", "memory_MiB", "peak_TFLOPs", "memory_bandwidth_TBps",
                "efficiency", "kernel_overhead_us", "kernel_shape", "network",
-               "runtime_memory", "comm_overlap_slowdown", "host"});
+               "runtime_memory", "comm_overlap_slowdown", "comm_overlaps_compute", "host"});
   GpuConfig out;
   GpuSpec& g = out.gpu;
   g.name = f.String("name", default_name);
@@ -251,6 +251,7 @@ GpuConfig GpuFromYaml(const YamlFields& f, const std::string& default_name) {
   }
   if (f.Has("runtime_memory")) g.runtime_memory = RuntimeMemoryFromYaml(f.Map("runtime_memory"));
   g.comm_overlap_slowdown = f.Number("comm_overlap_slowdown", {0, true, 0.99}, 0);
+  g.comm_overlaps_compute = f.Bool("comm_overlaps_compute", g.comm_overlaps_compute);
   if (f.Has("host")) out.host = HostFromYaml(f.Map("host"), {});
   return out;
 }

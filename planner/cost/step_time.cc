@@ -71,6 +71,7 @@ struct PartTimes {
   double cp[3] = {0, 0, 0};
   double ep[3] = {0, 0, 0};  // expert all-to-alls: blocking, always exposed
   bool tp_overlap = false;
+  bool cp_overlap = true;    // CP ring steps behind the attention (false on serialized work)
   double slowdown = 0;       // GpuSpec::comm_overlap_slowdown
   double dp_gather_fwd = 0;  // ZeRO-3 all-gather before the forward (+ the host copy, offload_params)
   double dp_gather_bwd = 0;  // ZeRO-3 all-gather before the backward (+ the host copy)
@@ -94,11 +95,11 @@ struct PartTimes {
   double bwd_window() const { return bwd_in.total() + bwd_w.total(); }
   // Forward / backward-input (with recompute) time including exposed TP and CP communication.
   double f() const {
-    return fwd.total() + tp_cost(0, fwd.total()) + Exposed(cp[0], fwd.attention_s, true) + ep[0];
+    return fwd.total() + tp_cost(0, fwd.total()) + Exposed(cp[0], fwd.attention_s, cp_overlap) + ep[0];
   }
   double b() const {
     return bwd_in.total() + rec.total() + tp_cost(1, bwd_window()) + tp_cost(2, rec.total()) +
-           Exposed(cp[1], bwd_in.attention_s, true) + Exposed(cp[2], rec.attention_s, true) +
+           Exposed(cp[1], bwd_in.attention_s, cp_overlap) + Exposed(cp[2], rec.attention_s, cp_overlap) +
            ep[1] + ep[2];
   }
   double ep_exposed_total() const { return ep[0] + ep[1] + ep[2]; }
@@ -110,8 +111,8 @@ struct PartTimes {
     return tp_slowdown(0, fwd.total()) + tp_slowdown(1, bwd_window()) + tp_slowdown(2, rec.total());
   }
   double cp_exposed_total() const {
-    return Exposed(cp[0], fwd.attention_s, true) + Exposed(cp[1], bwd_in.attention_s, true) +
-           Exposed(cp[2], rec.attention_s, true);
+    return Exposed(cp[0], fwd.attention_s, cp_overlap) + Exposed(cp[1], bwd_in.attention_s, cp_overlap) +
+           Exposed(cp[2], rec.attention_s, cp_overlap);
   }
 };
 
@@ -159,6 +160,7 @@ PartTimes TimePart(const PartWork& part, const StepWorkTimes::Part& timed, const
         break;
       case MeshDim::kCp:
         t.cp[PhaseIndex(c.phase)] += s;
+        t.cp_overlap = c.overlappable;
         break;
       case MeshDim::kEp:
         t.ep[PhaseIndex(c.phase)] += s;
@@ -294,8 +296,11 @@ StepTimeBreakdown AnalyticStepTime(const StepWork& work, const ClusterSpec& clus
   return AnalyticStepTime(work, cluster, TimeStepWork(work, cluster, precision));
 }
 
-StepTimeBreakdown AnalyticStepTime(const StepWork& work, const ClusterSpec& cluster,
-                                   const StepWorkTimes& times) {
+namespace {
+
+// AnalyticStepTime of work whose overlap choices are the ones that run.
+StepTimeBreakdown TimeSteps(const StepWork& work, const ClusterSpec& cluster,
+                            const StepWorkTimes& times) {
   const PartTimes blk = TimePart(work.block, times.block, work, cluster);
   const PartTimes emb = TimePart(work.embedding, times.embedding, work, cluster);
   const PartTimes head = TimePart(work.head, times.head, work, cluster);
@@ -336,6 +341,16 @@ StepTimeBreakdown AnalyticStepTime(const StepWork& work, const ClusterSpec& clus
   out.total_s = out.compute_s + out.exposed_comm_s.sum() + out.bubble_s + out.optimizer_s +
                 out.offload_s + out.overlap_slowdown_s;
   return out;
+}
+
+}  // namespace
+
+StepTimeBreakdown AnalyticStepTime(const StepWork& work, const ClusterSpec& cluster,
+                                   const StepWorkTimes& times) {
+  if (cluster.gpu.comm_overlaps_compute) return TimeSteps(work, cluster, times);
+  StepWork serial = work;
+  SerializeCommunication(&serial);
+  return TimeSteps(serial, cluster, times);
 }
 
 }  // namespace meshplan

@@ -587,6 +587,13 @@ double OffloadedBytesPerBlock(const ModelSpec& model, const TrainingSpec& traini
   return BlockSavedTensors(model, shape, impl, plan.recompute).TotalBytes();
 }
 
+void SerializeCommunication(StepWork* work) {
+  for (PartWork* part : {&work->block, &work->embedding, &work->head})
+    for (Collective& c : part->collectives) c.overlappable = false;
+  work->dp_overlap = false;
+  work->zero3_prefetch = 0;
+}
+
 void SetPlanKnobs(const ParallelPlan& plan, StepWork* work) {
   for (PartWork* part : {&work->block, &work->embedding, &work->head})
     for (Collective& c : part->collectives)

@@ -200,6 +200,12 @@ StepWork BuildStepWork(const ModelSpec& model, const TrainingSpec& training,
 void BuildStepWork(const ModelSpec& model, const TrainingSpec& training, const ParallelPlan& plan,
                    AttentionImpl attention, StepWork* out);
 
+// Every collective of *work made blocking: no TP or CP overlap, DP gradient syncs after the
+// backward, ZeRO-3 gathers not prefetched. What a GPU whose communication shares the compute
+// cores (GpuSpec::comm_overlaps_compute false: CPU ranks) runs, whatever the plan's knobs;
+// the analytic model and the simulator both time such work.
+void SerializeCommunication(StepWork* work);
+
 // Which parts pipeline stage `stage` holds.
 struct StageParts {
   bool embedding = false;

@@ -164,6 +164,11 @@ GpuSpec ApplyCalibration(const GpuSpec& base, const CalibrationFit& fit, const M
   return g;
 }
 
+double NetworkTierSeconds(const NetworkTier& tier, const CollectiveSample& s) {
+  return static_cast<double>(RingSteps(s.kind, s.group_size)) * tier.latency_s +
+         BytesSentPerRank(s.kind, s.bytes, s.group_size) / tier.bandwidth_Bps;
+}
+
 NetworkTier FitNetworkTier(const std::vector<CollectiveSample>& samples, const std::string& name) {
   if (samples.empty()) throw std::invalid_argument("network fit: no samples");
   const auto rows = static_cast<Eigen::Index>(samples.size());

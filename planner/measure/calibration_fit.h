@@ -90,5 +90,7 @@ struct CollectiveSample {
 // sample of a group of one or a non-positive time, std::runtime_error when the bandwidth
 // is not determined (every sample latency-bound: benchmark larger buffers).
 NetworkTier FitNetworkTier(const std::vector<CollectiveSample>& samples, const std::string& name);
+// That formula: the seconds `tier` predicts for the sample's collective.
+double NetworkTierSeconds(const NetworkTier& tier, const CollectiveSample& sample);
 
 }  // namespace meshplan

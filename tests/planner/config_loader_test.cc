@@ -689,7 +689,8 @@ TEST_CASE("error: a document that is not a mapping", "[planner][config][errors]"
 namespace meshplan {
 namespace {
 
-TEST_CASE("kernel_shape and bus_efficiency out of range name the field", "[planner][config]") {
+TEST_CASE("kernel_shape, bus_efficiency and comm_overlaps_compute out of range name the field",
+          "[planner][config]") {
   struct Case {
     const char* yaml;
     const char* field;
@@ -699,6 +700,7 @@ TEST_CASE("kernel_shape and bus_efficiency out of range name the field", "[plann
                           Case{"kernel_shape: {gemm_k_overhead: -8}", "kernel_shape.gemm_k_overhead"},
                           Case{"kernel_shape: {warp_size: 32}", "warp_size"},
                           Case{"efficiency: {matmul: 0.9, matmul_ceiling: 1.2}", "efficiency.matmul_ceiling"},
+                          Case{"comm_overlaps_compute: sometimes", "comm_overlaps_compute"},
                           Case{"network: {gpus_per_node: 8, intra_node: {bandwidth_GBps: 450, "
                                "latency_us: 3, bus_efficiency: 1.5}, inter_node: "
                                "{bandwidth_GBps: 50, latency_us: 6}}",

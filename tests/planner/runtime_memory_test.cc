@@ -146,8 +146,10 @@ TEST_CASE("runtime memory survives the hardware and plan-file writers exactly",
   GpuSpec gpu = LoadGpu("h100-sxm");
   gpu.runtime_memory.allocator_fragmentation = 0.1 + 0.2;
   gpu.runtime_memory.cublas_workspace_bytes = 8'519'681;
+  gpu.comm_overlaps_compute = false;  // not a runtime line, but written beside them
   const GpuSpec back = GpuFromYamlText(GpuSpecToYaml(gpu, {}), "written.yaml");
   CHECK(back.runtime_memory == gpu.runtime_memory);
+  CHECK_FALSE(back.comm_overlaps_compute);
   CHECK(back.matmul_ceiling_efficiency == gpu.matmul_ceiling_efficiency);  // 0.801 (MAMF)
   // A CPU profile writes no section at all.
   CHECK(GpuSpecToYaml(LoadGpu("cpu-ci"), {}).find("runtime_memory") == std::string::npos);
