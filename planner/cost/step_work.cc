@@ -196,47 +196,101 @@ double MoeMemoryBytes(const Shape& s) {
   return router + dispatch + swiglu;
 }
 
+// The memory-bound kernels of one pass of a block: bytes read + written, and launches.
+struct MemoryBound {
+  double bytes = 0;
+  int64_t kernels = 0;
+};
+
+// The memory-bound kernels of a gpt block, forward and backward, as Megatron-LM runs them
+// (the 2021-2022 code of Narayanan et al. and Korthikanti et al.: megatron/model/
+// transformer.py on PyTorch 1.8-1.12, Megatron's fused LayerNorm and softmax kernels).
+// a = activation element size; Tn = tokens of the norms and residuals (T/tp with SP);
+// the (T, .) tensors of the tp-split regions are /tp wide. docs/cost_model.md section 5.
+//
+// Forward, 7 kernels:
+//   2 LayerNorms: read + write (Tn, E)                                   2a Tn E each
+//   QKV bias: ColumnParallelLinear without skip_bias_add calls F.linear on the 3-D
+//     [s, b, h] input, which PyTorch runs as matmul + add_(bias) (aten/src/ATen/native/
+//     Linear.cpp: only 2-D inputs take the fused addmm): read + write (T, 3E/tp)
+//   context: permute(2, 0, 1, 3).contiguous() of [b, np, s, hn] to [s, b, np, hn]
+//     before the o-projection (ParallelSelfAttention.forward): read + write (T, E/tp)
+//   2 bias-dropout-adds (jit-fused): read x and the residual, write the sum and a
+//     1-byte mask                                                         (3a + 1) Tn E each
+//   bias-GeLU (jit-fused): read + write (T, F/tp)
+// Backward, 18 kernels (no longer twice the forward):
+//   2 bias-dropout-adds: mask x scale (read a + 1, write a), then the bias gradient,
+//     a reduction of the expanded bias (read a): 2 kernels each            (3a + 1) Tn E each
+//   2 residual gradient sums: the block input and the first bias-dropout-add's output
+//     each feed a LayerNorm and a residual, and autograd adds the two gradients
+//     (torch/csrc/autograd/input_buffer.cpp: read 2, write 1)
+//                                                                          3a Tn E each
+//   2 LayerNorms: cuComputePartGradGammaBeta reads dy and x, cuComputeGradInput reads
+//     dy and x and writes dx (HostLayerNormGradient), 3 kernels each         5a Tn E each
+//   bias-GeLU: bias_gelu_back reads dy and x, writes dx; the bias gradient reduces dx
+//                                                                          4a T F/tp
+//   the attention scale: baddbmm's backward multiplies the q and k gradients by alpha
+//     = 1/norm_factor in a kernel of its own (PyTorch derivatives.yaml, baddbmm:
+//     grad.bmm(batch2^T) * alpha)                                          2a T (E + KD)/tp
+//   the q, k, v split (split_tensor_along_last_dim = torch.split): its backward cats the
+//     three gradients into one (T, 3E/tp) tensor                           2a T (E+2KD)/tp
+//   the QKV bias gradient: a reduction of the output gradient              a T (E+2KD)/tp
+void GptMemoryBound(const Shape& s, MemoryBound* fwd, MemoryBound* bwd) {
+  const double a = s.a, TnE = s.Tn * s.E, tp = s.tp;
+  const double qkv = s.T * (s.E + 2 * s.KD) / tp, ctx = s.T * s.E / tp, ffn = s.T * s.F / tp;
+  fwd->bytes = 2 * 2 * a * TnE                // 2 LayerNorms
+               + 2 * a * qkv                  // QKV bias add
+               + 2 * a * ctx                  // context permute copy
+               + 2 * (3 * a + 1) * TnE        // 2 bias-dropout-adds
+               + 2 * a * ffn;                 // bias-GeLU
+  fwd->kernels = 7;
+  bwd->bytes = 2 * (3 * a + 1) * TnE          // 2 bias-dropout-adds
+               + 2 * 3 * a * TnE              // 2 residual gradient sums
+               + 2 * 5 * a * TnE              // 2 LayerNorms
+               + 4 * a * ffn                  // bias-GeLU
+               + 2 * a * s.T * (s.E + s.KD) / tp  // q, k gradients x alpha
+               + 2 * a * qkv                  // q, k, v gradients cat
+               + a * qkv;                     // QKV bias gradient
+  bwd->kernels = 2 * 2 + 2 + 2 * 3 + 2 + 2 + 1 + 1;
+}
+
 // Forward, backward and recompute work of one transformer block.
 void BlockCompute(const Shape& s, PartWork* part) {
   const ModelSpec& m = s.model;
   const double tp = s.tp;
-  double memory_fwd = 0;
-  int64_t memory_kernels = 0;
+  MemoryBound fwd, bwd;
   if (m.block == BlockKind::kLlama) {
     const bool moe = m.moe_layers() > 0;  // StepWork's block is the MoE one (step_work.h)
     AddLlamaLinears(s, moe, part);
     const double QD = static_cast<double>(m.q_hidden());
-    memory_fwd = 4 * s.Tn * s.E * s.a                    // 2 RMSNorms: read + write (Tn, E)
-                 + 6 * s.Tn * s.E * s.a                  // 2 residual adds: read 2, write 1 (Tn, E)
-                 + 2 * s.T * (QD + s.KD) / tp * s.a;     // RoPE on q (T, H*D/tp), k (T, KD/tp)
-    memory_kernels = 5;  // 2 norms, RoPE, 2 residuals
+    fwd.bytes = 4 * s.Tn * s.E * s.a                     // 2 RMSNorms: read + write (Tn, E)
+                + 6 * s.Tn * s.E * s.a                   // 2 residual adds: read 2, write 1 (Tn, E)
+                + 2 * s.T * (QD + s.KD) / tp * s.a;      // RoPE on q (T, H*D/tp), k (T, KD/tp)
+    fwd.kernels = 5;  // 2 norms, RoPE, 2 residuals
     if (m.qk_norm) {     // q_norm, k_norm: read + write q and k
-      memory_fwd += 2 * s.T * (QD + s.KD) / tp * s.a;
-      memory_kernels += 2;
+      fwd.bytes += 2 * s.T * (QD + s.KD) / tp * s.a;
+      fwd.kernels += 2;
     }
     if (!moe) {
-      memory_fwd += 3 * s.T * s.F / tp * s.a;            // SwiGLU: read gate, up, write (T, F/tp)
-      memory_kernels += 1;
+      fwd.bytes += 3 * s.T * s.F / tp * s.a;             // SwiGLU: read gate, up, write (T, F/tp)
+      fwd.kernels += 1;
     } else {
-      memory_fwd += MoeMemoryBytes(s);
-      memory_kernels += 4 + 1 + (m.moe.shared_experts > 0 ? 1 : 0);  // routing, SwiGLUs
+      fwd.bytes += MoeMemoryBytes(s);
+      fwd.kernels += 4 + 1 + (m.moe.shared_experts > 0 ? 1 : 0);  // routing, SwiGLUs
     }
+    bwd = {2 * fwd.bytes, fwd.kernels};  // backward: twice the forward's bytes
   } else {
     const Linear linears[] = {{s.E, (s.E + 2 * s.KD) / tp}, {s.E / tp, s.E},  // qkv, o
                               {s.E, s.F / tp},              {s.F / tp, s.E}};  // fc1, fc2
     AddLinears(s, linears, 4, s.fp8, part);
     if (s.fp8) AddFp8Casts(s, linears, 4, part);
-    // Megatron-LM's default fusions: bias + dropout + residual add, and bias + GeLU.
-    memory_fwd = 4 * s.Tn * s.E * s.a                    // 2 LayerNorms (Tn, E)
-                 + 2 * (3 * s.a + 1) * s.Tn * s.E        // 2 bias-dropout-adds: read 2, write 1, mask
-                 + 2 * s.T * s.F / tp * s.a;             // bias-GeLU (T, F/tp)
-    memory_kernels = 5;  // 2 norms, 2 bias-dropout-adds, bias-GeLU
+    GptMemoryBound(s, &fwd, &bwd);  // Megatron-LM's kernels, op by op
   }
   const int64_t matmuls = part->forward.gemms.size;  // before the attention core's
-  part->forward.memory_bytes += memory_fwd;
-  part->forward.kernels += matmuls + memory_kernels;
-  part->backward_input.memory_bytes += 2 * memory_fwd;
-  part->backward_input.kernels += matmuls + memory_kernels;
+  part->forward.memory_bytes += fwd.bytes;
+  part->forward.kernels += matmuls + fwd.kernels;
+  part->backward_input.memory_bytes += bwd.bytes;
+  part->backward_input.kernels += matmuls + bwd.kernels;
   part->backward_weight.kernels += matmuls;
   AddAttentionCore(s, part);
   part->recompute[static_cast<int>(Recompute::kNone)] = {};

@@ -135,6 +135,45 @@ TEST_CASE("separate gradient accumulation: 3 gradient bytes per accumulated elem
   if (a.micro_batches > 1) CHECK(b.block.backward_weight.memory_bytes > a.block.backward_weight.memory_bytes);
 }
 
+// A gpt block (Megatron-LM GPT: LayerNorm, biases, GeLU MLP of 4E, dropout), MHA.
+ModelSpec SmallGpt() {
+  ModelSpec m = testing::SpecLlama(1024, 16, 2, 4096, /*tied=*/true);
+  m.block = BlockKind::kGpt;
+  m.vocab_size = 1024;
+  return m;
+}
+
+TEST_CASE("gpt block: Megatron-LM's memory-bound kernels op by op, the backward its own",
+          "[planner][step_work]") {
+  // tp = 2 without SP: T = 2 x 512 tokens, fp16 activations (a = 2), bytes in units of T*E.
+  ParallelPlan p;
+  p.tp = 2;
+  p.micro_batch = 2;
+  const StepWork w = BuildStepWork(SmallGpt(), Training(2, 512), p);
+  const double TE = 1024.0 * 1024.0;
+  // Forward: 2 LayerNorms 2 x 2a, the QKV bias add_ 2a x 3E/tp, the context's
+  // permute-contiguous copy 2a x E/tp, 2 bias-dropout-adds 2 x (3a + 1), bias-GeLU 2a x 4E/tp.
+  const double fwd = 8 + 6 + 2 + 14 + 8;
+  // Backward: 2 bias-dropout-adds 2 x (3a + 1), 2 residual gradient sums 2 x 3a,
+  // 2 LayerNorms 2 x 5a, bias-GeLU 4a x 4E/tp, the q and k gradients x alpha 2a x 2E/tp,
+  // the q, k, v cat 2a x 3E/tp, the QKV bias gradient a x 3E/tp.
+  const double bwd = 14 + 12 + 20 + 16 + 4 + 6 + 3;
+  CHECK(w.block.forward.memory_bytes - w.block.attention_forward.memory_bytes == Approx(fwd * TE));
+  CHECK(w.block.backward_input.memory_bytes - w.block.attention_backward.memory_bytes ==
+        Approx(bwd * TE));
+  // Kernels: 4 linear GEMMs in each pass, 7 memory-bound forward and 18 backward.
+  CHECK(w.block.forward.kernels - w.block.attention_forward.kernels == 4 + 7);
+  CHECK(w.block.backward_input.kernels - w.block.attention_backward.kernels == 4 + 18);
+  // Full recompute replays the forward, memory-bound kernels included.
+  CHECK(w.block.recompute[static_cast<int>(Recompute::kFull)].memory_bytes ==
+        w.block.forward.memory_bytes);
+
+  // A llama block keeps its backward at twice the forward's bytes.
+  const StepWork l = BuildStepWork(testing::SpecLlama(1024, 16, 2, 2816), Training(2, 512), p);
+  CHECK(l.block.backward_input.memory_bytes - l.block.attention_backward.memory_bytes ==
+        Approx(2 * (l.block.forward.memory_bytes - l.block.attention_forward.memory_bytes)));
+}
+
 TEST_CASE("the busiest block fits the fixed collective list", "[planner][step_work]") {
   ParallelPlan p;
   p.tp = 2;
