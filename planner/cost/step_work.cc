@@ -137,16 +137,22 @@ void AddAttentionCore(const Shape& s, PartWork* part) {
     core.kernels = core_bwd.kernels = ring_steps;
   } else {
     const double scores = bh * q * kv;  // elements of the score matrix
-    const bool dropout = m.block == BlockKind::kGpt;
+    const bool gpt = m.block == BlockKind::kGpt, dropout = gpt;
+    // The softmax reads the whole row, except Megatron-LM's fused causal kernel for 16-bit
+    // scores (gpt blocks, no CP: scaled_upper_triang_masked_softmax.h), which loads only the
+    // scores on or below the diagonal, (S + 1) / 2S of a row on average, and writes the
+    // whole row (zeros above it); its backward loads the gradient and the probabilities
+    // there likewise and writes the whole input gradient.
+    const double read = gpt && s.a == 2 && s.plan.cp == 1 ? (kv + 1) / (2 * kv) : 1.0;
     core.AddGemm({q, kv, Dqk, bh, /*attention_core=*/true});  // S = Q K^T
     core.AddGemm({q, Dv, kv, bh, true});                       // O = P V
-    core.memory_bytes = scores * (2 * s.a + (dropout ? 2 * s.a + 1 : 0));  // softmax, dropout
+    core.memory_bytes = scores * ((read + 1) * s.a + (dropout ? 2 * s.a + 1 : 0));  // softmax, dropout
     core.kernels = 2 + 1 + (dropout ? 1 : 0);
     core_bwd.AddGemm({q, kv, Dv, bh, true});   // dP = dO V^T
     core_bwd.AddGemm({kv, Dv, q, bh, true});   // dV = P^T dO
     core_bwd.AddGemm({q, Dqk, kv, bh, true});  // dQ = dS K
     core_bwd.AddGemm({kv, Dqk, q, bh, true});  // dK = dS^T Q
-    core_bwd.memory_bytes = scores * (3 * s.a + (dropout ? 2 * s.a + 1 : 0));
+    core_bwd.memory_bytes = scores * ((2 * read + 1) * s.a + (dropout ? 2 * s.a + 1 : 0));
     core_bwd.kernels = 4 + 1 + (dropout ? 1 : 0);
   }
   part->forward += core;

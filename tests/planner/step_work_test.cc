@@ -174,6 +174,23 @@ TEST_CASE("gpt block: Megatron-LM's memory-bound kernels op by op, the backward 
         Approx(2 * (l.block.forward.memory_bytes - l.block.attention_forward.memory_bytes)));
 }
 
+TEST_CASE("gpt attention core: Megatron-LM's fused causal softmax reads the lower triangle only",
+          "[planner][step_work]") {
+  // 2 x 16/2 heads x 512 x 512 scores in fp16: the softmax reads (512 + 1) / 1024 of each
+  // row and writes all of it; the dropout reads and writes all of it with a 1-byte mask.
+  ParallelPlan p;
+  p.tp = 2;
+  p.micro_batch = 2;
+  const StepWork w = BuildStepWork(SmallGpt(), Training(2, 512), p, AttentionImpl::kNaive);
+  const double scores = 2.0 * 8 * 512 * 512, read = 513.0 / 1024;
+  CHECK(w.block.attention_forward.memory_bytes == Approx(scores * ((read + 1) * 2 + 5)));
+  CHECK(w.block.attention_backward.memory_bytes == Approx(scores * ((2 * read + 1) * 2 + 5)));
+  // fp32 scores take PyTorch's softmax, which reads every score.
+  const StepWork f = BuildStepWork(SmallGpt(), Training(2, 512, Precision::kFp32), p);
+  CHECK(f.block.attention_forward.memory_bytes == Approx(scores * (2 * 4 + 9)));
+  CHECK(f.block.attention_backward.memory_bytes == Approx(scores * (3 * 4 + 9)));
+}
+
 TEST_CASE("the busiest block fits the fixed collective list", "[planner][step_work]") {
   ParallelPlan p;
   p.tp = 2;
