@@ -484,18 +484,38 @@ void EmbeddingWork(const Shape& s, const StepWork& w, PartWork* part) {
   DpCollectives(s, w, part->params, 0, part);
 }
 
+// The cross-entropy over this rank's (T, V/tp) logits: bytes per logit and kernels.
+struct LossWork {
+  double fwd_bytes = 0, bwd_bytes = 0;
+  int64_t fwd_kernels = 0, bwd_kernels = 0;
+};
+
+// Generic: two reading passes (max, sum-exp) and the fp32 softmax written for the backward;
+// the backward reads it and writes the logits' gradient.
+// gpt blocks: Megatron-LM's loss (megatron/model/gpt_model.py post_language_model_processing
+// with fp16_lm_cross_entropy off, its default, passes output.float(); mpu/cross_entropy.py
+// _VocabParallelCrossEntropy works in place on that fp32 copy): forward, the cast (read a,
+// write 4; none when the logits are fp32), max (read 4), sub_ of the max (read 4, write 4),
+// exp (read 4, write 4), sum (read 4), div_ by the sum, the softmax kept for backward
+// (read 4, write 4); backward, mul_ by the loss gradient (read 4, write 4) and the cast's
+// gradient back to the logits' type (read 4, write a). The per-token gathers and
+// all-reduces of (T) values are left out.
+LossWork LossOf(const Shape& s) {
+  if (s.model.block != BlockKind::kGpt) return {2 * s.a + 4, 4 + s.a, 4, 1};
+  const bool cast = s.a != 4;
+  const double cast_bytes = cast ? s.a + 4 : 0;
+  return {cast_bytes + 4 + 8 + 8 + 4 + 8, 8 + cast_bytes, cast ? 6 : 5, cast ? 2 : 1};
+}
+
 void HeadWork(const Shape& s, const StepWork& w, PartWork* part) {
   const double norm_bytes = 2 * s.Tn * s.E * s.a;
-  // Cross-entropy over (T, V/tp) logits: two reading passes (max, sum-exp) and the fp32
-  // softmax written for the backward; backward reads it and writes the logits' gradient.
-  const double loss_fwd = s.T * s.Vl * (2 * s.a + 4);
-  const double loss_bwd = s.T * s.Vl * (4 + s.a);
+  const LossWork loss = LossOf(s);
   const Linear lm_head = {s.E, s.Vl};  // (T, E) x (E, V/tp)
   AddLinears(s, &lm_head, 1, /*fp8=*/false, part);  // the lm_head stays bf16 in fp8 runs
-  part->forward.memory_bytes = norm_bytes + loss_fwd;
-  part->forward.kernels = 1 + 1 + 4;
-  part->backward_input.memory_bytes = 2 * norm_bytes + loss_bwd;
-  part->backward_input.kernels = 2 + 1 + 1;
+  part->forward.memory_bytes = norm_bytes + s.T * s.Vl * loss.fwd_bytes;
+  part->forward.kernels = 1 + 1 + loss.fwd_kernels;
+  part->backward_input.memory_bytes = 2 * norm_bytes + s.T * s.Vl * loss.bwd_bytes;
+  part->backward_input.kernels = 2 + 1 + loss.bwd_kernels;
   part->backward_weight.kernels = 1;
   if (s.plan.tp > 1) {
     const CommGroup tp = MeshGroup(s.plan, MeshDim::kTp);

@@ -191,6 +191,30 @@ TEST_CASE("gpt attention core: Megatron-LM's fused causal softmax reads the lowe
   CHECK(f.block.attention_backward.memory_bytes == Approx(scores * (3 * 4 + 9)));
 }
 
+TEST_CASE("gpt head: Megatron-LM's cross-entropy on an fp32 copy of the logits", "[planner][step_work]") {
+  // T = 2 x 512 tokens, V/tp = 1024/2 logits per token, E = 1024, fp16 activations.
+  ParallelPlan p;
+  p.tp = 2;
+  p.micro_batch = 2;
+  const double T = 1024, logits = T * 512, norm = 2 * T * 1024 * 2;
+  const StepWork w = BuildStepWork(SmallGpt(), Training(2, 512), p);
+  // Forward: cast 2 + 4, max 4, sub_ 8, exp 8, sum 4, div_ 8; backward: mul_ 8, cast 4 + 2.
+  CHECK(w.head.forward.memory_bytes == Approx(norm + logits * 38));
+  CHECK(w.head.backward_input.memory_bytes == Approx(2 * norm + logits * 14));
+  CHECK(w.head.forward.kernels == 1 + 1 + 6);
+  CHECK(w.head.backward_input.kernels == 2 + 1 + 2);
+  // fp32 logits need no cast.
+  const StepWork f = BuildStepWork(SmallGpt(), Training(2, 512, Precision::kFp32), p);
+  CHECK(f.head.forward.memory_bytes == Approx(2 * norm + logits * 32));
+  CHECK(f.head.backward_input.memory_bytes == Approx(4 * norm + logits * 8));
+  // A llama head keeps the generic loss: max and sum-exp passes, the fp32 softmax written.
+  ModelSpec llama = testing::SpecLlama(1024, 16, 2, 2816, true);
+  llama.vocab_size = 1024;
+  const StepWork l = BuildStepWork(llama, Training(2, 512), p);
+  CHECK(l.head.forward.memory_bytes == Approx(norm + logits * 8));
+  CHECK(l.head.backward_input.memory_bytes == Approx(2 * norm + logits * 6));
+}
+
 TEST_CASE("the busiest block fits the fixed collective list", "[planner][step_work]") {
   ParallelPlan p;
   p.tp = 2;
