@@ -539,9 +539,19 @@ void HeadWork(const Shape& s, const StepWork& w, PartWork* part) {
   DpCollectives(s, w, part->params, 0, part);
 }
 
-double OptimizerBytesPerParam(Precision precision) {
+// Bytes the optimizer step moves per parameter it updates.
+// gpt blocks in mixed precision: Megatron-LM's fp16 step (megatron/optimizer/optimizer.py,
+// Float16OptimizerWithFloat16Params.step), one pass each: _copy_model_grads_to_main_grads,
+// main_grad.float() of the fp16 gradient (read 2, write 4); _unscale_main_grads_and_check_
+// for_nan, torch._amp_foreach_non_finite_check_and_unscale_ (read 4, write 4; it runs with
+// the constant loss scale too); clip_grad_norm's multi_tensor_l2norm (read 4; the
+// multi_tensor_scale that clips runs only when the norm exceeds the limit: not counted);
+// apex FusedAdam on the fp32 main params (read grad, param, m, v, write param, m, v: 28);
+// _copy_main_params_to_model_params, multi_tensor_scale by 1 (read 4, write 2).
+double OptimizerBytesPerParam(Precision precision, BlockKind block) {
   switch (precision) {
     case Precision::kMixed:  // read bf16 grad + fp32 master, m, v; write master, m, v, bf16 param
+      if (block == BlockKind::kGpt) return 6 + 8 + 4 + 28 + 6;
       return 2 + 12 + 12 + 2;
     case Precision::kBf16:   // read grad, param, m, v; write param, m, v (all bf16)
     case Precision::kFp8:    // the same bf16 states (the FP8 weight casts: OptimizerWork)
@@ -650,7 +660,7 @@ void BuildStepWork(const ModelSpec& model, const TrainingSpec& training, const P
                          CollectivePosition::kAfterPart, Cadence::kPerMicrobatch, bytes, pp, false);
   }
 
-  w.optimizer_bytes_per_param = OptimizerBytesPerParam(training.precision);
+  w.optimizer_bytes_per_param = OptimizerBytesPerParam(training.precision, model.block);
   w.optimizer_shards = plan.zero_stage >= 1 ? plan.dp * plan.cp : 1;
   w.expert_optimizer_shards = plan.zero_stage >= 1 ? plan.expert_dp() * plan.cp : 1;
   if (training.grad_accumulation == GradAccumulation::kSeparate) AddSeparateGradAccumulation(w);

@@ -215,6 +215,27 @@ TEST_CASE("gpt head: Megatron-LM's cross-entropy on an fp32 copy of the logits",
   CHECK(l.head.backward_input.memory_bytes == Approx(2 * norm + logits * 6));
 }
 
+TEST_CASE("gpt in mixed precision: Megatron-LM's fp16 optimizer step moves 52 bytes per parameter",
+          "[planner][step_work]") {
+  // Gradient to fp32 6, unscale 8, grad-norm 4, Adam 28, fp32 -> fp16 params 6.
+  ParallelPlan p;
+  p.dp = 2;
+  const StepWork gpt = BuildStepWork(SmallGpt(), Training(2, 512), p);
+  const StageParts all = PartsOfStage(gpt, 0);
+  const double params = static_cast<double>(2 * gpt.block.params + gpt.embedding.params + gpt.head.params);
+  CHECK(OptimizerWork(gpt, all).memory_bytes == Approx(52 * params));
+  p.zero_stage = 1;  // the dp shard
+  CHECK(OptimizerWork(BuildStepWork(SmallGpt(), Training(2, 512), p), all).memory_bytes ==
+        Approx(52 * params / 2));
+  // A llama block keeps the fused mixed-precision step: 28 bytes.
+  p.zero_stage = 0;
+  ModelSpec llama = testing::SpecLlama(1024, 16, 2, 2816, true);
+  const StepWork l = BuildStepWork(llama, Training(2, 512), p);
+  const double lparams = static_cast<double>(2 * l.block.params + l.embedding.params + l.head.params);
+  CHECK(OptimizerWork(l, PartsOfStage(l, 0)).memory_bytes == Approx(28 * lparams));
+  CHECK(BuildStepWork(SmallGpt(), Training(2, 512, Precision::kBf16), p).optimizer_bytes_per_param == 14);
+}
+
 TEST_CASE("the busiest block fits the fixed collective list", "[planner][step_work]") {
   ParallelPlan p;
   p.tp = 2;
