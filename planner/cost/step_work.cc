@@ -137,16 +137,22 @@ void AddAttentionCore(const Shape& s, PartWork* part) {
     core.kernels = core_bwd.kernels = ring_steps;
   } else {
     const double scores = bh * q * kv;  // elements of the score matrix
-    const bool dropout = m.block == BlockKind::kGpt;
+    const bool gpt = m.block == BlockKind::kGpt, dropout = gpt;
+    // The softmax reads the whole row, except Megatron-LM's fused causal kernel for 16-bit
+    // scores (gpt blocks, no CP: scaled_upper_triang_masked_softmax.h), which loads only the
+    // scores on or below the diagonal, (S + 1) / 2S of a row on average, and writes the
+    // whole row (zeros above it); its backward loads the gradient and the probabilities
+    // there likewise and writes the whole input gradient.
+    const double read = gpt && s.a == 2 && s.plan.cp == 1 ? (kv + 1) / (2 * kv) : 1.0;
     core.AddGemm({q, kv, Dqk, bh, /*attention_core=*/true});  // S = Q K^T
     core.AddGemm({q, Dv, kv, bh, true});                       // O = P V
-    core.memory_bytes = scores * (2 * s.a + (dropout ? 2 * s.a + 1 : 0));  // softmax, dropout
+    core.memory_bytes = scores * ((read + 1) * s.a + (dropout ? 2 * s.a + 1 : 0));  // softmax, dropout
     core.kernels = 2 + 1 + (dropout ? 1 : 0);
     core_bwd.AddGemm({q, kv, Dv, bh, true});   // dP = dO V^T
     core_bwd.AddGemm({kv, Dv, q, bh, true});   // dV = P^T dO
     core_bwd.AddGemm({q, Dqk, kv, bh, true});  // dQ = dS K
     core_bwd.AddGemm({kv, Dqk, q, bh, true});  // dK = dS^T Q
-    core_bwd.memory_bytes = scores * (3 * s.a + (dropout ? 2 * s.a + 1 : 0));
+    core_bwd.memory_bytes = scores * ((2 * read + 1) * s.a + (dropout ? 2 * s.a + 1 : 0));
     core_bwd.kernels = 4 + 1 + (dropout ? 1 : 0);
   }
   part->forward += core;
@@ -196,47 +202,101 @@ double MoeMemoryBytes(const Shape& s) {
   return router + dispatch + swiglu;
 }
 
+// The memory-bound kernels of one pass of a block: bytes read + written, and launches.
+struct MemoryBound {
+  double bytes = 0;
+  int64_t kernels = 0;
+};
+
+// The memory-bound kernels of a gpt block, forward and backward, as Megatron-LM runs them
+// (the 2021-2022 code of Narayanan et al. and Korthikanti et al.: megatron/model/
+// transformer.py on PyTorch 1.8-1.12, Megatron's fused LayerNorm and softmax kernels).
+// a = activation element size; Tn = tokens of the norms and residuals (T/tp with SP);
+// the (T, .) tensors of the tp-split regions are /tp wide. docs/cost_model.md section 5.
+//
+// Forward, 7 kernels:
+//   2 LayerNorms: read + write (Tn, E)                                   2a Tn E each
+//   QKV bias: ColumnParallelLinear without skip_bias_add calls F.linear on the 3-D
+//     [s, b, h] input, which PyTorch runs as matmul + add_(bias) (aten/src/ATen/native/
+//     Linear.cpp: only 2-D inputs take the fused addmm): read + write (T, 3E/tp)
+//   context: permute(2, 0, 1, 3).contiguous() of [b, np, s, hn] to [s, b, np, hn]
+//     before the o-projection (ParallelSelfAttention.forward): read + write (T, E/tp)
+//   2 bias-dropout-adds (jit-fused): read x and the residual, write the sum and a
+//     1-byte mask                                                         (3a + 1) Tn E each
+//   bias-GeLU (jit-fused): read + write (T, F/tp)
+// Backward, 18 kernels (no longer twice the forward):
+//   2 bias-dropout-adds: mask x scale (read a + 1, write a), then the bias gradient,
+//     a reduction of the expanded bias (read a): 2 kernels each            (3a + 1) Tn E each
+//   2 residual gradient sums: the block input and the first bias-dropout-add's output
+//     each feed a LayerNorm and a residual, and autograd adds the two gradients
+//     (torch/csrc/autograd/input_buffer.cpp: read 2, write 1)
+//                                                                          3a Tn E each
+//   2 LayerNorms: cuComputePartGradGammaBeta reads dy and x, cuComputeGradInput reads
+//     dy and x and writes dx (HostLayerNormGradient), 3 kernels each         5a Tn E each
+//   bias-GeLU: bias_gelu_back reads dy and x, writes dx; the bias gradient reduces dx
+//                                                                          4a T F/tp
+//   the attention scale: baddbmm's backward multiplies the q and k gradients by alpha
+//     = 1/norm_factor in a kernel of its own (PyTorch derivatives.yaml, baddbmm:
+//     grad.bmm(batch2^T) * alpha)                                          2a T (E + KD)/tp
+//   the q, k, v split (split_tensor_along_last_dim = torch.split): its backward cats the
+//     three gradients into one (T, 3E/tp) tensor                           2a T (E+2KD)/tp
+//   the QKV bias gradient: a reduction of the output gradient              a T (E+2KD)/tp
+void GptMemoryBound(const Shape& s, MemoryBound* fwd, MemoryBound* bwd) {
+  const double a = s.a, TnE = s.Tn * s.E, tp = s.tp;
+  const double qkv = s.T * (s.E + 2 * s.KD) / tp, ctx = s.T * s.E / tp, ffn = s.T * s.F / tp;
+  fwd->bytes = 2 * 2 * a * TnE                // 2 LayerNorms
+               + 2 * a * qkv                  // QKV bias add
+               + 2 * a * ctx                  // context permute copy
+               + 2 * (3 * a + 1) * TnE        // 2 bias-dropout-adds
+               + 2 * a * ffn;                 // bias-GeLU
+  fwd->kernels = 7;
+  bwd->bytes = 2 * (3 * a + 1) * TnE          // 2 bias-dropout-adds
+               + 2 * 3 * a * TnE              // 2 residual gradient sums
+               + 2 * 5 * a * TnE              // 2 LayerNorms
+               + 4 * a * ffn                  // bias-GeLU
+               + 2 * a * s.T * (s.E + s.KD) / tp  // q, k gradients x alpha
+               + 2 * a * qkv                  // q, k, v gradients cat
+               + a * qkv;                     // QKV bias gradient
+  bwd->kernels = 2 * 2 + 2 + 2 * 3 + 2 + 2 + 1 + 1;
+}
+
 // Forward, backward and recompute work of one transformer block.
 void BlockCompute(const Shape& s, PartWork* part) {
   const ModelSpec& m = s.model;
   const double tp = s.tp;
-  double memory_fwd = 0;
-  int64_t memory_kernels = 0;
+  MemoryBound fwd, bwd;
   if (m.block == BlockKind::kLlama) {
     const bool moe = m.moe_layers() > 0;  // StepWork's block is the MoE one (step_work.h)
     AddLlamaLinears(s, moe, part);
     const double QD = static_cast<double>(m.q_hidden());
-    memory_fwd = 4 * s.Tn * s.E * s.a                    // 2 RMSNorms: read + write (Tn, E)
-                 + 6 * s.Tn * s.E * s.a                  // 2 residual adds: read 2, write 1 (Tn, E)
-                 + 2 * s.T * (QD + s.KD) / tp * s.a;     // RoPE on q (T, H*D/tp), k (T, KD/tp)
-    memory_kernels = 5;  // 2 norms, RoPE, 2 residuals
+    fwd.bytes = 4 * s.Tn * s.E * s.a                     // 2 RMSNorms: read + write (Tn, E)
+                + 6 * s.Tn * s.E * s.a                   // 2 residual adds: read 2, write 1 (Tn, E)
+                + 2 * s.T * (QD + s.KD) / tp * s.a;      // RoPE on q (T, H*D/tp), k (T, KD/tp)
+    fwd.kernels = 5;  // 2 norms, RoPE, 2 residuals
     if (m.qk_norm) {     // q_norm, k_norm: read + write q and k
-      memory_fwd += 2 * s.T * (QD + s.KD) / tp * s.a;
-      memory_kernels += 2;
+      fwd.bytes += 2 * s.T * (QD + s.KD) / tp * s.a;
+      fwd.kernels += 2;
     }
     if (!moe) {
-      memory_fwd += 3 * s.T * s.F / tp * s.a;            // SwiGLU: read gate, up, write (T, F/tp)
-      memory_kernels += 1;
+      fwd.bytes += 3 * s.T * s.F / tp * s.a;             // SwiGLU: read gate, up, write (T, F/tp)
+      fwd.kernels += 1;
     } else {
-      memory_fwd += MoeMemoryBytes(s);
-      memory_kernels += 4 + 1 + (m.moe.shared_experts > 0 ? 1 : 0);  // routing, SwiGLUs
+      fwd.bytes += MoeMemoryBytes(s);
+      fwd.kernels += 4 + 1 + (m.moe.shared_experts > 0 ? 1 : 0);  // routing, SwiGLUs
     }
+    bwd = {2 * fwd.bytes, fwd.kernels};  // backward: twice the forward's bytes
   } else {
     const Linear linears[] = {{s.E, (s.E + 2 * s.KD) / tp}, {s.E / tp, s.E},  // qkv, o
                               {s.E, s.F / tp},              {s.F / tp, s.E}};  // fc1, fc2
     AddLinears(s, linears, 4, s.fp8, part);
     if (s.fp8) AddFp8Casts(s, linears, 4, part);
-    // Megatron-LM's default fusions: bias + dropout + residual add, and bias + GeLU.
-    memory_fwd = 4 * s.Tn * s.E * s.a                    // 2 LayerNorms (Tn, E)
-                 + 2 * (3 * s.a + 1) * s.Tn * s.E        // 2 bias-dropout-adds: read 2, write 1, mask
-                 + 2 * s.T * s.F / tp * s.a;             // bias-GeLU (T, F/tp)
-    memory_kernels = 5;  // 2 norms, 2 bias-dropout-adds, bias-GeLU
+    GptMemoryBound(s, &fwd, &bwd);  // Megatron-LM's kernels, op by op
   }
   const int64_t matmuls = part->forward.gemms.size;  // before the attention core's
-  part->forward.memory_bytes += memory_fwd;
-  part->forward.kernels += matmuls + memory_kernels;
-  part->backward_input.memory_bytes += 2 * memory_fwd;
-  part->backward_input.kernels += matmuls + memory_kernels;
+  part->forward.memory_bytes += fwd.bytes;
+  part->forward.kernels += matmuls + fwd.kernels;
+  part->backward_input.memory_bytes += bwd.bytes;
+  part->backward_input.kernels += matmuls + bwd.kernels;
   part->backward_weight.kernels += matmuls;
   AddAttentionCore(s, part);
   part->recompute[static_cast<int>(Recompute::kNone)] = {};
@@ -424,18 +484,38 @@ void EmbeddingWork(const Shape& s, const StepWork& w, PartWork* part) {
   DpCollectives(s, w, part->params, 0, part);
 }
 
+// The cross-entropy over this rank's (T, V/tp) logits: bytes per logit and kernels.
+struct LossWork {
+  double fwd_bytes = 0, bwd_bytes = 0;
+  int64_t fwd_kernels = 0, bwd_kernels = 0;
+};
+
+// Generic: two reading passes (max, sum-exp) and the fp32 softmax written for the backward;
+// the backward reads it and writes the logits' gradient.
+// gpt blocks: Megatron-LM's loss (megatron/model/gpt_model.py post_language_model_processing
+// with fp16_lm_cross_entropy off, its default, passes output.float(); mpu/cross_entropy.py
+// _VocabParallelCrossEntropy works in place on that fp32 copy): forward, the cast (read a,
+// write 4; none when the logits are fp32), max (read 4), sub_ of the max (read 4, write 4),
+// exp (read 4, write 4), sum (read 4), div_ by the sum, the softmax kept for backward
+// (read 4, write 4); backward, mul_ by the loss gradient (read 4, write 4) and the cast's
+// gradient back to the logits' type (read 4, write a). The per-token gathers and
+// all-reduces of (T) values are left out.
+LossWork LossOf(const Shape& s) {
+  if (s.model.block != BlockKind::kGpt) return {2 * s.a + 4, 4 + s.a, 4, 1};
+  const bool cast = s.a != 4;
+  const double cast_bytes = cast ? s.a + 4 : 0;
+  return {cast_bytes + 4 + 8 + 8 + 4 + 8, 8 + cast_bytes, cast ? 6 : 5, cast ? 2 : 1};
+}
+
 void HeadWork(const Shape& s, const StepWork& w, PartWork* part) {
   const double norm_bytes = 2 * s.Tn * s.E * s.a;
-  // Cross-entropy over (T, V/tp) logits: two reading passes (max, sum-exp) and the fp32
-  // softmax written for the backward; backward reads it and writes the logits' gradient.
-  const double loss_fwd = s.T * s.Vl * (2 * s.a + 4);
-  const double loss_bwd = s.T * s.Vl * (4 + s.a);
+  const LossWork loss = LossOf(s);
   const Linear lm_head = {s.E, s.Vl};  // (T, E) x (E, V/tp)
   AddLinears(s, &lm_head, 1, /*fp8=*/false, part);  // the lm_head stays bf16 in fp8 runs
-  part->forward.memory_bytes = norm_bytes + loss_fwd;
-  part->forward.kernels = 1 + 1 + 4;
-  part->backward_input.memory_bytes = 2 * norm_bytes + loss_bwd;
-  part->backward_input.kernels = 2 + 1 + 1;
+  part->forward.memory_bytes = norm_bytes + s.T * s.Vl * loss.fwd_bytes;
+  part->forward.kernels = 1 + 1 + loss.fwd_kernels;
+  part->backward_input.memory_bytes = 2 * norm_bytes + s.T * s.Vl * loss.bwd_bytes;
+  part->backward_input.kernels = 2 + 1 + loss.bwd_kernels;
   part->backward_weight.kernels = 1;
   if (s.plan.tp > 1) {
     const CommGroup tp = MeshGroup(s.plan, MeshDim::kTp);
@@ -459,9 +539,19 @@ void HeadWork(const Shape& s, const StepWork& w, PartWork* part) {
   DpCollectives(s, w, part->params, 0, part);
 }
 
-double OptimizerBytesPerParam(Precision precision) {
+// Bytes the optimizer step moves per parameter it updates.
+// gpt blocks in mixed precision: Megatron-LM's fp16 step (megatron/optimizer/optimizer.py,
+// Float16OptimizerWithFloat16Params.step), one pass each: _copy_model_grads_to_main_grads,
+// main_grad.float() of the fp16 gradient (read 2, write 4); _unscale_main_grads_and_check_
+// for_nan, torch._amp_foreach_non_finite_check_and_unscale_ (read 4, write 4; it runs with
+// the constant loss scale too); clip_grad_norm's multi_tensor_l2norm (read 4; the
+// multi_tensor_scale that clips runs only when the norm exceeds the limit: not counted);
+// apex FusedAdam on the fp32 main params (read grad, param, m, v, write param, m, v: 28);
+// _copy_main_params_to_model_params, multi_tensor_scale by 1 (read 4, write 2).
+double OptimizerBytesPerParam(Precision precision, BlockKind block) {
   switch (precision) {
     case Precision::kMixed:  // read bf16 grad + fp32 master, m, v; write master, m, v, bf16 param
+      if (block == BlockKind::kGpt) return 6 + 8 + 4 + 28 + 6;
       return 2 + 12 + 12 + 2;
     case Precision::kBf16:   // read grad, param, m, v; write param, m, v (all bf16)
     case Precision::kFp8:    // the same bf16 states (the FP8 weight casts: OptimizerWork)
@@ -570,7 +660,7 @@ void BuildStepWork(const ModelSpec& model, const TrainingSpec& training, const P
                          CollectivePosition::kAfterPart, Cadence::kPerMicrobatch, bytes, pp, false);
   }
 
-  w.optimizer_bytes_per_param = OptimizerBytesPerParam(training.precision);
+  w.optimizer_bytes_per_param = OptimizerBytesPerParam(training.precision, model.block);
   w.optimizer_shards = plan.zero_stage >= 1 ? plan.dp * plan.cp : 1;
   w.expert_optimizer_shards = plan.zero_stage >= 1 ? plan.expert_dp() * plan.cp : 1;
   if (training.grad_accumulation == GradAccumulation::kSeparate) AddSeparateGradAccumulation(w);

@@ -135,6 +135,107 @@ TEST_CASE("separate gradient accumulation: 3 gradient bytes per accumulated elem
   if (a.micro_batches > 1) CHECK(b.block.backward_weight.memory_bytes > a.block.backward_weight.memory_bytes);
 }
 
+// A gpt block (Megatron-LM GPT: LayerNorm, biases, GeLU MLP of 4E, dropout), MHA.
+ModelSpec SmallGpt() {
+  ModelSpec m = testing::SpecLlama(1024, 16, 2, 4096, /*tied=*/true);
+  m.block = BlockKind::kGpt;
+  m.vocab_size = 1024;
+  return m;
+}
+
+TEST_CASE("gpt block: Megatron-LM's memory-bound kernels op by op, the backward its own",
+          "[planner][step_work]") {
+  // tp = 2 without SP: T = 2 x 512 tokens, fp16 activations (a = 2), bytes in units of T*E.
+  ParallelPlan p;
+  p.tp = 2;
+  p.micro_batch = 2;
+  const StepWork w = BuildStepWork(SmallGpt(), Training(2, 512), p);
+  const double TE = 1024.0 * 1024.0;
+  // Forward: 2 LayerNorms 2 x 2a, the QKV bias add_ 2a x 3E/tp, the context's
+  // permute-contiguous copy 2a x E/tp, 2 bias-dropout-adds 2 x (3a + 1), bias-GeLU 2a x 4E/tp.
+  const double fwd = 8 + 6 + 2 + 14 + 8;
+  // Backward: 2 bias-dropout-adds 2 x (3a + 1), 2 residual gradient sums 2 x 3a,
+  // 2 LayerNorms 2 x 5a, bias-GeLU 4a x 4E/tp, the q and k gradients x alpha 2a x 2E/tp,
+  // the q, k, v cat 2a x 3E/tp, the QKV bias gradient a x 3E/tp.
+  const double bwd = 14 + 12 + 20 + 16 + 4 + 6 + 3;
+  CHECK(w.block.forward.memory_bytes - w.block.attention_forward.memory_bytes == Approx(fwd * TE));
+  CHECK(w.block.backward_input.memory_bytes - w.block.attention_backward.memory_bytes ==
+        Approx(bwd * TE));
+  // Kernels: 4 linear GEMMs in each pass, 7 memory-bound forward and 18 backward.
+  CHECK(w.block.forward.kernels - w.block.attention_forward.kernels == 4 + 7);
+  CHECK(w.block.backward_input.kernels - w.block.attention_backward.kernels == 4 + 18);
+  // Full recompute replays the forward, memory-bound kernels included.
+  CHECK(w.block.recompute[static_cast<int>(Recompute::kFull)].memory_bytes ==
+        w.block.forward.memory_bytes);
+
+  // A llama block keeps its backward at twice the forward's bytes.
+  const StepWork l = BuildStepWork(testing::SpecLlama(1024, 16, 2, 2816), Training(2, 512), p);
+  CHECK(l.block.backward_input.memory_bytes - l.block.attention_backward.memory_bytes ==
+        Approx(2 * (l.block.forward.memory_bytes - l.block.attention_forward.memory_bytes)));
+}
+
+TEST_CASE("gpt attention core: Megatron-LM's fused causal softmax reads the lower triangle only",
+          "[planner][step_work]") {
+  // 2 x 16/2 heads x 512 x 512 scores in fp16: the softmax reads (512 + 1) / 1024 of each
+  // row and writes all of it; the dropout reads and writes all of it with a 1-byte mask.
+  ParallelPlan p;
+  p.tp = 2;
+  p.micro_batch = 2;
+  const StepWork w = BuildStepWork(SmallGpt(), Training(2, 512), p, AttentionImpl::kNaive);
+  const double scores = 2.0 * 8 * 512 * 512, read = 513.0 / 1024;
+  CHECK(w.block.attention_forward.memory_bytes == Approx(scores * ((read + 1) * 2 + 5)));
+  CHECK(w.block.attention_backward.memory_bytes == Approx(scores * ((2 * read + 1) * 2 + 5)));
+  // fp32 scores take PyTorch's softmax, which reads every score.
+  const StepWork f = BuildStepWork(SmallGpt(), Training(2, 512, Precision::kFp32), p);
+  CHECK(f.block.attention_forward.memory_bytes == Approx(scores * (2 * 4 + 9)));
+  CHECK(f.block.attention_backward.memory_bytes == Approx(scores * (3 * 4 + 9)));
+}
+
+TEST_CASE("gpt head: Megatron-LM's cross-entropy on an fp32 copy of the logits", "[planner][step_work]") {
+  // T = 2 x 512 tokens, V/tp = 1024/2 logits per token, E = 1024, fp16 activations.
+  ParallelPlan p;
+  p.tp = 2;
+  p.micro_batch = 2;
+  const double T = 1024, logits = T * 512, norm = 2 * T * 1024 * 2;
+  const StepWork w = BuildStepWork(SmallGpt(), Training(2, 512), p);
+  // Forward: cast 2 + 4, max 4, sub_ 8, exp 8, sum 4, div_ 8; backward: mul_ 8, cast 4 + 2.
+  CHECK(w.head.forward.memory_bytes == Approx(norm + logits * 38));
+  CHECK(w.head.backward_input.memory_bytes == Approx(2 * norm + logits * 14));
+  CHECK(w.head.forward.kernels == 1 + 1 + 6);
+  CHECK(w.head.backward_input.kernels == 2 + 1 + 2);
+  // fp32 logits need no cast.
+  const StepWork f = BuildStepWork(SmallGpt(), Training(2, 512, Precision::kFp32), p);
+  CHECK(f.head.forward.memory_bytes == Approx(2 * norm + logits * 32));
+  CHECK(f.head.backward_input.memory_bytes == Approx(4 * norm + logits * 8));
+  // A llama head keeps the generic loss: max and sum-exp passes, the fp32 softmax written.
+  ModelSpec llama = testing::SpecLlama(1024, 16, 2, 2816, true);
+  llama.vocab_size = 1024;
+  const StepWork l = BuildStepWork(llama, Training(2, 512), p);
+  CHECK(l.head.forward.memory_bytes == Approx(norm + logits * 8));
+  CHECK(l.head.backward_input.memory_bytes == Approx(2 * norm + logits * 6));
+}
+
+TEST_CASE("gpt in mixed precision: Megatron-LM's fp16 optimizer step moves 52 bytes per parameter",
+          "[planner][step_work]") {
+  // Gradient to fp32 6, unscale 8, grad-norm 4, Adam 28, fp32 -> fp16 params 6.
+  ParallelPlan p;
+  p.dp = 2;
+  const StepWork gpt = BuildStepWork(SmallGpt(), Training(2, 512), p);
+  const StageParts all = PartsOfStage(gpt, 0);
+  const double params = static_cast<double>(2 * gpt.block.params + gpt.embedding.params + gpt.head.params);
+  CHECK(OptimizerWork(gpt, all).memory_bytes == Approx(52 * params));
+  p.zero_stage = 1;  // the dp shard
+  CHECK(OptimizerWork(BuildStepWork(SmallGpt(), Training(2, 512), p), all).memory_bytes ==
+        Approx(52 * params / 2));
+  // A llama block keeps the fused mixed-precision step: 28 bytes.
+  p.zero_stage = 0;
+  ModelSpec llama = testing::SpecLlama(1024, 16, 2, 2816, true);
+  const StepWork l = BuildStepWork(llama, Training(2, 512), p);
+  const double lparams = static_cast<double>(2 * l.block.params + l.embedding.params + l.head.params);
+  CHECK(OptimizerWork(l, PartsOfStage(l, 0)).memory_bytes == Approx(28 * lparams));
+  CHECK(BuildStepWork(SmallGpt(), Training(2, 512, Precision::kBf16), p).optimizer_bytes_per_param == 14);
+}
+
 TEST_CASE("the busiest block fits the fixed collective list", "[planner][step_work]") {
   ParallelPlan p;
   p.tp = 2;
