@@ -272,8 +272,12 @@ namespace {
 // temporaries (CallScratch) until then.
 class QueuedHandle final : public CommHandle {
  public:
-  explicit QueuedHandle(std::future<void> done, CallScratch scratch = {})
-      : done_(std::move(done)), scratch_(std::move(scratch)) {}
+  // complete: wait here for the operation to finish (GlooOptions::complete_collectives_at_post);
+  // its failure and the scratch's release still wait for Wait().
+  QueuedHandle(std::future<void> done, bool complete, CallScratch scratch = {})
+      : done_(std::move(done)), scratch_(std::move(scratch)) {
+    if (complete) done_.wait();
+  }
   void Wait() override {
     if (!done_.valid()) return;
     try {
@@ -422,7 +426,7 @@ std::unique_ptr<CommHandle> GlooCommunicator::AllReduceSumAsync(torch::Tensor& b
           impl->Fail("all_reduce", "", std::current_exception());
         }
       }),
-      std::move(scratch));
+      impl->options.complete_collectives_at_post, std::move(scratch));
 }
 
 std::unique_ptr<CommHandle> GlooCommunicator::ReduceScatterSumAsync(const torch::Tensor& input,
@@ -442,7 +446,7 @@ std::unique_ptr<CommHandle> GlooCommunicator::ReduceScatterSumAsync(const torch:
         impl->RingReduceScatter(OnHost(input), host_out, tmp);
         CopyBackIfStaged(output, host_out);
       }),
-      std::move(scratch));
+      impl->options.complete_collectives_at_post, std::move(scratch));
 }
 
 std::unique_ptr<CommHandle> GlooCommunicator::AllGatherAsync(const torch::Tensor& input,
@@ -454,7 +458,8 @@ std::unique_ptr<CommHandle> GlooCommunicator::AllGatherAsync(const torch::Tensor
         torch::Tensor host_out = OnHost(output);
         impl->RingAllGather(OnHost(input), host_out);
         CopyBackIfStaged(output, host_out);
-      }));
+      }),
+      impl->options.complete_collectives_at_post);
 }
 
 std::unique_ptr<CommHandle> GlooCommunicator::BroadcastAsync(torch::Tensor& buffer, int root) {
@@ -473,7 +478,8 @@ std::unique_ptr<CommHandle> GlooCommunicator::BroadcastAsync(torch::Tensor& buff
           impl->Fail("broadcast", root == impl->rank ? "" : "root " + impl->Peer(root),
                      std::current_exception());
         }
-      }));
+      }),
+      impl->options.complete_collectives_at_post);
 }
 
 std::unique_ptr<CommHandle> GlooCommunicator::SendAsync(const torch::Tensor& buffer, int dst) {
@@ -531,7 +537,8 @@ std::unique_ptr<CommHandle> GlooCommunicator::AllToAllAsync(const torch::Tensor&
         } catch (...) {
           impl->Fail("all_to_all", "", std::current_exception());
         }
-      }));
+      }),
+      impl->options.complete_collectives_at_post);
 }
 
 void GlooCommunicator::Barrier() {

@@ -33,6 +33,13 @@ struct GlooOptions {
   // address or host name, else (both empty) the address this host's name resolves to.
   std::string interface;
   std::string hostname = "127.0.0.1";
+  // Collectives (all-reduce, reduce-scatter, all-gather, broadcast, all-to-all) run to
+  // completion before their *Async call returns; send/recv stay asynchronous. For ranks
+  // whose communication runs on the cores that compute (CPU ranks, `meshplan run` sets it):
+  // there an overlapped collective only takes the core from the compute beside it, and
+  // costs more than run alone (docs/validation/cpu_ranks.md); the cost model times CPU
+  // profiles the same way (GpuSpec::comm_overlaps_compute). Failures still surface at Wait().
+  bool complete_collectives_at_post = false;
 };
 
 class GlooCommunicator final : public Communicator {

@@ -71,6 +71,32 @@ TEST_CASE("gloo all-reduce sums in place over the group", "[executor][gloo]") {
   });
 }
 
+TEST_CASE("gloo complete_collectives_at_post: a collective is done when its call returns; "
+          "send/recv stay asynchronous",
+          "[executor][gloo]") {
+  GlooOptions options = FastOptions();
+  options.complete_collectives_at_post = true;
+  OnWorld(3, [](GlooCommunicator& comm) {
+    torch::Tensor buffer = torch::full({5}, static_cast<float>(comm.rank() + 1));
+    auto reduced = comm.AllReduceSumAsync(buffer);
+    // Read before Wait(): the sum 1 + 2 + 3 is already there.
+    ExpectEqual(buffer, torch::full({5}, 6.0f), "all-reduce before Wait");
+    torch::Tensor gathered = torch::empty({3, 2});
+    auto all_gather = comm.AllGatherAsync(torch::full({2}, static_cast<float>(comm.rank())), gathered);
+    ExpectEqual(gathered.select(1, 0), torch::arange(3, torch::kFloat32), "all-gather before Wait");
+    reduced->Wait();
+    all_gather->Wait();
+    // A ring of sends and receives posted before either is waited on: no deadlock.
+    const int n = comm.size(), next = (comm.rank() + 1) % n, prev = (comm.rank() + n - 1) % n;
+    torch::Tensor in = torch::empty({4});
+    auto send = comm.SendAsync(torch::full({4}, static_cast<float>(comm.rank())), next);
+    auto recv = comm.RecvAsync(in, prev);
+    recv->Wait();
+    send->Wait();
+    ExpectEqual(in, torch::full({4}, static_cast<float>(prev)), "ring recv");
+  }, options);
+}
+
 TEST_CASE("gloo all-reduce sums bf16 buffers (rings), any size", "[executor][gloo][precision]") {
   const int n = GENERATE(2, 3);
   // Small integers: exact in bf16 and in any summation order. 12 elements split into 2 or
