@@ -121,8 +121,11 @@ std::string Tier(const NetworkTier& t) {
   if (!t.name.empty()) s += "name: " + Quote(t.name) + ", ";
   s += "bandwidth_GBps: " + FormatShifted(t.bandwidth_Bps, ci::kGiga) +
        ", latency_us: " + FormatShifted(t.latency_s, ci::kMicro) +
-       ", bus_efficiency: " + Shortest(t.bus_efficiency) + "}";
-  return s;
+       ", bus_efficiency: " + Shortest(t.bus_efficiency);
+  if (t.has_allreduce())
+    s += ", all_reduce: {bandwidth_GBps: " + FormatShifted(t.allreduce_bandwidth_Bps, ci::kGiga) +
+         ", latency_us: " + FormatShifted(t.allreduce_latency_s, ci::kMicro) + "}";
+  return s + "}";
 }
 
 void EmitCluster(std::string& out, const ClusterSpec& c) {

@@ -163,12 +163,18 @@ ModelSpec ModelFromYaml(const YamlFields& f, const std::string& default_name) {
 }
 
 NetworkTier TierFromYaml(const YamlFields& f) {
-  f.AllowOnly({"name", "bandwidth_GBps", "latency_us", "bus_efficiency"});
+  f.AllowOnly({"name", "bandwidth_GBps", "latency_us", "bus_efficiency", "all_reduce"});
   NetworkTier tier;
   tier.name = f.String("name", "");
   tier.bandwidth_Bps = f.ScaledNumber("bandwidth_GBps", {0, false, 1e6}, kGiga);
   tier.latency_s = f.ScaledNumber("latency_us", {0, true, 1e7}, kMicro);
   tier.bus_efficiency = f.Number("bus_efficiency", {0, false, 1}, tier.bus_efficiency);
+  if (f.Has("all_reduce")) {  // an all-reduce of the backend's own (NetworkTier)
+    const YamlFields ar = f.Map("all_reduce");
+    ar.AllowOnly({"bandwidth_GBps", "latency_us"});
+    tier.allreduce_bandwidth_Bps = ar.ScaledNumber("bandwidth_GBps", {0, false, 1e6}, kGiga);
+    tier.allreduce_latency_s = ar.ScaledNumber("latency_us", {0, true, 1e7}, kMicro);
+  }
   return tier;
 }
 

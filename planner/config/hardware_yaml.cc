@@ -24,9 +24,15 @@ std::string Quote(const std::string& text) {
 }
 
 std::string Tier(const NetworkTier& t, int digits) {
-  return fmt::format("{{name: {}, bandwidth_GBps: {}, latency_us: {}, bus_efficiency: {}}}",
+  std::string all_reduce;
+  if (t.has_allreduce())
+    all_reduce = fmt::format(", all_reduce: {{bandwidth_GBps: {}, latency_us: {}}}",
+                             Rounded(t.allreduce_bandwidth_Bps, 9, digits),
+                             Rounded(t.allreduce_latency_s, -6, digits));
+  return fmt::format("{{name: {}, bandwidth_GBps: {}, latency_us: {}, bus_efficiency: {}{}}}",
                      Quote(t.name), Rounded(t.bandwidth_Bps, 9, digits),
-                     Rounded(t.latency_s, -6, digits), Rounded(t.bus_efficiency, 0, digits));
+                     Rounded(t.latency_s, -6, digits), Rounded(t.bus_efficiency, 0, digits),
+                     all_reduce);
 }
 
 }  // namespace

@@ -114,8 +114,9 @@ CollectiveCost operator+(CollectiveCost a, const CollectiveCost& b) {
 CollectiveCost Ring(CollectiveKind kind, double bytes, int64_t n, const NetworkTier& tier) {
   CollectiveCost c;
   if (n <= 1) return c;
-  const double bandwidth = tier.bus_bandwidth_Bps();
-  c.latency_s = static_cast<double>(RingSteps(kind, n)) * tier.latency_s;
+  const bool all_reduce = kind == CollectiveKind::kAllReduce;
+  const double bandwidth = tier.bus_bandwidth_of(all_reduce);
+  c.latency_s = static_cast<double>(RingSteps(kind, n)) * tier.latency_of(all_reduce);
   c.transfer_s = bandwidth > 0 ? BytesSentPerRank(kind, bytes, n) / bandwidth : 0;
   return c;
 }
@@ -128,8 +129,8 @@ CollectiveCost InterNode(CollectiveKind kind, double bytes, int64_t n, const Net
   ring.inter_node = true;
   if (kind != CollectiveKind::kAllReduce || n <= 2) return ring;
   CollectiveCost tree = ring;
-  const double bandwidth = tier.bus_bandwidth_Bps();
-  tree.latency_s = 2 * std::ceil(std::log2(static_cast<double>(n))) * tier.latency_s;
+  const double bandwidth = tier.bus_bandwidth_of(true);
+  tree.latency_s = 2 * std::ceil(std::log2(static_cast<double>(n))) * tier.latency_of(true);
   tree.transfer_s = bandwidth > 0 ? 2 * bytes / bandwidth : 0;
   return tree.total() < ring.total() ? tree : ring;
 }
@@ -173,6 +174,10 @@ CollectiveCost CollectiveCostOf(CollectiveKind kind, double bytes, const CommGro
            InterNode(CollectiveKind::kAllReduce, shard, nodes, cluster.inter_node) +
            Ring(CollectiveKind::kAllGather, bytes, k, intra);
   return Ring(kind, bytes, k, intra) + InterNode(kind, shard, nodes, cluster.inter_node);
+}
+
+double RingTime(CollectiveKind kind, double bytes, int64_t group_size, const NetworkTier& tier) {
+  return Ring(kind, bytes, group_size, tier).total();
 }
 
 double CollectiveTime(CollectiveKind kind, double bytes, const CommGroup& group,

@@ -97,6 +97,9 @@ struct CollectiveCost {
 CollectiveCost CollectiveCostOf(CollectiveKind kind, double bytes, const CommGroup& group,
                                 const ClusterSpec& cluster);
 // Seconds: CollectiveCostOf(...).total().
+// One ring of `group_size` ranks on one tier: RingSteps x latency + BytesSentPerRank / bus
+// bandwidth (an all-reduce on the tier's own all-reduce figures where it has them).
+double RingTime(CollectiveKind kind, double bytes, int64_t group_size, const NetworkTier& tier);
 double CollectiveTime(CollectiveKind kind, double bytes, const CommGroup& group,
                       const ClusterSpec& cluster);
 

@@ -8,6 +8,7 @@
 #include <array>
 #include <cmath>
 #include <stdexcept>
+#include <tuple>
 
 namespace meshplan {
 namespace {
@@ -165,22 +166,18 @@ GpuSpec ApplyCalibration(const GpuSpec& base, const CalibrationFit& fit, const M
 }
 
 double NetworkTierSeconds(const NetworkTier& tier, const CollectiveSample& s) {
-  return static_cast<double>(RingSteps(s.kind, s.group_size)) * tier.latency_s +
-         BytesSentPerRank(s.kind, s.bytes, s.group_size) / tier.bandwidth_Bps;
+  return RingTime(s.kind, s.bytes, s.group_size, tier);
 }
 
-NetworkTier FitNetworkTier(const std::vector<CollectiveSample>& samples, const std::string& name) {
-  if (samples.empty()) throw std::invalid_argument("network fit: no samples");
+namespace {
+
+// Latency per ring step and bandwidth that explain `samples` with the ring formula.
+std::pair<double, double> FitRing(const std::vector<CollectiveSample>& samples) {
   const auto rows = static_cast<Eigen::Index>(samples.size());
   Eigen::MatrixXd a(rows, 2);  // columns: latency per step, seconds per byte sent
   Eigen::VectorXd b = Eigen::VectorXd::Ones(rows);
   for (Eigen::Index i = 0; i < rows; ++i) {
     const CollectiveSample& s = samples[static_cast<size_t>(i)];
-    if (s.group_size < 2 || !(s.seconds > 0) || !(s.bytes > 0))
-      throw std::invalid_argument(fmt::format(
-          "network fit: a {} sample of {} bytes over {} ranks in {} s; expected a group of at "
-          "least 2, a positive size and a positive time", ToString(s.kind), s.bytes, s.group_size,
-          s.seconds));
     a(i, 0) = static_cast<double>(RingSteps(s.kind, s.group_size)) / s.seconds;
     a(i, 1) = BytesSentPerRank(s.kind, s.bytes, s.group_size) / s.seconds;
   }
@@ -188,10 +185,28 @@ NetworkTier FitNetworkTier(const std::vector<CollectiveSample>& samples, const s
   if (!(x[1] > 0))
     throw std::runtime_error("network fit: the samples do not determine a bandwidth (all "
                              "latency-bound?): benchmark larger buffers");
+  return {x[0], 1.0 / x[1]};
+}
+
+}  // namespace
+
+NetworkTier FitNetworkTier(const std::vector<CollectiveSample>& samples, const std::string& name) {
+  if (samples.empty()) throw std::invalid_argument("network fit: no samples");
+  std::vector<CollectiveSample> all_reduce, others;
+  for (const CollectiveSample& s : samples) {
+    if (s.group_size < 2 || !(s.seconds > 0) || !(s.bytes > 0))
+      throw std::invalid_argument(fmt::format(
+          "network fit: a {} sample of {} bytes over {} ranks in {} s; expected a group of at "
+          "least 2, a positive size and a positive time", ToString(s.kind), s.bytes, s.group_size,
+          s.seconds));
+    (s.kind == CollectiveKind::kAllReduce ? all_reduce : others).push_back(s);
+  }
   NetworkTier tier;
   tier.name = name;
-  tier.latency_s = x[0];
-  tier.bandwidth_Bps = 1.0 / x[1];
+  // The other collectives set the tier; all-reduce samples beside them its own figures.
+  std::tie(tier.latency_s, tier.bandwidth_Bps) = FitRing(others.empty() ? all_reduce : others);
+  if (!others.empty() && !all_reduce.empty())
+    std::tie(tier.allreduce_latency_s, tier.allreduce_bandwidth_Bps) = FitRing(all_reduce);
   return tier;
 }
 

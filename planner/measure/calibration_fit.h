@@ -86,7 +86,9 @@ struct CollectiveSample {
 
 // The tier that explains the samples with the cost model's ring formula
 //   t = RingSteps(kind, n) * latency_s + BytesSentPerRank(kind, bytes, n) / bandwidth_Bps
-// (least squares on the relative error, latency >= 0). Throws std::invalid_argument on a
+// (least squares on the relative error, latency >= 0). All-reduce samples beside samples of
+// other kinds are fitted on their own, as the tier's all-reduce figures (NetworkTier: Gloo
+// runs its own all-reduce algorithm). Throws std::invalid_argument on a
 // sample of a group of one or a non-positive time, std::runtime_error when the bandwidth
 // is not determined (every sample latency-bound: benchmark larger buffers).
 NetworkTier FitNetworkTier(const std::vector<CollectiveSample>& samples, const std::string& name);

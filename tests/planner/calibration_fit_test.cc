@@ -11,10 +11,13 @@
 
 #include "planner/config/config_loader.h"
 #include "planner/config/hardware_yaml.h"
+#include "planner/cost/collective_time.h"
 #include "planner/measure/calibration_fit.h"
 
 namespace meshplan {
 namespace {
+
+namespace fs = std::filesystem;
 
 // A CPU-like machine: 100 GFLOP/s matmuls, 40 GFLOP/s attention, 20 GB/s, 5 us per kernel.
 ComputeRates TrueRates() {
@@ -185,6 +188,69 @@ TEST_CASE("network fit: recovers latency and bandwidth of ring collectives",
   CHECK(fit.latency_s == Approx(50e-6).epsilon(1e-6));
   CHECK_THROWS_AS(FitNetworkTier({{CollectiveKind::kAllReduce, 1e6, 1, 1.0}}, "x"),
                   std::invalid_argument);
+}
+
+TEST_CASE("network fit: an all-reduce of the backend's own gets its own figures, which time "
+          "all-reduces only and survive both writers",
+          "[planner][calibration][config]") {
+  // Gloo-like: reduce-scatter and all-gather rings at 2 GB/s and 50 us per step, an
+  // all-reduce three times slower per step and at 1 GB/s.
+  NetworkTier truth{"t", 2e9, 50e-6};
+  truth.allreduce_latency_s = 150e-6;
+  truth.allreduce_bandwidth_Bps = 1e9;
+  std::vector<CollectiveSample> samples;
+  for (CollectiveKind kind :
+       {CollectiveKind::kAllReduce, CollectiveKind::kReduceScatter, CollectiveKind::kAllGather})
+    for (double bytes : {1e4, 1e6, 1e8}) {
+      CollectiveSample s{kind, bytes, 2, 0};
+      s.seconds = NetworkTierSeconds(truth, s);
+      samples.push_back(s);
+    }
+  // By hand: a 1e6-byte all-reduce over 2 ranks sends 1e6 bytes in 2 steps.
+  CHECK(samples[1].seconds == Approx(2 * 150e-6 + 1e6 / 1e9));
+  CHECK(samples[4].seconds == Approx(1 * 50e-6 + 0.5e6 / 2e9));  // reduce-scatter, 1e6
+  const NetworkTier fit = FitNetworkTier(samples, "fitted");
+  CHECK(fit.latency_s == Approx(50e-6).epsilon(1e-6));
+  CHECK(fit.bandwidth_Bps == Approx(2e9).epsilon(1e-6));
+  CHECK(fit.allreduce_latency_s == Approx(150e-6).epsilon(1e-6));
+  CHECK(fit.allreduce_bandwidth_Bps == Approx(1e9).epsilon(1e-6));
+  // Only all-reduce samples: they are the tier itself.
+  const std::vector<CollectiveSample> only(samples.begin(), samples.begin() + 3);
+  const NetworkTier alone = FitNetworkTier(only, "ar");
+  CHECK_FALSE(alone.has_allreduce());
+  CHECK(alone.latency_s == Approx(150e-6).epsilon(1e-6));
+
+  // The cost model times a dp all-reduce on them, a reduce-scatter on the tier.
+  ClusterSpec cluster;
+  cluster.gpus_per_node = 2;
+  cluster.intra_node = cluster.inter_node = fit;
+  CommGroup pair;
+  pair.inner = {1, 2};
+  CHECK(CollectiveTime(CollectiveKind::kAllReduce, 1e6, pair, cluster) == Approx(samples[1].seconds));
+  CHECK(CollectiveTime(CollectiveKind::kReduceScatter, 1e6, pair, cluster) == Approx(samples[4].seconds));
+
+  // Both writers keep the figures: the hardware file's network block and a plan file.
+  const fs::path dir = fs::temp_directory_path() / ("meshplan_allreduce_tier_" + std::to_string(::getpid()));
+  fs::create_directories(dir);
+  HardwareYamlOptions yaml;
+  yaml.network = cluster;
+  std::ofstream(dir / "hw.yaml") << GpuSpecToYaml(LoadGpu("cpu-ci"), yaml);
+  const std::optional<ClusterSpec> back = LoadGpuNetwork((dir / "hw.yaml").string());
+  REQUIRE(back);
+  CHECK(back->intra_node.allreduce_latency_s == Approx(150e-6).epsilon(1e-3));
+  CHECK(back->intra_node.allreduce_bandwidth_Bps == Approx(1e9).epsilon(1e-3));
+  PlanFile p;
+  p.model = LoadModel("tiny-llama");
+  p.cluster = LoadCluster("2xa40-pcie");
+  p.cluster.intra_node = fit;
+  p.plan = ParsePlanString("dp=2");
+  p.training.global_batch = 4;
+  p.training.seq_len = 64;
+  SavePlanFile((dir / "plan.yaml").string(), p);
+  const NetworkTier planned = LoadPlanFile((dir / "plan.yaml").string()).cluster.intra_node;
+  CHECK(planned.allreduce_latency_s == Approx(fit.allreduce_latency_s).epsilon(1e-9));
+  CHECK(planned.allreduce_bandwidth_Bps == Approx(fit.allreduce_bandwidth_Bps).epsilon(1e-9));
+  fs::remove_all(dir);
 }
 
 TEST_CASE("hardware YAML: what calibrate writes, LoadGpu reads", "[planner][calibration]") {

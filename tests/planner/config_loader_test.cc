@@ -701,6 +701,14 @@ TEST_CASE("kernel_shape, bus_efficiency and comm_overlaps_compute out of range n
                           Case{"kernel_shape: {warp_size: 32}", "warp_size"},
                           Case{"efficiency: {matmul: 0.9, matmul_ceiling: 1.2}", "efficiency.matmul_ceiling"},
                           Case{"comm_overlaps_compute: sometimes", "comm_overlaps_compute"},
+                          Case{"network: {gpus_per_node: 1, intra_node: {bandwidth_GBps: 1, latency_us: 300, "
+                               "all_reduce: {bandwidth_GBps: 0, latency_us: 900}}, inter_node: "
+                               "{bandwidth_GBps: 1, latency_us: 300}}",
+                               "all_reduce.bandwidth_GBps"},
+                          Case{"network: {gpus_per_node: 1, intra_node: {bandwidth_GBps: 1, latency_us: 300, "
+                               "all_reduce: {latency_us: 900, tree: 1}}, inter_node: "
+                               "{bandwidth_GBps: 1, latency_us: 300}}",
+                               "tree"},
                           Case{"network: {gpus_per_node: 8, intra_node: {bandwidth_GBps: 450, "
                                "latency_us: 3, bus_efficiency: 1.5}, inter_node: "
                                "{bandwidth_GBps: 50, latency_us: 6}}",
