@@ -130,9 +130,14 @@ std::string FormatReport(const CalibrationResult& r) {
   const GpuSpec& g = r.gpu;
   out += fmt::format("efficiency: matmul {:.3f}, attention {:.3f}, memory bandwidth {:.3f}\n",
                      g.matmul_efficiency, g.attention_efficiency, g.memory_bandwidth_efficiency);
-  if (r.network)
-    out += fmt::format("network: {:.2f} GB/s per rank, {:.1f} us per ring step ({})\n",
-                       r.network->bandwidth_Bps / 1e9, r.network->latency_s * 1e6, r.network->name);
+  if (r.network) {
+    out += fmt::format("network: {:.2f} GB/s per rank, {:.1f} us per ring step", r.network->bandwidth_Bps / 1e9,
+                       r.network->latency_s * 1e6);
+    if (r.network->has_allreduce())
+      out += fmt::format("; all-reduce {:.2f} GB/s, {:.1f} us per step",
+                         r.network->allreduce_bandwidth_Bps / 1e9, r.network->allreduce_latency_s * 1e6);
+    out += " (" + r.network->name + ")\n";
+  }
   for (const std::string& w : r.warnings) out += "warning: " + w + "\n";
   return out;
 }
