@@ -14,9 +14,9 @@ struct NetworkTier {
   double bus_efficiency = 1; // achieved bus bandwidth / line rate, in (0, 1]
   // An all-reduce the backend runs with an algorithm of its own rather than the
   // reduce-scatter + all-gather ring the other collectives are timed as (Gloo on CPU ranks:
-  // gloo::allreduce, about 3 times a ring step's latency): its latency per ring step and
-  // bandwidth, which `meshplan calibrate` fits from the all-reduce samples alone. 0: the
-  // tier's own (NCCL's all-reduce is that ring).
+  // gloo::allreduce, 1.3-2.4 times a ring step's latency on a 2-vCPU VM): its latency per
+  // ring step and bandwidth, which `meshplan calibrate` fits from the all-reduce samples
+  // alone. 0: the tier's own (NCCL's all-reduce is that ring).
   double allreduce_latency_s = 0;
   double allreduce_bandwidth_Bps = 0;
   double bus_bandwidth_Bps() const { return bandwidth_Bps * bus_efficiency; }
