@@ -10,8 +10,8 @@
 // communicator's, Gloo's) while the peer's compute holds its core. A collective's cost is
 // the loop's time less the time of the same loop without it (both ranks computing), per
 // repeat; the sample is the median over rounds. Measured this way on a 2-vCPU VM a small
-// collective costs 2-3 times what it costs between ranks that meet after a barrier on idle
-// cores (docs/validation/cpu_ranks.md).
+// collective costs 2-4 times what it costs between threads of one process that meet after a
+// barrier (docs/validation/cpu_ranks.md).
 //
 // BenchmarkCollectives is collective: every rank of `comm` calls it with the same plan.
 // BenchmarkCollectivesInRanks starts `ranks` processes of this executable, with its own
