@@ -158,7 +158,7 @@ nlohmann::json ReportJson(const CalibrationResult& r) {
   for (size_t i = 0; i < r.checks.size(); ++i) checks.push_back(sample(r.checks[i], r.check_predicted_s[i]));
   nlohmann::json collectives = nlohmann::json::array();
   for (const CollectiveSample& c : r.collective_samples) {
-    const double predicted = r.network ? NetworkTierSeconds(*r.network, c) : 0;
+    const double predicted = r.network ? RingTime(c.kind, c.bytes, c.group_size, *r.network) : 0;
     collectives.push_back({{"kind", ToString(c.kind)},
                            {"bytes", c.bytes},
                            {"group_size", c.group_size},

@@ -165,10 +165,6 @@ GpuSpec ApplyCalibration(const GpuSpec& base, const CalibrationFit& fit, const M
   return g;
 }
 
-double NetworkTierSeconds(const NetworkTier& tier, const CollectiveSample& s) {
-  return RingTime(s.kind, s.bytes, s.group_size, tier);
-}
-
 namespace {
 
 // Latency per ring step and bandwidth that explain `samples` with the ring formula.

@@ -84,15 +84,14 @@ struct CollectiveSample {
   double seconds = 0;
 };
 
-// The tier that explains the samples with the cost model's ring formula
+// The tier that explains the samples with the cost model's ring formula (RingTime,
+// planner/cost/collective_time.h)
 //   t = RingSteps(kind, n) * latency_s + BytesSentPerRank(kind, bytes, n) / bandwidth_Bps
 // (least squares on the relative error, latency >= 0). All-reduce samples beside samples of
 // other kinds are fitted on their own, as the tier's all-reduce figures (NetworkTier: Gloo
-// runs its own all-reduce algorithm). Throws std::invalid_argument on a
-// sample of a group of one or a non-positive time, std::runtime_error when the bandwidth
-// is not determined (every sample latency-bound: benchmark larger buffers).
+// runs its own all-reduce algorithm). Throws std::invalid_argument on a sample of a group of
+// one or a non-positive time, std::runtime_error when the bandwidth is not determined (every
+// sample latency-bound: benchmark larger buffers).
 NetworkTier FitNetworkTier(const std::vector<CollectiveSample>& samples, const std::string& name);
-// That formula: the seconds `tier` predicts for the sample's collective.
-double NetworkTierSeconds(const NetworkTier& tier, const CollectiveSample& sample);
 
 }  // namespace meshplan

@@ -76,7 +76,7 @@ TEST_CASE("calibrate --collective-ranks 2: rank processes fit the network block,
     s.bytes = c.at("bytes").get<double>();
     s.group_size = 2;
     CHECK(c.at("predicted_s").get<double>() ==
-          Approx(NetworkTierSeconds(network->intra_node, s)).epsilon(1e-3));
+          Approx(RingTime(s.kind, s.bytes, s.group_size, network->intra_node)).epsilon(1e-3));
   }
 }
 
