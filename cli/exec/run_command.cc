@@ -337,7 +337,7 @@ int TrainRank(const PlanFile& plan_file, const RunCommandOptions& options, const
   comm.gloo = GlooOptionsForRank(env, timeout);
   // CPU ranks: communication shares the compute cores, so nothing is overlapped
   // (executor/comm/gloo_communicator.h; the cost model's comm_overlaps_compute: false).
-  comm.gloo.complete_collectives_at_post = !run.device.is_cuda();
+  if (!run.device.is_cuda()) comm.gloo = ForRanksOnComputeCores(comm.gloo);
   comm.nccl_timeout = timeout;
   comm.cuda_device = run.device.is_cuda() ? run.device.index() : -1;
   CommLog comm_log;  // --comm-log: outlives the mesh's communicators

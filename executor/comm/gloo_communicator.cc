@@ -270,16 +270,25 @@ namespace {
 
 // Completes when the queued operation has run on the comm thread; holds the call's
 // temporaries (CallScratch) until then.
+// Returns once `done` is ready; spin: yield the core meanwhile instead of sleeping
+// (GlooOptions::spin_while_waiting).
+void WaitReady(const std::future<void>& done, bool spin) {
+  if (spin)
+    while (done.wait_for(std::chrono::seconds(0)) != std::future_status::ready) std::this_thread::yield();
+  done.wait();
+}
+
 class QueuedHandle final : public CommHandle {
  public:
   // complete: wait here for the operation to finish (GlooOptions::complete_collectives_at_post);
   // its failure and the scratch's release still wait for Wait().
-  QueuedHandle(std::future<void> done, bool complete, CallScratch scratch = {})
-      : done_(std::move(done)), scratch_(std::move(scratch)) {
-    if (complete) done_.wait();
+  QueuedHandle(std::future<void> done, const GlooOptions& options, CallScratch scratch = {})
+      : done_(std::move(done)), spin_(options.spin_while_waiting), scratch_(std::move(scratch)) {
+    if (options.complete_collectives_at_post) WaitReady(done_, spin_);
   }
   void Wait() override {
     if (!done_.valid()) return;
+    WaitReady(done_, spin_);
     try {
       done_.get();  // rethrows the operation's failure
     } catch (...) {
@@ -291,6 +300,7 @@ class QueuedHandle final : public CommHandle {
 
  private:
   std::future<void> done_;
+  bool spin_;
   CallScratch scratch_;
 };
 
@@ -389,6 +399,12 @@ GlooCommunicator::GlooCommunicator(c10::intrusive_ptr<c10d::Store> store, int wo
   impl.thread = std::thread([&impl] { impl.Loop(); });
 }
 
+GlooOptions ForRanksOnComputeCores(GlooOptions options) {
+  options.complete_collectives_at_post = true;
+  options.spin_while_waiting = true;
+  return options;
+}
+
 GlooCommunicator::~GlooCommunicator() {
   {
     std::lock_guard<std::mutex> lock(impl_->mu);
@@ -426,7 +442,7 @@ std::unique_ptr<CommHandle> GlooCommunicator::AllReduceSumAsync(torch::Tensor& b
           impl->Fail("all_reduce", "", std::current_exception());
         }
       }),
-      impl->options.complete_collectives_at_post, std::move(scratch));
+      impl->options, std::move(scratch));
 }
 
 std::unique_ptr<CommHandle> GlooCommunicator::ReduceScatterSumAsync(const torch::Tensor& input,
@@ -446,7 +462,7 @@ std::unique_ptr<CommHandle> GlooCommunicator::ReduceScatterSumAsync(const torch:
         impl->RingReduceScatter(OnHost(input), host_out, tmp);
         CopyBackIfStaged(output, host_out);
       }),
-      impl->options.complete_collectives_at_post, std::move(scratch));
+      impl->options, std::move(scratch));
 }
 
 std::unique_ptr<CommHandle> GlooCommunicator::AllGatherAsync(const torch::Tensor& input,
@@ -459,7 +475,7 @@ std::unique_ptr<CommHandle> GlooCommunicator::AllGatherAsync(const torch::Tensor
         impl->RingAllGather(OnHost(input), host_out);
         CopyBackIfStaged(output, host_out);
       }),
-      impl->options.complete_collectives_at_post);
+      impl->options);
 }
 
 std::unique_ptr<CommHandle> GlooCommunicator::BroadcastAsync(torch::Tensor& buffer, int root) {
@@ -479,7 +495,7 @@ std::unique_ptr<CommHandle> GlooCommunicator::BroadcastAsync(torch::Tensor& buff
                      std::current_exception());
         }
       }),
-      impl->options.complete_collectives_at_post);
+      impl->options);
 }
 
 std::unique_ptr<CommHandle> GlooCommunicator::SendAsync(const torch::Tensor& buffer, int dst) {
@@ -538,7 +554,7 @@ std::unique_ptr<CommHandle> GlooCommunicator::AllToAllAsync(const torch::Tensor&
           impl->Fail("all_to_all", "", std::current_exception());
         }
       }),
-      impl->options.complete_collectives_at_post);
+      impl->options);
 }
 
 void GlooCommunicator::Barrier() {

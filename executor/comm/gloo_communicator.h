@@ -40,7 +40,17 @@ struct GlooOptions {
   // costs more than run alone (docs/validation/cpu_ranks.md); the cost model times CPU
   // profiles the same way (GpuSpec::comm_overlaps_compute). Failures still surface at Wait().
   bool complete_collectives_at_post = false;
+  // A thread waiting for a collective keeps its core, yielding to the communicator's
+  // threads, instead of sleeping. On a virtual machine an idle vCPU halts, and waking it
+  // waits for the hypervisor to schedule it again: on the 2-vCPU VM of
+  // docs/validation/cpu_ranks.md that made a tp=2 sp step of 2 CPU ranks 25-30% slower.
+  bool spin_while_waiting = false;
 };
+
+// The options of ranks that compute on the cores their communication runs on (CPU ranks:
+// `meshplan run` and calibrate's collective benchmark): collectives complete at post and
+// their waiters spin.
+GlooOptions ForRanksOnComputeCores(GlooOptions options);
 
 class GlooCommunicator final : public Communicator {
  public:

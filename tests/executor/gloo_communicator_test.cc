@@ -71,11 +71,12 @@ TEST_CASE("gloo all-reduce sums in place over the group", "[executor][gloo]") {
   });
 }
 
-TEST_CASE("gloo complete_collectives_at_post: a collective is done when its call returns; "
-          "send/recv stay asynchronous",
+TEST_CASE("gloo ranks on compute cores: a collective is done when its call returns (its "
+          "waiter spinning); send/recv stay asynchronous",
           "[executor][gloo]") {
-  GlooOptions options = FastOptions();
-  options.complete_collectives_at_post = true;
+  const GlooOptions options = ForRanksOnComputeCores(FastOptions());
+  Expect(options.complete_collectives_at_post && options.spin_while_waiting,
+         "ForRanksOnComputeCores sets both");
   OnWorld(3, [](GlooCommunicator& comm) {
     torch::Tensor buffer = torch::full({5}, static_cast<float>(comm.rank() + 1));
     auto reduced = comm.AllReduceSumAsync(buffer);
@@ -282,12 +283,15 @@ TEST_CASE("gloo failures name the group and the peer, then the group stays broke
   });
 }
 
-TEST_CASE("gloo: a peer that leaves makes the next collective fail, not hang",
+TEST_CASE("gloo: a peer that leaves makes the next collective fail, not hang (also while "
+          "its waiter spins)",
           "[executor][gloo]") {
+  const bool spin = GENERATE(false, true);
+  const GlooOptions options = spin ? ForRanksOnComputeCores(FastOptions(5s)) : FastOptions(5s);
   auto store = NewStore();
   OnThreads(2, [&](int r) {
     auto comm = std::make_unique<GlooCommunicator>(store, r, std::vector<int>{0, 1}, "pair",
-                                                   FastOptions(5s));
+                                                   options);
     if (r == 1) {
       comm.reset();  // leaves: closes its connections
       store->set("left", std::vector<uint8_t>{1});
