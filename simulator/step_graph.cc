@@ -705,10 +705,8 @@ StepGraph GraphBuilder::Build() {
 
 StepGraph BuildStepGraphFromWork(const StepWork& work, const ModelSpec& model,
                                  const ClusterSpec& cluster, Precision precision) {
-  if (cluster.gpu.comm_overlaps_compute) return GraphBuilder(work, model, cluster, precision).Build();
-  StepWork serial = work;  // communication on the compute cores: every collective blocks
-  SerializeCommunication(&serial);
-  return GraphBuilder(serial, model, cluster, precision).Build();
+  StepWork serialized;
+  return GraphBuilder(WorkAsRun(work, cluster.gpu, &serialized), model, cluster, precision).Build();
 }
 
 StepGraph BuildStepGraph(const ModelSpec& model, const ClusterSpec& cluster,

@@ -6,12 +6,13 @@
 // As a run meets them: every repeat is a compute chunk on the rank's own thread (a matmul
 // of about a millisecond on one CPU core) followed by the collective, with no barrier
 // between repeats, so the ranks arrive when their compute ends, a rank that arrives first
-// sleeps in the wait, and the collective passes through the same threads (the
-// communicator's, Gloo's) while the peer's compute holds its core. A collective's cost is
-// the loop's time less the time of the same loop without it (both ranks computing), per
-// repeat; the sample is the median over rounds. Measured this way on a 2-vCPU VM a small
-// collective costs 2-4 times what it costs between threads of one process that meet after a
-// barrier (docs/validation/cpu_ranks.md).
+// waits as a run's rank does (spinning: executor/comm/gloo_communicator.h), and the
+// collective passes through the same threads (the communicator's, Gloo's) while the peer's
+// compute holds its core. A collective's cost is the loop's time less the time of the same
+// loop without it (both ranks computing), per repeat; the sample is the median over rounds.
+// Measured this way on a 2-vCPU VM (before the waiters spun) a small collective cost 2-4
+// times what it cost between threads of one process that meet after a barrier
+// (docs/validation/cpu_ranks.md).
 //
 // BenchmarkCollectives is collective: every rank of `comm` calls it with the same plan.
 // BenchmarkCollectivesInRanks starts `ranks` processes of this executable, with its own

@@ -268,8 +268,6 @@ struct GlooCommunicator::Impl {
 
 namespace {
 
-// Completes when the queued operation has run on the comm thread; holds the call's
-// temporaries (CallScratch) until then.
 // Returns once `done` is ready; spin: yield the core meanwhile instead of sleeping
 // (GlooOptions::spin_while_waiting).
 void WaitReady(const std::future<void>& done, bool spin) {
@@ -278,6 +276,8 @@ void WaitReady(const std::future<void>& done, bool spin) {
   done.wait();
 }
 
+// Completes when the queued operation has run on the comm thread; holds the call's
+// temporaries (CallScratch) until then.
 class QueuedHandle final : public CommHandle {
  public:
   // complete: wait here for the operation to finish (GlooOptions::complete_collectives_at_post);

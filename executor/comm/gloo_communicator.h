@@ -43,7 +43,7 @@ struct GlooOptions {
   // A thread waiting for a collective keeps its core, yielding to the communicator's
   // threads, instead of sleeping. On a virtual machine an idle vCPU halts, and waking it
   // waits for the hypervisor to schedule it again: on the 2-vCPU VM of
-  // docs/validation/cpu_ranks.md that made a tp=2 sp step of 2 CPU ranks 25-30% slower.
+  // docs/validation/cpu_ranks.md (item 4) spinning took 23-28% off a tp=2 sp step.
   bool spin_while_waiting = false;
 };
 

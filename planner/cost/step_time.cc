@@ -296,11 +296,10 @@ StepTimeBreakdown AnalyticStepTime(const StepWork& work, const ClusterSpec& clus
   return AnalyticStepTime(work, cluster, TimeStepWork(work, cluster, precision));
 }
 
-namespace {
-
-// AnalyticStepTime of work whose overlap choices are the ones that run.
-StepTimeBreakdown TimeSteps(const StepWork& work, const ClusterSpec& cluster,
-                            const StepWorkTimes& times) {
+StepTimeBreakdown AnalyticStepTime(const StepWork& planned, const ClusterSpec& cluster,
+                                   const StepWorkTimes& times) {
+  StepWork serialized;
+  const StepWork& work = WorkAsRun(planned, cluster.gpu, &serialized);
   const PartTimes blk = TimePart(work.block, times.block, work, cluster);
   const PartTimes emb = TimePart(work.embedding, times.embedding, work, cluster);
   const PartTimes head = TimePart(work.head, times.head, work, cluster);
@@ -341,16 +340,6 @@ StepTimeBreakdown TimeSteps(const StepWork& work, const ClusterSpec& cluster,
   out.total_s = out.compute_s + out.exposed_comm_s.sum() + out.bubble_s + out.optimizer_s +
                 out.offload_s + out.overlap_slowdown_s;
   return out;
-}
-
-}  // namespace
-
-StepTimeBreakdown AnalyticStepTime(const StepWork& work, const ClusterSpec& cluster,
-                                   const StepWorkTimes& times) {
-  if (cluster.gpu.comm_overlaps_compute) return TimeSteps(work, cluster, times);
-  StepWork serial = work;
-  SerializeCommunication(&serial);
-  return TimeSteps(serial, cluster, times);
 }
 
 }  // namespace meshplan

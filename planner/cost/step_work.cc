@@ -684,6 +684,13 @@ void SerializeCommunication(StepWork* work) {
   work->zero3_prefetch = 0;
 }
 
+const StepWork& WorkAsRun(const StepWork& work, const GpuSpec& gpu, StepWork* storage) {
+  if (gpu.comm_overlaps_compute) return work;
+  *storage = work;
+  SerializeCommunication(storage);
+  return *storage;
+}
+
 void SetPlanKnobs(const ParallelPlan& plan, StepWork* work) {
   for (PartWork* part : {&work->block, &work->embedding, &work->head})
     for (Collective& c : part->collectives)

@@ -205,6 +205,10 @@ void BuildStepWork(const ModelSpec& model, const TrainingSpec& training, const P
 // cores (GpuSpec::comm_overlaps_compute false: CPU ranks) runs, whatever the plan's knobs;
 // the analytic model and the simulator both time such work.
 void SerializeCommunication(StepWork* work);
+// The work as `gpu` runs it: `work` itself, or (comm_overlaps_compute false) a copy in
+// *storage with SerializeCommunication applied. The one rule for the analytic model and the
+// simulator.
+const StepWork& WorkAsRun(const StepWork& work, const GpuSpec& gpu, StepWork* storage);
 
 // Which parts pipeline stage `stage` holds.
 struct StageParts {
