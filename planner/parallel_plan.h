@@ -62,8 +62,8 @@ struct ParallelPlan {
   bool offload_params = false;       // [offload_params] ZeRO-Infinity: the ZeRO-3 parameter shard
                                      // on the host, copied in before each all-gather
                                      // (needs zero=3 and offload_opt)
-  bool dp_comm_overlap = true;       // [dp_overlap] DP gradient sync behind the backward (off:
-                                     // after it, exposed, with no compute slowdown)
+  bool dp_comm_overlap = true;       // [dp_overlap] DP gradient sync behind the backward, which
+                                     // it slows (off: after it, exposed)
   int64_t zero3_prefetch = 1;        // [prefetch] ZeRO-3 all-gathers issued ahead of the compute
                                      // (0: each part gathers when it starts; 0..kMaxZero3Prefetch)
   bool offloads() const { return offload_optimizer || offload_activations || offload_params; }

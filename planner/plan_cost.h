@@ -68,7 +68,8 @@ struct StepTimeBreakdown {
   double bubble_s = 0;         // pipeline idle time
   double optimizer_s = 0;      // the optimizer step (on the CPU with offload_opt)
   double offload_s = 0;        // host <-> GPU copies not hidden behind compute (offload)
-  double overlap_slowdown_s = 0;  // compute lost to TP communication overlapped with it
+  double overlap_slowdown_s = 0;  // compute lost to communication overlapped with it (TP with
+                                  // tp_overlap, DP gradient syncs and ZeRO-3 gathers)
   double total_s = 0;          // compute_s + exposed comm + bubble_s + optimizer_s + offload_s
                                // + overlap_slowdown_s
 };

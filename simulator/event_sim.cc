@@ -43,6 +43,10 @@ class Engine {
   void EnterLink(int32_t op, double t);
   void Reschedule(int link);
   void Finish(int32_t op, double t);
+  // Compute at a rate that falls while the rank's dp stream is busy.
+  double ComputeRate(int32_t rank) const { return dp_busy_[rank] ? slow_rate_ : 1.0; }
+  void StartCompute(int32_t op, double t);
+  void SetDpBusy(int32_t rank, bool busy, double t);
 
   const StepGraph& g_;
   EventTrace out_;
@@ -54,6 +58,11 @@ class Engine {
   std::vector<uint8_t> busy_;
   std::vector<int32_t> last_op_;   // per stream: the op that ran last
   std::vector<SharedLink> links_;
+  double slow_rate_ = 1;              // compute rate beside dp communication
+  std::vector<uint8_t> dp_busy_;      // per rank
+  std::vector<int32_t> computing_;    // per rank: the compute op running, or -1
+  std::vector<double> work_left_;     // per op: seconds of compute at full rate still to run
+  std::vector<double> rate_since_;    // per op: when its rate last changed
   std::priority_queue<Event, std::vector<Event>, Later> queue_;
   int64_t done_ = 0;
 };
@@ -75,13 +84,33 @@ void Engine::Start(int32_t op, int stream, double t) {
   const int32_t dep = last_dep_[op], prev = last_op_[stream];
   if (dep >= 0 && (prev < 0 || out_.end_s[dep] >= out_.end_s[prev])) out_.enabler[op] = dep;
   else out_.enabler[op] = prev;
+  if (o.stream == SimStream::kDp) SetDpBusy(o.rank, true, t);
   if (o.is_compute()) {
-    queue_.push({t + o.duration_s, op, 0, EventType::kFinish});
+    StartCompute(op, t);
   } else if (o.transfer.latency_s > 0) {
     queue_.push({t + o.transfer.latency_s, op, 0, EventType::kLatencyDone});
   } else {
     EnterLink(op, t);
   }
+}
+
+void Engine::StartCompute(int32_t op, double t) {
+  const int32_t rank = g_.ops[op].rank;
+  computing_[rank] = op;
+  work_left_[op] = g_.ops[op].duration_s;
+  rate_since_[op] = t;
+  queue_.push({t + work_left_[op] / ComputeRate(rank), op, version_[op], EventType::kFinish});
+}
+
+void Engine::SetDpBusy(int32_t rank, bool busy, double t) {
+  if (slow_rate_ == 1 || static_cast<bool>(dp_busy_[rank]) == busy) return;
+  const int32_t op = computing_[rank];
+  if (op >= 0) work_left_[op] -= (t - rate_since_[op]) * ComputeRate(rank);
+  dp_busy_[rank] = busy;
+  if (op < 0) return;
+  rate_since_[op] = t;
+  ++version_[op];
+  queue_.push({t + work_left_[op] / ComputeRate(rank), op, version_[op], EventType::kFinish});
 }
 
 void Engine::EnterLink(int32_t op, double t) {
@@ -114,9 +143,11 @@ void Engine::Finish(int32_t op, double t) {
   }
   out_.end_s[op] = t;
   ++done_;
+  if (o.is_compute()) computing_[o.rank] = -1;
   const int stream = StreamIndex(o);
   busy_[stream] = 0;
   last_op_[stream] = op;
+  if (o.stream == SimStream::kDp) SetDpBusy(o.rank, false, t);
   for (int32_t i = succ_begin_[op]; i < succ_begin_[op + 1]; ++i) {
     const int32_t s = succ_[i];
     last_dep_[s] = op;
@@ -149,6 +180,11 @@ EventTrace Engine::Run() {
   busy_.assign(streams, 0);
   last_op_.assign(streams, -1);
   links_.clear();
+  slow_rate_ = 1 / (1 + g_.dp_comm_slowdown);
+  dp_busy_.assign(g_.ranks, 0);
+  computing_.assign(g_.ranks, -1);
+  work_left_.assign(n, 0);
+  rate_since_.assign(n, 0);
   for (double bw : g_.link_bandwidth_Bps) links_.emplace_back(bw);
   std::vector<Event> storage;
   storage.reserve(n + 16);

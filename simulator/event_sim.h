@@ -3,7 +3,10 @@
 // Rules (the GPU stream model):
 //  * each (rank, stream) runs its ops one at a time in issue order; the head op starts
 //    when the stream is free and every op it depends on has finished;
-//  * a compute op takes its duration_s; a communication op takes its Transfer's
+//  * a compute op takes its duration_s, (1 + StepGraph::dp_comm_slowdown) times longer for
+//    as long as an op of its rank's dp stream runs beside it (NCCL's kernels take SMs from
+//    the compute: planner/cost/step_time.h; the rate changes when a dp op starts or ends);
+//  * a communication op takes its Transfer's
 //    latency_s, then serves its bytes on its rank's link for its tier, whose bandwidth
 //    the transfers active there share equally (network.h, processor sharing).
 // Events (op finished, latency elapsed) sit in a priority queue by time; ties go to the

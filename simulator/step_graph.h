@@ -33,7 +33,8 @@
 //    ZeRO-3 all-gathers a part's parameters before each forward and backward, prefetched
 //    `prefetch` parts ahead (issued when the current part starts; FSDP's default is one;
 //    0: each gather on the data path), and reduce-scatters its gradient behind the
-//    following backward.
+//    following backward. While a rank's dp op runs, its compute runs
+//    (1 + StepGraph::dp_comm_slowdown) times slower (event_sim.h).
 //  * offload (offload_opt, offload_act, offload_params) is not drawn yet: the graph runs
 //    such a plan as if nothing were offloaded (`simulate` says so). ZeRO-1/2 all-gather
 //    each part's updated parameters after its optimizer op, behind the remaining
@@ -120,6 +121,9 @@ struct StepGraph {
   std::vector<int32_t> stream_ops;
   // Link bandwidths per (rank, tier), index rank * kNumTiers + tier.
   std::vector<double> link_bandwidth_Bps;
+  // While a dp-stream op of a rank runs (gradient syncs, ZeRO gathers), its compute runs
+  // this much slower: GpuSpec::comm_overlap_slowdown (event_sim.h).
+  double dp_comm_slowdown = 0;
 };
 
 // A step too large to simulate: more than kMaxSimOps ops (planner/limits.h), or a timeline

@@ -1,6 +1,7 @@
 #include "planner/cost/step_time.h"
 
 #include <algorithm>
+#include <initializer_list>
 
 #include "planner/cost/collective_time.h"
 #include "planner/cost/offload.h"
@@ -182,16 +183,40 @@ PartTimes TimePart(const PartWork& part, const StepWorkTimes::Part& timed, const
 struct StageTimes {
   double f = 0, b = 0, w = 0;  // per micro-batch, with exposed TP / CP / EP (and offload copies)
   double compute = 0, recompute = 0, tp = 0, cp = 0, ep = 0, tp_slowdown = 0;  // per micro-batch
-  double dp = 0, pp_sync = 0, optimizer = 0;                                   // per step
+  double dp = 0, dp_slowdown = 0, pp_sync = 0, optimizer = 0;                  // per step
   double offload_mb = 0;    // per micro-batch: activation copies beyond the compute (in f, b)
   double offload_step = 0;  // per step: gradient shard out, updated parameters in
 };
 
-// DP communication of one stage per step not hidden behind compute. Overlapped DP
-// communication is charged no compute slowdown (unlike TP overlap, docs/cost_model.md 7(b)),
-// so dp_overlap=0 and prefetch=0 are never faster here.
-double DpExposed(const StepWork& work, const StageParts& parts, const PartTimes& emb,
-                 const PartTimes& blk, const PartTimes& head) {
+// What communication running beside compute adds to the step: the compute it overlaps runs
+// (1 + slowdown) times slower (NCCL's kernels take SMs from it, docs/cost_model.md 7(b)), so
+// `hidden` seconds of overlap push hidden * s / (1 + s) of compute later, less what the
+// clock's exposed time absorbs (pushed-back compute that runs while communication that showed
+// anyway is still going), all of it but `unavoidable` (a prefetch chain's first gather, a
+// drain's last bucket: nothing computes beside them). Of an overlap clock's communication,
+// what does not show ran beside compute.
+double SlowedBy(double comm, double exposed, double unavoidable, double slowdown) {
+  const double hidden = std::max(0.0, comm - exposed);
+  return std::max(0.0, hidden * slowdown / (1 + slowdown) - std::max(0.0, exposed - unavoidable));
+}
+
+// The first of `values` that is not 0 (0 if none): the first (or last) communication of a
+// chain whose parts may carry none (a stage without embedding or head, equal-stage tests).
+double FirstNonZero(std::initializer_list<double> values) {
+  for (double v : values)
+    if (v != 0) return v;
+  return 0;
+}
+
+// DP communication of one stage per step: the part not hidden behind compute, and what the
+// hidden part slows the compute (SlowedBy). exposed + slowed never exceeds the communication
+// itself, so dp_overlap=0 and prefetch=0 are still never faster here.
+struct DpTimes {
+  double exposed = 0;
+  double slowed = 0;
+};
+DpTimes DpPerStep(const StepWork& work, const StageParts& parts, const PartTimes& emb,
+                  const PartTimes& blk, const PartTimes& head, double slowdown) {
   const double m = static_cast<double>(work.micro_batches);
   const int64_t n_emb = parts.embedding ? 1 : 0, n_head = parts.head ? 1 : 0;
   const double nb = static_cast<double>(parts.blocks);
@@ -200,13 +225,17 @@ double DpExposed(const StepWork& work, const StageParts& parts, const PartTimes&
   const double grads = n_head * head.dp_grad + nb * blk.dp_grad + n_emb * emb.dp_grad;
   if (work.zero_stage <= 2) {
     const double syncs = work.zero_stage == 2 ? m : 1.0;
-    if (!work.dp_overlap) return syncs * grads + after_optimizer;  // all after the backward
+    if (!work.dp_overlap) return {syncs * grads + after_optimizer, 0};  // all after the backward
     // Buckets in backward order: head, blocks, embedding.
     OverlapClock clock;
     clock.Drain(n_head, head.backward_compute(), head.dp_grad);
     clock.Drain(parts.blocks, blk.backward_compute(), blk.dp_grad);
     clock.Drain(n_emb, emb.backward_compute(), emb.dp_grad);
-    return syncs * clock.exposed() + after_optimizer;
+    const double has_blocks = parts.blocks > 0 ? 1.0 : 0.0;
+    const double last =
+        FirstNonZero({n_emb * emb.dp_grad, has_blocks * blk.dp_grad, n_head * head.dp_grad});
+    return {syncs * clock.exposed() + after_optimizer,
+            syncs * SlowedBy(grads, clock.exposed(), last, slowdown)};
   }
   // ZeRO-3: gathers prefetched (prefetch >= 1; the closed form treats every depth >= 1
   // alike) or issued as each part starts (0, exposed); gradient reduce-scatters behind the
@@ -226,7 +255,16 @@ double DpExposed(const StepWork& work, const StageParts& parts, const PartTimes&
   // The last part's gradient reduce-scatter can only start after its backward.
   const double tail = overlap_grads ? (parts.embedding ? emb.dp_grad : blk.dp_grad) : 0.0;
   const double serial = (1 - g_fwd) * (gathers_fwd + gathers_bwd) + (1 - g_grad) * grads;
-  return m * (forward.exposed() + backward.exposed() + tail + serial) + after_optimizer;
+  const double has_blocks = parts.blocks > 0 ? 1.0 : 0.0;
+  const double first_fwd = g_fwd * FirstNonZero({n_emb * emb.dp_gather_fwd, has_blocks * blk.dp_gather_fwd,
+                                                 n_head * head.dp_gather_fwd});
+  const double first_bwd = FirstNonZero({n_head * (g_fwd * head.dp_gather_bwd + g_grad * head.dp_grad),
+                                         has_blocks * (g_fwd * blk.dp_gather_bwd + g_grad * blk.dp_grad),
+                                         n_emb * (g_fwd * emb.dp_gather_bwd + g_grad * emb.dp_grad)});
+  const double slowed =
+      SlowedBy(g_fwd * gathers_fwd, forward.exposed(), first_fwd, slowdown) +
+      SlowedBy(g_fwd * gathers_bwd + g_grad * grads - tail, backward.exposed(), first_bwd, slowdown);
+  return {m * (forward.exposed() + backward.exposed() + tail + serial) + after_optimizer, m * slowed};
 }
 
 // The distinct stages into out: first, last, and a middle one when pp > 2; returns how many.
@@ -254,7 +292,9 @@ StageTimes TimeStage(const StepWork& work, int64_t stage, const PartTimes& emb,
   s.tp_slowdown = n * blk.tp_slowdown_total() + e * emb.tp_slowdown_total() + h * head.tp_slowdown_total();
   s.cp = n * blk.cp_exposed_total() + e * emb.cp_exposed_total() + h * head.cp_exposed_total();
   s.ep = n * blk.ep_exposed_total();
-  s.dp = DpExposed(work, parts, emb, blk, head);
+  const DpTimes dp = DpPerStep(work, parts, emb, blk, head, cluster.gpu.comm_overlap_slowdown);
+  s.dp = dp.exposed;
+  s.dp_slowdown = dp.slowed;
   s.pp_sync = e * emb.pp_sync + h * head.pp_sync;
   s.optimizer = optimizer_s;
   const double fwd = n * blk.fwd.total() + e * emb.fwd.total() + h * head.fwd.total();
@@ -314,7 +354,7 @@ StepTimeBreakdown AnalyticStepTime(const StepWork& planned, const ClusterSpec& c
     const double mb = s.f + s.b + s.w;
     // mb holds the TP slowdown and the activation copies of one micro-batch already.
     const double total =
-        m * mb + s.dp + s.pp_sync + s.optimizer + s.offload_step;
+        m * mb + s.dp + s.dp_slowdown + s.pp_sync + s.optimizer + s.offload_step;
     if (mb > slowest_mb_time) slowest_mb_time = mb, slowest_mb = s;
     if (total > slowest_total) slowest_total = total, slowest = s;
   }
@@ -336,7 +376,7 @@ StepTimeBreakdown AnalyticStepTime(const StepWork& planned, const ClusterSpec& c
                                 slowest_mb.b, slowest_mb.w);
   out.optimizer_s = slowest.optimizer;
   out.offload_s = m * slowest.offload_mb + slowest.offload_step;
-  out.overlap_slowdown_s = m * slowest.tp_slowdown;
+  out.overlap_slowdown_s = m * slowest.tp_slowdown + slowest.dp_slowdown;
   out.total_s = out.compute_s + out.exposed_comm_s.sum() + out.bubble_s + out.optimizer_s +
                 out.offload_s + out.overlap_slowdown_s;
   return out;

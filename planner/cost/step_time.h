@@ -16,8 +16,10 @@
 //    ZeRO-1/2's all-gather of the updated parameters after the optimizer is exposed.
 //    dp_overlap=0 runs the gradient sync after the backward, all exposed; prefetch=0
 //    issues each ZeRO-3 gather as its part starts, all exposed; every prefetch depth >= 1
-//    times alike here. Overlapped DP communication is charged no compute slowdown, so
-//    neither 0 is ever faster (knob_variants.h counts them as dominated).
+//    times alike here. The compute beside overlapped DP communication runs
+//    (1 + GpuSpec::comm_overlap_slowdown) times slower (SlowedBy in step_time.cc, in
+//    overlap_slowdown_s), never by more than the communication it hides, so neither 0 is
+//    ever faster (knob_variants.h counts them as dominated).
 //  * offload (planner/cost/offload.h): activation copies beyond the compute of their pass
 //    join the micro-batch (f, b); the gradient shard out and updated parameters in are
 //    per step; with offload_opt the optimizer is the CPU step; parameter copies in

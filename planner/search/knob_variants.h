@@ -7,9 +7,9 @@
 //  1. tp_overlap (tp > 1) changes the time only: it is flipped on the base's work and kept
 //     when faster (two timings of one StepWork, one memory estimate). It is a real trade-off:
 //     overlap hides TP time but slows the overlapped GEMMs (GpuSpec::comm_overlap_slowdown).
-//     dp_overlap=0 (dp*cp > 1) only exposes the gradient sync that overlap hides, at no
-//     compute cost in the model (planner/cost/step_time.h): dominated, counted without a
-//     timing. The slower setting of each is not ranked (same memory, more time).
+//     dp_overlap=0 (dp*cp > 1) exposes the gradient sync that overlap hides, which costs
+//     more than the compute that overlap slows (planner/cost/step_time.h): dominated,
+//     counted without a timing. The slower setting of each is not ranked (same memory, more time).
 //  2. prefetch (zero=3): 0 keeps one gathered block less and exposes every gather; it is
 //     tried only when the base does not fit and one gathered block could make it fit. Depths
 //     above 1 time as 1 in the closed form with more memory (dominated): only when pinned.

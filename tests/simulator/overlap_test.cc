@@ -3,6 +3,7 @@
 #include <catch2/catch.hpp>
 
 #include "planner/cost/collective_time.h"
+#include "planner/cost/step_time.h"
 #include "sim_test_util.h"
 #include "simulator/event_sim.h"
 #include "simulator/simulate.h"
@@ -15,11 +16,14 @@ struct DdpCase {
   double backward_s = 0;  // one block's backward
   int64_t blocks = 0;
   SimResult sim;
+  StepTimeBreakdown analytic;  // planner/cost/step_time.h on the same work
 };
 
 // dp=2, one micro-batch, equal blocks (no embedding / head / optimizer), no latency; the
-// all-reduce of one block's gradients takes `ratio` times the block's backward.
-DdpCase RunDdp(double ratio) {
+// all-reduce of one block's gradients takes `ratio` times the block's backward. `slowdown`:
+// the GPU's comm_overlap_slowdown (compute beside communication runs 1 + slowdown times
+// longer).
+DdpCase RunDdp(double ratio, double slowdown = 0) {
   const ModelSpec model = test::TinyLlama(8);
   ParallelPlan plan;
   plan.dp = 2;
@@ -37,10 +41,12 @@ DdpCase RunDdp(double ratio) {
   REQUIRE(bucket->kind == CollectiveKind::kAllReduce);
   // A ring all-reduce over 2 ranks sends the buffer once: time = bytes / bandwidth.
   const double bandwidth = bucket->bytes / (ratio * c.backward_s);
-  const ClusterSpec cluster = test::TestCluster(1, 2, bandwidth, bandwidth, 0);
+  ClusterSpec cluster = test::TestCluster(1, 2, bandwidth, bandwidth, 0);
+  cluster.gpu.comm_overlap_slowdown = slowdown;
   c.bucket_s = CollectiveTime(bucket->kind, bucket->bytes, bucket->group, cluster);
   REQUIRE(c.bucket_s == Approx(ratio * c.backward_s).epsilon(1e-12));
   c.sim = SimulateWork(work, model, cluster, training.precision, {.timeline = false});
+  c.analytic = AnalyticStepTime(work, cluster, training.precision);
   return c;
 }
 
@@ -63,6 +69,32 @@ TEST_CASE("a DP all-reduce longer than the backward shows as exposed time equal 
   const double excess = n * c.bucket_s - (n - 1) * c.backward_s;
   CHECK(c.sim.time.exposed_comm_s[MeshDim::kDp] == Approx(excess).epsilon(1e-9));
   CHECK(c.sim.time.total_s == Approx(c.sim.time.compute_s + excess).epsilon(1e-9));
+}
+
+TEST_CASE("compute beside a DP all-reduce runs (1 + slowdown) times slower, in both models",
+          "[simulator][overlap][dp]") {
+  // Each bucket but the last runs beside the next block's backward: for bucket_s of wall
+  // time that backward computes at 1 / (1 + s) speed, so it ends bucket_s * s / (1 + s) later.
+  const double s = GENERATE(0.15, 0.5);
+  const double ratio = GENERATE(0.1, 0.5);
+  const DdpCase c = RunDdp(ratio, s);
+  const double n = static_cast<double>(c.blocks);
+  const double slowed = (n - 1) * c.bucket_s * s / (1 + s);
+  CHECK(c.sim.time.total_s == Approx(c.analytic.compute_s + c.bucket_s + slowed).epsilon(1e-9));
+  CHECK(c.sim.time.compute_s == Approx(c.analytic.compute_s + slowed).epsilon(1e-9));
+  CHECK(c.analytic.overlap_slowdown_s == Approx(slowed).epsilon(1e-9));
+  CHECK(c.analytic.total_s == Approx(c.sim.time.total_s).epsilon(1e-9));
+}
+
+TEST_CASE("a DP all-reduce that outlasts the slowed backward hides the slowdown, in both models",
+          "[simulator][overlap][dp]") {
+  // The dp stream is busy from the first block's end to the step's: the backward runs slower
+  // beside it but still ends first, so the step is the communication's, as without slowdown.
+  const double ratio = 3.0, s = 0.5;  // 3 > 1 + s
+  const DdpCase slow = RunDdp(ratio, s), free = RunDdp(ratio, 0);
+  CHECK(slow.sim.time.total_s == Approx(free.sim.time.total_s).epsilon(1e-9));
+  CHECK(slow.analytic.total_s == Approx(free.analytic.total_s).epsilon(1e-9));
+  CHECK(slow.analytic.overlap_slowdown_s == 0);
 }
 
 // cp=2, one micro-batch, equal blocks: each attention core runs in 2 steps, the second
