@@ -490,18 +490,16 @@ struct LossWork {
   int64_t fwd_kernels = 0, bwd_kernels = 0;
 };
 
-// Generic: two reading passes (max, sum-exp) and the fp32 softmax written for the backward;
-// the backward reads it and writes the logits' gradient.
-// gpt blocks: Megatron-LM's loss (megatron/model/gpt_model.py post_language_model_processing
-// with fp16_lm_cross_entropy off, its default, passes output.float(); mpu/cross_entropy.py
-// _VocabParallelCrossEntropy works in place on that fp32 copy): forward, the cast (read a,
-// write 4; none when the logits are fp32), max (read 4), sub_ of the max (read 4, write 4),
-// exp (read 4, write 4), sum (read 4), div_ by the sum, the softmax kept for backward
-// (read 4, write 4); backward, mul_ by the loss gradient (read 4, write 4) and the cast's
-// gradient back to the logits' type (read 4, write a). The per-token gathers and
-// all-reduces of (T) values are left out.
+// Megatron-LM's loss, which the executor runs too (executor/model/ops.cc CrossEntropyForward,
+// executor/parallel/vocab_parallel_ops.cc with tp > 1): megatron/model/gpt_model.py
+// post_language_model_processing with fp16_lm_cross_entropy off, its default, passes
+// output.float(); mpu/cross_entropy.py _VocabParallelCrossEntropy works in place on that fp32
+// copy. Forward, the cast (read a, write 4; none when the logits are fp32), max (read 4), sub_
+// of the max (read 4, write 4), exp (read 4, write 4), sum (read 4), div_ by the sum, the
+// softmax kept for backward (read 4, write 4); backward, mul_ by the loss gradient (read 4,
+// write 4) and the cast's gradient back to the logits' type (read 4, write a). The per-token
+// gathers and all-reduces of (T) values are left out.
 LossWork LossOf(const Shape& s) {
-  if (s.model.block != BlockKind::kGpt) return {2 * s.a + 4, 4 + s.a, 4, 1};
   const bool cast = s.a != 4;
   const double cast_bytes = cast ? s.a + 4 : 0;
   return {cast_bytes + 4 + 8 + 8 + 4 + 8, 8 + cast_bytes, cast ? 6 : 5, cast ? 2 : 1};

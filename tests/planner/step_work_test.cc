@@ -191,7 +191,7 @@ TEST_CASE("gpt attention core: Megatron-LM's fused causal softmax reads the lowe
   CHECK(f.block.attention_backward.memory_bytes == Approx(scores * (3 * 4 + 9)));
 }
 
-TEST_CASE("gpt head: Megatron-LM's cross-entropy on an fp32 copy of the logits", "[planner][step_work]") {
+TEST_CASE("the head's loss: Megatron-LM's (and the executor's) cross-entropy on an fp32 copy of the logits", "[planner][step_work]") {
   // T = 2 x 512 tokens, V/tp = 1024/2 logits per token, E = 1024, fp16 activations.
   ParallelPlan p;
   p.tp = 2;
@@ -207,12 +207,14 @@ TEST_CASE("gpt head: Megatron-LM's cross-entropy on an fp32 copy of the logits",
   const StepWork f = BuildStepWork(SmallGpt(), Training(2, 512, Precision::kFp32), p);
   CHECK(f.head.forward.memory_bytes == Approx(2 * norm + logits * 32));
   CHECK(f.head.backward_input.memory_bytes == Approx(4 * norm + logits * 8));
-  // A llama head keeps the generic loss: max and sum-exp passes, the fp32 softmax written.
+  // A llama head runs the same loss: the executor's CrossEntropyForward / Backward (and
+  // VocabParallelCrossEntropy* with tp > 1) make the same passes.
   ModelSpec llama = testing::SpecLlama(1024, 16, 2, 2816, true);
   llama.vocab_size = 1024;
   const StepWork l = BuildStepWork(llama, Training(2, 512), p);
-  CHECK(l.head.forward.memory_bytes == Approx(norm + logits * 8));
-  CHECK(l.head.backward_input.memory_bytes == Approx(2 * norm + logits * 6));
+  CHECK(l.head.forward.memory_bytes == Approx(norm + logits * 38));
+  CHECK(l.head.backward_input.memory_bytes == Approx(2 * norm + logits * 14));
+  CHECK(l.head.forward.kernels == 1 + 1 + 6);
 }
 
 TEST_CASE("gpt in mixed precision: Megatron-LM's fp16 optimizer step moves 52 bytes per parameter",
