@@ -34,6 +34,8 @@ inline constexpr Rgb kColorCompute{66, 133, 244};
 inline constexpr Rgb kColorRecompute{121, 134, 203};
 inline constexpr Rgb kColorBubble{189, 189, 189};
 inline constexpr Rgb kColorOptimizerStep{52, 168, 83};
+inline constexpr Rgb kColorOverlapSlowdown{92, 107, 192};  // compute slowed by overlapped comm.
+inline constexpr Rgb kColorOffload{120, 144, 156};          // host copies not hidden
 // Exposed communication, one colour per mesh dimension, indexed by MeshDim (dp, pp, cp, tp).
 inline constexpr std::array<Rgb, 5> kColorCommByDim{  // dp, pp, cp, tp, ep (MeshDim order)
     Rgb{255, 152, 0}, Rgb{240, 98, 146}, Rgb{141, 110, 99}, Rgb{255, 213, 79},

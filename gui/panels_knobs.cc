@@ -108,7 +108,9 @@ void DrawOverlapOffloadKnobs(ExplorerState& state) {
                "hides TP collectives behind the GEMMs of their pass, which run slower while they "
                "do (comm_overlap_slowdown of the GPU)");
   PlanCheckbox(state, "overlap DP gradient sync with the backward (dp_overlap)",
-               &ParallelPlan::dp_comm_overlap, "off: the gradient sync runs after the backward");
+               &ParallelPlan::dp_comm_overlap,
+               "hides the gradient sync behind the backward, which runs slower while it does "
+               "(comm_overlap_slowdown of the GPU); off: the sync runs after the backward");
   int prefetch = static_cast<int>(state.inputs.plan.zero3_prefetch);
   ImGui::SetNextItemWidth(ImGui::CalcTextSize("0000000").x);
   if (ImGui::SliderInt("ZeRO-3 prefetch depth (prefetch)", &prefetch, 0,

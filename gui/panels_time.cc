@@ -1,5 +1,6 @@
 // DrawTimePanel: the predicted step time as one stacked horizontal bar (compute,
-// recompute, exposed communication per mesh dimension, bubble, optimizer), the
+// recompute, exposed communication per mesh dimension, bubble, optimizer, exposed offload
+// copies, compute slowed by overlapped communication: they add up to the step), the
 // headline rates (tokens/s, MFU, HFU) and communication volume per dimension.
 #include <imgui.h>
 
@@ -26,6 +27,8 @@ std::vector<TimePart> TimeParts(const StepTimeBreakdown& t) {
                      kColorCommByDim[static_cast<int>(dim)]});
   parts.push_back({"bubble", t.bubble_s, kColorBubble});
   parts.push_back({"optimizer", t.optimizer_s, kColorOptimizerStep});
+  parts.push_back({"offload (exposed)", t.offload_s, kColorOffload});
+  parts.push_back({"compute slowed by overlapped comm.", t.overlap_slowdown_s, kColorOverlapSlowdown});
   return parts;
 }
 
