@@ -147,13 +147,16 @@ void AddAttentionCore(const Shape& s, PartWork* part) {
     core.AddGemm({q, kv, Dqk, bh, /*attention_core=*/true});  // S = Q K^T
     core.AddGemm({q, Dv, kv, bh, true});                       // O = P V
     core.memory_bytes = scores * ((read + 1) * s.a + (dropout ? 2 * s.a + 1 : 0));  // softmax, dropout
-    core.kernels = 2 + 1 + (dropout ? 1 : 0);
+    // Launches: Megatron-LM's fused softmax (+ dropout); the executor's llama core runs the
+    // scale, the mask, max, sub_, exp_, sum and div_ forward, five ops backward
+    // (executor/model/attention_ops.cc).
+    core.kernels = 2 + (gpt ? 1 + (dropout ? 1 : 0) : 7);
     core_bwd.AddGemm({q, kv, Dv, bh, true});   // dP = dO V^T
     core_bwd.AddGemm({kv, Dv, q, bh, true});   // dV = P^T dO
     core_bwd.AddGemm({q, Dqk, kv, bh, true});  // dQ = dS K
     core_bwd.AddGemm({kv, Dqk, q, bh, true});  // dK = dS^T Q
     core_bwd.memory_bytes = scores * ((2 * read + 1) * s.a + (dropout ? 2 * s.a + 1 : 0));
-    core_bwd.kernels = 4 + 1 + (dropout ? 1 : 0);
+    core_bwd.kernels = 4 + (gpt ? 1 + (dropout ? 1 : 0) : 5);
   }
   part->forward += core;
   part->backward_input += core_bwd;
@@ -272,19 +275,33 @@ void BlockCompute(const Shape& s, PartWork* part) {
     fwd.bytes = 4 * s.Tn * s.E * s.a                     // 2 RMSNorms: read + write (Tn, E)
                 + 6 * s.Tn * s.E * s.a                   // 2 residual adds: read 2, write 1 (Tn, E)
                 + 2 * s.T * (QD + s.KD) / tp * s.a;      // RoPE on q (T, H*D/tp), k (T, KD/tp)
-    fwd.kernels = 5;  // 2 norms, RoPE, 2 residuals
+    // Kernels as the executor launches them (executor/model/ops.cc, attention_ops.cc), each
+    // op a launch: an RMSNorm 7 forward (its (Tn) norm, square, scale, epsilon, rsqrt, then
+    // x * rstd and * w; + rstd's cast in 16-bit) and 10 backward (+ the cast); RoPE 4 per
+    // tensor each way; v's head split, the output gradient's split and dv's merge 1 each;
+    // a residual add 1 each way; SwiGLU 2 forward, 10 backward. The bytes stay one read and
+    // one write per tensor: the executor's extra passes run from cache at the sequences a CPU
+    // is calibrated on (docs/validation/cpu_ranks.md), and fused GPU kernels make none.
+    const int64_t cast = s.a != 4 ? 1 : 0;
+    fwd.kernels = 2 * (7 + cast) + 2 * 4 + 1 + 2;   // 2 norms, RoPE on q and k, v's split, 2 residuals
+    if (s.attention != AttentionImpl::kFused) fwd.kernels += 1;  // the naive output's head merge
+    bwd.kernels = 2 * (10 + cast) + 2 * 4 + 2 + 2;  // 2 norms, RoPE, 2 head splits / merges, 2 adds
     if (m.qk_norm) {     // q_norm, k_norm: read + write q and k
       fwd.bytes += 2 * s.T * (QD + s.KD) / tp * s.a;
       fwd.kernels += 2;
+      bwd.kernels += 2;
     }
     if (!moe) {
       fwd.bytes += 3 * s.T * s.F / tp * s.a;             // SwiGLU: read gate, up, write (T, F/tp)
-      fwd.kernels += 1;
+      fwd.kernels += 2;
+      bwd.kernels += 10;
     } else {
       fwd.bytes += MoeMemoryBytes(s);
-      fwd.kernels += 4 + 1 + (m.moe.shared_experts > 0 ? 1 : 0);  // routing, SwiGLUs
+      const int64_t moe_kernels = 4 + 1 + (m.moe.shared_experts > 0 ? 1 : 0);  // routing, SwiGLUs
+      fwd.kernels += moe_kernels;
+      bwd.kernels += moe_kernels;
     }
-    bwd = {2 * fwd.bytes, fwd.kernels};  // backward: twice the forward's bytes
+    bwd.bytes = 2 * fwd.bytes;  // backward: twice the forward's bytes
   } else {
     const Linear linears[] = {{s.E, (s.E + 2 * s.KD) / tp}, {s.E / tp, s.E},  // qkv, o
                               {s.E, s.F / tp},              {s.F / tp, s.E}};  // fc1, fc2
@@ -511,9 +528,14 @@ void HeadWork(const Shape& s, const StepWork& w, PartWork* part) {
   const Linear lm_head = {s.E, s.Vl};  // (T, E) x (E, V/tp)
   AddLinears(s, &lm_head, 1, /*fp8=*/false, part);  // the lm_head stays bf16 in fp8 runs
   part->forward.memory_bytes = norm_bytes + s.T * s.Vl * loss.fwd_bytes;
-  part->forward.kernels = 1 + 1 + loss.fwd_kernels;
+  // The final norm's launches: Megatron-LM's fused LayerNorm 1 forward, 2 backward; the
+  // executor's RMSNorm as in a llama block (BlockCompute).
+  const bool gpt = s.model.block == BlockKind::kGpt;
+  const int64_t cast = s.a != 4 ? 1 : 0;
+  const int64_t norm_fwd = gpt ? 1 : 7 + cast, norm_bwd = gpt ? 2 : 10 + cast;
+  part->forward.kernels = norm_fwd + 1 + loss.fwd_kernels;
   part->backward_input.memory_bytes = 2 * norm_bytes + s.T * s.Vl * loss.bwd_bytes;
-  part->backward_input.kernels = 2 + 1 + loss.bwd_kernels;
+  part->backward_input.kernels = norm_bwd + 1 + loss.bwd_kernels;
   part->backward_weight.kernels = 1;
   if (s.plan.tp > 1) {
     const CommGroup tp = MeshGroup(s.plan, MeshDim::kTp);

@@ -214,7 +214,9 @@ TEST_CASE("the head's loss: Megatron-LM's (and the executor's) cross-entropy on 
   const StepWork l = BuildStepWork(llama, Training(2, 512), p);
   CHECK(l.head.forward.memory_bytes == Approx(norm + logits * 38));
   CHECK(l.head.backward_input.memory_bytes == Approx(2 * norm + logits * 14));
-  CHECK(l.head.forward.kernels == 1 + 1 + 6);
+  // Launches: the executor's RMSNorm (7, + rstd's cast in 16-bit), the lm_head, the loss's 6.
+  CHECK(l.head.forward.kernels == 8 + 1 + 6);
+  CHECK(l.head.backward_input.kernels == 11 + 1 + 2);
 }
 
 TEST_CASE("gpt in mixed precision: Megatron-LM's fp16 optimizer step moves 52 bytes per parameter",
