@@ -60,9 +60,11 @@ class Engine {
   std::vector<SharedLink> links_;
   double slow_rate_ = 1;              // compute rate beside dp communication
   std::vector<uint8_t> dp_busy_;      // per rank
-  std::vector<int32_t> computing_;    // per rank: the compute op running, or -1
-  std::vector<double> work_left_;     // per op: seconds of compute at full rate still to run
-  std::vector<double> rate_since_;    // per op: when its rate last changed
+  // Per rank (one compute stream each): the compute op running (or -1), its seconds of
+  // compute at full rate still to run, and when its rate last changed.
+  std::vector<int32_t> computing_;
+  std::vector<double> work_left_;
+  std::vector<double> rate_since_;
   std::priority_queue<Event, std::vector<Event>, Later> queue_;
   int64_t done_ = 0;
 };
@@ -97,20 +99,20 @@ void Engine::Start(int32_t op, int stream, double t) {
 void Engine::StartCompute(int32_t op, double t) {
   const int32_t rank = g_.ops[op].rank;
   computing_[rank] = op;
-  work_left_[op] = g_.ops[op].duration_s;
-  rate_since_[op] = t;
-  queue_.push({t + work_left_[op] / ComputeRate(rank), op, version_[op], EventType::kFinish});
+  work_left_[rank] = g_.ops[op].duration_s;
+  rate_since_[rank] = t;
+  queue_.push({t + work_left_[rank] / ComputeRate(rank), op, version_[op], EventType::kFinish});
 }
 
 void Engine::SetDpBusy(int32_t rank, bool busy, double t) {
   if (slow_rate_ == 1 || static_cast<bool>(dp_busy_[rank]) == busy) return;
   const int32_t op = computing_[rank];
-  if (op >= 0) work_left_[op] -= (t - rate_since_[op]) * ComputeRate(rank);
+  if (op >= 0) work_left_[rank] -= (t - rate_since_[rank]) * ComputeRate(rank);
   dp_busy_[rank] = busy;
   if (op < 0) return;
-  rate_since_[op] = t;
+  rate_since_[rank] = t;
   ++version_[op];
-  queue_.push({t + work_left_[op] / ComputeRate(rank), op, version_[op], EventType::kFinish});
+  queue_.push({t + work_left_[rank] / ComputeRate(rank), op, version_[op], EventType::kFinish});
 }
 
 void Engine::EnterLink(int32_t op, double t) {
@@ -183,8 +185,8 @@ EventTrace Engine::Run() {
   slow_rate_ = 1 / (1 + g_.dp_comm_slowdown);
   dp_busy_.assign(g_.ranks, 0);
   computing_.assign(g_.ranks, -1);
-  work_left_.assign(n, 0);
-  rate_since_.assign(n, 0);
+  work_left_.assign(g_.ranks, 0);
+  rate_since_.assign(g_.ranks, 0);
   for (double bw : g_.link_bandwidth_Bps) links_.emplace_back(bw);
   std::vector<Event> storage;
   storage.reserve(n + 16);

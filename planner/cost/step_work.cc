@@ -263,6 +263,17 @@ void GptMemoryBound(const Shape& s, MemoryBound* fwd, MemoryBound* bwd) {
   bwd->kernels = 2 * 2 + 2 + 2 * 3 + 2 + 2 + 1 + 1;
 }
 
+// Kernel launches of one RMSNorm as the executor runs it (executor/model/ops.cc): forward its
+// (Tn) norm, square, scale, epsilon and rsqrt, then x * rstd and * w (7); backward 10; each
+// + rstd's cast to a 16-bit activation type.
+struct NormLaunches {
+  int64_t fwd = 0, bwd = 0;
+};
+NormLaunches RmsNormLaunches(const Shape& s) {
+  const int64_t cast = s.a != 4 ? 1 : 0;
+  return {7 + cast, 10 + cast};
+}
+
 // Forward, backward and recompute work of one transformer block.
 void BlockCompute(const Shape& s, PartWork* part) {
   const ModelSpec& m = s.model;
@@ -276,16 +287,14 @@ void BlockCompute(const Shape& s, PartWork* part) {
                 + 6 * s.Tn * s.E * s.a                   // 2 residual adds: read 2, write 1 (Tn, E)
                 + 2 * s.T * (QD + s.KD) / tp * s.a;      // RoPE on q (T, H*D/tp), k (T, KD/tp)
     // Kernels as the executor launches them (executor/model/ops.cc, attention_ops.cc), each
-    // op a launch: an RMSNorm 7 forward (its (Tn) norm, square, scale, epsilon, rsqrt, then
-    // x * rstd and * w; + rstd's cast in 16-bit) and 10 backward (+ the cast); RoPE 4 per
-    // tensor each way; v's head split, the output gradient's split and dv's merge 1 each;
+    // op a launch: RMSNorms (RmsNormLaunches); RoPE 4 per tensor each way; v's head split, the output gradient's split and dv's merge 1 each;
     // a residual add 1 each way; SwiGLU 2 forward, 10 backward. The bytes stay one read and
     // one write per tensor: the executor's extra passes run from cache at the sequences a CPU
     // is calibrated on (docs/validation/cpu_ranks.md), and fused GPU kernels make none.
-    const int64_t cast = s.a != 4 ? 1 : 0;
-    fwd.kernels = 2 * (7 + cast) + 2 * 4 + 1 + 2;   // 2 norms, RoPE on q and k, v's split, 2 residuals
+    const NormLaunches norm = RmsNormLaunches(s);
+    fwd.kernels = 2 * norm.fwd + 2 * 4 + 1 + 2;  // 2 norms, RoPE on q and k, v's split, 2 residuals
     if (s.attention != AttentionImpl::kFused) fwd.kernels += 1;  // the naive output's head merge
-    bwd.kernels = 2 * (10 + cast) + 2 * 4 + 2 + 2;  // 2 norms, RoPE, 2 head splits / merges, 2 adds
+    bwd.kernels = 2 * norm.bwd + 2 * 4 + 2 + 2;  // 2 norms, RoPE, 2 head splits / merges, 2 adds
     if (m.qk_norm) {     // q_norm, k_norm: read + write q and k
       fwd.bytes += 2 * s.T * (QD + s.KD) / tp * s.a;
       fwd.kernels += 2;
@@ -529,13 +538,12 @@ void HeadWork(const Shape& s, const StepWork& w, PartWork* part) {
   AddLinears(s, &lm_head, 1, /*fp8=*/false, part);  // the lm_head stays bf16 in fp8 runs
   part->forward.memory_bytes = norm_bytes + s.T * s.Vl * loss.fwd_bytes;
   // The final norm's launches: Megatron-LM's fused LayerNorm 1 forward, 2 backward; the
-  // executor's RMSNorm as in a llama block (BlockCompute).
-  const bool gpt = s.model.block == BlockKind::kGpt;
-  const int64_t cast = s.a != 4 ? 1 : 0;
-  const int64_t norm_fwd = gpt ? 1 : 7 + cast, norm_bwd = gpt ? 2 : 10 + cast;
-  part->forward.kernels = norm_fwd + 1 + loss.fwd_kernels;
+  // executor's RMSNorm as in a llama block.
+  const NormLaunches norm =
+      s.model.block == BlockKind::kGpt ? NormLaunches{1, 2} : RmsNormLaunches(s);
+  part->forward.kernels = norm.fwd + 1 + loss.fwd_kernels;
   part->backward_input.memory_bytes = 2 * norm_bytes + s.T * s.Vl * loss.bwd_bytes;
-  part->backward_input.kernels = norm_bwd + 1 + loss.bwd_kernels;
+  part->backward_input.kernels = norm.bwd + 1 + loss.bwd_kernels;
   part->backward_weight.kernels = 1;
   if (s.plan.tp > 1) {
     const CommGroup tp = MeshGroup(s.plan, MeshDim::kTp);
