@@ -83,6 +83,7 @@ struct RunCommandOptions {
   std::string emulate_rank;      // "": every rank; "R" | "all-stages" (executor/emulate_rank.h)
   std::string emulated_comm = "zero";  // zero | model (executor/comm/emulated_communicator.h)
   std::string comm_log;          // "": none; else each rank writes PREFIX.rank<R>
+  std::string cpu_bind = "auto";  // auto | cores | none (LaunchOptions::bind_cores)
   // For tests only (hidden): make one rank fail at a step.
   int fail_rank = -1;
   int64_t fail_at_step = -1;
@@ -233,9 +234,17 @@ std::chrono::milliseconds CommTimeout(const RunCommandOptions& options) {
 }
 
 
+// --cpu-bind: auto binds ranks that train on the CPU (their communication shares the cores).
+bool BindCores(const RunCommandOptions& options, const RankTarget& target) {
+  if (options.cpu_bind != "auto") return options.cpu_bind == "cores";
+  std::string why;
+  return target.device == DeviceChoice::kCpu ||
+         (target.device == DeviceChoice::kAuto && !TorchCudaAvailable(&why));
+}
+
 int RunLauncher(const PlanFile& plan_file, const RunCommandOptions& options) {
   const int nproc = options.nproc > 0 ? options.nproc : static_cast<int>(plan_file.plan.world_size());
-  CheckRunnable(plan_file, options, nproc);
+  const RankTarget target = CheckRunnable(plan_file, options, nproc);
   CheckOutputPaths(options, /*writes_out=*/true);
 
   StoreServer store("127.0.0.1", 0, CommTimeout(options));
@@ -244,6 +253,7 @@ int RunLauncher(const PlanFile& plan_file, const RunCommandOptions& options) {
   launch.exe = SelfExe();
   launch.argv = SelfArgv();
   launch.master_port = store.port();
+  launch.bind_cores = BindCores(options, target);
   std::cout << fmt::format("meshplan run: {} ranks of {} ({}), rendezvous at 127.0.0.1:{}\n",
                            nproc, plan_file.model.name, ToPlanString(plan_file.plan),
                            store.port())
@@ -526,6 +536,12 @@ void AddRunCommand(CLI::App& app, int* exit_code) {
   command->add_option("--emulated-comm", options->emulated_comm,
                       "with --emulate-rank: zero (communication takes no time) | model (each "
                       "message takes the cost model's time on the plan's cluster)")
+      ->capture_default_str();
+  command->add_option("--cpu-bind", options->cpu_bind,
+                      "with --nproc: cores (local rank r runs on the r-th of nproc equal slices "
+                      "of this process's cores, when nproc <= cores) | none | auto (cores when "
+                      "the ranks train on the CPU, else none)")
+      ->check(CLI::IsMember({"auto", "cores", "none"}))
       ->capture_default_str();
   command->add_option("--comm-log", options->comm_log,
                       "write every communicator call of rank R (group, operation, peer, dtypes "

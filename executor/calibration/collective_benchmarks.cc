@@ -143,6 +143,7 @@ std::vector<CollectiveSample> BenchmarkCollectivesInRanks(int ranks, std::chrono
   launch.exe = SelfExe();
   launch.argv = SelfArgv();
   launch.master_port = store.port();
+  launch.bind_cores = true;  // CPU ranks, bound as `meshplan run` binds them
   launch.extra_env = {{kCollectiveRankEnv, samples_file.string()}};
   const LaunchResult result = LaunchLocalRanks(launch);
   std::ifstream in(samples_file);

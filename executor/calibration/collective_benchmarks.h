@@ -19,7 +19,8 @@
 // command line (executor/launch/launcher.h) and kCollectiveRankEnv set; the executable must
 // call RunCollectiveBenchmarkRank when IsCollectiveBenchmarkRank() (meshplan calibrate
 // does, first thing). The ranks meet over Gloo on loopback TCP, one intra-op thread each
-// when they share the cores (the launcher's OMP_NUM_THREADS rule, as `meshplan run`).
+// when they share the cores and each bound to its own cores (the launcher's OMP_NUM_THREADS
+// rule and bind_cores, as `meshplan run` starts CPU ranks).
 #pragma once
 
 #include <ATen/ATen.h>

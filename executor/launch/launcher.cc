@@ -256,9 +256,19 @@ std::vector<char*> CStrings(std::vector<std::string>& strings) {
   return out;
 }
 
-int UsableCores() {
+// The cores this process may run on, in order (its affinity mask).
+std::vector<int> AllowedCores() {
+  std::vector<int> cores;
   cpu_set_t set;
-  if (sched_getaffinity(0, sizeof set, &set) == 0) return std::max(1, CPU_COUNT(&set));
+  if (sched_getaffinity(0, sizeof set, &set) == 0)
+    for (int cpu = 0; cpu < CPU_SETSIZE; ++cpu)
+      if (CPU_ISSET(cpu, &set)) cores.push_back(cpu);
+  return cores;
+}
+
+int UsableCores() {
+  const std::vector<int> cores = AllowedCores();
+  if (!cores.empty()) return static_cast<int>(cores.size());
   return std::max(1u, std::thread::hardware_concurrency());
 }
 
@@ -267,7 +277,7 @@ bool HasEnv(const char* name) { return std::getenv(name) != nullptr; }
 // Forks one rank. Between fork and exec only async-signal-safe calls (the parent
 // may have threads): everything the child needs is prepared before.
 pid_t Spawn(const char* exe, char* const* argv, char* const* envp, pid_t pgid, pid_t parent,
-            int out_write, int err_write, int status_write) {
+            int out_write, int err_write, int status_write, const cpu_set_t* cores) {
   const pid_t pid = ::fork();
   if (pid != 0) return pid;
   // Child.
@@ -282,6 +292,7 @@ pid_t Spawn(const char* exe, char* const* argv, char* const* envp, pid_t pgid, p
   sigemptyset(&none);
   ::sigprocmask(SIG_SETMASK, &none, nullptr);
   ::signal(SIGPIPE, SIG_DFL);  // an ignored disposition would survive exec
+  if (cores != nullptr) ::sched_setaffinity(0, sizeof *cores, cores);  // best effort
   ::execve(exe, argv, envp);
   static const char kMessage[] = "meshplan launcher: cannot execute the rank program\n";
   (void)!::write(STDERR_FILENO, kMessage, sizeof kMessage - 1);
@@ -411,8 +422,13 @@ class RankGroup {
       }
     // The status pipe must not land on the child's stdin/stdout/stderr (fds 0-2 are open in
     // any sane launcher, so pipe2 never returns them; a rank then simply has no status pipe).
+    cpu_set_t cores;
+    CPU_ZERO(&cores);
+    const std::vector<int> slice = options_.bind_cores ? CoreSlice(rank, options_.nproc) : std::vector<int>{};
+    for (const int cpu : slice) CPU_SET(cpu, &cores);
     const pid_t pid = Spawn(options_.exe.c_str(), argv.data(), envp.data(), pgid_, self_,
-                            pipes[0][1], pipes[1][1], pipes[2][1] > 2 ? pipes[2][1] : -1);
+                            pipes[0][1], pipes[1][1], pipes[2][1] > 2 ? pipes[2][1] : -1,
+                            slice.empty() ? nullptr : &cores);
     for (auto& p : pipes) ::close(p[1]);
     Child& child = children_[static_cast<size_t>(rank)];
     const std::string prefix = "[rank " + std::to_string(rank) + "] ";
@@ -619,6 +635,14 @@ class RankGroup {
 };
 
 }  // namespace
+
+std::vector<int> CoreSlice(int rank, int nproc) {
+  const std::vector<int> cores = AllowedCores();
+  if (nproc < 1 || rank < 0 || rank >= nproc || static_cast<size_t>(nproc) > cores.size()) return {};
+  const size_t per_rank = cores.size() / static_cast<size_t>(nproc);
+  const auto first = cores.begin() + static_cast<std::ptrdiff_t>(per_rank * static_cast<size_t>(rank));
+  return {first, first + static_cast<std::ptrdiff_t>(per_rank)};
+}
 
 LaunchResult LaunchLocalRanks(const LaunchOptions& options) {
   if (options.nproc < 1) throw std::invalid_argument("launcher: nproc must be >= 1");

@@ -1,7 +1,8 @@
 // Launcher: start N local rank processes of one command and supervise them (what
 // `meshplan run PLAN --nproc N` does before any rank trains; like torchrun on one node).
 // Every rank is `exe argv[1..]` with the variables of executor/launch/rank_env.h set (the
-// caller hosts the store), and OMP_NUM_THREADS = cores / N unless already set. Each line a
+// caller hosts the store), and OMP_NUM_THREADS = cores / N unless already set; with
+// bind_cores and N <= cores, rank r runs on its own cores (CoreSlice). Each line a
 // rank writes is copied to out_fd / err_fd prefixed with "[rank R] ". When a rank exits
 // non-zero or is killed, or the launcher gets SIGINT / SIGTERM / SIGHUP, every other rank
 // gets SIGTERM (and SIGCONT, so a stopped rank receives it), then SIGKILL after stop_grace;
@@ -37,6 +38,11 @@ struct LaunchOptions {
   std::chrono::milliseconds stop_grace{std::chrono::seconds(10)};
   // A watched rank silent this long while alive is hung (heartbeats come every 0.5 s).
   std::chrono::milliseconds hang_bound{std::chrono::seconds(10)};
+  // Rank r's threads (compute and communication alike) run on CoreSlice(r) only, as
+  // mpirun's --bind-to core does. For ranks that compute on the cores (CPU ranks): each
+  // rank's communication threads then wake beside its own compute, not on a peer's core
+  // (docs/validation/cpu_ranks.md, item 5). Ignored when N > the launcher's cores.
+  bool bind_cores = false;
   int out_fd = 1;  // where ranks' prefixed stdout goes
   int err_fd = 2;  // where ranks' prefixed stderr and the launcher's messages go
 };
@@ -69,6 +75,11 @@ struct LaunchResult {
 // when the launcher was interrupted. Throws std::runtime_error when a rank cannot be
 // started (the ranks already started are stopped first).
 LaunchResult LaunchLocalRanks(const LaunchOptions& options);
+
+// The cores of rank `rank` of `nproc` under bind_cores: the launcher's usable cores (its
+// affinity, in order) cut into nproc equal slices, the remainder left out; empty when
+// nproc exceeds them.
+std::vector<int> CoreSlice(int rank, int nproc);
 
 // This process's executable (/proc/self/exe) and command line (/proc/self/cmdline, argv[0]
 // included): what a command passes as LaunchOptions::exe / argv to start copies of itself.

@@ -338,7 +338,8 @@ TEST_CASE("meshplan run: flags out of range are refused, naming the flag",
       std::make_pair(std::string("--save-every"), std::string("99999999999999999999")),
       std::make_pair(std::string("--seed"), std::string("-1")),
       std::make_pair(std::string("--seed"), std::string("18446744073709551616")),
-      std::make_pair(std::string("--seed"), std::string("1.5")));
+      std::make_pair(std::string("--seed"), std::string("1.5")),
+      std::make_pair(std::string("--cpu-bind"), std::string("socket")));
   const Outcome run = Run(scratch, {"run", scratch.Path("plan.yaml"), flag, value, "--out",
                                     scratch.Path("m.json")});
   INFO(flag << " " << value << "\n" << run.out << run.err);

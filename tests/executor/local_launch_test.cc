@@ -1,13 +1,14 @@
-// LaunchLocalRanks with /bin/sh as the rank program: environment, prefixed output,
-// and supervision (a failing rank stops the others within the bound, nothing left behind;
-// the status pipe: a rank that stops its heartbeats is hung, and the rank that failed on
-// its own is named, not the peer that failed waiting for it).
+// LaunchLocalRanks with /bin/sh as the rank program: environment, prefixed output, core
+// binding (bind_cores), and supervision (a failing rank stops the others within the bound,
+// nothing left behind; the status pipe: a rank that stops its heartbeats is hung, and the
+// rank that failed on its own is named, not the peer that failed waiting for it).
 #include <catch2/catch.hpp>
 
 #include <fcntl.h>
 #include <signal.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <filesystem>
@@ -15,6 +16,7 @@
 #include <sstream>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include "executor/launch/launcher.h"
 #include "executor/launch/rank_status.h"
@@ -94,6 +96,72 @@ TEST_CASE("launcher gives each rank its environment and prefixes its output",
     CHECK_THAT(err, Catch::Contains("[rank " + rank + "] oops\n"));
   }
   for (const RankExit& e : result.ranks) CHECK((e.exited && e.code == 0));
+}
+
+// The cores of a "Cpus_allowed_list:" line of /proc/PID/status ("0-2,5").
+std::vector<int> ParseCpuList(const std::string& list) {
+  std::vector<int> cores;
+  std::stringstream ss(list);
+  std::string range;
+  while (std::getline(ss, range, ',')) {
+    const auto dash = range.find('-');
+    const int first = std::stoi(range.substr(0, dash));
+    const int last = dash == std::string::npos ? first : std::stoi(range.substr(dash + 1));
+    for (int c = first; c <= last; ++c) cores.push_back(c);
+  }
+  return cores;
+}
+
+// Rank r's cores, as the rank's shell saw them ("[rank R] cores LIST" lines of `out`).
+std::vector<int> RankCores(const std::string& out, int rank) {
+  const std::string tag = "[rank " + std::to_string(rank) + "] cores ";
+  const auto at = out.find(tag);
+  if (at == std::string::npos) return {};
+  const auto end = out.find('\n', at);
+  return ParseCpuList(out.substr(at + tag.size(), end - at - tag.size()));
+}
+
+TEST_CASE("launcher: bind_cores runs each rank on its own slice of the cores", "[executor][launcher]") {
+  const std::vector<int> all = CoreSlice(0, 1);  // every core of this process
+  REQUIRE(!all.empty());
+  const std::string script = "echo \"cores $(sed -n 's/^Cpus_allowed_list:[[:space:]]*//p' /proc/self/status)\"";
+
+  SECTION("slices: equal, disjoint, in order, within the process's cores") {
+    const int n = static_cast<int>(all.size());
+    for (int nproc = 1; nproc <= n; ++nproc) {
+      std::vector<int> joined;
+      for (int r = 0; r < nproc; ++r) {
+        const std::vector<int> slice = CoreSlice(r, nproc);
+        CHECK(slice.size() == all.size() / static_cast<size_t>(nproc));
+        joined.insert(joined.end(), slice.begin(), slice.end());
+      }
+      CHECK(std::equal(joined.begin(), joined.end(), all.begin()));  // a prefix of `all`
+    }
+    CHECK(CoreSlice(0, n + 1).empty());  // more ranks than cores: not bound
+    CHECK(CoreSlice(2, 2).empty());
+    CHECK(CoreSlice(-1, 2).empty());
+  }
+  SECTION("ranks start on their slice; unbound without bind_cores") {
+    const int nproc = std::min<int>(2, static_cast<int>(all.size()));
+    for (const bool bind : {true, false}) {
+      INFO("bind_cores " << bind);
+      Scratch scratch;
+      LaunchOptions options = Shell(scratch, nproc, script);
+      options.bind_cores = bind;
+      REQUIRE(LaunchLocalRanks(options).exit_code == 0);
+      const std::string out = scratch.Read("out");
+      for (int r = 0; r < nproc; ++r)
+        CHECK(RankCores(out, r) == (bind ? CoreSlice(r, nproc) : all));
+    }
+  }
+  SECTION("more ranks than cores: every rank keeps every core") {
+    Scratch scratch;
+    const int nproc = static_cast<int>(all.size()) + 1;
+    LaunchOptions options = Shell(scratch, nproc, script);
+    options.bind_cores = true;
+    REQUIRE(LaunchLocalRanks(options).exit_code == 0);
+    for (int r = 0; r < nproc; ++r) CHECK(RankCores(scratch.Read("out"), r) == all);
+  }
 }
 
 TEST_CASE("launcher: a failing rank stops the others and is named", "[executor][launcher]") {
