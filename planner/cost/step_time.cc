@@ -349,8 +349,12 @@ StepTimeBreakdown AnalyticStepTime(const StepWork& planned, const ClusterSpec& c
   const int num_stages = DistinctStages(work, stages);
   StageTimes slowest_mb, slowest;
   double slowest_mb_time = -1, slowest_total = -1;
+  double bubble_all_stages = 0;  // every stage's own bubble term, with its multiplicity
   for (int i = 0; i < num_stages; ++i) {
     const StageTimes s = TimeStage(work, stages[i], emb, blk, head, times.optimizer_s[i], cluster);
+    const int64_t copies = stages[i] == 0 || stages[i] == work.pp - 1 ? 1 : work.pp - 2;
+    bubble_all_stages += static_cast<double>(copies) *
+                         PipelineBubble(work.schedule, 2, work.virtual_stages, s.f, s.b, s.w);
     const double mb = s.f + s.b + s.w;
     // mb holds the TP slowdown and the activation copies of one micro-batch already.
     const double total =
@@ -372,8 +376,11 @@ StepTimeBreakdown AnalyticStepTime(const StepWork& planned, const ClusterSpec& c
     pp_p2p = slots * times.pp_slot_s;
   }
   out.exposed_comm_s[MeshDim::kPp] = pp_p2p + slowest.pp_sync;
-  out.bubble_s = PipelineBubble(work.schedule, work.pp, work.virtual_stages, slowest_mb.f,
-                                slowest_mb.b, slowest_mb.w);
+  // The pipeline fills and drains through the other stages: their terms, not the slowest's.
+  out.bubble_s = work.pp > 1 ? std::max(0.0, bubble_all_stages -
+                                                 PipelineBubble(work.schedule, 2, work.virtual_stages,
+                                                                slowest_mb.f, slowest_mb.b, slowest_mb.w))
+                             : 0.0;
   out.optimizer_s = slowest.optimizer;
   out.offload_s = m * slowest.offload_mb + slowest.offload_step;
   out.overlap_slowdown_s = m * slowest.tp_slowdown + slowest.dp_slowdown;

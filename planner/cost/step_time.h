@@ -26,10 +26,11 @@
 //    (offload_params) ride in the ZeRO-3 gather chain.
 //  * PP: send/recv of activations and gradients sit on the critical path of every
 //    chunk-micro-batch slot, (vpp*m + pp - 1) of them; the tied-embedding gradient
-//    sync is exposed. Bubble: PipelineBubble below.
+//    sync is exposed. Bubble: the pipeline fills and drains through the stages other than
+//    the slowest, so it is the sum of their PipelineBubble terms (below, per stage: pp = 2),
+//    (pp-1) times one stage's term when the stages are equal.
 //  * optimizer: memory-bound AdamW over this rank's parameter shard.
-// The step is the slowest stage's total plus the bubble of the slowest stage's
-// micro-batch and the pipeline's send/recv time.
+// The step is the slowest stage's total plus the bubble and the pipeline's send/recv time.
 #pragma once
 
 #include <cstdint>

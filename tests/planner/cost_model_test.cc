@@ -94,7 +94,12 @@ TEST_CASE("Estimate's bubble follows the schedule", "[planner][cost][pipeline]")
   ParallelPlan p = Plan(1, 1, 4);  // 8 micro-batches, no TP / CP / DP communication
   const PlanCost one_f_one_b = Estimate(m, H100Cluster(1, 4), t, p);
   const StepTimeBreakdown& s = one_f_one_b.time;
-  CHECK(s.bubble_s / (s.compute_s + s.bubble_s) == Approx(3.0 / (8 + 3)));
+  // The last stage, with the head, is the slowest; the fill and drain run through the other
+  // three, each lighter: less than (p-1)/(m+p-1) of the step, and more than the three
+  // middle-weight stages' blocks alone would leave without the embedding (2/3 of that).
+  const double fraction = s.bubble_s / (s.compute_s + s.bubble_s);
+  CHECK(fraction < 3.0 / (8 + 3));
+  CHECK(fraction > 2.0 / 3 * 3.0 / (8 + 3));
 
   p.schedule = PipelineSchedule::kInterleaved;
   p.virtual_stages = 2;
