@@ -10,6 +10,7 @@
 #include <filesystem>
 #include <fstream>
 #include <functional>
+#include <iterator>
 #include <numeric>
 #include <stdexcept>
 #include <string>
@@ -35,9 +36,13 @@ double Median(std::vector<double> v) {
   return *mid;
 }
 
-// The compute between two collectives: a 384^3 fp32 matmul, 113 MFLOP (about 1 ms at the
-// 0.1 TFLOP/s of one core of a 2020s x86 CPU).
-constexpr int64_t kChunkSide = 384;
+// The compute between two collectives, one size per repeat in turn: fp32 matmuls of 128^3 to
+// 512^3 (4 to 268 MFLOP, about 0.04 to 2.4 ms at the 0.1 TFLOP/s of one core of a 2020s x86
+// CPU). A run's collectives follow compute of every length in that range (a norm between two
+// TP collectives, a layer's GEMMs), and on CPU ranks what a collective costs depends on it
+// (docs/validation/cpu_ranks.md, item 6): the sample is the mean over the range.
+constexpr int64_t kChunkSides[] = {128, 192, 256, 384, 512};
+constexpr size_t kChunkKinds = std::size(kChunkSides);
 
 constexpr CollectiveKind kKinds[] = {CollectiveKind::kAllReduce, CollectiveKind::kReduceScatter,
                                      CollectiveKind::kAllGather};
@@ -73,7 +78,8 @@ CollectiveBenchmarkPlan DefaultCollectiveBenchmark(bool quick) {
   CollectiveBenchmarkPlan plan;
   plan.buffer_bytes = quick ? std::vector<int64_t>{1 << 14, 1 << 20, 1 << 23}
                             : std::vector<int64_t>{1 << 12, 1 << 16, 1 << 20, 1 << 22, 1 << 24};
-  plan.repeats = quick ? 24 : 40;  // fewer leave the per-collective cost to noise
+  plan.repeats = quick ? 25 : 40;  // fewer leave the per-collective cost to noise; whole
+                                   // turns of the chunk sizes
   plan.rounds = quick ? 3 : 5;
   return plan;
 }
@@ -82,16 +88,19 @@ std::vector<CollectiveSample> BenchmarkCollectives(Communicator& comm, const at:
                                                    const CollectiveBenchmarkPlan& plan) {
   const int n = comm.size();
   const auto options = at::TensorOptions().device(device).dtype(at::kFloat);
-  const at::Tensor a = at::ones({kChunkSide, kChunkSide}, options);
-  const at::Tensor b = at::ones({kChunkSide, kChunkSide}, options);
-  at::Tensor c = at::empty({kChunkSide, kChunkSide}, options);
-  const auto chunk = [&] { at::mm_out(c, a, b); };
-  // Seconds of `repeats` chunks, each followed by `op` when there is one.
+  std::vector<at::Tensor> a, b, c;  // one (a, b, c = a b) per chunk size
+  for (const int64_t side : kChunkSides) {
+    a.push_back(at::ones({side, side}, options));
+    b.push_back(at::ones({side, side}, options));
+    c.push_back(at::empty({side, side}, options));
+  }
+  const auto chunk = [&](size_t i) { at::mm_out(c[i], a[i], b[i]); };
+  // Seconds of `repeats` chunks (the sizes in turn), each followed by `op` when there is one.
   const auto loop = [&](const std::function<void()>& op) {
     comm.Barrier();
     const double start = Now();
     for (int r = 0; r < plan.repeats; ++r) {
-      chunk();
+      chunk(static_cast<size_t>(r) % kChunkKinds);
       if (op) op();
     }
     SynchronizeDevice(device);

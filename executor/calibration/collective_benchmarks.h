@@ -3,9 +3,10 @@
 // (planner/measure/calibration_fit.h FitNetworkTier; the ring factor and steps are the
 // fit's business, the sample is the full buffer).
 //
-// As a run meets them: every repeat is a compute chunk on the rank's own thread (a matmul
-// of about a millisecond on one CPU core) followed by the collective, with no barrier
-// between repeats, so the ranks arrive when their compute ends, a rank that arrives first
+// As a run meets them: every repeat is a compute chunk on the rank's own thread (a matmul of
+// about 0.04 to 2.4 ms on one CPU core, five sizes in turn: a collective's cost depends on the
+// compute before it) followed by the collective, with no barrier between repeats, so the
+// ranks arrive when their compute ends, a rank that arrives first
 // waits as a run's rank does (spinning: executor/comm/gloo_communicator.h), and the
 // collective passes through the same threads (the communicator's, Gloo's) while the peer's
 // compute holds its core. A collective's cost is the loop's time less the time of the same
