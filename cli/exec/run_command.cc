@@ -234,12 +234,11 @@ std::chrono::milliseconds CommTimeout(const RunCommandOptions& options) {
 }
 
 
-// --cpu-bind: auto binds ranks that train on the CPU (their communication shares the cores).
+// --cpu-bind: auto binds ranks that train on the CPU (their communication shares the cores),
+// by the rule the ranks choose their device with.
 bool BindCores(const RunCommandOptions& options, const RankTarget& target) {
   if (options.cpu_bind != "auto") return options.cpu_bind == "cores";
-  std::string why;
-  return target.device == DeviceChoice::kCpu ||
-         (target.device == DeviceChoice::kAuto && !TorchCudaAvailable(&why));
+  return ChooseTrainingDevice(target.device, /*local_rank=*/0).is_cpu();
 }
 
 int RunLauncher(const PlanFile& plan_file, const RunCommandOptions& options) {

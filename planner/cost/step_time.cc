@@ -32,20 +32,23 @@ void OverlapClock::Drain(int64_t n, double compute, double comm) {
 
 double OverlapClock::exposed() const { return std::max(compute_end, comm_end) - compute_sum; }
 
-double PipelineBubble(PipelineSchedule schedule, int64_t pp, int64_t vpp, double f, double b,
-                      double w) {
-  if (pp <= 1) return 0;
-  const double stages = static_cast<double>(pp - 1);
+double StageBubble(PipelineSchedule schedule, int64_t vpp, double f, double b, double w) {
   switch (schedule) {
     case PipelineSchedule::kGpipe:
     case PipelineSchedule::k1F1B:
-      return stages * (f + b + w);
+      return f + b + w;
     case PipelineSchedule::kInterleaved:
-      return stages * (f + b + w) / static_cast<double>(std::max<int64_t>(vpp, 1));
+      return (f + b + w) / static_cast<double>(std::max<int64_t>(vpp, 1));
     case PipelineSchedule::kZeroBubbleH1:
-      return stages * std::max(0.0, f + b - w);
+      return std::max(0.0, f + b - w);
   }
-  return stages * (f + b + w);
+  return f + b + w;
+}
+
+double PipelineBubble(PipelineSchedule schedule, int64_t pp, int64_t vpp, double f, double b,
+                      double w) {
+  if (pp <= 1) return 0;
+  return static_cast<double>(pp - 1) * StageBubble(schedule, vpp, f, b, w);
 }
 
 double OverlapStretch(const PartWork& part, StepPhase phase, const GpuSpec& gpu) {
@@ -353,8 +356,8 @@ StepTimeBreakdown AnalyticStepTime(const StepWork& planned, const ClusterSpec& c
   for (int i = 0; i < num_stages; ++i) {
     const StageTimes s = TimeStage(work, stages[i], emb, blk, head, times.optimizer_s[i], cluster);
     const int64_t copies = stages[i] == 0 || stages[i] == work.pp - 1 ? 1 : work.pp - 2;
-    bubble_all_stages += static_cast<double>(copies) *
-                         PipelineBubble(work.schedule, 2, work.virtual_stages, s.f, s.b, s.w);
+    bubble_all_stages +=
+        static_cast<double>(copies) * StageBubble(work.schedule, work.virtual_stages, s.f, s.b, s.w);
     const double mb = s.f + s.b + s.w;
     // mb holds the TP slowdown and the activation copies of one micro-batch already.
     const double total =
@@ -377,10 +380,9 @@ StepTimeBreakdown AnalyticStepTime(const StepWork& planned, const ClusterSpec& c
   }
   out.exposed_comm_s[MeshDim::kPp] = pp_p2p + slowest.pp_sync;
   // The pipeline fills and drains through the other stages: their terms, not the slowest's.
-  out.bubble_s = work.pp > 1 ? std::max(0.0, bubble_all_stages -
-                                                 PipelineBubble(work.schedule, 2, work.virtual_stages,
-                                                                slowest_mb.f, slowest_mb.b, slowest_mb.w))
-                             : 0.0;
+  out.bubble_s =
+      std::max(0.0, bubble_all_stages - StageBubble(work.schedule, work.virtual_stages, slowest_mb.f,
+                                                    slowest_mb.b, slowest_mb.w));
   out.optimizer_s = slowest.optimizer;
   out.offload_s = m * slowest.offload_mb + slowest.offload_step;
   out.overlap_slowdown_s = m * slowest.tp_slowdown + slowest.dp_slowdown;

@@ -27,8 +27,8 @@
 //  * PP: send/recv of activations and gradients sit on the critical path of every
 //    chunk-micro-batch slot, (vpp*m + pp - 1) of them; the tied-embedding gradient
 //    sync is exposed. Bubble: the pipeline fills and drains through the stages other than
-//    the slowest, so it is the sum of their PipelineBubble terms (below, per stage: pp = 2),
-//    (pp-1) times one stage's term when the stages are equal.
+//    the slowest, so it is the sum of their StageBubble terms (below), PipelineBubble
+//    when the stages are equal.
 //  * optimizer: memory-bound AdamW over this rank's parameter shard.
 // The step is the slowest stage's total plus the bubble and the pipeline's send/recv time.
 #pragma once
@@ -81,6 +81,9 @@ double OverlapStretch(const PartWork& part, StepPhase phase, const GpuSpec& gpu)
 // 0 when pp == 1.
 double PipelineBubble(PipelineSchedule schedule, int64_t pp, int64_t vpp, double f, double b,
                       double w);
+// One stage's share of that bubble (PipelineBubble with pp - 1 = 1): what a stage other than
+// the slowest adds to the fill and drain.
+double StageBubble(PipelineSchedule schedule, int64_t vpp, double f, double b, double w);
 
 // A compute stream and one communication stream, for chunks (model parts) in order.
 // Closed forms for runs of n equal chunks, so a stage of L blocks costs O(1).
