@@ -13,6 +13,7 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <iostream>
@@ -47,6 +48,8 @@ struct CalibrateCommandOptions {
   std::string name;         // "" : the --out file stem, else cpu-calibrated / <base>-calibrated
   int threads = 0;
   int collective_ranks = 0;
+  std::string collective_bytes;   // "4096,65536" ("" : the defaults)
+  std::string collective_chunks;  // "128,256" ("" : the defaults)
   std::string report;       // JSON report path ("" : none)
 };
 
@@ -66,6 +69,48 @@ std::vector<BenchShape> ParseShapes(const std::string& text) {
     shapes.push_back(s);
   }
   return shapes;
+}
+
+// A comma-separated list of integers in [low, high] for `flag`.
+std::vector<int64_t> ParseIntList(const std::string& text, const std::string& flag, int64_t low,
+                                  int64_t high, const std::string& what) {
+  std::vector<int64_t> values;
+  std::stringstream in(text);
+  for (std::string item; std::getline(in, item, ',');) {
+    int64_t v = 0;
+    std::stringstream one(item);
+    if (!(one >> v) || !one.eof() || v < low || v > high)
+      throw InputError(kFlags, flag,
+                       fmt::format("expected a comma-separated list of {} from {} to {}; got '{}'",
+                                   what, low, high, item));
+    values.push_back(v);
+  }
+  if (values.empty())
+    throw InputError(kFlags, flag, fmt::format("expected a comma-separated list of {}; got ''", what));
+  return values;
+}
+
+// The collective benchmark the ranks run: the defaults with the flags' overrides. Checked in
+// the command itself before any rank starts; the ranks, started with the same command line,
+// build the same plan.
+CollectiveBenchmarkPlan CollectivePlan(const CalibrateCommandOptions& o) {
+  CollectiveBenchmarkPlan plan = DefaultCollectiveBenchmark(o.quick);
+  if ((!o.collective_bytes.empty() || !o.collective_chunks.empty()) && o.collective_ranks < 2)
+    throw InputError(kFlags, !o.collective_bytes.empty() ? "--collective-bytes" : "--collective-chunks",
+                     "only with --collective-ranks 2 or more (the collective benchmark)");
+  if (!o.collective_bytes.empty()) {
+    plan.buffer_bytes = ParseIntList(o.collective_bytes, "--collective-bytes", 64, int64_t{1} << 30,
+                                     "buffer sizes in bytes");
+    const auto [lo, hi] = std::minmax_element(plan.buffer_bytes.begin(), plan.buffer_bytes.end());
+    if (*lo == *hi)  // one size cannot tell latency from bandwidth (FitNetworkTier)
+      throw InputError(kFlags, "--collective-bytes",
+                       "expected at least two different sizes: one size cannot tell the latency "
+                       "from the bandwidth; got '" + o.collective_bytes + "'");
+  }
+  if (!o.collective_chunks.empty())
+    plan.chunk_sides = ParseIntList(o.collective_chunks, "--collective-chunks", 1, 4096,
+                                    "matmul sides");
+  return plan;
 }
 
 // The data-sheet file of a CUDA device, from its name ("NVIDIA H100 80GB HBM3" -> h100-sxm).
@@ -138,6 +183,15 @@ std::string FormatReport(const CalibrationResult& r) {
                          r.network->allreduce_bandwidth_Bps / 1e9, r.network->allreduce_latency_s * 1e6);
     out += " (" + r.network->name + ")\n";
   }
+  for (const CollectiveSample& c : r.collective_samples) {
+    const auto [lo, hi] = std::minmax_element(c.round_seconds.begin(), c.round_seconds.end());
+    out += fmt::format("collective {:<15} {:>10.0f} B x{}: {:>9.1f} us", ToString(c.kind), c.bytes,
+                       c.group_size, c.seconds * 1e6);
+    if (r.network) out += fmt::format(" (fitted {:.1f} us)", RingTime(c.kind, c.bytes, c.group_size, *r.network) * 1e6);
+    if (lo != c.round_seconds.end())
+      out += fmt::format(", rounds {:.1f}-{:.1f} us", *lo * 1e6, *hi * 1e6);
+    out += "\n";
+  }
   for (const std::string& w : r.warnings) out += "warning: " + w + "\n";
   return out;
 }
@@ -163,6 +217,7 @@ nlohmann::json ReportJson(const CalibrationResult& r) {
                            {"bytes", c.bytes},
                            {"group_size", c.group_size},
                            {"measured_s", c.seconds},
+                           {"round_s", c.round_seconds},
                            {"predicted_s", predicted}});
   }
   return {{"host", r.host},
@@ -197,8 +252,9 @@ void WriteFile(const std::string& path, const std::string& text) {
 
 int RunCalibrate(const CalibrateCommandOptions& o) {
   // A copy of this command started by --collective-ranks: one rank of the benchmark.
+  const CollectiveBenchmarkPlan collective_plan = CollectivePlan(o);
   if (IsCollectiveBenchmarkRank()) {
-    RunCollectiveBenchmarkRank(DefaultCollectiveBenchmark(o.quick), std::chrono::seconds(120));
+    RunCollectiveBenchmarkRank(collective_plan, std::chrono::seconds(120));
     return 0;
   }
   const bool cuda = o.device == "cuda";
@@ -321,6 +377,15 @@ void AddCalibrateCommand(CLI::App& app, int* exit_code) {
                       "block (0: no network block)")
       ->check(CLI::Range(0, 64))
       ->capture_default_str();
+  command->add_option("--collective-bytes", options->collective_bytes,
+                      "with --collective-ranks: the collectives' full buffer sizes in bytes, "
+                      "comma-separated, at least two different (default: 4096 to 16777216; "
+                      "--quick: 16384,1048576,8388608)");
+  command->add_option("--collective-chunks", options->collective_chunks,
+                      "with --collective-ranks: sides of the square matmuls each rank computes "
+                      "before each collective, in turn (default: 128,192,256,384,512, about "
+                      "0.04 to 2.4 ms on one core): what a collective costs depends on the "
+                      "compute before it (docs/validation/cpu_ranks.md)");
   command->add_option("--report", options->report,
                       "also write every sample (measured and fitted) as JSON");
   command->callback([options, exit_code] {

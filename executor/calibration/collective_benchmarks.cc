@@ -36,14 +36,12 @@ double Median(std::vector<double> v) {
   return *mid;
 }
 
-// The compute between two collectives, one size per repeat in turn: fp32 matmuls of 128^3 to
-// 512^3 (4 to 268 MFLOP, about 0.04 to 2.4 ms at the 0.1 TFLOP/s of one core of a 2020s x86
-// CPU). A run's collectives follow compute of every length in that range (a norm between two
-// TP collectives, a layer's GEMMs), and on CPU ranks what a collective costs depends on it
-// (docs/validation/cpu_ranks.md, item 6): the sample is the mean over the range.
-constexpr int64_t kChunkSides[] = {128, 192, 256, 384, 512};
-constexpr size_t kChunkKinds = std::size(kChunkSides);
-
+// The compute between two collectives (CollectiveBenchmarkPlan::chunk_sides): by default
+// fp32 matmuls of 128^3 to 512^3 (4 to 268 MFLOP, about 0.04 to 2.4 ms at the 0.1 TFLOP/s of
+// one core of a 2020s x86 CPU). A run's collectives follow compute of every length in that
+// range (a norm between two TP collectives, a layer's GEMMs), and on CPU ranks what a
+// collective costs depends on it (docs/validation/cpu_ranks.md, item 6): the sample is the
+// mean over the range.
 constexpr CollectiveKind kKinds[] = {CollectiveKind::kAllReduce, CollectiveKind::kReduceScatter,
                                      CollectiveKind::kAllGather};
 
@@ -51,7 +49,7 @@ nlohmann::json SamplesToJson(const std::vector<CollectiveSample>& samples) {
   nlohmann::json out = nlohmann::json::array();
   for (const CollectiveSample& s : samples)
     out.push_back({{"kind", ToString(s.kind)}, {"bytes", s.bytes}, {"group_size", s.group_size},
-                   {"seconds", s.seconds}});
+                   {"seconds", s.seconds}, {"round_seconds", s.round_seconds}});
   return out;
 }
 
@@ -67,6 +65,7 @@ std::vector<CollectiveSample> SamplesFromJson(const nlohmann::json& json) {
     s.bytes = j.at("bytes").get<double>();
     s.group_size = j.at("group_size").get<int64_t>();
     s.seconds = j.at("seconds").get<double>();
+    s.round_seconds = j.at("round_seconds").get<std::vector<double>>();
     samples.push_back(s);
   }
   return samples;
@@ -88,8 +87,11 @@ std::vector<CollectiveSample> BenchmarkCollectives(Communicator& comm, const at:
                                                    const CollectiveBenchmarkPlan& plan) {
   const int n = comm.size();
   const auto options = at::TensorOptions().device(device).dtype(at::kFloat);
+  if (plan.chunk_sides.empty() || plan.buffer_bytes.empty() || plan.repeats < 1 || plan.rounds < 1)
+    throw std::invalid_argument("collective benchmark: the plan needs chunk sides, buffer sizes, "
+                                "repeats and rounds");
   std::vector<at::Tensor> a, b, c;  // one (a, b, c = a b) per chunk size
-  for (const int64_t side : kChunkSides) {
+  for (const int64_t side : plan.chunk_sides) {
     a.push_back(at::ones({side, side}, options));
     b.push_back(at::ones({side, side}, options));
     c.push_back(at::empty({side, side}, options));
@@ -100,7 +102,7 @@ std::vector<CollectiveSample> BenchmarkCollectives(Communicator& comm, const at:
     comm.Barrier();
     const double start = Now();
     for (int r = 0; r < plan.repeats; ++r) {
-      chunk(static_cast<size_t>(r) % kChunkKinds);
+      chunk(static_cast<size_t>(r) % plan.chunk_sides.size());
       if (op) op();
     }
     SynchronizeDevice(device);
@@ -133,6 +135,7 @@ std::vector<CollectiveSample> BenchmarkCollectives(Communicator& comm, const at:
       s.bytes = static_cast<double>(numel * 4);
       s.group_size = n;
       s.seconds = Median(per_op);
+      s.round_seconds = per_op;
       out.push_back(s);
     }
   }

@@ -37,6 +37,9 @@ namespace meshplan {
 
 struct CollectiveBenchmarkPlan {
   std::vector<int64_t> buffer_bytes;  // full buffer of each sample
+  // Sides of the square fp32 matmuls computed before each collective, one per repeat in
+  // turn (the default: 128 to 512, about 0.04 to 2.4 ms on one core).
+  std::vector<int64_t> chunk_sides = {128, 192, 256, 384, 512};
   int repeats = 8;                    // chunk + collective pairs per timed loop
   int rounds = 3;                     // timed loops per sample (the median is kept)
 };

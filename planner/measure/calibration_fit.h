@@ -82,6 +82,7 @@ struct CollectiveSample {
   double bytes = 0;
   int64_t group_size = 2;
   double seconds = 0;
+  std::vector<double> round_seconds;  // the timed rounds `seconds` is the median of (may be empty)
 };
 
 // The tier that explains the samples with the cost model's ring formula (RingTime,

@@ -5,6 +5,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
 #include <fstream>
 #include <set>
 
@@ -21,8 +22,9 @@ TEST_CASE("collective benchmarks: one positive sample per kind and size, full bu
           "[executor][calibration]") {
   CollectiveBenchmarkPlan plan;
   plan.buffer_bytes = {4096, 1 << 16};
+  plan.chunk_sides = {64, 96};
   plan.repeats = 2;
-  plan.rounds = 1;
+  plan.rounds = 3;
   auto store = c10::make_intrusive<c10d::HashStore>();
   store->setTimeout(std::chrono::seconds(60));
   std::vector<std::vector<CollectiveSample>> samples(2);
@@ -37,9 +39,63 @@ TEST_CASE("collective benchmarks: one positive sample per kind and size, full bu
       CHECK(s.group_size == 2);
       CHECK(s.seconds > 0);
       CHECK((s.bytes == 4096 || s.bytes == 65536));
+      // The sample is the median of its rounds, which come with it.
+      REQUIRE(s.round_seconds.size() == 3);
+      std::vector<double> rounds = s.round_seconds;
+      std::sort(rounds.begin(), rounds.end());
+      CHECK(s.seconds == rounds[1]);
       seen.insert({static_cast<int>(s.kind), s.bytes});
     }
     CHECK(seen.size() == 6);  // every kind at every size, once
+  }
+}
+
+TEST_CASE("collective benchmarks: a plan without chunk sides is refused",
+          "[executor][calibration]") {
+  CollectiveBenchmarkPlan plan;
+  plan.buffer_bytes = {4096, 1 << 16};
+  plan.chunk_sides = {};
+  auto store = c10::make_intrusive<c10d::HashStore>();
+  store->setTimeout(std::chrono::seconds(60));
+  std::vector<int> threw(2, 0);
+  test::OnThreads(2, [&](int r) {
+    GlooCommunicator comm(store, r, {0, 1}, "bench");
+    try {
+      BenchmarkCollectives(comm, at::kCPU, plan);
+    } catch (const std::invalid_argument&) {
+      threw[static_cast<size_t>(r)] = 1;
+    }
+  });
+  CHECK(threw == std::vector<int>{1, 1});
+}
+
+TEST_CASE("calibrate --collective-bytes / --collective-chunks: the samples of those sizes "
+          "after that compute, with their rounds; bad lists are refused",
+          "[executor][calibration][cli]") {
+  const test::ScratchDir dir("collective_chunks");
+  const std::string report = dir.Path("report.json");
+  const test::CliResult r = test::RunMeshplan(
+      "calibrate --quick --threads 1 --collective-ranks 2 --collective-bytes 16384,8388608 "
+      "--collective-chunks 64 --out '" + dir.Path("cpu.yaml") + "' --report '" + report + "'");
+  INFO(r.output);
+  REQUIRE(r.exit_code == 0);
+  CHECK_THAT(r.output, Catch::Contains("collective all_reduce"));
+  std::ifstream in(report);
+  const nlohmann::json collectives = nlohmann::json::parse(in).at("collectives");
+  REQUIRE(collectives.size() == 6);  // 3 kinds x 2 sizes
+  for (const nlohmann::json& c : collectives) {
+    CHECK((c.at("bytes").get<double>() == 16384 || c.at("bytes").get<double>() == 8388608));
+    CHECK(c.at("round_s").size() == 3);  // --quick: 3 rounds
+  }
+
+  for (const char* bad : {"--collective-chunks 64",  // no --collective-ranks
+                          "--collective-ranks 2 --collective-bytes 4096,4096",
+                          "--collective-ranks 2 --collective-bytes 4096,x",
+                          "--collective-ranks 2 --collective-chunks 0,128"}) {
+    const test::CliResult refused = test::RunMeshplan(std::string("calibrate --quick ") + bad);
+    INFO(bad << "\n" << refused.output);
+    CHECK(refused.exit_code == 2);
+    CHECK_THAT(refused.output, Catch::Contains("--collective-"));
   }
 }
 

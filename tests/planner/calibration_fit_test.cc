@@ -180,13 +180,13 @@ TEST_CASE("network fit: recovers latency and bandwidth of ring collectives",
       for (double bytes : {1e4, 1e6, 1e8}) {
         CommGroup group;
         group.inner = {1, n};
-        samples.push_back({kind, bytes, n, CollectiveTime(kind, bytes, group, cluster)});
+        samples.push_back({kind, bytes, n, CollectiveTime(kind, bytes, group, cluster), {}});
       }
   const NetworkTier fit = FitNetworkTier(samples, "fitted");
   CHECK(fit.name == "fitted");
   CHECK(fit.bandwidth_Bps == Approx(2e9).epsilon(1e-6));
   CHECK(fit.latency_s == Approx(50e-6).epsilon(1e-6));
-  CHECK_THROWS_AS(FitNetworkTier({{CollectiveKind::kAllReduce, 1e6, 1, 1.0}}, "x"),
+  CHECK_THROWS_AS(FitNetworkTier({{CollectiveKind::kAllReduce, 1e6, 1, 1.0, {}}}, "x"),
                   std::invalid_argument);
 }
 
@@ -202,7 +202,7 @@ TEST_CASE("network fit: an all-reduce of the backend's own gets its own figures,
   for (CollectiveKind kind :
        {CollectiveKind::kAllReduce, CollectiveKind::kReduceScatter, CollectiveKind::kAllGather})
     for (double bytes : {1e4, 1e6, 1e8}) {
-      CollectiveSample s{kind, bytes, 2, 0};
+      CollectiveSample s{kind, bytes, 2, 0, {}};
       s.seconds = RingTime(kind, bytes, 2, truth);
       samples.push_back(s);
     }
