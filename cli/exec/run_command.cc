@@ -83,6 +83,7 @@ struct RunCommandOptions {
   std::string emulate_rank;      // "": every rank; "R" | "all-stages" (executor/emulate_rank.h)
   std::string emulated_comm = "zero";  // zero | model (executor/comm/emulated_communicator.h)
   std::string comm_log;          // "": none; else each rank writes PREFIX.rank<R>
+  bool comm_timing = false;      // --comm-log lines also say when each call was issued / done
   std::string cpu_bind = "auto";  // auto | cores | none (LaunchOptions::bind_cores)
   // For tests only (hidden): make one rank fail at a step.
   int fail_rank = -1;
@@ -149,9 +150,7 @@ std::string CommLogPath(const RunCommandOptions& options, int rank) {
 }
 
 void WriteCommLog(const RunCommandOptions& options, int rank, const CommLog& log) {
-  std::string text;
-  for (const std::string& line : log.lines) text += line + "\n";
-  WriteFileAtomically(CommLogPath(options, rank), text);
+  WriteFileAtomically(CommLogPath(options, rank), CommLogText(log));
 }
 
 // Every path this process will write: --out when it writes measured.json (the launcher
@@ -350,6 +349,7 @@ int TrainRank(const PlanFile& plan_file, const RunCommandOptions& options, const
   comm.nccl_timeout = timeout;
   comm.cuda_device = run.device.is_cuda() ? run.device.index() : -1;
   CommLog comm_log;  // --comm-log: outlives the mesh's communicators
+  comm_log.timed = options.comm_timing;
   GroupFactory factory = MakeGroupFactory(target.backend, store, env.rank, comm);
   if (!options.comm_log.empty()) factory = RecordingGroupFactory(std::move(factory), comm_log);
   DeviceMesh mesh(plan_file.plan, env.rank, factory);
@@ -449,6 +449,7 @@ int RunEmulated(const PlanFile& plan_file, const RunCommandOptions& options) {
 
   std::vector<RankMeasurement> results;
   std::vector<CommLog> logs(ranks.size());
+  for (CommLog& log : logs) log.timed = options.comm_timing;
   for (size_t i = 0; i < ranks.size(); ++i) {
     std::cout << fmt::format("meshplan run: rank {} of {} ({}), stage {}, peers emulated, "
                              "communication {}\n",
@@ -542,9 +543,14 @@ void AddRunCommand(CLI::App& app, int* exit_code) {
                       "the ranks train on the CPU, else none)")
       ->check(CLI::IsMember({"auto", "cores", "none"}))
       ->capture_default_str();
-  command->add_option("--comm-log", options->comm_log,
+  CLI::Option* comm_log = command->add_option("--comm-log", options->comm_log,
                       "write every communicator call of rank R (group, operation, peer, dtypes "
                       "and shapes) to PREFIX.rankR");
+  command->add_flag("--comm-timing", options->comm_timing,
+                    "with --comm-log: each line also says when the call was issued and when it "
+                    "was known complete (issued_ms=, done_ms=, ms since the rank's first call; "
+                    "-1: never waited for)")
+      ->needs(comm_log);
   // Hidden (empty group): for tests of failure handling only.
   command->add_option("--fail-rank", options->fail_rank, "test only: the rank that fails")
       ->group("");

@@ -1,9 +1,62 @@
 // Logging every communicator call of a rank (see recording_communicator.h).
 #include "executor/comm/recording_communicator.h"
 
+#include <fmt/format.h>
+
+#include <chrono>
 #include <utility>
 
 namespace meshplan {
+namespace {
+
+double SteadySeconds() {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
+
+double SinceStart(CommLog& log) {
+  const double now = SteadySeconds();
+  if (log.start_s < 0) log.start_s = now;
+  return now - log.start_s;
+}
+
+// Stamps the call's completion the first time it is known.
+class TimedHandle final : public CommHandle {
+ public:
+  TimedHandle(std::unique_ptr<CommHandle> inner, CommLog& log, size_t call)
+      : inner_(std::move(inner)), log_(log), call_(call) {}
+  void Wait() override {
+    inner_->Wait();
+    Stamp();
+  }
+  bool Test() override {
+    const bool done = inner_->Test();
+    if (done) Stamp();
+    return done;
+  }
+
+ private:
+  void Stamp() {
+    CommTiming& t = log_.times[call_];
+    if (t.done_s < 0) t.done_s = SinceStart(log_);
+  }
+  std::unique_ptr<CommHandle> inner_;
+  CommLog& log_;
+  size_t call_;
+};
+
+}  // namespace
+
+std::string CommLogText(const CommLog& log) {
+  std::string text;
+  for (size_t i = 0; i < log.lines.size(); ++i) {
+    text += log.lines[i];
+    if (log.timed && i < log.times.size())
+      text += fmt::format(" issued_ms={:.3f} done_ms={:.3f}", log.times[i].issued_s * 1e3,
+                          log.times[i].done_s < 0 ? -1.0 : log.times[i].done_s * 1e3);
+    text += "\n";
+  }
+  return text;
+}
 
 std::string DescribeTensor(const torch::Tensor& t) {
   if (!t.defined()) return "undefined";
@@ -16,40 +69,53 @@ RecordingCommunicator::RecordingCommunicator(std::unique_ptr<Communicator> inner
                                              CommLog& log)
     : inner_(std::move(inner)), name_(std::move(name)), log_(log) {}
 
-void RecordingCommunicator::Record(const std::string& op, const std::string& detail) {
+size_t RecordingCommunicator::Record(const std::string& op, const std::string& detail) {
   log_.lines.push_back(name_ + " " + op + (detail.empty() ? "" : " " + detail));
+  if (log_.timed) log_.times.push_back({SinceStart(log_), -1});
+  return log_.lines.size() - 1;
+}
+
+std::unique_ptr<CommHandle> RecordingCommunicator::Timed(std::unique_ptr<CommHandle> handle,
+                                                         size_t call) {
+  if (!log_.timed) return handle;
+  return std::make_unique<TimedHandle>(std::move(handle), log_, call);
 }
 
 std::unique_ptr<CommHandle> RecordingCommunicator::AllReduceSumAsync(torch::Tensor& buffer) {
-  Record("all_reduce", DescribeTensor(buffer));
-  return inner_->AllReduceSumAsync(buffer);
+  const size_t call = Record("all_reduce", DescribeTensor(buffer));
+  return Timed(inner_->AllReduceSumAsync(buffer), call);
 }
 
 std::unique_ptr<CommHandle> RecordingCommunicator::ReduceScatterSumAsync(const torch::Tensor& input,
                                                                          torch::Tensor& output) {
-  Record("reduce_scatter", DescribeTensor(input) + " -> " + DescribeTensor(output));
-  return inner_->ReduceScatterSumAsync(input, output);
+  const size_t call =
+      Record("reduce_scatter", DescribeTensor(input) + " -> " + DescribeTensor(output));
+  return Timed(inner_->ReduceScatterSumAsync(input, output), call);
 }
 
 std::unique_ptr<CommHandle> RecordingCommunicator::AllGatherAsync(const torch::Tensor& input,
                                                                   torch::Tensor& output) {
-  Record("all_gather", DescribeTensor(input) + " -> " + DescribeTensor(output));
-  return inner_->AllGatherAsync(input, output);
+  const size_t call =
+      Record("all_gather", DescribeTensor(input) + " -> " + DescribeTensor(output));
+  return Timed(inner_->AllGatherAsync(input, output), call);
 }
 
 std::unique_ptr<CommHandle> RecordingCommunicator::BroadcastAsync(torch::Tensor& buffer, int root) {
-  Record("broadcast", "root=" + std::to_string(root) + " " + DescribeTensor(buffer));
-  return inner_->BroadcastAsync(buffer, root);
+  const size_t call =
+      Record("broadcast", "root=" + std::to_string(root) + " " + DescribeTensor(buffer));
+  return Timed(inner_->BroadcastAsync(buffer, root), call);
 }
 
 std::unique_ptr<CommHandle> RecordingCommunicator::SendAsync(const torch::Tensor& buffer, int dst) {
-  Record("send", "dst=" + std::to_string(dst) + " " + DescribeTensor(buffer));
-  return inner_->SendAsync(buffer, dst);
+  const size_t call =
+      Record("send", "dst=" + std::to_string(dst) + " " + DescribeTensor(buffer));
+  return Timed(inner_->SendAsync(buffer, dst), call);
 }
 
 std::unique_ptr<CommHandle> RecordingCommunicator::RecvAsync(torch::Tensor& buffer, int src) {
-  Record("recv", "src=" + std::to_string(src) + " " + DescribeTensor(buffer));
-  return inner_->RecvAsync(buffer, src);
+  const size_t call =
+      Record("recv", "src=" + std::to_string(src) + " " + DescribeTensor(buffer));
+  return Timed(inner_->RecvAsync(buffer, src), call);
 }
 
 std::unique_ptr<CommHandle> RecordingCommunicator::AllToAllAsync(
@@ -60,14 +126,16 @@ std::unique_ptr<CommHandle> RecordingCommunicator::AllToAllAsync(
     for (size_t i = 0; i < v.size(); ++i) out += (i ? "," : "") + std::to_string(v[i]);
     return out;
   };
-  Record("all_to_all", DescribeTensor(input) + " send_rows=" + rows(send_rows) + " -> " +
-                           DescribeTensor(output) + " recv_rows=" + rows(recv_rows));
-  return inner_->AllToAllAsync(input, send_rows, output, recv_rows);
+  const size_t call = Record("all_to_all", DescribeTensor(input) + " send_rows=" + rows(send_rows) +
+                                               " -> " + DescribeTensor(output) +
+                                               " recv_rows=" + rows(recv_rows));
+  return Timed(inner_->AllToAllAsync(input, send_rows, output, recv_rows), call);
 }
 
 void RecordingCommunicator::Barrier() {
-  Record("barrier", "");
+  const size_t call = Record("barrier", "");
   inner_->Barrier();
+  if (log_.timed) log_.times[call].done_s = SinceStart(log_);
 }
 
 GroupFactory RecordingGroupFactory(GroupFactory inner, CommLog& log) {

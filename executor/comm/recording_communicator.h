@@ -6,8 +6,11 @@
 // reduce_scatter, all_gather, broadcast, send, recv, barrier), the root / dst / src where
 // there is one, and each tensor as dtype[shape] (input before output), e.g.
 //   tp all_gather float[2,16,64] -> float[2,2,16,64]
-// Values and times are not recorded. What the wrapped communicator returns or throws passes
-// through unchanged. Not thread-safe: one rank's thread appends, like every Communicator.
+// Values are not recorded. A timed log (CommLog::timed, `meshplan run --comm-timing`) also
+// keeps when each call was issued and when it was known complete (its Wait() or a Test()
+// that said so returned; -1 if never), in seconds since the log's start. What the wrapped
+// communicator returns or throws passes through unchanged. Not thread-safe: one rank's
+// thread appends, like every Communicator.
 #pragma once
 
 #include <memory>
@@ -19,10 +22,22 @@
 
 namespace meshplan {
 
+// When one call was issued and known complete, in seconds since the log's start.
+struct CommTiming {
+  double issued_s = 0;
+  double done_s = -1;  // -1: its completion was never waited for
+};
+
 // One rank's communicator calls, in issue order.
 struct CommLog {
   std::vector<std::string> lines;
+  bool timed = false;               // also fill `times`, one per line
+  std::vector<CommTiming> times;
+  double start_s = -1;              // steady-clock seconds of the first call (-1: none yet)
 };
+
+// The log as text: one line per call; a timed log appends "issued_ms=... done_ms=...".
+std::string CommLogText(const CommLog& log);
 
 class RecordingCommunicator final : public Communicator {
  public:
@@ -47,7 +62,10 @@ class RecordingCommunicator final : public Communicator {
   void Barrier() override;
 
  private:
-  void Record(const std::string& op, const std::string& detail);
+  // Appends the call's line (and its issue time); returns its index in the log.
+  size_t Record(const std::string& op, const std::string& detail);
+  // `handle`, made to stamp the call's completion in a timed log.
+  std::unique_ptr<CommHandle> Timed(std::unique_ptr<CommHandle> handle, size_t call);
 
   std::unique_ptr<Communicator> inner_;
   std::string name_;

@@ -1,0 +1,35 @@
+#!/usr/bin/env bash
+# scripts/comm_log_gaps.sh (CTest "scripts: ..."): the bands of a hand-made timed comm log,
+# counted by hand; refusals (no file, an untimed log) exit 2.
+set -uo pipefail
+script="$(cd "$(dirname "$0")/../.." && pwd)/scripts/comm_log_gaps.sh"
+fail() { echo "FAIL: $1" >&2; exit 1; }
+tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
+
+# Gaps: 0.1 (<0.2), 0.3 (0.2-0.5), 2.0 (1-5), 7.0 (>5); the third call never waited for is
+# skipped; the fourth took 3 ms (over 2 ms): 1 of 5 waited calls.
+cat > "$tmp/log.rank0" <<'LOG'
+tp all_gather Float[2] -> Float[4] issued_ms=0.000 done_ms=1.000
+tp all_gather Float[2] -> Float[4] issued_ms=1.100 done_ms=1.200
+dp all_reduce Float[8] issued_ms=1.250 done_ms=-1.000
+tp all_gather Float[2] -> Float[4] issued_ms=1.500 done_ms=4.500
+tp all_gather Float[2] -> Float[4] issued_ms=6.500 done_ms=6.600
+tp all_gather Float[2] -> Float[4] issued_ms=13.600 done_ms=13.700
+LOG
+out="$(bash "$script" "$tmp/log.rank0")" || fail "exit $? on a good log"
+grep -qF "compute before a call (4 calls): <0.2 ms 25%, 0.2-0.5 ms 25%, 0.5-1 ms 0%, 1-5 ms 25%, >5 ms 25%" <<<"$out" || fail "bands: $out"
+grep -qF "calls that took over 2 ms: 20.0% of 5" <<<"$out" || fail "slow calls: $out"
+
+refuses() {  # refuses "<what it must say>" ARGS...
+  local want="$1"; shift
+  local err rc
+  err="$(bash "$script" "$@" 2>&1 >/dev/null)"
+  rc=$?
+  [ $rc -eq 2 ] || fail "$*: exit $rc, want 2"
+  grep -qF -- "$want" <<<"$err" || fail "$*: want '$want' in: $err"
+}
+echo "tp all_gather Float[2] -> Float[4]" > "$tmp/plain.rank0"
+refuses "expected a timed comm log"
+refuses "cannot read" "$tmp/missing"
+refuses "has no times (run with --comm-timing)" "$tmp/plain.rank0"
+echo "comm_log_gaps.sh: ok"
