@@ -51,7 +51,8 @@ std::string CommLogText(const CommLog& log) {
   for (size_t i = 0; i < log.lines.size(); ++i) {
     text += log.lines[i];
     if (log.timed && i < log.times.size())
-      text += fmt::format(" issued_ms={:.3f} done_ms={:.3f}", log.times[i].issued_s * 1e3,
+      text += fmt::format(" issued_ms={:.3f} returned_ms={:.3f} done_ms={:.3f}",
+                          log.times[i].issued_s * 1e3, log.times[i].returned_s * 1e3,
                           log.times[i].done_s < 0 ? -1.0 : log.times[i].done_s * 1e3);
     text += "\n";
   }
@@ -71,13 +72,17 @@ RecordingCommunicator::RecordingCommunicator(std::unique_ptr<Communicator> inner
 
 size_t RecordingCommunicator::Record(const std::string& op, const std::string& detail) {
   log_.lines.push_back(name_ + " " + op + (detail.empty() ? "" : " " + detail));
-  if (log_.timed) log_.times.push_back({SinceStart(log_), -1});
+  if (log_.timed) {
+    const double now = SinceStart(log_);
+    log_.times.push_back({now, now, -1});
+  }
   return log_.lines.size() - 1;
 }
 
 std::unique_ptr<CommHandle> RecordingCommunicator::Timed(std::unique_ptr<CommHandle> handle,
                                                          size_t call) {
   if (!log_.timed) return handle;
+  log_.times[call].returned_s = SinceStart(log_);
   return std::make_unique<TimedHandle>(std::move(handle), log_, call);
 }
 
@@ -135,7 +140,7 @@ std::unique_ptr<CommHandle> RecordingCommunicator::AllToAllAsync(
 void RecordingCommunicator::Barrier() {
   const size_t call = Record("barrier", "");
   inner_->Barrier();
-  if (log_.timed) log_.times[call].done_s = SinceStart(log_);
+  if (log_.timed) log_.times[call].returned_s = log_.times[call].done_s = SinceStart(log_);
 }
 
 GroupFactory RecordingGroupFactory(GroupFactory inner, CommLog& log) {

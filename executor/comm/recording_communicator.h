@@ -7,8 +7,10 @@
 // there is one, and each tensor as dtype[shape] (input before output), e.g.
 //   tp all_gather float[2,16,64] -> float[2,2,16,64]
 // Values are not recorded. A timed log (CommLog::timed, `meshplan run --comm-timing`) also
-// keeps when each call was issued and when it was known complete (its Wait() or a Test()
-// that said so returned; -1 if never), in seconds since the log's start. What the wrapped
+// keeps when each call was issued, when the issuing call returned (on CPU ranks, whose
+// collectives complete at post, the time between is the collective) and when it was known
+// complete (its Wait() or a Test() that said so returned; -1 if never), in seconds since the
+// log's start. What the wrapped
 // communicator returns or throws passes through unchanged. Not thread-safe: one rank's
 // thread appends, like every Communicator.
 #pragma once
@@ -22,9 +24,10 @@
 
 namespace meshplan {
 
-// When one call was issued and known complete, in seconds since the log's start.
+// When one call was issued, returned and was known complete, in seconds since the log's start.
 struct CommTiming {
   double issued_s = 0;
+  double returned_s = 0;
   double done_s = -1;  // -1: its completion was never waited for
 };
 
@@ -36,7 +39,8 @@ struct CommLog {
   double start_s = -1;              // steady-clock seconds of the first call (-1: none yet)
 };
 
-// The log as text: one line per call; a timed log appends "issued_ms=... done_ms=...".
+// The log as text: one line per call; a timed log appends
+// "issued_ms=... returned_ms=... done_ms=...".
 std::string CommLogText(const CommLog& log);
 
 class RecordingCommunicator final : public Communicator {
@@ -64,7 +68,7 @@ class RecordingCommunicator final : public Communicator {
  private:
   // Appends the call's line (and its issue time); returns its index in the log.
   size_t Record(const std::string& op, const std::string& detail);
-  // `handle`, made to stamp the call's completion in a timed log.
+  // `handle`, made to stamp the call's completion in a timed log; stamps its return.
   std::unique_ptr<CommHandle> Timed(std::unique_ptr<CommHandle> handle, size_t call);
 
   std::unique_ptr<Communicator> inner_;

@@ -6,19 +6,19 @@ script="$(cd "$(dirname "$0")/../.." && pwd)/scripts/comm_log_gaps.sh"
 fail() { echo "FAIL: $1" >&2; exit 1; }
 tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
 
-# Gaps: 0.1 (<0.2), 0.3 (0.2-0.5), 2.0 (1-5), 7.0 (>5); the third call never waited for is
-# skipped; the fourth took 3 ms (over 2 ms): 1 of 5 waited calls.
+# Gaps (issue less the previous return): 0.1 (<0.2), 0.3 (0.2-0.5), 2.0 (1-5), 7.0 (>5);
+# the fourth call took 3 ms (over 2 ms): 1 of 5; 1 + 0.1 + 0.05 + 3 + 0.15 = 4.3 ms in
+# calls. done_ms does not count (a CPU rank's collective completes at post).
 cat > "$tmp/log.rank0" <<'LOG'
-tp all_gather Float[2] -> Float[4] issued_ms=0.000 done_ms=1.000
-tp all_gather Float[2] -> Float[4] issued_ms=1.100 done_ms=1.200
-dp all_reduce Float[8] issued_ms=1.250 done_ms=-1.000
-tp all_gather Float[2] -> Float[4] issued_ms=1.500 done_ms=4.500
-tp all_gather Float[2] -> Float[4] issued_ms=6.500 done_ms=6.600
-tp all_gather Float[2] -> Float[4] issued_ms=13.600 done_ms=13.700
+tp all_gather Float[2] -> Float[4] issued_ms=0.000 returned_ms=1.000 done_ms=1.000
+tp all_gather Float[2] -> Float[4] issued_ms=1.100 returned_ms=1.200 done_ms=1.200
+dp all_reduce Float[8] issued_ms=1.500 returned_ms=1.550 done_ms=-1.000
+tp all_gather Float[2] -> Float[4] issued_ms=3.550 returned_ms=6.550 done_ms=9.000
+tp all_gather Float[2] -> Float[4] issued_ms=13.550 returned_ms=13.700 done_ms=13.700
 LOG
 out="$(bash "$script" "$tmp/log.rank0")" || fail "exit $? on a good log"
 grep -qF "compute before a call (4 calls): <0.2 ms 25%, 0.2-0.5 ms 25%, 0.5-1 ms 0%, 1-5 ms 25%, >5 ms 25%" <<<"$out" || fail "bands: $out"
-grep -qF "calls that took over 2 ms: 20.0% of 5" <<<"$out" || fail "slow calls: $out"
+grep -qF "calls that took over 2 ms: 20.0% of 5; 4.3 ms in calls" <<<"$out" || fail "slow calls: $out"
 
 refuses() {  # refuses "<what it must say>" ARGS...
   local want="$1"; shift
