@@ -4,7 +4,8 @@
 # PREFIX.rankR). A CPU rank's collectives complete inside the call that issues them, so the
 # compute before call i is its issue time less the time call i-1 returned, and a call takes
 # from its issue to its return. Prints the share of calls in each band of preceding compute,
-# the share of calls that took over 2 ms, and the time in calls.
+# the share of calls that took over 2 ms, the time in calls, and per call (group, operation,
+# tensors) its count and the median, mean and largest time in it.
 #
 #   scripts/comm_log_gaps.sh PREFIX.rankR
 set -euo pipefail
@@ -34,3 +35,17 @@ awk '
            gaps, 100 * band[1] / gaps, 100 * band[2] / gaps, 100 * band[3] / gaps, 100 * band[4] / gaps, 100 * band[5] / gaps
     printf "calls that took over 2 ms: %.1f%% of %d; %.1f ms in calls\n", 100 * slow / calls, calls, in_calls }
 ' "$1"
+# Per call: "<call>\t<ms in it>" lines, sorted by call and time, then counted.
+echo "time in calls, per call (group operation tensors): calls, median / mean / max ms"
+awk '
+  { issued = -1; returned = -1; call = $0; sub(/ issued_ms=.*/, "", call)
+    for (i = 1; i <= NF; i++) {
+      if ($i ~ /^issued_ms=/) { split($i, a, "="); issued = a[2] }
+      if ($i ~ /^returned_ms=/) { split($i, b, "="); returned = b[2] }
+    }
+    if (issued >= 0 && returned >= 0) printf "%s\t%.6f\n", call, returned - issued }
+' "$1" | LC_ALL=C sort -t "$(printf '\t')" -k1,1 -k2,2g | awk -F '\t' '
+  function flush() { if (n > 0) printf "  %-56s %6d  %.2f / %.2f / %.2f\n", key, n, t[int((n + 1) / 2)], sum / n, t[n] }
+  $1 != key { flush(); key = $1; n = 0; sum = 0 }
+  { t[++n] = $2; sum += $2 }
+  END { flush() }'

@@ -19,6 +19,9 @@ LOG
 out="$(bash "$script" "$tmp/log.rank0")" || fail "exit $? on a good log"
 grep -qF "compute before a call (4 calls): <0.2 ms 25%, 0.2-0.5 ms 25%, 0.5-1 ms 0%, 1-5 ms 25%, >5 ms 25%" <<<"$out" || fail "bands: $out"
 grep -qF "calls that took over 2 ms: 20.0% of 5; 4.3 ms in calls" <<<"$out" || fail "slow calls: $out"
+# Per call: the 4 all-gathers took 1.0, 0.1, 3.0 and 0.15 ms (median of 4: the lower middle).
+grep -qE "^  tp all_gather Float\[2\] -> Float\[4\] +4  0.15 / 1.06 / 3.00$" <<<"$out" || fail "per call: $out"
+grep -qE "^  dp all_reduce Float\[8\] +1  0.05 / 0.05 / 0.05$" <<<"$out" || fail "per call: $out"
 
 refuses() {  # refuses "<what it must say>" ARGS...
   local want="$1"; shift
