@@ -83,7 +83,7 @@ struct RunCommandOptions {
   std::string emulate_rank;      // "": every rank; "R" | "all-stages" (executor/emulate_rank.h)
   std::string emulated_comm = "zero";  // zero | model (executor/comm/emulated_communicator.h)
   std::string comm_log;          // "": none; else each rank writes PREFIX.rank<R>
-  bool comm_timing = false;      // --comm-log lines also say when each call was issued / done
+  bool comm_timing = false;      // --comm-log lines also say when each call was issued, returned, done
   std::string cpu_bind = "auto";  // auto | cores | none (LaunchOptions::bind_cores)
   // For tests only (hidden): make one rank fail at a step.
   int fail_rank = -1;
@@ -547,9 +547,9 @@ void AddRunCommand(CLI::App& app, int* exit_code) {
                       "write every communicator call of rank R (group, operation, peer, dtypes "
                       "and shapes) to PREFIX.rankR");
   command->add_flag("--comm-timing", options->comm_timing,
-                    "with --comm-log: each line also says when the call was issued and when it "
-                    "was known complete (issued_ms=, done_ms=, ms since the rank's first call; "
-                    "-1: never waited for)")
+                    "with --comm-log: each line also says when the call was issued, when it "
+                    "returned and when it was known complete (issued_ms=, returned_ms=, "
+                    "done_ms=: ms since the rank's first call; done_ms=-1: never waited for)")
       ->needs(comm_log);
   // Hidden (empty group): for tests of failure handling only.
   command->add_option("--fail-rank", options->fail_rank, "test only: the rank that fails")

@@ -10,9 +10,8 @@
 // keeps when each call was issued, when the issuing call returned (on CPU ranks, whose
 // collectives complete at post, the time between is the collective) and when it was known
 // complete (its Wait() or a Test() that said so returned; -1 if never), in seconds since the
-// log's start. What the wrapped
-// communicator returns or throws passes through unchanged. Not thread-safe: one rank's
-// thread appends, like every Communicator.
+// log's start. What the wrapped communicator returns or throws passes through unchanged.
+// Not thread-safe: one rank's thread appends, like every Communicator.
 #pragma once
 
 #include <memory>
