@@ -99,7 +99,8 @@ CollectiveBenchmarkPlan CollectivePlan(const CalibrateCommandOptions& o) {
     throw InputError(kFlags, !o.collective_bytes.empty() ? "--collective-bytes" : "--collective-chunks",
                      "only with --collective-ranks 2 or more (the collective benchmark)");
   if (!o.collective_bytes.empty()) {
-    plan.buffer_bytes = ParseIntList(o.collective_bytes, "--collective-bytes", 64, int64_t{1} << 30,
+    // Up to 64 MiB: on CPU ranks a larger collective takes seconds, times repeats and rounds.
+    plan.buffer_bytes = ParseIntList(o.collective_bytes, "--collective-bytes", 64, int64_t{1} << 26,
                                      "buffer sizes in bytes");
     const auto [lo, hi] = std::minmax_element(plan.buffer_bytes.begin(), plan.buffer_bytes.end());
     if (*lo == *hi)  // one size cannot tell latency from bandwidth (FitNetworkTier)
@@ -108,7 +109,9 @@ CollectiveBenchmarkPlan CollectivePlan(const CalibrateCommandOptions& o) {
                        "from the bandwidth; got '" + o.collective_bytes + "'");
   }
   if (!o.collective_chunks.empty())
-    plan.chunk_sides = ParseIntList(o.collective_chunks, "--collective-chunks", 1, 4096,
+    // Up to 1024: a 1024^3 fp32 matmul is about 20 ms on one core (the default's largest,
+    // 512, about 2.4 ms); the benchmark runs it hundreds of times.
+    plan.chunk_sides = ParseIntList(o.collective_chunks, "--collective-chunks", 1, 1024,
                                     "matmul sides");
   return plan;
 }

@@ -91,7 +91,9 @@ TEST_CASE("calibrate --collective-bytes / --collective-chunks: the samples of th
   for (const char* bad : {"--collective-chunks 64",  // no --collective-ranks
                           "--collective-ranks 2 --collective-bytes 4096,4096",
                           "--collective-ranks 2 --collective-bytes 4096,x",
-                          "--collective-ranks 2 --collective-chunks 0,128"}) {
+                          "--collective-ranks 2 --collective-chunks 0,128",
+                          "--collective-ranks 2 --collective-chunks 2048",
+                          "--collective-ranks 2 --collective-bytes 4096,134217728"}) {
     const test::CliResult refused = test::RunMeshplan(std::string("calibrate --quick ") + bad);
     INFO(bad << "\n" << refused.output);
     CHECK(refused.exit_code == 2);
