@@ -16,6 +16,7 @@
 #include "executor/calibration/collective_benchmarks.h"
 #include "executor/device/cuda_device.h"
 #include "executor/device/host_memory.h"
+#include "executor/steady_clock.h"
 #include "planner/names.h"
 
 namespace meshplan {
@@ -41,9 +42,6 @@ int64_t PhysicalMemoryBytes() {
   return pages > 0 && page > 0 ? static_cast<int64_t>(pages) * page : 0;
 }
 
-double Now() {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
-}
 
 // Weights each sample by its share of a training step of its shape. A micro-batch of shape
 // s runs the segments (L blocks, the head) and the embedding ops per_microbatch times each,
@@ -172,7 +170,7 @@ void MeasureCollectives(const CalibrationOptions& options, const BenchContext& c
 }  // namespace
 
 CalibrationResult RunCalibration(const CalibrationOptions& options) {
-  const double start = Now();
+  const double start = SteadySeconds();
   CalibrationResult result;
   result.host = HostName();
   result.date = TodayUtc();
@@ -213,7 +211,7 @@ CalibrationResult RunCalibration(const CalibrationOptions& options) {
       result.date, result.device_name, ToString(options.precision), shapes.size(),
       options.model.name, options.quick ? ", quick" : "");
   MeasureCollectives(options, ctx, &result);
-  result.seconds = Now() - start;
+  result.seconds = SteadySeconds() - start;
   return result;
 }
 

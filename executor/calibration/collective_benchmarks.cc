@@ -21,14 +21,12 @@
 #include "executor/comm/rendezvous.h"
 #include "executor/launch/launcher.h"
 #include "executor/launch/rank_env.h"
+#include "executor/steady_clock.h"
 #include "planner/atomic_file.h"
 
 namespace meshplan {
 namespace {
 
-double Now() {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
-}
 
 double Median(std::vector<double> v) {
   const auto mid = v.begin() + static_cast<std::ptrdiff_t>(v.size() / 2);
@@ -100,13 +98,13 @@ std::vector<CollectiveSample> BenchmarkCollectives(Communicator& comm, const at:
   // Seconds of `repeats` chunks (the sizes in turn), each followed by `op` when there is one.
   const auto loop = [&](const std::function<void()>& op) {
     comm.Barrier();
-    const double start = Now();
+    const double start = SteadySeconds();
     for (int r = 0; r < plan.repeats; ++r) {
       chunk(static_cast<size_t>(r) % plan.chunk_sides.size());
       if (op) op();
     }
     SynchronizeDevice(device);
-    return Now() - start;
+    return SteadySeconds() - start;
   };
 
   std::vector<CollectiveSample> out;

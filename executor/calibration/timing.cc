@@ -1,22 +1,16 @@
 // Median timing of micro-benchmark calls (see timing.h).
 #include "executor/calibration/timing.h"
 
-#include "executor/device/training_device.h"
 #include <unistd.h>
 
 #include <algorithm>
-#include <chrono>
 #include <cmath>
 #include <vector>
 
+#include "executor/device/training_device.h"
+#include "executor/steady_clock.h"
+
 namespace meshplan {
-namespace {
-
-double Now() {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
-}
-
-}  // namespace
 
 int64_t DefaultFlushBytes() {
   const long l2 = ::sysconf(_SC_LEVEL2_CACHE_SIZE);
@@ -40,10 +34,10 @@ double MedianSeconds(const std::function<void()>& fn, const at::Device& device,
   fn();  // warm-up: allocator caches, lazy initialisation, first-touch of pages
   SynchronizeDevice(device);
   if (before) before();
-  double start = Now();
+  double start = SteadySeconds();
   fn();
   SynchronizeDevice(device);
-  const double first = std::max(Now() - start, 1e-9);
+  const double first = std::max(SteadySeconds() - start, 1e-9);
 
   int batch = 1;
   if (device.is_cuda() && first < options.min_batch_s)
@@ -56,10 +50,10 @@ double MedianSeconds(const std::function<void()>& fn, const at::Device& device,
   for (int r = 0; r < repeats; ++r) {
     if (!device.is_cuda()) FlushCaches(options.flush_bytes);
     if (before) before();
-    start = Now();
+    start = SteadySeconds();
     for (int b = 0; b < batch; ++b) fn();
     SynchronizeDevice(device);
-    times.push_back((Now() - start) / batch);
+    times.push_back((SteadySeconds() - start) / batch);
   }
   const auto mid = times.begin() + static_cast<std::ptrdiff_t>(times.size() / 2);
   std::nth_element(times.begin(), mid, times.end());

@@ -3,15 +3,13 @@
 
 #include <fmt/format.h>
 
-#include <chrono>
 #include <utility>
+
+#include "executor/steady_clock.h"
 
 namespace meshplan {
 namespace {
 
-double SteadySeconds() {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
-}
 
 double SinceStart(CommLog& log) {
   const double now = SteadySeconds();
