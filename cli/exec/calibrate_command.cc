@@ -190,7 +190,9 @@ std::string FormatReport(const CalibrationResult& r) {
     const auto [lo, hi] = std::minmax_element(c.round_seconds.begin(), c.round_seconds.end());
     out += fmt::format("collective {:<15} {:>10.0f} B x{}: {:>9.1f} us", ToString(c.kind), c.bytes,
                        c.group_size, c.seconds * 1e6);
-    if (r.network) out += fmt::format(" (fitted {:.1f} us)", RingTime(c.kind, c.bytes, c.group_size, *r.network) * 1e6);
+    if (r.network)
+      out += fmt::format(" (fitted {:.1f} us)",
+                         RingTime(c.kind, c.bytes, c.group_size, *r.network) * 1e6);
     if (lo != c.round_seconds.end())
       out += fmt::format(", rounds {:.1f}-{:.1f} us", *lo * 1e6, *hi * 1e6);
     out += "\n";

@@ -3,7 +3,7 @@
 # counted by hand; refusals (no file, an untimed log) exit 2.
 set -uo pipefail
 script="$(cd "$(dirname "$0")/../.." && pwd)/scripts/comm_log_gaps.sh"
-fail() { echo "FAIL: $1" >&2; exit 1; }
+. "$(dirname "$0")/refuses.sh"
 tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
 
 # Gaps (issue less the previous return): 0.1 (<0.2), 0.3 (0.2-0.5), 2.0 (1-5), 7.0 (>5);
@@ -23,14 +23,6 @@ grep -qF "calls that took over 2 ms: 20.0% of 5; 4.3 ms in calls" <<<"$out" || f
 grep -qE "^  tp all_gather Float\[2\] -> Float\[4\] +4  0.15 / 1.06 / 3.00$" <<<"$out" || fail "per call: $out"
 grep -qE "^  dp all_reduce Float\[8\] +1  0.05 / 0.05 / 0.05$" <<<"$out" || fail "per call: $out"
 
-refuses() {  # refuses "<what it must say>" ARGS...
-  local want="$1"; shift
-  local err rc
-  err="$(bash "$script" "$@" 2>&1 >/dev/null)"
-  rc=$?
-  [ $rc -eq 2 ] || fail "$*: exit $rc, want 2"
-  grep -qF -- "$want" <<<"$err" || fail "$*: want '$want' in: $err"
-}
 echo "tp all_gather Float[2] -> Float[4]" > "$tmp/plain.rank0"
 refuses "expected a timed comm log"
 refuses "cannot read" "$tmp/missing"

@@ -3,16 +3,7 @@
 # and names the argument and what it accepts, before anything is calibrated or run.
 set -uo pipefail
 script="$(cd "$(dirname "$0")/../.." && pwd)/scripts/cpu_rank_loop.sh"
-fail() { echo "FAIL: $1" >&2; exit 1; }
-
-refuses() {  # refuses "<what it must say>" ARGS...
-  local want="$1"; shift
-  local err rc
-  err="$(bash "$script" "$@" 2>&1 >/dev/null)"
-  rc=$?
-  [ $rc -eq 2 ] || fail "$*: exit $rc, want 2"
-  grep -qF -- "$want" <<<"$err" || fail "$*: want '$want' in: $err"
-}
+. "$(dirname "$0")/refuses.sh"
 
 refuses "--repeats needs a positive integer, got 'x'" --repeats x
 refuses "--repeats needs a positive integer, got '0'" --repeats 0
