@@ -45,7 +45,8 @@ const char* KnobHelp(Knob knob) {
     case Knob::kVirtualStages: return "vpp: model chunks per pipeline rank (interleaved)";
     case Knob::kStageSplit:
       return "layers per pipeline stage: even, or first and last stage lighter "
-             "(first_stage_layers, last_stage_layers; pp > 1, vpp = 1)";
+             "(first_stage_layers, last_stage_layers; pp > 1; interleaved: the chunks at the "
+             "model's ends give up the layers)";
   }
   return "";
 }

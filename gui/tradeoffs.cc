@@ -52,12 +52,23 @@ std::vector<int64_t> EpValues(const ModelSpec& model, int64_t dp, int64_t curren
   return values;
 }
 
-// The stage splits offered for pp: even (0) and the lighter ends, when there is one.
-std::vector<int64_t> StageSplitValues(int64_t layers, int64_t pp) {
+// The stage splits offered for the plan's pp: even (0) and the lighter ends, when there is
+// one (for its vpp chunks under the interleaved schedule).
+std::vector<int64_t> StageSplitValues(int64_t layers, const ParallelPlan& plan) {
   std::vector<int64_t> values = {0};
-  if (const std::optional<StageSplit> split = LighterEndsSplit(layers, pp))
-    values.push_back(split->first_stage_layers * kStageSplitBase + split->last_stage_layers);
+  const bool chunked = plan.schedule == PipelineSchedule::kInterleaved && plan.virtual_stages > 1;
+  const std::optional<StageSplit> split = chunked
+                                              ? LighterEndsSplit(layers, plan.pp, plan.virtual_stages)
+                                              : LighterEndsSplit(layers, plan.pp);
+  if (split) values.push_back(split->first_stage_layers * kStageSplitBase + split->last_stage_layers);
   return values;
+}
+
+// The layers whose divisors the vpp knob offers: a stage's even share (the middle stages'
+// with uneven ends), or all layers when pp does not divide them.
+int64_t LayersToChunk(int64_t layers, const ParallelPlan& plan) {
+  if (HasUnevenStages(plan)) return std::max<int64_t>(SplitLayers(layers, plan).middle, 1);
+  return plan.pp > 0 && layers % plan.pp == 0 ? layers / plan.pp : layers;
 }
 
 // The specs every check needs, bundled for the helpers below.
@@ -107,7 +118,7 @@ std::vector<int64_t> RepairValues(const Ctx& ctx, const ParallelPlan& plan, Knob
         if (v != current) values.push_back(v);
       break;
     case Knob::kStageSplit:
-      for (int64_t v : StageSplitValues(ctx.model.layers, plan.pp))
+      for (int64_t v : StageSplitValues(ctx.model.layers, plan))
         if (v != current) values.push_back(v);
       break;
     case Knob::kSchedule:  // the default schedule first
@@ -118,9 +129,10 @@ std::vector<int64_t> RepairValues(const Ctx& ctx, const ParallelPlan& plan, Knob
     case Knob::kMicroBatch:
     case Knob::kVirtualStages: {
       const bool mbs = knob == Knob::kMicroBatch;
-      const int64_t whole = mbs ? ctx.training.global_batch : ctx.model.layers;
-      const int64_t per = mbs ? plan.dp : plan.pp;
-      for (int64_t v : Divisors(per > 0 && whole % per == 0 ? whole / per : whole))
+      const int64_t b = ctx.training.global_batch;
+      const int64_t whole = mbs ? (plan.dp > 0 && b % plan.dp == 0 ? b / plan.dp : b)
+                                : LayersToChunk(ctx.model.layers, plan);
+      for (int64_t v : Divisors(whole))
         if (v != current) values.push_back(v);
       std::stable_sort(values.begin(), values.end(), [current](int64_t a, int64_t b) {
         return LogDistance(a, current) < LogDistance(b, current);
@@ -181,12 +193,9 @@ std::vector<int64_t> CandidateValues(const Ctx& ctx, const ParallelPlan& plan, K
               static_cast<int64_t>(PipelineSchedule::k1F1B),
               static_cast<int64_t>(PipelineSchedule::kInterleaved),
               static_cast<int64_t>(PipelineSchedule::kZeroBubbleH1)};
-    case Knob::kVirtualStages: {
-      const int64_t l = ctx.model.layers;
-      return Divisors(plan.pp > 0 && l % plan.pp == 0 ? l / plan.pp : l);
-    }
+    case Knob::kVirtualStages: return Divisors(LayersToChunk(ctx.model.layers, plan));
     case Knob::kStageSplit: {
-      std::vector<int64_t> values = StageSplitValues(ctx.model.layers, plan.pp);
+      std::vector<int64_t> values = StageSplitValues(ctx.model.layers, plan);
       const int64_t current = KnobValue(plan, knob);  // a split typed into the plan string
       if (std::find(values.begin(), values.end(), current) == values.end())
         values.push_back(current);

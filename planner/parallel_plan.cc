@@ -69,7 +69,9 @@ PlanConstraintMask CheckPlan(const ParallelPlan& plan, const ModelSpec& model,
   fail_if(!uneven && (!chunks || model.layers % *chunks != 0), C::kPpDividesLayers);
   fail_if(uneven && plan.pp == 1, C::kStageLayersNeedPp);
   fail_if(uneven && plan.pp > 1 && !StageSplitIsWhole(model.layers, plan), C::kStageLayersSplit);
-  fail_if(uneven && plan.virtual_stages > 1, C::kStageLayersWithVpp);
+  fail_if(uneven && plan.pp > 1 && StageSplitIsWhole(model.layers, plan) &&
+              !StageSplitFitsChunks(model.layers, plan),
+          C::kStageLayersWithVpp);
   // Causal load balancing gives each cp rank one early and one late chunk: 2*cp chunks.
   const std::optional<int64_t> cp_chunks = plan.cp > 1 ? CheckedMul(2, plan.cp) : std::optional<int64_t>(1);
   fail_if(!cp_chunks || training.seq_len % *cp_chunks != 0, C::kCpDividesSeq);
@@ -119,6 +121,28 @@ std::string StageSplitMessage(const ParallelPlan& plan, int64_t layers) {
          Str(others) + " stage(s) of pp=" + Str(plan.pp) +
          ", which must each get the same whole number >= 1; allowed: " + set + " = " +
          Str(layers) + " - " + Str(others) + "*k for a whole k >= 1 (each stage >= 1 layer)";
+}
+
+// Why a whole uneven split does not split into the interleaved chunks
+// (stage_layers_with_vpp), and what would.
+std::string StageChunksMessage(const ParallelPlan& plan, int64_t layers) {
+  const StageLayers split = SplitLayers(layers, plan);
+  const std::string head = StageFields(plan) + " with vpp=" + Str(split.vpp) + ": ";
+  const bool both = plan.first_stage_layers > 0 && plan.last_stage_layers > 0;
+  if (plan.pp == 2 && both)
+    return head + "the chunk size comes from a stage with the even share, and pp=2 has none "
+                  "when both ends are set; allowed: set one of first_stage_layers and "
+                  "last_stage_layers, or vpp=1";
+  if (split.middle % split.vpp != 0)
+    return head + "the other stages' " + Str(split.middle) + " layers each do not split into " +
+           Str(split.vpp) + " equal chunks; allowed: vpp dividing " + Str(split.middle) +
+           ", or first/last stage counts that leave the others a multiple of vpp";
+  const int64_t others = (split.vpp - 1) * (split.middle / split.vpp);
+  return head + "each end stage's other " + Str(split.vpp - 1) + " chunk(s) hold " +
+         Str(split.middle / split.vpp) + " layers each, " + Str(others) +
+         " in all, more than its count (first " + Str(split.first) + ", last " +
+         Str(split.last) + "); allowed: first_stage_layers and last_stage_layers >= " +
+         Str(others) + " (the chunk at the model's end then holds the rest, 0 or more)";
 }
 
 // "1, 2, 4, 8": the divisors of n that also divide m (m == 0: all divisors of n), as the
@@ -200,9 +224,7 @@ std::string ViolationMessage(PlanConstraint c, const ParallelPlan& plan, const M
     case C::kStageLayersSplit:
       return StageSplitMessage(plan, model.layers);
     case C::kStageLayersWithVpp:
-      return StageFields(plan) + " with vpp=" + Str(plan.virtual_stages) +
-             ": uneven stages are not implemented for interleaved virtual stages; allowed: "
-             "vpp=1, or first_stage_layers=0 and last_stage_layers=0";
+      return StageChunksMessage(plan, model.layers);
     case C::kCpDividesSeq:
       return "seq=" + Str(training.seq_len) + " is not divisible by 2*cp=" + Str(CheckedMul(2, plan.cp)) +
              " (load-balanced context parallel)";

@@ -98,7 +98,7 @@ enum class PlanConstraint : uint8_t {
   kPpDividesLayers,         // L % (pp*vpp) (even stages only)
   kStageLayersNeedPp,       // first/last_stage_layers set with pp == 1
   kStageLayersSplit,        // uneven stages: the rest splits equally, >= 1 each, over the others
-  kStageLayersWithVpp,      // uneven stages with vpp > 1 (not implemented)
+  kStageLayersWithVpp,      // uneven stages that do not split into the vpp chunks
   kCpDividesSeq,            // S % (2*cp) (load-balanced causal context parallel)
   kSeqWithinMax,            // S <= max_seq
   kSpNeedsTp,               // sp only with tp > 1

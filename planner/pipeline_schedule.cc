@@ -3,6 +3,23 @@
 #include <algorithm>
 
 namespace meshplan {
+
+int64_t InterleavedWarmup(int64_t pp, int64_t v, int64_t m, int64_t stage) {
+  const int64_t total = m * v;
+  return m == pp ? total : std::min((pp - stage - 1) * 2 + (v - 1) * pp, total);
+}
+
+InterleavedCursor::InterleavedCursor(int64_t pp, int64_t v, PipelinePass pass)
+    : pp_(pp), v_(v), backward_(pass != PipelinePass::kForward) {}
+
+void InterleavedCursor::Next() {
+  if (++slot_ < pp_) return;
+  slot_ = 0;
+  if (++chunk_ < v_) return;
+  chunk_ = 0;
+  ++round_;
+}
+
 namespace {
 
 ScheduleItem Item(int64_t microbatch, int64_t chunk, PipelinePass pass) {
@@ -32,24 +49,20 @@ std::vector<ScheduleItem> OneFOneBOrder(int64_t pp, int64_t m, int64_t stage) {
 
 std::vector<ScheduleItem> InterleavedOrder(int64_t pp, int64_t v, int64_t m, int64_t stage) {
   const int64_t total = m * v;
-  const int64_t group = pp * v;
-  auto microbatch = [&](int64_t k) { return (k / group) * pp + k % pp; };
-  auto chunk = [&](int64_t k, bool forward) {
-    const int64_t c = (k % group) / pp;
-    return forward ? c : v - 1 - c;
-  };
-  int64_t warmup = m == pp ? total : std::min((pp - stage - 1) * 2 + (v - 1) * pp, total);
+  const int64_t warmup = InterleavedWarmup(pp, v, m, stage);
+  InterleavedCursor forward(pp, v, PipelinePass::kForward), backward(pp, v, PipelinePass::kBackward);
   std::vector<ScheduleItem> order;
   order.reserve(2 * total);
-  for (int64_t k = 0; k < warmup; ++k)
-    order.push_back(Item(microbatch(k), chunk(k, true), PipelinePass::kForward));
+  auto take = [&](InterleavedCursor& cursor, PipelinePass pass) {
+    order.push_back(Item(cursor.microbatch(), cursor.chunk(), pass));
+    cursor.Next();
+  };
+  for (int64_t k = 0; k < warmup; ++k) take(forward, PipelinePass::kForward);
   for (int64_t i = 0; i < total - warmup; ++i) {
-    const int64_t f = warmup + i;
-    order.push_back(Item(microbatch(f), chunk(f, true), PipelinePass::kForward));
-    order.push_back(Item(microbatch(i), chunk(i, false), PipelinePass::kBackward));
+    take(forward, PipelinePass::kForward);
+    take(backward, PipelinePass::kBackward);
   }
-  for (int64_t k = total - warmup; k < total; ++k)
-    order.push_back(Item(microbatch(k), chunk(k, false), PipelinePass::kBackward));
+  for (int64_t k = total - warmup; k < total; ++k) take(backward, PipelinePass::kBackward);
   return order;
 }
 

@@ -44,6 +44,26 @@ struct ScheduleItem {
 std::vector<ScheduleItem> StageOrder(PipelineSchedule schedule, int64_t pp, int64_t v,
                                      int64_t m, int64_t stage);
 
+// Megatron's interleaved order, piece by piece (StageOrder builds it from these): the
+// warm-up forwards of `stage` (all m*v when m == pp) ...
+int64_t InterleavedWarmup(int64_t pp, int64_t v, int64_t m, int64_t stage);
+
+// ... and the passes of one kind in their order, without allocating: the k-th forward
+// runs chunk (k mod pp*v) / pp of micro-batch (k / (pp*v))*pp + k mod pp, the k-th
+// backward the same micro-batch and chunk v-1 minus that.
+class InterleavedCursor {
+ public:
+  InterleavedCursor(int64_t pp, int64_t v, PipelinePass pass);
+  int64_t chunk() const { return backward_ ? v_ - 1 - chunk_ : chunk_; }
+  int64_t microbatch() const { return round_ * pp_ + slot_; }
+  void Next();  // to the next pass of this kind
+
+ private:
+  int64_t pp_, v_;
+  bool backward_;
+  int64_t slot_ = 0, chunk_ = 0, round_ = 0;  // k = (round*v + chunk)*pp + slot
+};
+
 // True when the schedule runs weight gradients (W) apart from input gradients (B).
 bool SplitsWeightGradients(PipelineSchedule schedule);
 

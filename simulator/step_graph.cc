@@ -218,11 +218,8 @@ std::vector<PartRun> GraphBuilder::StageRuns(int64_t stage) const {
   const int64_t pp = work_.pp, v = std::max<int64_t>(work_.virtual_stages, 1);
   const int64_t V = pp * v;
   const int64_t m = work_.micro_batches;
-  // Chunks hold equal blocks; uneven stages (first / last stage layers) have one chunk each.
-  const int64_t blocks_per_chunk = work_.stage_layers.Of(stage) / v;
-  auto first_layer_of = [&](int64_t vs) {
-    return v == 1 ? work_.stage_layers.FirstBlockOf(stage) : vs * blocks_per_chunk;
-  };
+  // The blocks of each chunk (planner/stage_layers.h: uneven ends give up their end chunks').
+  const StageLayers& split = work_.stage_layers;
   // One stage has no pipeline: zb_h1 then runs W inside B like the others.
   const PipelineSchedule schedule =
       SplitsWeightGradients(work_.schedule) && !split_w_ ? PipelineSchedule::k1F1B : work_.schedule;
@@ -235,7 +232,7 @@ std::vector<PartRun> GraphBuilder::StageRuns(int64_t stage) const {
     if (order[i].pass == grads_pass) last_grads[order[i].chunk] = i;
 
   std::vector<PartRun> runs;
-  runs.reserve(order.size() * (blocks_per_chunk + 2));
+  runs.reserve(order.size() * (split.LargestChunkOf(stage) + 2));
   std::vector<size_t> input_items;  // first run of each B item, in B order
   size_t weights = 0;
   for (size_t i = 0; i < order.size(); ++i) {
@@ -254,13 +251,15 @@ std::vector<PartRun> GraphBuilder::StageRuns(int64_t stage) const {
       r.layer = static_cast<int32_t>(layer);
       runs.push_back(r);
     };
+    const int64_t blocks = split.ChunkOf(stage, item.chunk);
+    const int64_t first_layer = split.FirstBlockOfChunk(stage, item.chunk);
     if (item.pass == PipelinePass::kForward) {
       if (vs == 0) push(SimPart::kEmbedding, -1);
-      for (int64_t j = 0; j < blocks_per_chunk; ++j) push(SimPart::kBlock, first_layer_of(vs) + j);
+      for (int64_t j = 0; j < blocks; ++j) push(SimPart::kBlock, first_layer + j);
       if (vs == V - 1) push(SimPart::kHead, -1);
     } else {
       if (vs == V - 1) push(SimPart::kHead, -1);
-      for (int64_t j = blocks_per_chunk - 1; j >= 0; --j) push(SimPart::kBlock, first_layer_of(vs) + j);
+      for (int64_t j = blocks - 1; j >= 0; --j) push(SimPart::kBlock, first_layer + j);
       if (vs == 0) push(SimPart::kEmbedding, -1);
     }
     if (item.pass == PipelinePass::kBackward) input_items.push_back(begin);

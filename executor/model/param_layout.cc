@@ -82,32 +82,25 @@ int64_t ParamLayout::padded_numel() const {
   return n;
 }
 
-StageRange VirtualStageRange(const ModelSpec& model, int64_t virtual_stages, int64_t stage) {
-  if (virtual_stages < 1 || model.layers % virtual_stages != 0 || stage < 0 ||
-      stage >= virtual_stages)
-    throw std::invalid_argument("pipeline: " + std::to_string(model.layers) +
-                                " layers do not split into " + std::to_string(virtual_stages) +
-                                " virtual stages (or stage " + std::to_string(stage) +
-                                " is out of range)");
-  const int64_t per = model.layers / virtual_stages;
-  return {stage * per, (stage + 1) * per, stage == 0, stage == virtual_stages - 1};
-}
-
 std::vector<StageRange> PipelineRankChunks(const ModelSpec& model, const StageLayers& stages,
                                            int64_t v, int64_t pp_rank) {
   const int64_t pp = stages.pp;
-  if (v == 1) {
-    const bool empty_stage = stages.first < 1 || stages.last < 1 || (pp > 2 && stages.middle < 1);
-    if (stages.Total() != model.layers || empty_stage || pp_rank < 0 || pp_rank >= pp)
-      throw std::invalid_argument("pipeline: " + std::to_string(model.layers) +
-                                  " layers do not split into " + std::to_string(pp) +
-                                  " stages as planned (or stage " + std::to_string(pp_rank) +
-                                  " is out of range)");
-    const int64_t first = stages.FirstBlockOf(pp_rank);
-    return {{first, first + stages.Of(pp_rank), pp_rank == 0, pp_rank == pp - 1}};
-  }
+  const bool empty_stage = stages.first < 1 || stages.last < 1 || (pp > 2 && stages.middle < 1);
+  const bool chunks_fit = stages.vpp == v && (v == 1 || (stages.middle % v == 0 &&
+                                     stages.ChunkOf(0, 0) >= 0 && stages.ChunkOf(pp - 1, v - 1) >= 0 &&
+                                     stages.FirstBlockOfChunk(pp - 1, v - 1) +
+                                             stages.ChunkOf(pp - 1, v - 1) == model.layers));
+  if (stages.Total() != model.layers || empty_stage || !chunks_fit || pp_rank < 0 || pp_rank >= pp)
+    throw std::invalid_argument("pipeline: " + std::to_string(model.layers) +
+                                " layers do not split into " + std::to_string(pp) + " stages of " +
+                                std::to_string(v) + " chunk(s) as planned (or stage " +
+                                std::to_string(pp_rank) + " is out of range)");
   std::vector<StageRange> chunks;
-  for (int64_t c = 0; c < v; ++c) chunks.push_back(VirtualStageRange(model, pp * v, c * pp + pp_rank));
+  for (int64_t c = 0; c < v; ++c) {
+    const int64_t first = stages.FirstBlockOfChunk(pp_rank, c);
+    chunks.push_back({first, first + stages.ChunkOf(pp_rank, c), pp_rank == 0 && c == 0,
+                      pp_rank == pp - 1 && c == v - 1});
+  }
   return chunks;
 }
 

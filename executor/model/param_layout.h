@@ -80,14 +80,12 @@ struct StageRange {
   bool head = true;
 };
 
-// Pipeline chunks (Megatron's interleaved layout, planner/pipeline_schedule.h): with pp
-// ranks and v chunks per rank there are pp*v virtual stages; virtual stage k holds blocks
-// [k*L/(pp*v), (k+1)*L/(pp*v)), the embedding on k = 0, the head on k = pp*v - 1, and
-// chunk c of pp rank r is virtual stage c*pp + r. Needs L % (pp*v) == 0 (else throws).
-StageRange VirtualStageRange(const ModelSpec& model, int64_t virtual_stages, int64_t stage);
-// The chunks of pipeline rank `pp_rank`: with v == 1 its one stage, of the blocks `stages`
-// gives it (planner/stage_layers.h: even, or uneven first / last stages; throws unless the
-// stages hold all L blocks, at least one each); with v > 1 the interleaved chunks above (even stages only).
+// The chunks of pipeline rank `pp_rank`, of the blocks `stages` gives them
+// (planner/stage_layers.h: even or uneven first / last stages; with v > 1 Megatron's
+// interleaved layout, chunk c of rank r being virtual stage c*pp + r, the embedding on
+// virtual stage 0 and the head on the last). A chunk may hold no block (an end's chunk that
+// gave up its layers: the embedding or the head alone). Throws unless the stages hold all L
+// blocks, at least one each, in v chunks per rank (stages.vpp == v).
 std::vector<StageRange> PipelineRankChunks(const ModelSpec& model, const StageLayers& stages,
                                            int64_t v, int64_t pp_rank);
 

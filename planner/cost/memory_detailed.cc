@@ -110,7 +110,9 @@ struct ZeroLayout {
   BytesPerParam bytes;
   ParamGroups groups;
   double stage_layers = 0;   // blocks on the stage (all chunks)
-  double chunk_blocks = 0;   // blocks per chunk (virtual stage)
+  double chunk_blocks = 0;   // blocks of the stage's largest chunk (virtual stage)
+  double head_chunk_blocks = 0;   // blocks of its last chunk (the head's, on the last stage)
+  double embed_chunk_blocks = 0;  // blocks of its first chunk (the embedding's, on stage 0)
   double partial_shard = 0;  // the temporary reduce-scatter shard per group, in groups
   double fp8_copies = 0;     // fp8: FP8 weight bytes per block parameter (fp8_convention.h)
   double prefetch = 1;       // ZeRO-3 gathers issued ahead (the plan's `prefetch`)
@@ -133,7 +135,7 @@ struct ZeroLayout {
   }
   // The head's backward prefetches the chunk's last `prefetch` blocks.
   double prefetched_after_head() const {
-    return std::min(prefetch, chunk_blocks) * gathered_block();
+    return std::min(prefetch, head_chunk_blocks) * gathered_block();
   }
 };
 
@@ -148,10 +150,11 @@ ZeroLayout MakeZeroLayout(const ModelSpec& model, const TrainingSpec& training,
   z.expert_zero = z.zero;
   z.bytes = BytesPerParamFor(training.precision);
   z.groups = StageParamGroups(model, plan, stage, z.weight_replicas, z.expert_replicas);
-  z.stage_layers = double(LayersOfStage(model, plan, stage));
-  const bool interleaved = plan.pp > 1 && plan.schedule == PipelineSchedule::kInterleaved;
-  z.chunk_blocks =
-      z.stage_layers / double(interleaved ? std::max<int64_t>(1, plan.virtual_stages) : 1);
+  const StageLayers split = SplitLayers(model.layers, plan);
+  z.stage_layers = double(split.Of(stage));
+  z.chunk_blocks = double(split.LargestChunkOf(stage));
+  z.head_chunk_blocks = double(split.ChunkOf(stage, split.vpp - 1));
+  z.embed_chunk_blocks = double(split.ChunkOf(stage, 0));
   z.partial_shard = plan.num_microbatches(training.global_batch) > 1 ? 1.0 / z.n : 0.0;
   if (training.precision == Precision::kFp8) z.fp8_copies = kFp8WeightCopiesPerParam * kFp8Bytes;
   z.prefetch = double(std::max<int64_t>(0, plan.zero3_prefetch));
@@ -182,7 +185,7 @@ StageActivations CountStageActivations(const ModelSpec& model, const TrainingSpe
   a.last_bytes = last ? LastStageSavedTensors(model, block.shape).TotalBytes() : 0;
   a.loss_bytes = last ? LossSavedTensors(block.shape).TotalBytes() : 0;
   const int64_t microbatches = plan.num_microbatches(training.global_batch);
-  a.in_flight = CountMicrobatchesInFlight(plan, microbatches, stage);
+  a.in_flight = CountMicrobatchesInFlight(plan, SplitLayers(model.layers, plan), microbatches, stage);
   // Dense and MoE layers keep different FFNs: weigh the two blocks by the stage's share
   // of MoE layers (its first dense_layers keep the dense FFN: executor/model/moe_block.h).
   double per_layer = block.tensors.saved;
@@ -204,6 +207,8 @@ StageActivations CountStageActivations(const ModelSpec& model, const TrainingSpe
     const double kept = std::min(blocks_in_flight, 2.0);
     a.host_bytes = (blocks_in_flight - kept) * block.tensors.saved;
     a.in_flight.blocks = kept / stage_layers;
+    a.in_flight.head_blocks = std::min(a.in_flight.head_blocks, a.in_flight.blocks);
+    a.in_flight.embedding_blocks = std::min(a.in_flight.embedding_blocks, a.in_flight.blocks);
     a.total -= a.host_bytes;
   }
   a.logits_all = double(a.in_flight.last_stage) * a.loss_bytes;
@@ -255,7 +260,9 @@ Phase HeadBackwardPhase(const Stage& s) {
   const StageActivations& a = s.act;
   const ZeroLayout& z = s.zero;
   Phase head{"head_backward"};
-  head.activations_bytes = a.total;
+  // Fewer blocks may be in flight as the head's chunk starts its backward (uneven chunks).
+  head.activations_bytes =
+      a.total - std::max(0.0, a.in_flight.blocks - a.in_flight.head_blocks) * a.per_microbatch;
   head.logits_bytes = a.logits_all;
   head.comm_buffer_bytes = z.full_grad(z.groups.head);
   // The head (gathered since its forward) and the chunk's last block, prefetched as the
@@ -276,8 +283,10 @@ Phase EmbedBackwardPhase(const Stage& s) {
   const StageActivations& a = s.act;
   const ZeroLayout& z = s.zero;
   Phase embed{"embed_backward"};
-  const double chunk = 1.0 / double(s.plan.virtual_stages);
-  embed.activations_bytes = std::max(0.0, a.in_flight.blocks - chunk) * a.per_microbatch +
+  // The micro-batch's first chunk (the embedding's) has run its backward.
+  const double chunk = z.stage_layers > 0 ? z.embed_chunk_blocks / z.stage_layers
+                                          : 1.0 / double(s.plan.virtual_stages);
+  embed.activations_bytes = std::max(0.0, a.in_flight.embedding_blocks - chunk) * a.per_microbatch +
                             double(a.in_flight.first_stage - 1) * a.first_bytes +
                             (s.last() ? double(a.in_flight.last_stage - 1) * a.last_bytes : 0.0);
   embed.logits_bytes = a.logits_but_current;

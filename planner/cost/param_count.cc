@@ -112,16 +112,14 @@ int64_t MoeLayersOfStage(const ModelSpec& m, const ParallelPlan& plan, int64_t s
   const auto moe_in = [Ld](int64_t begin, int64_t end) {
     return std::max<int64_t>(0, end - std::max(begin, Ld));
   };
-  if (plan.virtual_stages > 1 && !HasUnevenStages(plan)) {
-    // Interleaved: chunk j = stage + i*pp holds layers [j*c, (j+1)*c), c = L / (pp*vpp).
-    const int64_t chunks = plan.pp * plan.virtual_stages, c = m.layers / chunks;
-    int64_t n = 0;
-    for (int64_t j = stage; j < chunks; j += plan.pp) n += moe_in(j * c, (j + 1) * c);
-    return n;
-  }
+  // Each model chunk of the stage holds a run of layers (one run unless interleaved).
   const StageLayers split = SplitLayers(m.layers, plan);
-  const int64_t begin = split.FirstBlockOf(stage);
-  return moe_in(begin, begin + split.Of(stage));
+  int64_t n = 0;
+  for (int64_t c = 0; c < split.vpp; ++c) {
+    const int64_t begin = split.FirstBlockOfChunk(stage, c);
+    n += moe_in(begin, begin + split.ChunkOf(stage, c));
+  }
+  return n;
 }
 
 StageParams CountStageParams(const ModelSpec& m, const ParallelPlan& plan, int64_t stage) {

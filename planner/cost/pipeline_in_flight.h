@@ -8,6 +8,7 @@
 #include <cstdint>
 
 #include "planner/parallel_plan.h"
+#include "planner/stage_layers.h"
 
 namespace meshplan {
 
@@ -16,6 +17,11 @@ struct MicrobatchesInFlight {
   // last forward in flight, in units of one micro-batch through all of the
   // stage's layers (fractional for the interleaved schedule).
   double blocks = 0;
+  // The same as the backward of the stage's last chunk starts (the head's, on the last
+  // stage) and as the backward of its first chunk starts (the embedding's, on stage 0):
+  // `blocks` unless the stage's chunks differ (uneven ends, interleaved).
+  double head_blocks = 0;
+  double embedding_blocks = 0;
   // Micro-batches whose first-stage tensors (token ids, embedding dropout mask) are held.
   int64_t first_stage = 0;
   // Micro-batches whose loss tensors (fp32 log-probabilities) the last stage holds.
@@ -33,9 +39,13 @@ struct MicrobatchesInFlight {
 //     all forwards first then). Each chunk holds L / (pp * vpp) layers, so `blocks`
 //     is chunks / vpp; stage 0 gets pp + (pp - 1) / vpp micro-batches, i.e. the
 //     L * (1 + (pp - 1) / (pp * vpp)) layer-activations of Korthikanti et al. 2022.
+//     Where the stage's chunks differ (`split`: uneven ends), `blocks` is the most layers
+//     alive as one of its backwards starts in that order (planner/pipeline_schedule.h),
+//     over the stage's layers; head_blocks and embedding_blocks the most as a backward of
+//     the last / first chunk starts.
 //     The last stage's last chunk runs 1F1B-style: its loss tensors are held for 1
 //     micro-batch; the first stage's token ids for ceil(blocks) (they are tiny).
-MicrobatchesInFlight CountMicrobatchesInFlight(const ParallelPlan& plan, int64_t m,
-                                               int64_t stage);
+MicrobatchesInFlight CountMicrobatchesInFlight(const ParallelPlan& plan, const StageLayers& split,
+                                               int64_t m, int64_t stage);
 
 }  // namespace meshplan

@@ -182,6 +182,28 @@ std::optional<StageSplit> UnevenSplitWorthTrying(const ModelSpec& model, int64_t
   return better ? split : std::nullopt;
 }
 
+std::vector<ScheduleChoice> UnevenInterleavedChoices(const ModelSpec& model, int64_t pp,
+                                                     const StageSplit& split,
+                                                     std::optional<int64_t> pinned_vpp) {
+  ParallelPlan plan;
+  plan.pp = pp;
+  plan.first_stage_layers = split.first_stage_layers;
+  plan.last_stage_layers = split.last_stage_layers;
+  const int64_t middle = SplitLayers(model.layers, plan).middle;
+  std::vector<int64_t> tried;  // vpp >= 2 dividing the middle count, with a chunked split
+  for (int64_t vpp : Divisors(std::max<int64_t>(middle, 1)))
+    if (vpp >= 2 && (!pinned_vpp || vpp == *pinned_vpp) && LighterEndsSplit(model.layers, pp, vpp))
+      tried.push_back(vpp);
+  if (!pinned_vpp && tried.size() > 2) tried = {tried.front(), tried.back()};
+  std::vector<ScheduleChoice> choices;
+  for (int64_t vpp : tried) {
+    const StageSplit chunked = *LighterEndsSplit(model.layers, pp, vpp);
+    choices.push_back({PipelineSchedule::kInterleaved, vpp, chunked.first_stage_layers,
+                       chunked.last_stage_layers});
+  }
+  return choices;
+}
+
 PlanSpace::PlanSpace(const ModelSpec& model, const TrainingSpec& training,
                      const ClusterSpec& cluster, const PlanSpaceOptions& options)
     : world_size_(cluster.world_size()),
@@ -240,7 +262,10 @@ PlanSpace::PlanSpace(const ModelSpec& model, const TrainingSpec& training,
       }
     }
   }
-  // Uneven stages: one chunk per rank (not interleaved), 1f1b only (see the header).
+  // Uneven stages: 1f1b, and interleaved with the vpp that split them (see the header).
+  const bool interleaved_allowed =
+      (!pins.schedule || *pins.schedule == PipelineSchedule::kInterleaved) &&
+      (!pins.virtual_stages || *pins.virtual_stages > 1);
   for (const MeshShape& mesh : meshes_) {
     if (mesh.pp == 1 || std::any_of(pipelined_schedules_.begin(), pipelined_schedules_.end(),
                                     [&](const auto& entry) { return entry.first == mesh.pp; }))
@@ -248,17 +273,21 @@ PlanSpace::PlanSpace(const ModelSpec& model, const TrainingSpec& training,
     std::vector<ScheduleChoice> choices;
     if (pins.first_stage_layers || pins.last_stage_layers) {  // the pinned split, as given
       for (const ScheduleChoice& c : even)
-        if (c.virtual_stages == 1)
-          choices.push_back({c.schedule, 1, pins.first_stage_layers.value_or(0),
-                             pins.last_stage_layers.value_or(0)});
+        choices.push_back({c.schedule, c.virtual_stages, pins.first_stage_layers.value_or(0),
+                           pins.last_stage_layers.value_or(0)});
     } else {
       choices = even;
       const std::optional<StageSplit> split =
           options.uneven_stages ? UnevenSplitWorthTrying(model, mesh.pp) : std::nullopt;
-      if (split)
+      if (split) {
         for (const ScheduleChoice& c : even)
           if (c.virtual_stages == 1 && c.schedule == PipelineSchedule::k1F1B)
             choices.push_back({c.schedule, 1, split->first_stage_layers, split->last_stage_layers});
+        if (interleaved_allowed)
+          for (const ScheduleChoice& c :
+               UnevenInterleavedChoices(model, mesh.pp, *split, pins.virtual_stages))
+            choices.push_back(c);
+      }
     }
     pipelined_schedules_.push_back({mesh.pp, std::move(choices)});
   }

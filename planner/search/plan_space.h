@@ -15,9 +15,11 @@
 //                     options.uneven_stages is off) 1f1b on UnevenSplitWorthTrying: the
 //                     first and last stage lighter (planner/stage_layers.h), where pp does
 //                     not divide the layers (126 on pp=16: 7 + 14 x 8 + 7) or where that
-//                     lowers the largest stage. 1f1b only: the executor runs it, gpipe has
-//                     its time and more memory, and the other two would triple the
-//                     uneven candidates (the search must stay fast, README "Benchmarks")
+//                     lowers the largest stage; and interleaved on UnevenInterleavedChoices
+//                     (126 on pp=16: vpp 2 and 8, the last Llama 3's 405B run). Not
+//                     gpipe or zb_h1: gpipe has 1f1b's time and more memory, and the two
+//                     would add as many uneven candidates again (the search must stay fast,
+//                     README "Benchmarks")
 //   zero              0, and 1, 2, 3 when dp*cp > 1 (ZeRO shards over the dp x cp ranks
 //                     that hold the same weights; over one rank it shards nothing)
 //   recompute         none, selective, full
@@ -26,8 +28,8 @@
 // Pins (--only "tp=1,zero=3") replace an axis by the pinned value, enumerated as
 // given even where the grid would leave it out (the constraints then judge it);
 // schedule and vpp pins apply to pipelined meshes (pp > 1) only. So do the stage-split
-// pins (first_stage_layers, last_stage_layers): pinned, every non-interleaved schedule
-// runs that split (an unpinned one of the two stays 0, the even share) in place of the
+// pins (first_stage_layers, last_stage_layers): pinned, every schedule (and vpp) runs that
+// split (an unpinned one of the two stays 0, the even share) in place of the
 // grid's splits. The overlap and offload choices (tp_overlap, dp_overlap, prefetch,
 // offload_opt, offload_act, offload_params) are not grid axes: the search tries them on each
 // grid point (planner/search/knob_variants.h); a pin fixes one on every candidate, and an
@@ -161,6 +163,15 @@ class PlanSpace {
 // plus the vocabulary matrix on the first and last stage: models whose embedding or
 // lm_head outweighs a block). nullopt: even stages only.
 std::optional<StageSplit> UnevenSplitWorthTrying(const ModelSpec& model, int64_t pp);
+
+// The interleaved choices on lighter ends: among the vpp >= 2 that divide the middle
+// stages' count of `split` (UnevenSplitWorthTrying's) and have a LighterEndsSplit(L, pp,
+// vpp), the smallest (the fewest sends) and the largest (the smallest bubble), or the
+// pinned vpp alone. 126 layers on pp=16 (middle 8): vpp 2 and 8 (4 when pinned), each
+// 7 + 14 x 8 + 7. Two, not all: the search must stay fast (README "Benchmarks").
+std::vector<ScheduleChoice> UnevenInterleavedChoices(const ModelSpec& model, int64_t pp,
+                                                     const StageSplit& split,
+                                                     std::optional<int64_t> pinned_vpp = {});
 
 // Divisors of n (n >= 1), ascending.
 std::vector<int64_t> Divisors(int64_t n);

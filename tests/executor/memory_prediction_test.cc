@@ -246,6 +246,10 @@ TEST_CASE("the detailed memory model predicts uneven pipeline stages within 2%",
       {{1, 1, 2, 1, false, 0, S::k1F1B, 1, 1, 2, R::kNone}, 1, 3},
       {{2, 1, 2, 1, false, 1, S::kGpipe, 1, 1, 2, R::kFull}, 3, 1},
       {{1, 1, 3, 1, false, 0, S::k1F1B, 1, 1, 3, R::kNone}, 1, 1},  // 1 + 2 + 1
+      // Interleaved, 1 + 2 + 2 in chunks of 1: stage 0's first chunk holds only the
+      // embedding, stage 2's last only the head; steady state, and all forwards first.
+      {{1, 1, 3, 1, false, 0, S::kInterleaved, 2, 1, 6, R::kNone}, 1, 1},
+      {{1, 1, 3, 1, false, 0, S::kInterleaved, 2, 1, 3, R::kFull}, 1, 1},
   };
   std::vector<PlanFile> plans;
   for (const UnevenCase& c : cases) {

@@ -228,6 +228,8 @@ TEST_CASE("pipeline: a rank's chunks are virtual stages c*pp + r", "[executor][p
   m.layers = 8;
   ParallelPlan plan;
   plan.pp = 2;
+  plan.schedule = PipelineSchedule::kInterleaved;
+  plan.virtual_stages = 2;
   const ParamLayout layout =
       BuildParamLayout(m, 1, PipelineRankChunks(m, SplitLayers(m.layers, plan), 2, 1));
   REQUIRE(layout.chunks.size() == 2);
@@ -237,7 +239,10 @@ TEST_CASE("pipeline: a rank's chunks are virtual stages c*pp + r", "[executor][p
   CHECK(layout.embedding_group == -1);
   CHECK(layout.chunks[1].head_group == layout.head_group);
   CHECK(layout.groups[static_cast<size_t>(layout.head_group)].name == "head");
+  CHECK_THROWS(PipelineRankChunks(m, SplitLayers(m.layers, plan), 1, 0));  // the split has 2 chunks
   plan.pp = 3;
+  plan.schedule = PipelineSchedule::k1F1B;
+  plan.virtual_stages = 1;
   CHECK_THROWS(PipelineRankChunks(m, SplitLayers(m.layers, plan), 1, 0));  // 8 do not split 3 ways
 }
 
@@ -258,6 +263,33 @@ TEST_CASE("pipeline: uneven stages hold their own blocks (first_stage_layers, la
   CHECK((last[0].first_block == 5 && last[0].end_block == 8 && last[0].head));
   plan.first_stage_layers = plan.last_stage_layers = 4;  // no layer left for the middle stage
   CHECK_THROWS(PipelineRankChunks(m, SplitLayers(m.layers, plan), 1, 0));
+}
+
+TEST_CASE("pipeline: interleaved uneven stages give up the blocks of the model's end chunks",
+          "[executor][pp]") {
+  ModelSpec m = test::TinySpec(false, 2);
+  m.layers = 8;
+  // 1 + 2 + 2 + 3 on pp=4 in chunks of 1: virtual stages 0..7 hold [], [0], [1], [2], [3],
+  // [4], [5], [6, 7].
+  ParallelPlan plan = ParsePlanString("pp=4,schedule=interleaved,vpp=2,first_stage_layers=1,"
+                                      "last_stage_layers=3");
+  const StageLayers stages = SplitLayers(m.layers, plan);
+  const std::vector<StageRange> first = PipelineRankChunks(m, stages, 2, 0);
+  REQUIRE(first.size() == 2);
+  CHECK((first[0].first_block == 0 && first[0].end_block == 0 && first[0].embedding &&
+         !first[0].head));
+  CHECK((first[1].first_block == 3 && first[1].end_block == 4 && !first[1].embedding));
+  const std::vector<StageRange> last = PipelineRankChunks(m, stages, 2, 3);
+  CHECK((last[0].first_block == 2 && last[0].end_block == 3 && !last[0].head));
+  CHECK((last[1].first_block == 6 && last[1].end_block == 8 && last[1].head));
+  const ParamLayout layout = BuildParamLayout(m, 1, first);
+  REQUIRE(layout.chunks.size() == 2);
+  CHECK(layout.chunks[0].num_blocks == 0);
+  CHECK(layout.chunks[1].num_blocks == 1);
+  CHECK(layout.embedding_group >= 0);
+  // A split whose chunks do not tile the layers is refused.
+  plan.first_stage_layers = 0;  // 8 - 3 = 5 over 3 stages: not whole
+  CHECK_THROWS(PipelineRankChunks(m, SplitLayers(m.layers, plan), 2, 0));
 }
 
 // ---------------------------------------------------------------------------------------
@@ -308,7 +340,13 @@ TEST_CASE("pipeline parallel training equals the single-process run", "[executor
       // Uneven stages: 3 + 5 on pp=2, 1 + 4 + 3 on pp=3, and 2 + 3 + 3 (last left even).
       PpCase{1, 2, 1, S::k1F1B, 3, Recompute::kNone, 0, 3, 5},
       PpCase{1, 3, 1, S::k1F1B, 4, Recompute::kFull, 0, 1, 3},
-      PpCase{2, 3, 1, S::kGpipe, 2, Recompute::kNone, 1, 2, 0});
+      PpCase{2, 3, 1, S::kGpipe, 2, Recompute::kNone, 1, 2, 0},
+      // Interleaved on uneven stages: 6 + 2 in chunks of 1 (stage 0's first chunk holds 5),
+      // and 1 + 2 + 2 + 3 in chunks of 1 (stage 0's first chunk holds only the embedding).
+      PpCase{1, 2, 2, S::kInterleaved, 4, Recompute::kNone, 0, 6, 0},
+      PpCase{2, 2, 2, S::kInterleaved, 2, Recompute::kFull, 1, 6, 0},
+      PpCase{1, 4, 2, S::kInterleaved, 4, Recompute::kFull, 0, 1, 3},
+      PpCase{1, 4, 2, S::kInterleaved, 8, Recompute::kNone, 0, 1, 3});
   INFO(Describe(c));
   ModelSpec m = test::TinySpec(false, 2);
   m.layers = 8;

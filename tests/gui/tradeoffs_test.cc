@@ -236,5 +236,24 @@ TEST_CASE("the stage-split knob: even or lighter ends, and it makes pp=3 valid f
   CHECK_THAT(pp3.note, Catch::Matchers::Contains("stages=first"));
 }
 
+TEST_CASE("the stage-split and vpp knobs under the interleaved schedule", "[gui][tradeoffs][uneven]") {
+  const Fixture f;  // 32 layers on 8 GPUs
+  const ParallelPlan interleaved = ParsePlanString("dp=2,pp=4,schedule=interleaved,vpp=2");
+  REQUIRE(f.Valid(interleaved));
+  // Even, and the lighter ends that split into 2 chunks: 6 + 10 + 10 + 6 (chunks of 5; the
+  // end chunks hold 1).
+  const auto split = KnobOptions(f.model, f.cluster, f.training, interleaved, Knob::kStageSplit);
+  CHECK(Values(split, true) == std::vector<int64_t>{0, 6 * kStageSplitBase + 6});
+  // With 7 + 9 + 9 + 7 the vpp knob offers the divisors of the middle stages' 9 layers: vpp=3
+  // (chunks of 3, the end chunks of 1) runs interleaved.
+  const ParallelPlan uneven = ParsePlanString("dp=2,pp=4,first_stage_layers=7,last_stage_layers=7");
+  REQUIRE(f.Valid(uneven));
+  const auto vpp = KnobOptions(f.model, f.cluster, f.training, uneven, Knob::kVirtualStages);
+  const KnobOption& three = Option(vpp, 3);
+  REQUIRE(three.valid);
+  CHECK(three.plan.schedule == PipelineSchedule::kInterleaved);
+  CHECK(three.plan.first_stage_layers == 7);
+}
+
 
 }  // namespace meshplan

@@ -175,6 +175,10 @@ TEST_CASE("context parallel splits the sequence, ring attention keeps no probabi
 TEST_CASE("pipeline micro-batches in flight", "[planner][memory][pipeline]") {
   ParallelPlan plan;
   plan.pp = 4;
+  // 16 layers: 4 per stage, or 2 per chunk with vpp = 2 (equal chunks).
+  auto CountMicrobatchesInFlight = [&plan](const ParallelPlan& p, int64_t m, int64_t stage) {
+    return meshplan::CountMicrobatchesInFlight(p, SplitLayers(16, plan), m, stage);
+  };
   SECTION("1F1B: stage i holds min(m, pp - i); the last holds 1") {
     for (int64_t stage = 0; stage < 4; ++stage)
       CHECK(CountMicrobatchesInFlight(plan, 8, stage).blocks == 4 - stage);
@@ -197,6 +201,21 @@ TEST_CASE("pipeline micro-batches in flight", "[planner][memory][pipeline]") {
     CHECK(CountMicrobatchesInFlight(plan, 16, 3).blocks == 5.0 / 2);  // ((vpp-1)*pp + 1)/vpp
     CHECK(CountMicrobatchesInFlight(plan, 16, 3).last_stage == 1);
     CHECK(CountMicrobatchesInFlight(plan, 4, 2).blocks == 4);  // m == pp: all forwards first
+  }
+  SECTION("interleaved, uneven ends: the most layers alive as a backward starts") {
+    plan.schedule = PipelineSchedule::kInterleaved;
+    plan.virtual_stages = 2;
+    plan.first_stage_layers = plan.last_stage_layers = 3;  // 14 layers: 3 + 4 + 4 + 3
+    const StageLayers split = SplitLayers(14, plan);
+    REQUIRE(split.ChunkOf(0, 0) == 1);
+    REQUIRE(split.ChunkOf(0, 1) == 2);
+    // Stage 0, m = 8: forwards run chunks 0,0,0,0,1,1,1,1,0,0,0,0,1,1,1,1 and backwards
+    // 1,1,1,1,0,0,0,0,1,... after 10 warm-up forwards (4x1 + 4x2 + 2x1 = 14 layers), one
+    // forward then one backward: 15 before the first backward (and again before the sixth:
+    // F15 adds 2 after B4 removed 1). The equal-chunk count would say 11 / 2 = 5.5 stages.
+    CHECK(meshplan::CountMicrobatchesInFlight(plan, split, 8, 0).blocks == Approx(15.0 / 3));
+    // Middle stages' chunks are equal: the closed form.
+    CHECK(meshplan::CountMicrobatchesInFlight(plan, split, 8, 1).blocks == Approx(4 + 1.0 / 2));
   }
   SECTION("no pipeline: one micro-batch at a time") {
     plan.pp = 1;

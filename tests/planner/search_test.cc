@@ -84,13 +84,33 @@ struct BruteForce {
   std::vector<ParallelPlan> valid_plans;  // keep_valid
 };
 
-// The stage splits the grid tries: even, and (uneven_stages, 1f1b, vpp 1) the lighter ends.
+// The stage splits the grid tries: even, and (uneven_stages) the lighter ends: 1f1b with
+// vpp 1 on that split, interleaved on the split that chunks into vpp, for the smallest and
+// the largest vpp that divide the middle stages' count and have such a split (the pinned
+// vpp alone when pinned).
 std::vector<StageSplit> SplitsTried(const ModelSpec& model, const ParallelPlan& p,
                                     PipelineSchedule schedule, const SearchOptions& options) {
   std::vector<StageSplit> splits = {StageSplit{}};
-  if (!options.space.uneven_stages || schedule != PipelineSchedule::k1F1B || p.virtual_stages != 1)
-    return splits;
-  if (const auto lighter = UnevenSplitWorthTrying(model, p.pp)) splits.push_back(*lighter);
+  if (!options.space.uneven_stages) return splits;
+  const auto lighter = UnevenSplitWorthTrying(model, p.pp);
+  if (!lighter) return splits;
+  if (schedule == PipelineSchedule::k1F1B && p.virtual_stages == 1) splits.push_back(*lighter);
+  if (schedule == PipelineSchedule::kInterleaved && p.virtual_stages >= 2) {
+    ParallelPlan stages;
+    stages.pp = p.pp;
+    stages.first_stage_layers = lighter->first_stage_layers;
+    stages.last_stage_layers = lighter->last_stage_layers;
+    const int64_t middle = SplitLayers(model.layers, stages).middle;
+    std::vector<int64_t> vpps;
+    for (int64_t v = 2; v <= middle; ++v)
+      if (middle % v == 0 && LighterEndsSplit(model.layers, p.pp, v)) vpps.push_back(v);
+    const bool tried = options.space.pins.virtual_stages
+                           ? *options.space.pins.virtual_stages == p.virtual_stages
+                           : !vpps.empty() && (p.virtual_stages == vpps.front() ||
+                                               p.virtual_stages == vpps.back());
+    if (tried && std::find(vpps.begin(), vpps.end(), p.virtual_stages) != vpps.end())
+      splits.push_back(*LighterEndsSplit(model.layers, p.pp, p.virtual_stages));
+  }
   return splits;
 }
 

@@ -146,9 +146,10 @@ TEST_CASE("uneven splits that do not work are refused with the rule, the fields 
                             m, t, 2);
   REQUIRE(vpp.size() == 1);
   CHECK(vpp[0].constraint == "stage_layers_with_vpp");
-  CHECK(vpp[0].message == "first_stage_layers=4, last_stage_layers=6 with vpp=2: uneven stages are "
-                          "not implemented for interleaved virtual stages; allowed: vpp=1, or "
-                          "first_stage_layers=0 and last_stage_layers=0");
+  CHECK(vpp[0].message == "first_stage_layers=4, last_stage_layers=6 with vpp=2: the chunk size "
+                          "comes from a stage with the even share, and pp=2 has none when both "
+                          "ends are set; allowed: set one of first_stage_layers and "
+                          "last_stage_layers, or vpp=1");
 }
 
 TEST_CASE("cost model by hand: 10 layers on pp=4 as 1 + 3 + 3 + 3", "[planner][cost][uneven]") {

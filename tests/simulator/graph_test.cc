@@ -24,7 +24,8 @@ TEST_CASE("simulated steps respect streams and dependencies and add up",
       "pp=4,tp=2,schedule=zb_h1,zero=1", "tp=4,dp=2,tp_overlap=1,sp=1",
       "pp=2,cp=2,tp=2,schedule=interleaved,vpp=2,zero=3,recompute=full",
       "pp=4,dp=2,first_stage_layers=1,last_stage_layers=3",
-      "pp=2,tp=2,dp=2,schedule=zb_h1,zero=1,first_stage_layers=5,last_stage_layers=3");
+      "pp=2,tp=2,dp=2,schedule=zb_h1,zero=1,first_stage_layers=5,last_stage_layers=3",
+      "pp=4,dp=2,schedule=interleaved,vpp=2,first_stage_layers=1,last_stage_layers=3");
   INFO(plan_text);
   const ModelSpec model = test::TinyLlama(8);
   const ClusterSpec cluster = test::TestCluster(2, 4, 3e11, 2.5e10, 3e-6, 2e-6);
@@ -109,6 +110,39 @@ TEST_CASE("uneven stages: each simulated rank runs its own blocks, numbered alon
     if (op.kind == SimOpKind::kForward && op.part == SimPart::kBlock) layers[op.rank].insert(op.layer);
   const std::vector<std::set<int32_t>> want = {{0}, {1, 2, 3}, {4, 5, 6}, {7, 8, 9}};
   CHECK(layers == want);
+}
+
+TEST_CASE("interleaved uneven stages: each rank's chunks run their blocks, numbered along the "
+          "virtual stages",
+          "[simulator][graph][uneven]") {
+  const ClusterSpec cluster = test::FreeNetwork(1, 4);
+  const TrainingSpec training = test::Training(8, 128);
+  // Blocks of each rank's forwards, and the ranks that ran an embedding / head forward.
+  auto run = [&](const ModelSpec& model, const ParallelPlan& plan) {
+    REQUIRE(Validate(plan, model, training, cluster.world_size()).empty());
+    const StepGraph graph = BuildStepGraph(model, cluster, training, plan);
+    std::vector<std::set<int32_t>> layers(4);
+    std::set<int32_t> embedding, head;
+    for (const SimOp& op : graph.ops) {
+      if (op.kind != SimOpKind::kForward) continue;
+      if (op.part == SimPart::kBlock) layers[op.rank].insert(op.layer);
+      if (op.part == SimPart::kEmbedding) embedding.insert(op.rank);
+      if (op.part == SimPart::kHead) head.insert(op.rank);
+    }
+    CHECK(embedding == std::set<int32_t>{0});
+    CHECK(head == std::set<int32_t>{3});
+    return layers;
+  };
+  // 14 layers, 3 + 4 + 4 + 3, two chunks of 2 a stage: stage 0's first chunk and stage 3's
+  // last give up one each. Virtual stages 0..7 hold [0], [1,2], [3,4], [5,6], [7,8], ...
+  const std::vector<std::set<int32_t>> want14 = {{0, 7, 8}, {1, 2, 9, 10}, {3, 4, 11, 12}, {5, 6, 13}};
+  CHECK(run(test::TinyLlama(14), ParsePlanString("pp=4,schedule=interleaved,vpp=2,"
+                                                 "first_stage_layers=3,last_stage_layers=3")) == want14);
+  // 6 layers, 1 + 2 + 2 + 1 in chunks of 1: the first virtual stage holds only the embedding
+  // and the last only the head (Llama 3's 405B layout).
+  const std::vector<std::set<int32_t>> want6 = {{3}, {0, 4}, {1, 5}, {2}};
+  CHECK(run(test::TinyLlama(6), ParsePlanString("pp=4,schedule=interleaved,vpp=2,"
+                                                "first_stage_layers=1,last_stage_layers=1")) == want6);
 }
 
 TEST_CASE("one simulated rank per pipeline stage, placed at the stage's first rank",
