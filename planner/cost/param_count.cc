@@ -8,10 +8,6 @@
 namespace meshplan {
 namespace {
 
-bool IsExpert(LinearRole role) {
-  return role == LinearRole::kRoutedExpert || role == LinearRole::kSharedExpert;
-}
-
 // The experts' share of one llama MoE block on one rank: shared experts' tp shards and
 // X/ep routed experts' tp shards.
 int64_t ExpertParamsPerRank(const ModelSpec& m, int64_t tp, int64_t ep) {

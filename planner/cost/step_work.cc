@@ -61,7 +61,7 @@ struct Shape {
   double a = 2;   // activation element size
   bool fp8 = false;  // the blocks' linear GEMMs in FP8 (planner/cost/fp8_convention.h)
   AttentionImpl attention = AttentionImpl::kFused;  // resolved
-  ExpertParallelWork ep;  // a MoE block's routed rows and all-to-all (expert_parallel.h)
+  ExpertParallelWork ep = {};  // a MoE block's routed rows and all-to-all (expert_parallel.h)
 };
 
 

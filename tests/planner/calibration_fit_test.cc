@@ -17,6 +17,17 @@
 namespace meshplan {
 namespace {
 
+// A ComputeWork of nominal FLOPs, bytes and kernels (no GEMM shapes: timed at the rates).
+ComputeWork Work(double matmul_flops, double attention_flops, double memory_bytes, int64_t kernels) {
+  ComputeWork w;
+  w.matmul_flops = matmul_flops;
+  w.attention_flops = attention_flops;
+  w.memory_bytes = memory_bytes;
+  w.kernels = kernels;
+  return w;
+}
+
+
 namespace fs = std::filesystem;
 
 // A CPU-like machine: 100 GFLOP/s matmuls, 40 GFLOP/s attention, 20 GB/s, 5 us per kernel.
@@ -37,10 +48,10 @@ std::vector<CalibrationSample> Samples(const ComputeRates& rates, double noise =
   std::vector<CalibrationSample> out;
   for (double scale : {1e6, 1e7, 1e8, 1e9}) {
     const std::vector<std::pair<std::string, ComputeWork>> works = {
-        {"matmul", {scale, 0, 0, 1}},
-        {"matmul_bwd", {2 * scale, 0, 0, 2}},
-        {"attention", {0, scale / 2, 0, 2}},
-        {"memory", {0, 0, scale / 20, 6}},
+        {"matmul", Work(scale, 0, 0, 1)},
+        {"matmul_bwd", Work(2 * scale, 0, 0, 2)},
+        {"attention", Work(0, scale / 2, 0, 2)},
+        {"memory", Work(0, 0, scale / 20, 6)},
     };
     for (const auto& [name, work] : works) {
       CalibrationSample s;
@@ -78,11 +89,11 @@ TEST_CASE("calibration fit: weights choose which errors count", "[planner][calib
   // Two matmul samples that disagree by 2x: the heavily weighted one wins.
   std::vector<CalibrationSample> s(2);
   s[0].name = "small";
-  s[0].work = {1e9, 0, 0, 1};
+  s[0].work = Work(1e9, 0, 0, 1);
   s[0].seconds = 0.01;  // 100 GFLOP/s
   s[0].weight = 1e3;
   s[1].name = "large";
-  s[1].work = {1e9, 0, 0, 1};
+  s[1].work = Work(1e9, 0, 0, 1);
   s[1].seconds = 0.02;  // 50 GFLOP/s
   s[1].weight = 1;
   const CalibrationFit fit = FitComputeRates(s);
@@ -97,7 +108,7 @@ TEST_CASE("calibration fit: a negative overhead is fixed at zero", "[planner][ca
   for (double flops : {1e6, 1e7, 1e8}) {
     CalibrationSample x;
     x.name = "matmul";
-    x.work = {flops, 0, 0, 1};
+    x.work = Work(flops, 0, 0, 1);
     x.seconds = flops / 100e9 - 2e-6;  // sub-linear: an intercept below zero
     s.push_back(x);
   }
@@ -111,7 +122,7 @@ TEST_CASE("calibration fit: bad samples are rejected", "[planner][calibration]")
   CHECK_THROWS_AS(FitComputeRates({}), std::invalid_argument);
   CalibrationSample zero_time;
   zero_time.name = "x";
-  zero_time.work = {1e9, 0, 0, 1};
+  zero_time.work = Work(1e9, 0, 0, 1);
   CHECK_THROWS_AS(FitComputeRates({zero_time}), std::invalid_argument);
   CalibrationSample no_work;
   no_work.name = "y";
@@ -120,7 +131,7 @@ TEST_CASE("calibration fit: bad samples are rejected", "[planner][calibration]")
   // Memory work that explains none of the time: no memory rate can be fitted.
   std::vector<CalibrationSample> s = Samples(TrueRates());
   for (CalibrationSample& x : s)
-    if (x.name == "memory") x.seconds = TimeOf({0, 0, 0, x.work.kernels}, TrueRates()).total();
+    if (x.name == "memory") x.seconds = TimeOf(Work(0, 0, 0, x.work.kernels), TrueRates()).total();
   CHECK_THROWS_AS(FitComputeRates(s), std::runtime_error);
 }
 
