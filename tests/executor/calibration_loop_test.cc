@@ -41,6 +41,10 @@ namespace {
 
 constexpr double kTolerancePct = 15.0;
 constexpr double kSteadyMachine = 0.10;  // reference op within 10% of its calibration time
+// Runs of a plan (each after a new calibration) while the reference op drifts past
+// kSteadyMachine; the steadiest decides. On a noisy host (drift 12-28% on 2026-11-24) three
+// were not enough; a steady machine needs one.
+constexpr int kAttempts = 5;
 
 // One block's forward + backward at 1x64 (tiny-llama): a few milliseconds of the same op
 // mix as a step, so it slows down with the step when other processes take the cores, the
@@ -172,7 +176,7 @@ TEST_CASE("calibrate, predict, run, compare: CPU step time of 6 plans within 15%
   for (const PlanCase& c : cases) {
     Attempt best;
     best.reference_drift = 1e9;
-    for (int attempt = 0; attempt < 3 && best.reference_drift > kSteadyMachine; ++attempt) {
+    for (int attempt = 0; attempt < kAttempts && best.reference_drift > kSteadyMachine; ++attempt) {
       if (attempt > 0) {
         WARN("reference op drift " << best.reference_drift * 100 << "% during the run: calibrating again");
         calibrated = Calibrate(model);
