@@ -86,10 +86,11 @@ std::vector<StageRange> PipelineRankChunks(const ModelSpec& model, const StageLa
                                            int64_t v, int64_t pp_rank) {
   const int64_t pp = stages.pp;
   const bool empty_stage = stages.first < 1 || stages.last < 1 || (pp > 2 && stages.middle < 1);
-  const bool chunks_fit = stages.vpp == v && (v == 1 || (stages.middle % v == 0 &&
-                                     stages.ChunkOf(0, 0) >= 0 && stages.ChunkOf(pp - 1, v - 1) >= 0 &&
-                                     stages.FirstBlockOfChunk(pp - 1, v - 1) +
-                                             stages.ChunkOf(pp - 1, v - 1) == model.layers));
+  // The chunks tile the layers: a middle share that does not divide by v, or an end chunk
+  // that ChunkOf clamped at 0, leaves the last chunk ending elsewhere.
+  const bool chunks_fit = stages.vpp == v && stages.FirstBlockOfChunk(pp - 1, v - 1) +
+                                                     stages.ChunkOf(pp - 1, v - 1) ==
+                                                 model.layers;
   if (stages.Total() != model.layers || empty_stage || !chunks_fit || pp_rank < 0 || pp_rank >= pp)
     throw std::invalid_argument("pipeline: " + std::to_string(model.layers) +
                                 " layers do not split into " + std::to_string(pp) + " stages of " +

@@ -185,7 +185,7 @@ StageActivations CountStageActivations(const ModelSpec& model, const TrainingSpe
   a.last_bytes = last ? LastStageSavedTensors(model, block.shape).TotalBytes() : 0;
   a.loss_bytes = last ? LossSavedTensors(block.shape).TotalBytes() : 0;
   const int64_t microbatches = plan.num_microbatches(training.global_batch);
-  a.in_flight = CountMicrobatchesInFlight(plan, SplitLayers(model.layers, plan), microbatches, stage);
+  a.in_flight = CountMicrobatchesInFlight(plan, model.layers, microbatches, stage);
   // Dense and MoE layers keep different FFNs: weigh the two blocks by the stage's share
   // of MoE layers (its first dense_layers keep the dense FFN: executor/model/moe_block.h).
   double per_layer = block.tensors.saved;

@@ -57,8 +57,8 @@ MemoryBreakdown SeedStageMemory(const ModelSpec& model, const TrainingSpec& trai
     states.optimizer_bytes += experts.optimizer_bytes;
   }
   const MicrobatchesInFlight in_flight =
-      CountMicrobatchesInFlight(plan, SplitLayers(model.layers, plan),
-                                plan.num_microbatches(training.global_batch), stage);
+      CountMicrobatchesInFlight(plan, model.layers, plan.num_microbatches(training.global_batch),
+                                stage);
   const double A = ActivationBytesPerElement(training.precision);
   // This rank's tokens of one micro-batch, each with 1/tp of the per-token terms.
   const double rank_tokens = double(plan.micro_batch) * training.seq_len / plan.cp / plan.tp;

@@ -97,8 +97,8 @@ bool ChunksEqual(const StageLayers& split, int64_t stage) {
 
 }  // namespace
 
-MicrobatchesInFlight CountMicrobatchesInFlight(const ParallelPlan& plan, const StageLayers& split,
-                                               int64_t m, int64_t stage) {
+MicrobatchesInFlight CountMicrobatchesInFlight(const ParallelPlan& plan, int64_t layers, int64_t m,
+                                               int64_t stage) {
   m = std::max<int64_t>(m, 1);
   if (plan.pp == 1) return Uniform(1.0, 1, 1);
   switch (plan.schedule) {
@@ -109,12 +109,10 @@ MicrobatchesInFlight CountMicrobatchesInFlight(const ParallelPlan& plan, const S
       return Uniform(static_cast<double>(n), n, n);
     }
     case PipelineSchedule::kInterleaved: {
-      const int64_t vpp = plan.virtual_stages, total_chunks = m * vpp;
-      const int64_t warmup =
-          m == plan.pp ? total_chunks : (plan.pp - stage - 1) * 2 + (vpp - 1) * plan.pp;
-      const int64_t chunks = std::min(warmup + 1, total_chunks);
-      const bool unequal = split.vpp == vpp && split.Of(stage) > 0 && m % plan.pp == 0 &&
-                           !ChunksEqual(split, stage);
+      const int64_t vpp = plan.virtual_stages;
+      const int64_t chunks = std::min(InterleavedWarmup(plan.pp, vpp, m, stage) + 1, m * vpp);
+      const StageLayers split = SplitLayers(layers, plan);
+      const bool unequal = split.Of(stage) > 0 && m % plan.pp == 0 && !ChunksEqual(split, stage);
       MicrobatchesInFlight out;
       if (unequal) {
         out = PeakOfUnequalChunks(split, m, stage);

@@ -39,13 +39,14 @@ struct MicrobatchesInFlight {
 //     all forwards first then). Each chunk holds L / (pp * vpp) layers, so `blocks`
 //     is chunks / vpp; stage 0 gets pp + (pp - 1) / vpp micro-batches, i.e. the
 //     L * (1 + (pp - 1) / (pp * vpp)) layer-activations of Korthikanti et al. 2022.
-//     Where the stage's chunks differ (`split`: uneven ends), `blocks` is the most layers
+//     Where the stage's chunks differ (uneven ends: SplitLayers(layers, plan)), `blocks` is the most layers
 //     alive as one of its backwards starts in that order (planner/pipeline_schedule.h),
 //     over the stage's layers; head_blocks and embedding_blocks the most as a backward of
 //     the last / first chunk starts.
 //     The last stage's last chunk runs 1F1B-style: its loss tensors are held for 1
 //     micro-batch; the first stage's token ids for ceil(blocks) (they are tiny).
-MicrobatchesInFlight CountMicrobatchesInFlight(const ParallelPlan& plan, const StageLayers& split,
-                                               int64_t m, int64_t stage);
+// `layers`: the model's, which SplitLayers(layers, plan) puts on the stages and chunks.
+MicrobatchesInFlight CountMicrobatchesInFlight(const ParallelPlan& plan, int64_t layers, int64_t m,
+                                               int64_t stage);
 
 }  // namespace meshplan

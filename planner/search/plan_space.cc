@@ -190,17 +190,14 @@ std::vector<ScheduleChoice> UnevenInterleavedChoices(const ModelSpec& model, int
   plan.first_stage_layers = split.first_stage_layers;
   plan.last_stage_layers = split.last_stage_layers;
   const int64_t middle = SplitLayers(model.layers, plan).middle;
-  std::vector<int64_t> tried;  // vpp >= 2 dividing the middle count, with a chunked split
-  for (int64_t vpp : Divisors(std::max<int64_t>(middle, 1)))
-    if (vpp >= 2 && (!pinned_vpp || vpp == *pinned_vpp) && LighterEndsSplit(model.layers, pp, vpp))
-      tried.push_back(vpp);
-  if (!pinned_vpp && tried.size() > 2) tried = {tried.front(), tried.back()};
-  std::vector<ScheduleChoice> choices;
-  for (int64_t vpp : tried) {
-    const StageSplit chunked = *LighterEndsSplit(model.layers, pp, vpp);
-    choices.push_back({PipelineSchedule::kInterleaved, vpp, chunked.first_stage_layers,
-                       chunked.last_stage_layers});
+  std::vector<ScheduleChoice> choices;  // vpp >= 2 dividing the middle count, split in chunks
+  for (int64_t vpp : Divisors(std::max<int64_t>(middle, 1))) {
+    if (vpp < 2 || (pinned_vpp && vpp != *pinned_vpp)) continue;
+    if (const std::optional<StageSplit> chunked = LighterEndsSplit(model.layers, pp, vpp))
+      choices.push_back({PipelineSchedule::kInterleaved, vpp, chunked->first_stage_layers,
+                         chunked->last_stage_layers});
   }
+  if (choices.size() > 2) choices = {choices.front(), choices.back()};
   return choices;
 }
 

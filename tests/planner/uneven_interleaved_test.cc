@@ -216,7 +216,7 @@ TEST_CASE("interleaved uneven stages: the layers in flight, from the whole order
           if (item.chunk == 0) at_first = std::max(at_first, alive);
           alive -= blocks;
         }
-        const MicrobatchesInFlight got = CountMicrobatchesInFlight(plan, split, m, stage);
+        const MicrobatchesInFlight got = CountMicrobatchesInFlight(plan, layers, m, stage);
         const double stage_layers = static_cast<double>(split.Of(stage));
         CHECK(got.blocks == Approx(static_cast<double>(peak) / stage_layers));
         // Per chunk where the chunks differ (equal chunks keep the closed form's `blocks`).
