@@ -1,5 +1,5 @@
 // FP8 training (Precision::kFp8) as NVIDIA Transformer Engine runs it on Hopper with its
-// default recipe (DelayedScaling): the one description the cost model (step_work.cc,
+// default recipe (DelayedScaling): the one description the cost model (step_work.cc, block_work.cc,
 // compute_work.cc) and the memory model (memory_detailed.cc, activation_memory.cc) share.
 // docs/cost_model.md "FP8" and docs/memory_model.md "FP8" say the same in prose.
 //

@@ -28,7 +28,7 @@
 //    the kernels' shapes set the time (planner/cost/compute_work.h).
 //  * every linear layer is a GEMM of its shape: forward (T, in) x (in, out); backward
 //    input (T, out) x (out, in); backward weight (in, T) x (T, out).
-//  * memory-bound ops move (read + write) the bytes listed in step_work.cc;
+//  * memory-bound ops move (read + write) the bytes listed in block_work.cc;
 //    their backward moves twice the forward bytes.
 //  * gradients sync in the parameter element size (bf16 for bf16 and mixed,
 //    docs/cost_model.md 2(b)-(c)).

@@ -64,7 +64,7 @@ TEST_CASE("calibration: samples carry the cost model's work", "[executor][calibr
         w.block.forward.memory_bytes - w.block.attention_forward.memory_bytes);
   CHECK(by_name["block_memory_bwd 2x64"]->work.memory_bytes ==
         w.block.backward_input.memory_bytes - w.block.attention_backward.memory_bytes);
-  // The executor's launches (planner/cost/step_work.cc BlockCompute): 2 RMSNorms of 7, RoPE on
+  // The executor's launches (planner/cost/block_work.cc BlockCompute): 2 RMSNorms of 7, RoPE on
   // q and k 4 each, v's head split, the naive core's output merge, 2 residuals, SwiGLU 2.
   CHECK(by_name["block_memory_fwd 2x64"]->work.kernels == 2 * 7 + 2 * 4 + 1 + 1 + 2 + 2);
   CHECK(by_name["head_memory_fwd 2x64"]->work.memory_bytes == w.head.forward.memory_bytes);

@@ -1,0 +1,47 @@
+// StepShape: what the builders of StepWork's parts share (step_work.cc, block_work.cc,
+// part_collectives.cc): the plan's shapes on one rank, as doubles, and one way to write a
+// Collective. The legend of the letters is step_work.h's. Internal to planner/cost/.
+#pragma once
+
+#include <cstdint>
+
+#include "planner/attention_impl.h"
+#include "planner/cost/expert_parallel.h"
+#include "planner/cost/step_work.h"
+#include "planner/model_spec.h"
+#include "planner/parallel_plan.h"
+
+namespace meshplan {
+
+struct StepShape {
+  const ModelSpec& model;
+  const ParallelPlan& plan;
+  double T = 0;   // tokens of a micro-batch on this rank: B*S/cp
+  double Tn = 0;  // tokens seen by norms / residuals: T/tp with SP, else T
+  int64_t seq = 0;  // S: keys each query attends to (over the whole CP ring)
+  double S = 0;
+  double E = 0, F = 0, KD = 0, Vl = 0;  // Vl: this rank's vocabulary shard (padded V / tp)
+  double tp = 1;
+  double a = 2;   // activation element size
+  bool fp8 = false;  // the blocks' linear GEMMs in FP8 (planner/cost/fp8_convention.h)
+  AttentionImpl attention = AttentionImpl::kFused;  // resolved
+  ExpertParallelWork ep = {};  // a MoE block's routed rows and all-to-all (expert_parallel.h)
+};
+
+inline Collective MakeCollective(MeshDim dim, CollectiveKind kind, StepPhase phase,
+                                 CollectivePosition position, Cadence cadence, double bytes,
+                                 const CommGroup& group, bool overlappable, int32_t count = 1) {
+  Collective c;
+  c.dim = dim;
+  c.kind = kind;
+  c.phase = phase;
+  c.position = position;
+  c.cadence = cadence;
+  c.bytes = bytes;
+  c.group = group;
+  c.count = count;
+  c.overlappable = overlappable;
+  return c;
+}
+
+}  // namespace meshplan
