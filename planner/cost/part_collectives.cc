@@ -12,8 +12,8 @@ void BlockTpCollectives(const StepShape& s, PartWork* part) {
   const bool overlap = s.plan.tp_comm_overlap;
   using P = CollectivePosition;
   auto add = [&](CollectiveKind kind, StepPhase phase, P position, int32_t count = 1) {
-    part->collectives.push_back(MakeCollective(MeshDim::kTp, kind, phase, position, Cadence::kPerMicrobatch,
-                                     bytes, tp, overlap, count));
+    part->collectives.push_back(MakeCollective(MeshDim::kTp, kind, phase, position,
+                                               Cadence::kPerMicrobatch, bytes, tp, overlap, count));
   };
   const bool full = s.plan.recompute == Recompute::kFull;
   if (!s.plan.sequence_parallel) {
@@ -55,8 +55,8 @@ void BlockCpCollectives(const StepShape& s, PartWork* part) {
   using P = CollectivePosition;
   auto add = [&](StepPhase phase, int32_t count) {
     part->collectives.push_back(MakeCollective(MeshDim::kCp, CollectiveKind::kRingExchange, phase,
-                                     P::kDuringAttention, Cadence::kPerMicrobatch, kv_bytes, cp,
-                                     /*overlappable=*/true, count));
+                                               P::kDuringAttention, Cadence::kPerMicrobatch,
+                                               kv_bytes, cp, /*overlappable=*/true, count));
   };
   add(StepPhase::kForward, 1);
   if (s.plan.recompute == Recompute::kFull) add(StepPhase::kRecompute, 1);
@@ -78,12 +78,13 @@ void BlockEpCollectives(const StepShape& s, PartWork* part) {
   using K = CollectiveKind;
   auto a2a_at = [&](StepPhase phase, P position) {
     part->collectives.push_back(MakeCollective(MeshDim::kEp, K::kAllToAll, phase, position,
-                                     Cadence::kPerMicrobatch, a2a, ep, /*overlappable=*/false));
+                                               Cadence::kPerMicrobatch, a2a, ep,
+                                               /*overlappable=*/false));
   };
   auto tp_at = [&](K kind, StepPhase phase, P position) {
     if (regather)
       part->collectives.push_back(MakeCollective(MeshDim::kTp, kind, phase, position,
-                                       Cadence::kPerMicrobatch, rows, tp, tp_overlap));
+                                                 Cadence::kPerMicrobatch, rows, tp, tp_overlap));
   };
   for (StepPhase phase : {StepPhase::kForward, StepPhase::kRecompute}) {
     if (phase == StepPhase::kRecompute && s.plan.recompute != Recompute::kFull) continue;
@@ -151,9 +152,10 @@ void TiedEmbeddingSync(const StepShape& s, const StepWork& w, int64_t params, Pa
   if (!s.model.tied_embeddings || s.plan.pp <= 1) return;
   CommGroup ends;
   ends.inner = {s.plan.tp * s.plan.cp * (s.plan.pp - 1), 2};
-  part->collectives.push_back(MakeCollective(MeshDim::kPp, CollectiveKind::kAllReduce, StepPhase::kBackward,
-                                   CollectivePosition::kAfterPart, Cadence::kPerStep,
-                                   static_cast<double>(params * w.grad_bytes), ends, false));
+  part->collectives.push_back(
+      MakeCollective(MeshDim::kPp, CollectiveKind::kAllReduce, StepPhase::kBackward,
+                     CollectivePosition::kAfterPart, Cadence::kPerStep,
+                     static_cast<double>(params * w.grad_bytes), ends, false));
 }
 
 }  // namespace meshplan

@@ -65,15 +65,15 @@ void EmbeddingWork(const StepShape& s, const StepWork& w, PartWork* part) {
     using P = CollectivePosition;
     if (s.plan.sequence_parallel) {
       part->collectives.push_back(MakeCollective(MeshDim::kTp, CollectiveKind::kReduceScatter,
-                                       StepPhase::kForward, P::kEmbeddingOutput,
-                                       Cadence::kPerMicrobatch, bytes, tp, overlap));
+                                                 StepPhase::kForward, P::kEmbeddingOutput,
+                                                 Cadence::kPerMicrobatch, bytes, tp, overlap));
       part->collectives.push_back(MakeCollective(MeshDim::kTp, CollectiveKind::kAllGather,
-                                       StepPhase::kBackward, P::kEmbeddingOutput,
-                                       Cadence::kPerMicrobatch, bytes, tp, overlap));
+                                                 StepPhase::kBackward, P::kEmbeddingOutput,
+                                                 Cadence::kPerMicrobatch, bytes, tp, overlap));
     } else {
       part->collectives.push_back(MakeCollective(MeshDim::kTp, CollectiveKind::kAllReduce,
-                                       StepPhase::kForward, P::kEmbeddingOutput,
-                                       Cadence::kPerMicrobatch, bytes, tp, overlap));
+                                                 StepPhase::kForward, P::kEmbeddingOutput,
+                                                 Cadence::kPerMicrobatch, bytes, tp, overlap));
     }
   }
   DpCollectives(s, w, part->params, 0, part);
@@ -121,8 +121,8 @@ void HeadWork(const StepShape& s, const StepWork& w, PartWork* part) {
     using P = CollectivePosition;
     using K = CollectiveKind;
     auto add = [&](K kind, StepPhase phase, P position, double b, int32_t count) {
-      part->collectives.push_back(
-          MakeCollective(MeshDim::kTp, kind, phase, position, Cadence::kPerMicrobatch, b, tp, overlap, count));
+      part->collectives.push_back(MakeCollective(MeshDim::kTp, kind, phase, position,
+                                                 Cadence::kPerMicrobatch, b, tp, overlap, count));
     };
     if (s.plan.sequence_parallel) {  // the backward re-gathers the saved sharded input too
       add(K::kAllGather, StepPhase::kForward, P::kLmHeadInput, bytes, 1);
@@ -248,13 +248,15 @@ void BuildStepWork(const ModelSpec& model, const TrainingSpec& training, const P
     const double bytes = s.Tn * s.E * s.a / (scatter ? s.tp : 1.0);
     if (scatter)
       w.pp_regather = MakeCollective(MeshDim::kTp, CollectiveKind::kAllGather, StepPhase::kForward,
-                           CollectivePosition::kAfterPart, Cadence::kPerMicrobatch,
-                           s.T * s.E * s.a, MeshGroup(plan, MeshDim::kTp), false);
+                                     CollectivePosition::kAfterPart, Cadence::kPerMicrobatch,
+                                     s.T * s.E * s.a, MeshGroup(plan, MeshDim::kTp), false);
     const CommGroup pp = MeshGroup(plan, MeshDim::kPp);
-    w.pp_activation = MakeCollective(MeshDim::kPp, CollectiveKind::kSendRecv, StepPhase::kForward,
-                           CollectivePosition::kAfterPart, Cadence::kPerMicrobatch, bytes, pp, false);
-    w.pp_gradient = MakeCollective(MeshDim::kPp, CollectiveKind::kSendRecv, StepPhase::kBackward,
-                         CollectivePosition::kAfterPart, Cadence::kPerMicrobatch, bytes, pp, false);
+    w.pp_activation =
+        MakeCollective(MeshDim::kPp, CollectiveKind::kSendRecv, StepPhase::kForward,
+                       CollectivePosition::kAfterPart, Cadence::kPerMicrobatch, bytes, pp, false);
+    w.pp_gradient =
+        MakeCollective(MeshDim::kPp, CollectiveKind::kSendRecv, StepPhase::kBackward,
+                       CollectivePosition::kAfterPart, Cadence::kPerMicrobatch, bytes, pp, false);
   }
 
   w.optimizer_bytes_per_param = OptimizerBytesPerParam(training.precision, model.block);
