@@ -18,16 +18,20 @@ namespace meshplan {
 // ---------------------------------------------------------------------------
 // Formatting helpers
 
-// A step-time cell of the plan table: a bare "0" for nothing, so empty columns read as empty.
-static std::string TimeCell(double s) { return s == 0 ? "0" : FormatSeconds(s); }
+namespace {
 
-static double StatesBytes(const MemoryBreakdown& m) {
+// A step-time cell of the plan table: a bare "0" for nothing, so empty columns read as empty.
+std::string TimeCell(double s) { return s == 0 ? "0" : FormatSeconds(s); }
+
+double StatesBytes(const MemoryBreakdown& m) {
   return m.params_bytes + m.grads_bytes + m.optimizer_bytes;
 }
-static double OtherBytes(const MemoryBreakdown& m) {
+double OtherBytes(const MemoryBreakdown& m) {
   return m.logits_bytes + m.comm_buffer_bytes + m.gathered_params_bytes + m.transient_bytes +
          m.runtime_bytes();
 }
+
+}  // namespace
 
 std::string SetupLine(const TrainingSetup& s, const SearchOptions& options) {
   std::string line = fmt::format(
@@ -71,8 +75,10 @@ void PrintPlanTable(const std::vector<RankedPlan>& plans, const ClusterSpec& clu
   }
 }
 
+namespace {
+
 // How the overlap and offload choices went (planner/search/knob_variants.h).
-static void PrintKnobExplain(const KnobTally& k, const TrainingSetup& s, const SearchOptions& options) {
+void PrintKnobExplain(const KnobTally& k, const TrainingSetup& s, const SearchOptions& options) {
   const PlanPins& pins = options.space.pins;
   fmt::print("\nOverlap and offload choices, tried on every valid plan ({} step timings in all):\n",
              GroupDigits(k.timings));
@@ -107,6 +113,8 @@ static void PrintKnobExplain(const KnobTally& k, const TrainingSetup& s, const S
              GroupDigits(k.host_memory_exceeded), kHostMemoryExceeded,
              GroupDigits(k.offload_pruned), GroupDigits(k.offload_dominated));
 }
+
+}  // namespace
 
 void PrintExplain(const SearchResult& r, const TrainingSetup& s, const SearchOptions& options) {
   fmt::print("\nWhy candidates were removed (each counted under the first rule it breaks, in "
@@ -235,7 +243,9 @@ void PrintNoFit(const FitAdvice& advice, const SearchResult& r, const TrainingSe
 // ---------------------------------------------------------------------------
 // JSON
 
-static nlohmann::json PlanFieldsToJson(const ParallelPlan& p) {
+namespace {
+
+nlohmann::json PlanFieldsToJson(const ParallelPlan& p) {
   return {{"dp", p.dp},
           {"tp", p.tp},
           {"pp", p.pp},
@@ -250,6 +260,8 @@ static nlohmann::json PlanFieldsToJson(const ParallelPlan& p) {
           {"first_stage_layers", p.first_stage_layers},
           {"last_stage_layers", p.last_stage_layers}};
 }
+
+}  // namespace
 
 nlohmann::json RankedToJson(const RankedPlan& r) {
   return {{"plan", ToPlanString(r.plan)},
