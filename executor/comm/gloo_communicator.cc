@@ -390,6 +390,11 @@ GlooCommunicator::GlooCommunicator(c10::intrusive_ptr<c10d::Store> store, int wo
     impl.pg = c10::make_intrusive<c10d::ProcessGroupGloo>(
         c10::make_intrusive<c10d::PrefixStore>(prefix, std::move(store)), impl.rank, impl.size(),
         gloo_options);
+    // Gloo's full-mesh connect can return on one rank while a peer is still finishing its
+    // side; a rank that then drops the group at once (an argument error before any call)
+    // closes that peer's half-made connection. A barrier makes the constructor return only
+    // once every member has connected, as the header promises.
+    if (impl.size() > 1) impl.pg->barrier()->wait();
   } catch (...) {
     throw CommError("gloo " + impl.Where() + " [world ranks " + Join(impl.members, ",") +
                     "]: could not connect within " +
