@@ -79,6 +79,12 @@ struct ParallelPlan {
   // The expert-data-parallel degree dp/ep: replicas of each expert along dp (1 when ep
   // does not divide dp or is below 1; CheckPlan() refuses such plans).
   int64_t expert_dp() const { return ep >= 1 && dp % ep == 0 ? dp / ep : 1; }
+  // The weight replicas: the dp x cp ranks that hold the same (dense) weights. Gradients
+  // sync over them and ZeRO shards over them (docs/architecture.md, "Names"). The one name
+  // for this product in planner, simulator and executor.
+  int64_t weight_replicas() const { return CheckedMul(dp, cp).value_or(INT64_MAX); }
+  // The same for a routed expert's weights: the expert-data-parallel dp/ep x cp ranks.
+  int64_t expert_weight_replicas() const { return CheckedMul(expert_dp(), cp).value_or(INT64_MAX); }
   bool operator==(const ParallelPlan&) const = default;
 };
 
