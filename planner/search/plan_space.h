@@ -28,11 +28,11 @@
 // Pins (--only "tp=1,zero=3") replace an axis by the pinned value, enumerated as
 // given even where the grid would leave it out (the constraints then judge it);
 // schedule and vpp pins apply to pipelined meshes (pp > 1) only. So do the stage-split
-// pins (first_stage_layers, last_stage_layers): pinned, every schedule (and vpp) runs that
-// split (an unpinned one of the two stays 0, the even share) in place of the
-// grid's splits. The overlap and offload choices (tp_overlap, dp_overlap, prefetch,
-// offload_opt, offload_act, offload_params) are not grid axes: the search tries them on each
-// grid point (planner/search/knob_variants.h); a pin fixes one on every candidate, and an
+// pins (the first and last stage's layers): pinned, every schedule (and vpp) runs that
+// split (an unpinned one of the two stays 0, the even share) in place of the grid's splits. The overlap and
+// offload choices (PlanFieldRole::kChoice: tp_overlap, dp_overlap, prefetch, offload_opt,
+// offload_act, offload_params) are not grid axes: the search tries them on each grid point
+// (planner/search/knob_variants.h); a pin fixes one on every candidate, and an
 // offload_params=1 pin narrows the zero axis to 3 (its only stage).
 // Immutable after construction: safe to share between threads.
 #pragma once
@@ -48,23 +48,27 @@
 #include "planner/cluster_spec.h"
 #include "planner/model_spec.h"
 #include "planner/parallel_plan.h"
+#include "planner/plan_fields.h"
 #include "planner/stage_layers.h"
 #include "planner/training_spec.h"
 
 namespace meshplan {
 
-// Plan keys pinned to one value; unset keys are searched.
-struct PlanPins {
-  std::optional<int64_t> dp, tp, pp, cp, ep, micro_batch, virtual_stages;
-  std::optional<int64_t> first_stage_layers, last_stage_layers;  // the stage split (pp > 1)
-  std::optional<int> zero_stage;
-  std::optional<bool> sequence_parallel;
-  std::optional<bool> tp_comm_overlap;  // tp_overlap (searched per candidate when unpinned)
-  // The other overlap and offload choices (planner/search/knob_variants.h searches them).
-  std::optional<bool> dp_comm_overlap, offload_optimizer, offload_activations, offload_params;
-  std::optional<int64_t> zero3_prefetch;
-  std::optional<Recompute> recompute;
-  std::optional<PipelineSchedule> schedule;
+// Plan fields pinned to one value (planner/plan_fields.h; a value as the table reads it:
+// a bool as 0/1, an enum as its enumerator); unset fields are searched.
+class PlanPins {
+ public:
+  // The pinned value of `field`, or nullopt.
+  std::optional<int64_t> operator[](PlanField field) const {
+    return values_[static_cast<size_t>(field)];
+  }
+  // The same, as the member's type (bool, int, a Recompute, ...).
+  template <typename T>
+  std::optional<T> Get(PlanField field) const {
+    const std::optional<int64_t> v = (*this)[field];
+    return v ? std::optional<T>(static_cast<T>(*v)) : std::nullopt;
+  }
+  void Pin(PlanField field, int64_t value) { values_[static_cast<size_t>(field)] = value; }
 
   bool empty() const;
   // The pinned keys alone, as a short plan string ("tp=1,zero=3"); "" when empty.
@@ -73,10 +77,15 @@ struct PlanPins {
   PlanPins Without(const std::string& key) const;
   // The keys that are pinned, in plan-string order.
   std::vector<std::string> Keys() const;
-  // Sets the overlap and offload choices of *plan to the pins, else to their defaults.
+  // Sets the search's per-point choices of *plan (PlanFieldRole::kChoice) to the pins, else
+  // to their defaults.
   void SetKnobs(ParallelPlan* plan) const;
+
+ private:
+  std::array<std::optional<int64_t>, kNumPlanFields> values_{};
 };
-// "tp=1,zero=3": the plan-string keys (planner/parallel_plan.h) that the search may pin. Throws InputError naming the key and the allowed values.
+// "tp=1,zero=3": plan-string keys (planner/parallel_plan.h) to pin, each in its field's pin
+// range. Throws InputError naming the key and the allowed values.
 PlanPins ParsePlanPins(const std::string& text, const std::string& source = "--only");
 
 struct PlanSpaceOptions {
@@ -94,8 +103,7 @@ struct MeshShape {
 struct ScheduleChoice {
   PipelineSchedule schedule = PipelineSchedule::k1F1B;
   int64_t virtual_stages = 1;
-  int64_t first_stage_layers = 0;  // 0, 0: even stages
-  int64_t last_stage_layers = 0;
+  StageSplit split{};  // 0, 0: even stages
 };
 
 // The values of the inner axes for one mesh, in enumeration order.
