@@ -316,7 +316,7 @@ void AddSearchCommand(CLI::App& app, int* exit_code) {
                 "try even pipeline stages only (default: also the split with a lighter first and "
                 "last stage)");
   cmd->add_option("--only", options->only,
-                  "pin plan keys, search the rest (e.g. \"tp=1,pp=1\" or \"zero=3\"; "
+                  "pin plan keys, search the rest (e.g. \"tp=1,pp=1\" or \"zero=3\"; each key once; "
                   "any plan-string key: " + PlanFieldKeyList() + ")");
   cmd->add_option("--dump", options->dump,
                   "write every evaluated candidate (plan, memory and time columns, fits, reason) "

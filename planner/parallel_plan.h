@@ -158,7 +158,7 @@ int64_t TpGroupLimit(const ClusterSpec& cluster, bool allow_tp_across_nodes);
 // one key=value per field of planner/plan_fields.h, in its order. ToPlanString prints the
 // fields the table marks always_printed and the others when not at their default;
 // ParsePlanString reads any subset (omitted keys keep their defaults) and throws InputError
-// at `source` naming the key and the allowed values: an unknown key, a
+// at `source` naming the key and the allowed values: an unknown key, a key given twice, a
 // value that does not parse or lies above the table's parse bound (docs/limits.md). Values
 // below 1 parse, and CheckPlan() reports them (factors_positive, stage_layers_split).
 ParallelPlan ParsePlanString(const std::string& text, const std::string& source = "--plan");

@@ -171,6 +171,7 @@ const std::string& PlanFieldKeyList() {
 
 std::vector<PlanFieldValue> ParsePlanFields(const std::string& text, const std::string& source) {
   std::vector<PlanFieldValue> out;
+  std::array<bool, kNumPlanFields> seen{};
   std::stringstream items(text);
   std::string item;
   while (std::getline(items, item, ',')) {
@@ -182,6 +183,8 @@ std::vector<PlanFieldValue> ParsePlanFields(const std::string& text, const std::
     const PlanFieldSpec* field = FindPlanField(key);
     if (field == nullptr)
       throw InputError({source}, key, "unknown key; allowed: " + PlanFieldKeyList());
+    if (std::exchange(seen[static_cast<size_t>(field->id)], true))
+      throw InputError({source}, key, "key given twice; expected each key once");
     out.push_back({field, ParseFieldValue(*field, value, source)});
   }
   return out;

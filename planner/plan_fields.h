@@ -77,7 +77,7 @@ struct PlanFieldValue {
 };
 // The items of a plan string ("dp=2,zero=1"; empty items skipped), in the order given.
 // Throws InputError at `source` naming the key: an item without '=', an unknown key (listing
-// the allowed), a value ParseFieldValue refuses.
+// the allowed), a key given twice, a value ParseFieldValue refuses.
 std::vector<PlanFieldValue> ParsePlanFields(const std::string& text, const std::string& source);
 
 // `text` as a value of `field` (a plan string's or a plan file's spelling). Throws

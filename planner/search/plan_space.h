@@ -84,8 +84,8 @@ class PlanPins {
  private:
   std::array<std::optional<int64_t>, kNumPlanFields> values_{};
 };
-// "tp=1,zero=3": plan-string keys (planner/parallel_plan.h) to pin, each in its field's pin
-// range. Throws InputError naming the key and the allowed values.
+// "tp=1,zero=3": plan-string keys (planner/parallel_plan.h) to pin, each at most once, each
+// in its field's pin range. Throws InputError naming the key and the allowed values.
 PlanPins ParsePlanPins(const std::string& text, const std::string& source = "--only");
 
 struct PlanSpaceOptions {

@@ -60,6 +60,30 @@ TEST_CASE("plan fields: each member is read and written through its row, a plan 
         "dp=1,tp=1,pp=1,cp=1,zero=0,sp=0,mbs=1,recompute=none,schedule=1f1b,vpp=1");
 }
 
+TEST_CASE("plan strings and --only refuse a key given twice", "[planner][plan_fields]") {
+  for (const char* text : {"dp=4,dp=8", "dp=4,tp=2,dp=4", "sp=1,sp=on", "prefetch=0,prefetch=1"}) {
+    INFO(text);
+    CHECK_THROWS_WITH(ParsePlanString(text),
+                      Catch::Contains("--plan: ") && Catch::Contains("key given twice"));
+    CHECK_THROWS_WITH(ParsePlanPins(text, "--only"),
+                      Catch::Contains("--only: ") && Catch::Contains("key given twice"));
+  }
+  try {
+    ParsePlanString("tp=2,dp=4,dp=8");
+    FAIL("no error");
+  } catch (const InputError& e) {
+    CHECK(e.field() == "dp");
+  }
+  try {
+    ParsePlanPins("zero=1,zero=1");
+    FAIL("no error");
+  } catch (const InputError& e) {
+    CHECK(e.field() == "zero");
+  }
+  // Empty items are skipped, not repeated keys.
+  CHECK(ParsePlanString("dp=2,,tp=2,").dp == 2);
+}
+
 TEST_CASE("plan fields: pins read and print through the table", "[planner][plan_fields]") {
   const PlanPins pins = ParsePlanPins("prefetch=0,tp=2,schedule=interleaved,sp=1");
   CHECK(pins.ToString() == "tp=2,sp=1,schedule=interleaved,prefetch=0");
