@@ -153,7 +153,10 @@ PlanSpace::PlanSpace(const ModelSpec& model, const TrainingSpec& training,
   micro_batches_ = pin_mbs ? std::vector<int64_t>{*pin_mbs}
                                     : Divisors(std::max<int64_t>(training.global_batch, 1));
 
-  single_stage_schedules_ = {{PipelineSchedule::k1F1B, 1}};
+  // A single stage has no schedule: one entry, 1f1b with vpp 1 on even stages, or the
+  // pinned values as given (--only vpp=2 leaves no pp=1 plan: the constraints refuse it).
+  single_stage_schedules_ = {{pin_schedule.value_or(PipelineSchedule::k1F1B), pin_vpp.value_or(1),
+                              {pin_first.value_or(0), pin_last.value_or(0)}}};
   std::vector<ScheduleChoice> even;
   if (pin_schedule && pin_vpp) {
     even = {{*pin_schedule, *pin_vpp}};
@@ -243,9 +246,9 @@ void PlanSpace::SetBaseKnobs(ParallelPlan* plan) const { pins_.SetKnobs(plan); }
 
 ParallelPlan PlanSpace::Canonical(const ParallelPlan& plan) const {
   ParallelPlan out = plan;
-  if (plan.pp == 1 && !(plan.schedule == PipelineSchedule::k1F1B && plan.virtual_stages == 1)) {
-    out.schedule = PipelineSchedule::k1F1B;
-    out.virtual_stages = 1;
+  if (plan.pp == 1) {
+    out.schedule = single_stage_schedules_.front().schedule;
+    out.virtual_stages = single_stage_schedules_.front().virtual_stages;
   }
   if (plan.dp * plan.cp == 1 && zero_single_.size() == 1 && zero_single_[0] == 0) out.zero_stage = 0;
   return out;

@@ -10,7 +10,8 @@
 //   sp                off, and on when tp > 1
 //   mbs               every divisor of the global batch
 //   (schedule, vpp,   pp == 1: one entry (1f1b, vpp 1): a single stage has no schedule.
-//    stage split)     pp > 1: gpipe, 1f1b, zb_h1 (vpp 1), and interleaved with every
+//    stage split)     Pinned, the pins as given (the constraints judge them).
+//                     pp > 1: gpipe, 1f1b, zb_h1 (vpp 1), and interleaved with every
 //                     vpp >= 2 that divides the layers, all on even stages; then (unless
 //                     options.uneven_stages is off) 1f1b on UnevenSplitWorthTrying: the
 //                     first and last stage lighter (planner/stage_layers.h), where pp does
@@ -26,10 +27,10 @@
 // A candidate's ordinal is its index in this order (zero and recompute innermost):
 // the search breaks ties by it, so results do not depend on the number of threads.
 // Pins (--only "tp=1,zero=3") replace an axis by the pinned value, enumerated as
-// given even where the grid would leave it out (the constraints then judge it);
-// schedule and vpp pins apply to pipelined meshes (pp > 1) only. So do the stage-split
-// pins (the first and last stage's layers): pinned, every schedule (and vpp) runs that
-// split (an unpinned one of the two stays 0, the even share) in place of the grid's splits. The overlap and
+// given even where the grid would leave it out (the constraints then judge it), on every
+// mesh: every plan the search lists has every pinned value. A pinned stage split (the
+// first and last stage's layers) runs every schedule (and vpp) on that split (an unpinned
+// one of the two stays 0, the even share) in place of the grid's splits. The overlap and
 // offload choices (PlanFieldRole::kChoice: tp_overlap, dp_overlap, prefetch, offload_opt,
 // offload_act, offload_params) are not grid axes: the search tries them on each grid point
 // (planner/search/knob_variants.h); a pin fixes one on every candidate, and an
@@ -145,7 +146,8 @@ class PlanSpace {
   // Where `plan` sits in the grid (nullopt: not a candidate, e.g. zero=1 with dp=1).
   std::optional<int64_t> OrdinalOf(const ParallelPlan& plan) const;
   // The candidate that stands for `plan` when the grid leaves it out as a duplicate
-  // (pp == 1 with another schedule -> 1f1b; zero > 0 with dp*cp == 1 -> zero 0); else plan.
+  // (pp == 1 with another schedule -> the single stage's entry; zero > 0 with dp*cp == 1 ->
+  // zero 0); else plan.
   ParallelPlan Canonical(const ParallelPlan& plan) const;
 
  private:

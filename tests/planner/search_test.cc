@@ -566,6 +566,31 @@ TEST_CASE("pins: parsing and errors", "[planner][search]") {
   CHECK_THROWS_WITH(ParsePlanPins("foo=1"), Catch::Contains("unknown key"));
 }
 
+// Every plan the search lists has every pinned value, on every mesh: a schedule, vpp or
+// stage-split pin is not dropped on single-stage meshes (--only vpp=2 once listed pp=1 plans
+// with vpp=1 there).
+TEST_CASE("pins: every listed plan has the pinned values", "[planner][search]") {
+  const ModelSpec model = SmallLlama();  // 4 layers
+  const ClusterSpec cluster = H100s(1, 4);
+  const TrainingSpec training = Training(8, 128);
+  for (const char* only : {"vpp=2", "schedule=interleaved", "schedule=gpipe",
+                           "first_stage_layers=1", "schedule=interleaved,vpp=2", "pp=1,vpp=1"}) {
+    INFO("--only " << only);
+    SearchOptions options;
+    options.top_k = 100000;
+    options.threads = 2;
+    options.space.pins = ParsePlanPins(only);
+    const SearchResult r = Search(model, cluster, training, options);
+    REQUIRE_FALSE(r.top.empty());
+    for (const RankedPlan& ranked : r.top)
+      for (const PlanFieldSpec& f : PlanFields())
+        if (const std::optional<int64_t> pin = options.space.pins[f.id]) {
+          INFO(ToShortPlanString(ranked.plan));
+          CHECK(f.get(ranked.plan) == *pin);
+        }
+  }
+}
+
 TEST_CASE("no plan fits: the advice is found by searching again", "[planner][search]") {
   // Llama 2 70B on one 8-GPU node: 1.1 TB of mixed-precision model state.
   const ModelSpec model = LoadModel("llama2-70b");
