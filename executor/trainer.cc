@@ -58,9 +58,9 @@ Trainer::Trainer(const ModelSpec& model, const TrainingSpec& training, const Dev
                                                   chunks_per_rank_, pp_.rank()),
                                TpShard{mesh.size(MeshDim::kTp), mesh.coord(MeshDim::kTp)},
                                ExpertShard{mesh.ep_size(), mesh.expert_parallel().rank(),
-                                           mesh.expert_replicas().size()}),
+                                           mesh.expert_weight_replicas().size()}),
               plan_.zero_stage, mesh.weight_replicas(), AdamWFor(training), seed,
-              training.precision, device, &mesh.expert_replicas(), plan_.offload_optimizer),
+              training.precision, device, &mesh.expert_weight_replicas(), plan_.offload_optimizer),
       timer_(device) {
   model_.UseContextParallel(mesh.comm(MeshDim::kCp));  // cp = 1: nothing changes
   if (model.moe.enabled()) model_.UseMoe(training.moe_aux_loss_coef, &mesh.expert_parallel());

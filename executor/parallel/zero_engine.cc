@@ -9,16 +9,17 @@
 
 namespace meshplan {
 
-ZeroEngine::ZeroEngine(const ParamLayout& layout, int zero_stage, Communicator& replicas,
+ZeroEngine::ZeroEngine(const ParamLayout& layout, int zero_stage, Communicator& weight_replicas,
                        const AdamWOptions& adamw, uint64_t seed, Precision precision,
-                       at::Device device, Communicator* expert_replicas,
+                       at::Device device, Communicator* expert_weight_replicas,
                        bool offload_optimizer)
     // Over a single replica there is nothing to shard, gather or send: stage 0 (no shard
     // buffers), as planner/cost/memory_detailed.cc assumes.
     : layout_(layout),
-      zero_stage_(replicas.size() > 1 ? zero_stage : 0),
-      replicas_(replicas),
-      expert_replicas_(expert_replicas != nullptr ? *expert_replicas : replicas),
+      zero_stage_(weight_replicas.size() > 1 ? zero_stage : 0),
+      weight_replicas_(weight_replicas),
+      expert_weight_replicas_(expert_weight_replicas != nullptr ? *expert_weight_replicas
+                                                                 : weight_replicas),
       adamw_(adamw),
       offload_optimizer_(offload_optimizer) {
   const PrecisionDtypes dtypes = DtypesFor(precision);
@@ -32,14 +33,14 @@ ZeroEngine::ZeroEngine(const ParamLayout& layout, int zero_stage, Communicator& 
                                        .dtype(fp32_master_ ? at::kFloat : dtypes.compute);
   if (zero_stage < 0 || zero_stage > 3)
     throw std::invalid_argument("ZeroEngine: zero_stage must be 0..3");
-  if (layout.shards != replicas.size())
+  if (layout.shards != weight_replicas.size())
     throw std::invalid_argument("ZeroEngine: the layout is sharded " +
                                 std::to_string(layout.shards) + " ways, the dp group has " +
-                                std::to_string(replicas.size()) + " ranks");
-  if (expert_replicas_.size() != layout.ep.shards)
+                                std::to_string(weight_replicas.size()) + " ranks");
+  if (expert_weight_replicas_.size() != layout.ep.shards)
     throw std::invalid_argument("ZeroEngine: the experts are sharded " +
                                 std::to_string(layout.ep.shards) + " ways, the expert replica "
-                                "group has " + std::to_string(expert_replicas_.size()) + " ranks");
+                                "group has " + std::to_string(expert_weight_replicas_.size()) + " ranks");
   groups_.resize(layout_.groups.size());
   for (size_t g = 0; g < groups_.size(); ++g) {
     const ParamGroup& spec = layout_.groups[g];
@@ -73,7 +74,7 @@ ZeroEngine::ZeroEngine(const ParamLayout& layout, int zero_stage, Communicator& 
 // Parameters
 
 Communicator& ZeroEngine::CommOf(size_t g) const {
-  return layout_.groups[g].kind == GroupKind::kExperts ? expert_replicas_ : replicas_;
+  return layout_.groups[g].kind == GroupKind::kExperts ? expert_weight_replicas_ : weight_replicas_;
 }
 
 at::Tensor ZeroEngine::ParamShardView(Group& group, const ParamGroup& spec) {
@@ -240,7 +241,7 @@ void ZeroEngine::Step() {
   contributions_.assign(groups_.size(), 0);
   groups_complete_ = 0;
   ++optimizer_steps_;
-  const double scale = 1.0 / static_cast<double>(replicas_.size());
+  const double scale = 1.0 / static_cast<double>(weight_replicas_.size());
   std::vector<std::unique_ptr<CommHandle>> gathers;
   for (size_t g = 0; g < groups_.size(); ++g) {
     Group& group = groups_[g];

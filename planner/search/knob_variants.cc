@@ -86,7 +86,7 @@ void EvaluateKnobVariants(const KnobSearch& s, const ParallelPlan& base, KnobTal
   }
   // dp_overlap=0 only moves the gradient sync out from behind the backward: never faster
   // (step_time.h), so it is dominated without a timing.
-  if (!pins[PlanField::kDpOverlap] && plan.dp * plan.cp > 1) ++tally->dp_overlap_dominated;
+  if (!pins[PlanField::kDpOverlap] && plan.weight_replicas() > 1) ++tally->dp_overlap_dominated;
   offer(context, plan, cost, 0);
   if (cost.fits) return;
   const PlanCost& base_cost = cost;
@@ -96,7 +96,7 @@ void EvaluateKnobVariants(const KnobSearch& s, const ParallelPlan& base, KnobTal
   const auto could_fit = [&](double saving) {
     return m.total_bytes - WithAllocator(saving, s.cluster) <= usable;
   };
-  const bool zero3 = plan.zero_stage == 3 && plan.dp * plan.cp > 1;
+  const bool zero3 = plan.zero_stage == 3 && plan.weight_replicas() > 1;
 
   // 2. prefetch=0: one gathered block less.
   if (zero3 && !pins[PlanField::kPrefetch] && plan.zero3_prefetch >= 1 &&

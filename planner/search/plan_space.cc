@@ -232,7 +232,7 @@ MeshAxes PlanSpace::axes(const MeshShape& mesh) const {
   a.schedule = single_stage_schedules_;
   for (const auto& [pp, choices] : pipelined_schedules_)
     if (pp == mesh.pp) a.schedule = choices;
-  a.zero_stage = mesh.dp * mesh.cp > 1 ? zero_multi_ : zero_single_;
+  a.zero_stage = mesh.weight_replicas() > 1 ? zero_multi_ : zero_single_;
   a.recompute = recomputes_;
   return a;
 }
@@ -250,7 +250,7 @@ ParallelPlan PlanSpace::Canonical(const ParallelPlan& plan) const {
     out.schedule = single_stage_schedules_.front().schedule;
     out.virtual_stages = single_stage_schedules_.front().virtual_stages;
   }
-  if (plan.dp * plan.cp == 1 && zero_single_.size() == 1 && zero_single_[0] == 0) out.zero_stage = 0;
+  if (plan.weight_replicas() == 1 && zero_single_.size() == 1 && zero_single_[0] == 0) out.zero_stage = 0;
   return out;
 }
 

@@ -98,6 +98,7 @@ struct PlanSpaceOptions {
 struct MeshShape {
   int64_t dp = 1, tp = 1, pp = 1, cp = 1;
   int64_t ep = 1;  // carved out of dp (planner/mesh_layout.h)
+  int64_t weight_replicas() const { return dp * cp; }  // as ParallelPlan::weight_replicas()
 };
 
 // The pipeline choices of one candidate: schedule, virtual stages and the stage split.
