@@ -6,6 +6,7 @@
 #include <utility>
 
 #include "executor/model/precision_dtypes.h"
+#include "planner/parallel_plan.h"
 
 namespace meshplan {
 
@@ -153,10 +154,23 @@ at::Tensor ZeroEngine::AcquireParams(int g) {
 
 void ZeroEngine::PrefetchParams(int g) {
   Group& group = groups_[g];
-  if (zero_stage_ != 3 || !prefetch_ || group.gathered.defined()) return;
+  if (zero_stage_ != 3 || prefetch_depth_ == 0 || group.gathered.defined()) return;
   // The shard it reads is only written by Step(), which refuses to run while this is out.
   group.gathered = at::empty({layout_.groups[g].padded_numel}, compute_);
   group.gather = CommOf(static_cast<size_t>(g)).AllGatherAsync(group.params, group.gathered);
+}
+
+void ZeroEngine::PrefetchAhead(std::span<const int> order, size_t at) {
+  for (size_t i = at + 1; i < order.size() && i <= at + static_cast<size_t>(prefetch_depth_); ++i)
+    PrefetchParams(order[i]);
+}
+
+void ZeroEngine::set_prefetch_depth(int64_t depth) {
+  if (depth < 0 || depth > kMaxZero3Prefetch)
+    throw std::invalid_argument("ZeroEngine: the prefetch depth must be 0.." +
+                                std::to_string(kMaxZero3Prefetch) + ", got " +
+                                std::to_string(depth));
+  prefetch_depth_ = depth;
 }
 
 void ZeroEngine::ReleaseParams(int g) {

@@ -31,6 +31,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -101,7 +102,7 @@ class ZeroEngine {
   // launched; the buffer is freed when the last lease of the group ends (reference count).
   ParamsLease LeaseParams(int g);
   // Stage 3: allocates group g's full buffer and launches its all-gather async; a no-op
-  // for other stages, when prefetching is off, or when g is already gathered or in flight.
+  // for other stages, at prefetch depth 0, or when g is already gathered or in flight.
   // Collective: every rank must prefetch the same groups in the same order. The group
   // holds its buffer until its next Acquire / Release cycle ends.
   void PrefetchParams(int g);
@@ -109,8 +110,15 @@ class ZeroEngine {
   bool ParamsInFlight(int g) const { return groups_[g].gather != nullptr; }
   // How many first acquires found their group prefetched (stage 3; since construction).
   int64_t prefetched_acquires() const { return prefetched_acquires_; }
-  // On by default; off makes PrefetchParams a no-op (tests compare both).
-  void set_prefetch(bool enabled) { prefetch_ = enabled; }
+  // Stage 3, as a pass starts computing the group at position `at` of `order` (the groups
+  // the pass acquires, in its order): prefetches the prefetch_depth() groups after it
+  // (PrefetchParams each; the nearer ones are mostly in flight already). Depth 0: nothing,
+  // each group gathers when acquired. Collective as PrefetchParams.
+  void PrefetchAhead(std::span<const int> order, size_t at);
+  // The plan's `prefetch` (0 .. kMaxZero3Prefetch): groups gathered ahead of the compute; 1
+  // by default, the trainer sets the plan's.
+  int64_t prefetch_depth() const { return prefetch_depth_; }
+  void set_prefetch_depth(int64_t depth);
 
   // Call at the start of each step: every group will get `microbatches` contributions.
   void BeginStep(int64_t microbatches);
@@ -192,7 +200,7 @@ class ZeroEngine {
   std::vector<int64_t> contributions_;  // per group, this step
   size_t groups_complete_ = 0;          // groups with all m contributions this step
   int64_t optimizer_steps_ = 0;
-  bool prefetch_ = true;
+  int64_t prefetch_depth_ = 1;
   int64_t prefetched_acquires_ = 0;
 };
 
