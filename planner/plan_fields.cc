@@ -77,6 +77,12 @@ PlanFieldSpec Help(PlanFieldSpec f, const char* help) {
   return f;
 }
 
+PlanFieldSpec RefusedByExecutor(PlanFieldSpec f, const char* instead) {
+  f.executor = ExecutorSupport::kRefusedUnlessDefault;
+  f.executor_instead = instead;
+  return f;
+}
+
 std::array<PlanFieldSpec, kNumPlanFields> MakeTable() {
   using F = PlanField;
   using P = ParallelPlan;
@@ -113,10 +119,13 @@ std::array<PlanFieldSpec, kNumPlanFields> MakeTable() {
       Always(Bounded(Field<&P::virtual_stages>(F::kVpp, "vpp", kInt, kAxis,
                                                "model chunks per pipeline rank (interleaved)"),
                      1, kMaxVirtualStages, "kMaxVirtualStages")),
-      Help(Field<&P::tp_comm_overlap>(F::kTpOverlap, "tp_overlap", kBool, kChoice,
-                                      "overlap TP communication with compute"),
-           "hides TP collectives behind the GEMMs of their pass, which run slower while they "
-           "do (comm_overlap_slowdown of the GPU)"),
+      RefusedByExecutor(
+          Help(Field<&P::tp_comm_overlap>(F::kTpOverlap, "tp_overlap", kBool, kChoice,
+                                          "overlap TP communication with compute"),
+               "hides TP collectives behind the GEMMs of their pass, which run slower while they "
+               "do (comm_overlap_slowdown of the GPU)"),
+          "the executor runs each TP collective between its GEMMs, exposed (tp_overlap=0's "
+          "timeline)"),
       stage(Field<&P::first_stage_layers>(F::kFirstStageLayers, "first_stage_layers", kInt, kAxis,
                                           "layers of the first pipeline stage (0: even split)")),
       stage(Field<&P::last_stage_layers>(F::kLastStageLayers, "last_stage_layers", kInt, kAxis,
@@ -124,16 +133,24 @@ std::array<PlanFieldSpec, kNumPlanFields> MakeTable() {
       Help(Field<&P::offload_optimizer>(F::kOffloadOpt, "offload_opt", kBool, kChoice,
                                         "optimizer states and step on the host"),
            "ZeRO-Offload: fp32 master and Adam m, v in host memory, AdamW on the CPU"),
-      Help(Field<&P::offload_activations>(F::kOffloadAct, "offload_act", kBool, kChoice,
-                                          "activations to the host"),
-           "saved activations copied out during the forward, back before the backward"),
-      Help(Field<&P::offload_params>(F::kOffloadParams, "offload_params", kBool, kChoice,
-                                     "parameter shard on the host"),
-           "ZeRO-Infinity: needs zero=3 and offload_opt"),
-      Help(Field<&P::dp_comm_overlap>(F::kDpOverlap, "dp_overlap", kBool, kChoice,
-                                      "overlap DP gradient sync with the backward"),
-           "hides the gradient sync behind the backward, which runs slower while it does "
-           "(comm_overlap_slowdown of the GPU); off: the sync runs after the backward"),
+      RefusedByExecutor(
+          Help(Field<&P::offload_activations>(F::kOffloadAct, "offload_act", kBool, kChoice,
+                                              "activations to the host"),
+               "saved activations copied out during the forward, back before the backward"),
+          "the executor keeps saved activations on the device (only offload_opt is built)"),
+      RefusedByExecutor(
+          Help(Field<&P::offload_params>(F::kOffloadParams, "offload_params", kBool, kChoice,
+                                         "parameter shard on the host"),
+               "ZeRO-Infinity: needs zero=3 and offload_opt"),
+          "the executor keeps the ZeRO-3 parameter shard on the device (only offload_opt is "
+          "built)"),
+      RefusedByExecutor(
+          Help(Field<&P::dp_comm_overlap>(F::kDpOverlap, "dp_overlap", kBool, kChoice,
+                                          "overlap DP gradient sync with the backward"),
+               "hides the gradient sync behind the backward, which runs slower while it does "
+               "(comm_overlap_slowdown of the GPU); off: the sync runs after the backward"),
+          "the executor starts each group's gradient sync as its backward ends, behind the "
+          "rest of the backward (dp_overlap=1's timeline)"),
       Ranged(Help(Field<&P::zero3_prefetch>(F::kPrefetch, "prefetch", kInt, kChoice,
                                             "ZeRO-3 prefetch depth"),
                   "ZeRO-3 all-gathers issued ahead of the compute; 0 exposes every gather, each "

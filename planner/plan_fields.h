@@ -1,8 +1,8 @@
 // PlanFields: the one table of ParallelPlan's fields (planner/parallel_plan.h).
 //
 // Each field once: its key, its member (read and written as an int64_t: a bool as 0/1, an
-// enum as its enumerator), its kind, the values it takes, a doc line, and what the search does
-// with it. Parsing and printing plan strings, the search's
+// enum as its enumerator), its kind, the values it takes, a doc line, what the search does
+// with it and how `meshplan run` treats it. Parsing and printing plan strings, the search's
 // pins (--only), the plan: section of a plan file, search's JSON and CSV dump and the GUI's
 // choices all walk this table, so a new plan field is one row here plus the code that
 // computes with it. The rows are in plan-string order; the default of a field is its value
@@ -34,6 +34,11 @@ enum class PlanFieldKind : uint8_t { kInt, kBool, kEnum };
 // point (planner/search/knob_variants.h; PlanPins::SetKnobs sets these).
 enum class PlanFieldRole : uint8_t { kAxis, kChoice };
 
+// How `meshplan run` treats a field (executor/run_rank.cc ExecutorLimitations): it runs
+// what the field asks, or it refuses (exit 2, naming the key) any value but the default.
+// tests/executor/plan_fields_run_test.cc holds every row to its mark.
+enum class ExecutorSupport : uint8_t { kHonoured, kRefusedUnlessDefault };
+
 struct PlanFieldSpec {
   PlanField id;
   const char* key;  // plan strings, plan files and --only ("mbs")
@@ -54,6 +59,9 @@ struct PlanFieldSpec {
   // kEnum: the name of a value, and the value of a name (false: unknown).
   const char* (*name)(int64_t) = nullptr;
   bool (*parse)(const std::string&, int64_t*) = nullptr;
+  ExecutorSupport executor = ExecutorSupport::kHonoured;
+  // kRefusedUnlessDefault: what the executor does instead, for the refusal's message.
+  const char* executor_instead = nullptr;
 
   int64_t default_value = 0;  // its value in a default ParallelPlan (filled in by the table)
 
