@@ -9,7 +9,8 @@
 # words, run from the repository root with MESHPLAN_CONFIGS=configs/). @TMP@ in the arguments is a
 # fresh temporary folder; every file the command leaves there is appended to its output. The output
 # file tests/golden/expected/NAME.out is the exit code, stdout and stderr, then those files.
-# Only the search's own wall-clock figures are masked (@TIME@): they differ on every run.
+# Only the search's own wall-clock figures are masked (@TIME@): they differ on every run; so are
+# the paths of the temporary folder (@TMP@) and of the clone (@ROOT@).
 # An expected output that changes is regenerated (--update) in its own commit that says why.
 set -uo pipefail
 root="$(cd "$(dirname "$0")/../.." && pwd)"
@@ -31,8 +32,8 @@ expected_dir="$root/tests/golden/expected"
 export MESHPLAN_CONFIGS="$root/configs"
 cd "$root" || exit 2
 
-mask() {  # the search's wall-clock figures, and the temporary folder's name
-  sed -E -e "s#$1#@TMP@#g" \
+mask() {  # the search's wall-clock figures, the temporary folder's and the clone's names
+  sed -E -e "s#$1#@TMP@#g" -e "s#$root#@ROOT@#g" \
          -e 's/[0-9.]+ s on [0-9]+ threads? \([0-9,]+ plans\/s\)/@TIME@/g' \
          -e 's/"(cpu_s|wall_s|evaluations_per_s|threads)": *[0-9.e+-]+/"\1": @TIME@/g'
 }
