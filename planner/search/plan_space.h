@@ -19,7 +19,7 @@
 //                     (126 on pp=16: vpp 2 and 8, the last Llama 3's 405B run). Not
 //                     gpipe or zb_h1: gpipe has 1f1b's time and more memory, and the two
 //                     would add as many uneven candidates again (the search must stay fast,
-//                     README "Benchmarks")
+//                     docs/benchmarks.md)
 //   zero              0, and 1, 2, 3 when dp*cp > 1 (ZeRO shards over the dp x cp ranks
 //                     that hold the same weights; over one rank it shards nothing)
 //   recompute         none, selective, full
@@ -168,7 +168,7 @@ std::optional<StageSplit> UnevenSplitWorthTrying(const ModelSpec& model, int64_t
 // stages' count of `split` (UnevenSplitWorthTrying's) and have a LighterEndsSplit(L, pp,
 // vpp), the smallest (the fewest sends) and the largest (the smallest bubble), or the
 // pinned vpp alone. 126 layers on pp=16 (middle 8): vpp 2 and 8 (4 when pinned), each
-// 7 + 14 x 8 + 7. Two, not all: the search must stay fast (README "Benchmarks").
+// 7 + 14 x 8 + 7. Two, not all: the search must stay fast (docs/benchmarks.md).
 std::vector<ScheduleChoice> UnevenInterleavedChoices(const ModelSpec& model, int64_t pp,
                                                      const StageSplit& split,
                                                      std::optional<int64_t> pinned_vpp = {});

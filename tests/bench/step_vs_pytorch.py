@@ -10,7 +10,8 @@ one micro-batch of --batch x --seq tokens, next-token cross-entropy, AdamW (lr 3
 (checked in measured.json) and torch.set_num_threads here. PyTorch runs twice: with eager
 attention (the softmax(QK^T)V the executor's CPU core computes) and with transformers' default
 SDPA attention (PyTorch's fused CPU kernel). --exec may be given more than once (builds to
-compare; the README's figure compared the former Debian LibTorch 1.13 build with the wheel's).
+compare; the figure in docs/benchmarks.md compared the former Debian LibTorch 1.13 build with
+the wheel's).
 Usage:
   $(scripts/install_torch_wheel.sh)/bin/python tests/bench/step_vs_pytorch.py --exec build/meshplan-exec
 Exit 2 without torch/transformers (run scripts/install_torch_wheel.sh) or an executable.
