@@ -33,7 +33,7 @@ case "$mode" in
     done
     cat > "$work/plan.yaml" <<'YAML'
 model: tiny-llama
-cluster: 2xa40-pcie
+cluster: cpu-1x
 training: {global_batch: 2, seq_len: 32, precision: fp32, steps: 3}
 plan: {dp: 1}
 YAML
