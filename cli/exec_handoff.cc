@@ -34,9 +34,9 @@ int HandOverToExecutor(int argc, char** argv) {
   const int why = errno;
   std::cerr << "meshplan: error: `meshplan " << argv[1] << "` is done by meshplan-exec, the "
             << "executable that links LibTorch, and it cannot be started from " << exe << " ("
-            << std::strerror(why) << "). Build it with LibTorch installed (Debian: "
-            << "libtorch-dev libgloo-dev; scripts/install_deps.sh installs them, then "
-            << "scripts/build.sh), or set MESHPLAN_EXEC to its path.\n";
+            << std::strerror(why) << "). scripts/build.sh builds it against the torch wheel "
+            << "(scripts/install_torch_wheel.sh; not with MESHPLAN_SKIP_TORCH_WHEEL=1), or set "
+            << "MESHPLAN_EXEC to its path.\n";
   return kExitBadInput;
 }
 

@@ -1,7 +1,7 @@
 // RunRank: everything one rank of `meshplan run` does, and what it reports.
 //
-// The run command (cli/exec/run_command.cc) builds the device mesh and calls RunRank on every
-// rank with its DeviceMesh; RunRank installs the memory probe, builds the trainer
+// The run orchestration (executor/launch/run_job.cc) builds the device mesh and calls RunRank
+// on every rank with its DeviceMesh; RunRank installs the memory probe, builds the trainer
 // (executor/trainer.h), optionally resumes from a snapshot, runs the steps with timing and
 // memory figures, saves snapshots, and returns this rank's RankMeasurement. Rank 0 then
 // combines every rank's result with CombineRankMeasurements into measured.json.

@@ -1,52 +1,113 @@
 #!/usr/bin/env bash
-# The GPU sweep in one command on a lent H100 / H200 (see docs/gpu_sweep.md):
-# build meshplan against the machine's PyTorch LibTorch and NCCL, calibrate the GPU, run
-# single-GPU plans of spec-246m and llama-1b (micro-batch, sequence 512-8192, recompute
-# none/selective/full, bf16 and mixed), and write one record per plan with the prediction
-# and the measurement side by side and the commands that produced them. Also asks NCCL
-# whether it accepts two ranks on one GPU.
+# The GPU sweep in one command, from the GPU bundle (scripts/gpu_bundle.sh: no build on the
+# GPU machine), saving as it goes (docs/gpu_sweep.md). In order of value:
+#   a. calibrate: micro-benchmarks (the model's GEMM shapes, the attention core (flash on a
+#      GPU), HBM bandwidth, kernel launch overhead) -> a calibrated hardware file;
+#   b. single-GPU plans of llama-1b (sequence 2048, micro-batch 1/2/4/8, recompute
+#      none/selective/full, bf16): predicted against measured;
+#   c. emulated ranks of large plans (llama3-70b tp=8 on 64 x H100, llama3.1-405b tp=8 pp=16
+#      first and last stage, llama3-8b ZeRO-3 at dp=64; `run --emulate-rank`): their memory
+#      and compute are real, their communication is not;
+#   d. two ranks sharing the GPU over Gloo (their time is not the plan's), and whether NCCL
+#      takes two ranks on one GPU.
+# Each part packs its folder into OUT/sweep-<gpu>-<part>.tar.gz after every item it finishes
+# (a call killed at its limit still returns what finished; at most 8 files come back: the
+# four tarballs, sweep.log and timings.tsv). Unpack them at the repository root. A part past
+# its share of --budget-s (a: 25%, b: up to 65%, c: up to 85%, d: the rest) skips what is left
+# of it, saying so.
 #
-# On the device machine, from the repository root, with .deps carried (docs/gpu_sweep.md):
-#   bash scripts/gpu_sweep.sh                 # everything (about 8-10 minutes)
-#   bash scripts/gpu_sweep.sh --part 1/2      # calibration + the first half of the plans
-#   bash scripts/gpu_sweep.sh --part 2/2      # calibration + the second half
-# Here, without a GPU, the pipeline itself (plan files, run, estimate, compare, records,
-# table) is checked on the CPU with tiny-llama:
-#   bash scripts/gpu_sweep.sh --cpu-smoke --binary build/meshplan --out /tmp/sweep
-#
-# What it writes, repository-relative, then packs into $OUT/sweep-<gpu>.tar.gz (the device
-# tool returns at most 8 files): configs/hardware/<gpu>-calibrated.yaml,
-# configs/clusters/<gpu>-calibrated-1x.yaml, docs/measurements/<gpu>/<plan>.json (records:
-# planner/measure/sweep_table.h), calibration.json, nccl_two_ranks_one_gpu.txt, README.md (the
-# table: `meshplan measurements docs/measurements/<gpu>`). Unpack it at the repository
-# root: `tar xzf sweep-h100.tar.gz`.
+#   bash scripts/gpu_sweep.sh [--bundle DIR] [--out DIR] [--budget-s S] [--steps N] [--cpu-smoke]
+#     --bundle DIR  the bundle (default .gpu-bundle)
+#     --out DIR     where the results go (default $OUT, else /tmp/meshplan-sweep)
+#     --budget-s S  the seconds the sweep may take (default 450: 7.5 of the 8 minutes)
+#     --steps N     optimizer steps per run (default 6, 2 of them warm-up)
+#     --cpu-smoke   the same parts end to end on this CPU with tiny-llama (CI)
+# Exit 2 on bad arguments or a bundle that does not start; otherwise 0, with every failed
+# item named in sweep.log (the sweep goes on past it).
 set -euo pipefail
-
 root="$(cd "$(dirname "$0")/.." && pwd)"
-cd "$root"
+bundle="$root/.gpu-bundle"
 out="${OUT:-/tmp/meshplan-sweep}"
-binary=""
-part="1/1"
-steps=10
-warmup=3
+budget_s=450
+steps=6
 cpu_smoke=0
-build="$root/build-gpu"
+refuse() { echo "gpu_sweep: $1" >&2; exit 2; }
 while [ $# -gt 0 ]; do
   case "$1" in
-    --part) part="$2"; shift 2 ;;
-    --steps) steps="$2"; shift 2 ;;
-    --warmup) warmup="$2"; shift 2 ;;
-    --binary) binary="$2"; shift 2 ;;
-    --build-dir) build="$2"; shift 2 ;;
-    --out) out="$2"; shift 2 ;;
+    --bundle) bundle="${2:?}"; shift 2 ;;
+    --out) out="${2:?}"; shift 2 ;;
+    --budget-s) budget_s="${2:?}"; shift 2 ;;
+    --steps) steps="${2:?}"; shift 2 ;;
     --cpu-smoke) cpu_smoke=1; shift ;;
-    *) echo "gpu_sweep: unknown argument $1" >&2; exit 2 ;;
+    *) refuse "unknown argument '$1' (expected --bundle, --out, --budget-s, --steps, --cpu-smoke)" ;;
   esac
 done
+[[ "$budget_s" =~ ^[1-9][0-9]*$ ]] || refuse "--budget-s needs a positive integer, got '$budget_s'"
+[[ "$steps" =~ ^[3-9]$|^[1-9][0-9]+$ ]] || refuse "--steps needs an integer >= 3, got '$steps'"
+[ -x "$bundle/launch" ] || refuse "no bundle at $bundle (scripts/gpu_bundle.sh makes it)"
+bundle="$(cd "$bundle" && pwd)"
 mkdir -p "$out"
-log="$out/sweep.log"
-exec > >(tee -a "$log") 2>&1
-say() { echo "[gpu_sweep $(date +%H:%M:%S)] $*"; }
+out="$(cd "$out" && pwd)"
+tree="$(mktemp -d "${TMPDIR:-/tmp}/meshplan-sweep.XXXXXX")"  # the repository-relative results
+trap 'rm -rf "$tree"' EXIT
+exec > >(tee -a "$out/sweep.log") 2>&1
+start_ns="$(date +%s%N)"
+elapsed_s() { echo $((($(date +%s%N) - start_ns) / 1000000000)); }
+say() { echo "[gpu_sweep $(date -u +%H:%M:%S) +$(elapsed_s)s] $*"; }
+printf 'part\titem\tseconds\tresult\n' > "$out/timings.tsv"
+# timed PART ITEM COMMAND...: runs it, records its wall time and result; its status is returned.
+timed() {
+  local part="$1" item="$2" t0 rc=0
+  shift 2
+  t0="$(date +%s%N)"
+  "$@" || rc=$?
+  printf '%s\t%s\t%s\t%s\n' "$part" "$item" \
+    "$(awk -v a="$t0" -v b="$(date +%s%N)" 'BEGIN { printf "%.1f", (b - a) / 1e9 }')" \
+    "$([ $rc -eq 0 ] && echo ok || echo "exit $rc")" >> "$out/timings.tsv"
+  return $rc
+}
+# within PERCENT: true while the sweep is inside that share of its budget.
+within() { [ "$(elapsed_s)" -lt $((budget_s * $1 / 100)) ]; }
+
+# The bundle's libraries found once (not by every command's launcher).
+export MESHPLAN_TORCH_LIBS
+MESHPLAN_TORCH_LIBS="$(timed start "find torch" "$bundle/launch" --libs)" ||
+  refuse "the bundle cannot find the torch wheel (see above)"
+mp() { "$bundle/launch" meshplan "$@"; }
+timed start "bundle starts" mp --help > /dev/null || refuse "the bundle's meshplan does not start"
+
+if [ "$cpu_smoke" = 1 ]; then
+  gpu="cpu-smoke"
+  device="cpu"
+  backend="gloo"
+  export OMP_NUM_THREADS=1
+else
+  say "GPU: $(nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader || true)"
+  name="$(nvidia-smi --query-gpu=name --format=csv,noheader | head -1 | tr 'A-Z' 'a-z')"
+  case "$name" in
+    *h200*) gpu="h200"; base="h200" ;;
+    *h100*) gpu="h100"; base="h100-sxm" ;;
+    *) gpu="$(echo "$name" | tr -c 'a-z0-9\n' '-' | sed 's/^nvidia-//')"; base="h100-sxm" ;;
+  esac
+  device="cuda"
+  backend="nccl"
+fi
+hw="$gpu-calibrated"
+meas="docs/measurements/$gpu"
+# Names resolve in a copy of the bundle's configs/ that also holds the calibrated files, so
+# the plan files in the records name them as the repository will once unpacked.
+cp -r "$bundle/configs" "$tree/configs"
+export MESHPLAN_CONFIGS="$tree/configs"
+cd "$tree"
+mkdir -p "$meas/single" "$meas/emulated" "$meas/shared"
+say "device $gpu ($device), bundle $bundle ($(head -1 "$bundle/BUILD_INFO")), budget ${budget_s}s"
+
+# pack PART PATH...: OUT/sweep-<gpu>-PART.tar.gz holds PATHs (repository-relative), now.
+pack() {
+  local part="$1"
+  shift
+  tar czf "$out/sweep-$gpu-$part.tar.gz.tmp" "$@" && mv "$out/sweep-$gpu-$part.tar.gz.tmp" "$out/sweep-$gpu-$part.tar.gz"
+}
 
 # A JSON string literal of $1 (backslashes, quotes, control characters escaped).
 json_str() {
@@ -54,181 +115,147 @@ json_str() {
     awk 'NR > 1 { printf "\\n" } { printf "%s", $0 }')"
 }
 
-# ---------------------------------------------------------------------------------------
-# 1. Build (GPU) or take the given binary (CPU smoke)
-if [ "$cpu_smoke" = 1 ]; then
-  [ -n "$binary" ] || { echo "gpu_sweep: --cpu-smoke needs --binary PATH" >&2; exit 2; }
-  gpu="cpu-smoke"
-  device="cpu"
-  export OMP_NUM_THREADS=1
-else
-  say "environment: $(nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader || true)"
-  if [ -d .deps ]; then
-    mkdir -p /opt/deps
-    for f in .deps/*.deb; do dpkg -x "$f" /opt/deps; done
-  fi
-  torch_prefix="$(python3 -c 'import torch;print(torch.utils.cmake_prefix_path)')"
-  nccl_root="$(python3 -c 'import nvidia.nccl, os; print(os.path.dirname(nvidia.nccl.__file__))')"
-  export LD_LIBRARY_PATH="/opt/deps/usr/lib/x86_64-linux-gnu:$nccl_root/lib:${LD_LIBRARY_PATH:-}"
-  say "LibTorch: $torch_prefix; NCCL: $nccl_root"
-  if [ -z "$binary" ]; then
-    cmake -S "$root" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release \
-      -DCMAKE_PREFIX_PATH="$torch_prefix;/opt/deps/usr" -DNCCL_ROOT="$nccl_root" \
-      -DMESHPLAN_WITH_GUI=OFF -DMESHPLAN_BUILD_BENCHMARKS=OFF > "$out/cmake.log" 2>&1 ||
-      { tail -40 "$out/cmake.log"; exit 1; }
-    time cmake --build "$build" -j16 --target meshplan executor_tests > "$out/build.log" 2>&1 ||
-      { grep -E "error|FAILED" -A5 "$out/build.log" | head -60; exit 1; }
-    binary="$build/meshplan"
-  fi
-  name="$(nvidia-smi --query-gpu=name --format=csv,noheader | head -1 | tr 'A-Z' 'a-z')"
-  case "$name" in
-    *h200*) gpu="h200" ;;
-    *h100*) gpu="h100" ;;
-    *) gpu="$(echo "$name" | tr -c 'a-z0-9\n' '-' | sed 's/^nvidia-//')" ;;
-  esac
-  device="cuda"
-fi
-mp() { "$binary" "$@"; }
-hw="$gpu-calibrated"
-# Where the repository-relative outputs go: the repository (the device machine's copy) on a
-# GPU; a scratch tree for the CPU smoke run, which must not touch the checkout.
-dest="$root"
-[ "$cpu_smoke" = 1 ] && dest="$out/tree"
-mkdir -p "$dest"
-cd "$dest"
-meas="docs/measurements/$gpu"
-mkdir -p "$meas" configs/hardware configs/clusters
-cluster_ref="$hw-1x"                                              # a configs/ name on the GPU
-[ "$cpu_smoke" = 1 ] && cluster_ref="$dest/configs/clusters/$hw-1x.yaml"  # a path here
-say "device $gpu, binary $binary, part $part"
+# dp=2,zero=3 -> "dp: 2, zero: 3" (the plan keys of the lists below, as YAML).
+yaml_keys() { echo "$1" | sed 's/=/: /g; s/,/, /g'; }
 
-# ---------------------------------------------------------------------------------------
-# 2. Calibrate (every part: each call of the device tool is a fresh machine)
-if [ "$cpu_smoke" = 1 ]; then
-  cal_cmd=(calibrate --device cpu --quick --threads 1 --collective-ranks 2
-           --out "configs/hardware/$hw.yaml" --report "$meas/calibration.json")
-else
-  cal_cmd=(calibrate --device cuda --precision bf16 --model llama-1b
-           --out "configs/hardware/$hw.yaml" --report "$meas/calibration.json")
-fi
-say "meshplan ${cal_cmd[*]}"
-mp "${cal_cmd[@]}"
-cat > "configs/clusters/$hw-1x.yaml" <<EOF
-# One $gpu calibrated by \`meshplan ${cal_cmd[*]}\`
-# (scripts/gpu_sweep.sh); tiers from the hardware file's network block.
-name: $hw-1x
-gpu: ../hardware/$hw.yaml   # relative to this file
-nodes: 1
-gpus_per_node: 1
-EOF
-
-# Two ranks sharing the one GPU (multi-rank plans' per-rank memory; Gloo over CUDA tensors:
-# NCCL refuses two ranks on one device). Their time is not the plan's time.
-cat > "configs/clusters/$hw-2x-shared.yaml" <<EOF
-# Two ranks on ONE $gpu (per-rank memory only; scripts/gpu_sweep.sh)
-name: $hw-2x-shared
-gpu: ../hardware/$hw.yaml   # relative to this file
-nodes: 1
-gpus_per_node: 2
-EOF
-
-# ---------------------------------------------------------------------------------------
-# 3. The plans: name model global_batch seq micro_batch recompute precision [mesh nproc]
-#    (mesh: extra plan keys, e.g. dp:2,zero:3; nproc > 1 shares the GPU over Gloo)
-if [ "$cpu_smoke" = 1 ]; then
-  plans=(
-    "tiny-fp32-s128-mbs2-none tiny-llama 4 128 2 none fp32"
-    "tiny-fp32-s256-mbs1-full tiny-llama 2 256 1 full fp32"
-    "tiny-mixed-s128-mbs2-zero3-2ranks tiny-llama 4 128 2 none mixed dp:2,zero:3 2"
-  )
-else
-  plans=(
-    "s246-bf16-s512-mbs8-none spec-246m 8 512 8 none bf16"
-    "s246-mixed-s2048-mbs4-none spec-246m 8 2048 4 none mixed"
-    "s246-mixed-s2048-mbs4-selective spec-246m 8 2048 4 selective mixed"
-    "s246-bf16-s4096-mbs2-selective spec-246m 4 4096 2 selective bf16"
-    "s246-mixed-s8192-mbs1-full spec-246m 2 8192 1 full mixed"
-    "l1b-mixed-s2048-mbs4-none llama-1b 8 2048 4 none mixed"
-    "l1b-bf16-s2048-mbs4-none llama-1b 8 2048 4 none bf16"
-    "l1b-mixed-s2048-mbs8-selective llama-1b 8 2048 8 selective mixed"
-    "l1b-mixed-s512-mbs16-none llama-1b 16 512 16 none mixed"
-    "l1b-mixed-s4096-mbs2-full llama-1b 4 4096 2 full mixed"
-    "l1b-bf16-s8192-mbs1-selective llama-1b 2 8192 1 selective bf16"
-    "l1b-mixed-s8192-mbs1-full llama-1b 2 8192 1 full mixed"
-    "s246-mixed-s2048-mbs2-zero3-2ranks spec-246m 4 2048 2 none mixed dp:2,zero:3 2"
-    "s246-mixed-s2048-mbs2-tp2-2ranks spec-246m 2 2048 2 selective mixed tp:2,sp:true 2"
-  )
-fi
-k="${part%/*}"
-n="${part#*/}"
-work="$out/work"
-mkdir -p "$work"
-for i in "${!plans[@]}"; do
-  [ $((i % n)) -eq $((k - 1)) ] || continue
-  read -r pname model gb seq mbs rc prec mesh nproc <<< "${plans[$i]}"
-  mesh="${mesh:-dp:1}"
-  nproc="${nproc:-1}"
-  cluster="$cluster_ref"
-  [ "$nproc" = 1 ] || cluster="${cluster_ref/-1x/-2x-shared}"
-  plan="$work/$pname.yaml"
+# measure PART DIR NAME MODEL CLUSTER GB SEQ PRECISION PLAN-KEYS [RUN-FLAGS...]: writes the plan
+# file, runs it, predicts and compares it, and writes the record DIR/NAME.json
+# (planner/measure/sweep_table.h). Returns non-zero when the run failed (no record).
+measure() {
+  local part="$1" dir="$2" pname="$3" model="$4" cluster="$5" gb="$6" seq="$7" prec="$8" keys="$9"
+  shift 9
+  local work="$tree/work/$pname"
+  mkdir -p "$work"
+  local plan="$work/plan.yaml"
   cat > "$plan" <<EOF
 model: $model
 cluster: $cluster
 training: {global_batch: $gb, seq_len: $seq, precision: $prec, steps: $steps}
-plan: {$(echo "$mesh" | sed 's/:/: /g; s/,/, /g'), mbs: $mbs, recompute: $rc}
+plan: {$keys}
 EOF
-  run_cmd=(run "$plan" --nproc "$nproc" --device "$device" --backend gloo --steps "$steps"
-           --warmup "$warmup" --out "$work/$pname.measured.json")
-  est_cmd=(estimate --plan-file "$plan" --format json)
-  cmp_cmd=(compare "$plan" "$work/$pname.measured.json" --tolerance 10 --format json)
-  say "$pname: meshplan ${run_cmd[*]}"
-  if ! mp "${run_cmd[@]}" > "$work/$pname.run.log" 2>&1; then
-    tail -20 "$work/$pname.run.log"
-    say "$pname: run FAILED (kept in $work/$pname.run.log; no record)"
-    continue
+  local run_cmd=(run "$plan" --device "$device" --steps "$steps" --warmup 2 --out "$work/measured.json" "$@")
+  local est_cmd=(estimate --plan-file "$plan" --format json)
+  local cmp_cmd=(compare "$plan" "$work/measured.json" --tolerance 10 --format json)
+  say "$part $pname: meshplan ${run_cmd[*]}"
+  if ! timed "$part" "$pname" mp "${run_cmd[@]}" > "$work/run.log" 2>&1; then
+    tail -15 "$work/run.log"
+    say "$part $pname: run FAILED (no record)"
+    cp "$work/run.log" "$dir/$pname.failed.log"
+    return 1
   fi
-  mp "${est_cmd[@]}" > "$work/$pname.estimate.json"
-  mp "${cmp_cmd[@]}" > "$work/$pname.compare.json" || true  # exit 1: outside the tolerance
+  mp "${est_cmd[@]}" > "$work/estimate.json"
+  mp "${cmp_cmd[@]}" > "$work/compare.json" || true  # exit 1: outside the tolerance
   {
     printf '{\n"record": "meshplan sweep v1",\n"name": %s,\n' "$(json_str "$pname")"
     printf '"plan_file": %s,\n' "$(json_str "$(cat "$plan")")"
     printf '"commands": [%s, %s, %s],\n' "$(json_str "meshplan ${run_cmd[*]}")" \
       "$(json_str "meshplan ${est_cmd[*]}")" "$(json_str "meshplan ${cmp_cmd[*]}")"
-    printf '"estimate": '; cat "$work/$pname.estimate.json"
-    printf ',\n"measured": '; cat "$work/$pname.measured.json"
-    printf ',\n"comparison": '; cat "$work/$pname.compare.json"
+    printf '"estimate": '; cat "$work/estimate.json"
+    printf ',\n"measured": '; cat "$work/measured.json"
+    printf ',\n"comparison": '; cat "$work/compare.json"
     printf '}\n'
-  } > "$meas/$pname.json"
-  grep -h '"figure"\|"error_pct"' "$work/$pname.compare.json" | paste - - | sed 's/^ */  /' || true
+  } > "$dir/$pname.json"
+  grep -h '"figure"\|"error_pct"' "$work/compare.json" | paste - - | sed 's/^ */  /' || true
+}
+
+# ---------------------------------------------------------------------------------------
+# a. Calibration (the GPU's: its model's GEMM shapes, the attention core, copies for the
+#    HBM bandwidth, tiny kernels for the launch overhead; the fit goes to the hardware file)
+if [ "$cpu_smoke" = 1 ]; then
+  cal_cmd=(calibrate --device cpu --quick --threads 1 --base cpu-ci --out "configs/hardware/$hw.yaml"
+           --report "$meas/calibration.json")
+else
+  cal_cmd=(calibrate --device cuda --precision bf16 --model llama-1b --base "$base"
+           --out "configs/hardware/$hw.yaml" --report "$meas/calibration.json")
+fi
+say "a: meshplan ${cal_cmd[*]}"
+if ! timed a calibrate timeout $((budget_s * 25 / 100)) "$bundle/launch" meshplan "${cal_cmd[@]}"; then
+  [ "$cpu_smoke" = 1 ] && base="cpu-ci"
+  say "a: calibration FAILED or ran out of its time: predicting with configs/hardware/$base.yaml as is"
+  cp "configs/hardware/$base.yaml" "configs/hardware/$hw.yaml"
+fi
+for n in 1 2 8; do
+  cat > "configs/clusters/$hw-${n}x.yaml" <<EOF
+# $n x $gpu, calibrated by \`meshplan ${cal_cmd[*]}\` (scripts/gpu_sweep.sh);
+# the network from the hardware file's network block. 2x: two ranks sharing ONE GPU.
+name: $hw-${n}x
+gpu: $hw
+nodes: 1
+gpus_per_node: $n
+EOF
+done
+cal_files=("configs/hardware/$hw.yaml" configs/clusters/"$hw"-*x.yaml)
+[ -f "$meas/calibration.json" ] && cal_files+=("$meas/calibration.json")
+pack a-calibration "${cal_files[@]}"
+
+# ---------------------------------------------------------------------------------------
+# b. Single-GPU plans: predicted against measured (time, MFU, peak memory)
+if [ "$cpu_smoke" = 1 ]; then
+  model=tiny-llama; seq=128; mbs_list=(1 2); prec=fp32
+else
+  model=llama-1b; seq=2048; mbs_list=(1 2 4 8); prec=bf16
+fi
+for mbs in "${mbs_list[@]}"; do
+  for rc in none selective full; do
+    pname="${model}-${prec}-s${seq}-mbs${mbs}-${rc}"
+    if ! within 65; then say "b: $pname skipped (past 65% of the budget)"; continue; fi
+    measure b "$meas/single" "$pname" "$model" "$hw-1x" "$mbs" "$seq" "$prec" \
+      "dp: 1, mbs: $mbs, recompute: $rc" || true
+    pack b-single "$meas/single"
+  done
+done
+if ls "$meas"/single/*.json > /dev/null 2>&1 && mp measurements "$meas/single" > "$meas/single/README.md"; then
+  cat "$meas/single/README.md"
+  pack b-single "$meas/single"
+fi
+
+# ---------------------------------------------------------------------------------------
+# c. Emulated ranks of large plans: one real rank, its peers emulated (--emulate-rank)
+#    name model cluster gb seq precision plan-keys ranks (last stage: (pp-1)*cp*tp)
+if [ "$cpu_smoke" = 1 ]; then
+  emulated=(
+    "tiny-tp2-of-8 tiny-llama $hw-8x 4 128 fp32 dp=4,tp=2,zero=1 0"
+    "tiny-tp2-pp2-first-last tiny-llama $hw-8x 4 128 fp32 dp=2,tp=2,pp=2,zero=1 0,2"
+    "tiny-zero3-dp8 tiny-llama $hw-8x 8 128 fp32 dp=8,zero=3 0"
+  )
+else
+  emulated=(
+    "llama3-70b-tp8-of-64 llama3-70b 64xh100-ib 16 4096 mixed dp=8,tp=8,sp=true,zero=2,recompute=selective 0"
+    "llama3.1-405b-tp8-pp16-first-last llama3.1-405b 1024xh100-ib 32 4096 mixed dp=8,tp=8,pp=16,sp=true,zero=1,recompute=full,first_stage_layers=7,last_stage_layers=7 0,120"
+    "llama3-8b-zero3-dp64 llama3-8b 64xh100-ib 64 4096 mixed dp=64,zero=3,recompute=selective 0"
+  )
+fi
+for e in "${emulated[@]}"; do
+  read -r pname emodel cluster gb eseq eprec keys ranks <<< "$e"
+  for rank in ${ranks//,/ }; do
+    if ! within 85; then say "c: $pname rank $rank skipped (past 85% of the budget)"; continue; fi
+    measure c "$meas/emulated" "$pname-rank$rank" "$emodel" "$cluster" "$gb" "$eseq" "$eprec" \
+      "$(yaml_keys "$keys,mbs=1")" --emulate-rank "$rank" --backend "$backend" || true
+    pack c-emulated "$meas/emulated"
+  done
 done
 
 # ---------------------------------------------------------------------------------------
-# 4. NCCL with two ranks on one GPU (docs/executor.md): the answer, either way, goes to docs/
-if [ "$cpu_smoke" = 0 ] && [ "$k" = 1 ]; then
-  tests="$(dirname "$binary")/tests/executor_tests"
-  if [ -x "$tests" ]; then
-    say "NCCL two ranks on one GPU: $tests [two_ranks_one_gpu] -s"
-    { echo "# $(date -u +%F) on $(nvidia-smi --query-gpu=name,driver_version --format=csv,noheader)"
-      echo "# command: build-gpu/tests/executor_tests \"[two_ranks_one_gpu]\" -s"
-      "$tests" "[two_ranks_one_gpu]" -s 2>&1 | grep -A3 "NCCL .* two ranks" || echo "test output not found"
-    } > "$meas/nccl_two_ranks_one_gpu.txt" 2>&1 || true
-    cat "$meas/nccl_two_ranks_one_gpu.txt"
-  fi
+# d. Two ranks sharing the GPU over Gloo (per-rank memory; their time is not the plan's)
+if [ "$cpu_smoke" = 1 ]; then
+  shared=("tiny-zero3-2ranks tiny-llama 4 128 fp32 dp=2,zero=3" "tiny-tp2-2ranks tiny-llama 2 128 fp32 tp=2,sp=true")
+else
+  shared=("spec-246m-zero3-2ranks spec-246m 4 2048 mixed dp=2,zero=3" "spec-246m-tp2-2ranks spec-246m 2 2048 mixed tp=2,sp=true")
 fi
-
-# ---------------------------------------------------------------------------------------
-# 5. The table, and everything packed for the trip back
-if ls "$meas"/*.json > /dev/null 2>&1 && mp measurements "$meas" > "$out/table.md" 2>/dev/null; then
-  { echo "# Predicted vs measured on $gpu"
-    echo
-    echo "Generated by \`meshplan measurements $meas\` from the sweep records here, which"
-    echo "\`bash scripts/gpu_sweep.sh\` wrote (each record holds the exact commands). Hardware:"
-    echo "configs/hardware/$hw.yaml, from \`meshplan ${cal_cmd[*]}\`."
-    echo
-    cat "$out/table.md"
-  } > "$meas/README.md"
-  cat "$out/table.md"
+for s in "${shared[@]}"; do
+  read -r pname smodel gb sseq sprec keys <<< "$s"
+  if ! within 100; then say "d: $pname skipped (past the budget)"; continue; fi
+  measure d "$meas/shared" "$pname" "$smodel" "$hw-2x" "$gb" "$sseq" "$sprec" "$(yaml_keys "$keys,mbs=1")" \
+    --nproc 2 --backend gloo || true
+  pack d-shared "$meas/shared"
+done
+if [ "$cpu_smoke" = 0 ] && within 100; then
+  say "d: NCCL with two ranks on one GPU: executor_tests \"[two_ranks_one_gpu]\""
+  { echo "# $(date -u +%F) on $(nvidia-smi --query-gpu=name,driver_version --format=csv,noheader)"
+    echo "# command: .gpu-bundle/launch executor_tests \"[two_ranks_one_gpu]\" -s"
+    timed d nccl-two-ranks timeout 60 "$bundle/launch" executor_tests "[two_ranks_one_gpu]" -s 2>&1 |
+      grep -A3 "NCCL .* two ranks" || echo "test output not found"
+  } > "$meas/shared/nccl_two_ranks_one_gpu.txt" 2>&1 || true
+  pack d-shared "$meas/shared"
 fi
-tar czf "$out/sweep-$gpu-part$k.tar.gz" "configs/hardware/$hw.yaml" "configs/clusters/$hw-1x.yaml" \
-  "configs/clusters/$hw-2x-shared.yaml" "$meas"
-say "packed $out/sweep-$gpu-part$k.tar.gz (unpack at the repository root)"
+say "done: $(ls "$out" | tr '\n' ' ')"

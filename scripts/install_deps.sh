@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Installs the Debian packages meshplan builds with. Idempotent, non-interactive,
+# Installs the Debian packages meshplan builds with (LibTorch itself comes from the torch
+# wheel: scripts/install_torch_wheel.sh, run by scripts/build.sh). Idempotent, non-interactive,
 # and fast when everything is there (no apt-get update unless something is missing).
 set -euo pipefail
 
@@ -7,15 +8,14 @@ packages=(
   cmake ninja-build g++ pkg-config
   libyaml-cpp-dev nlohmann-json3-dev libfmt-dev libcli11-dev libeigen3-dev
   catch2 libbenchmark-dev
-  libtorch-dev libgloo-dev
-  libopenblas0-openmp  # LibTorch's BLAS through Debian's alternatives (netlib's reference BLAS is ~10x slower)
+  libgloo-dev  # headers only: the torch wheel's LibTorch carries gloo but not its headers
   libimgui-dev libglfw3-dev libgl-dev libstb-dev fonts-dejavu-core
   xvfb xauth libgl1-mesa-dri  # the explorer's screenshot test: Xvfb + Mesa software OpenGL
   hyperfine  # scripts/bench_startup.sh: whole-process timings
   jq  # scripts/cpu_rank_loop.sh: reads measured.json and compare's JSON
   python3  # tests/scripts/doc_links.py: the docs' link check
   clang libclang-rt-14-dev  # scripts/fuzz.sh: libFuzzer, AddressSanitizer, UBSan runtimes
-  ccache  # scripts/build.sh, build_torch2.sh: rebuilds of an unchanged file (a fresh clone, CI) hit the cache
+  ccache  # scripts/build.sh: rebuilds of an unchanged file (a fresh clone, CI) hit the cache
 )
 
 missing=()

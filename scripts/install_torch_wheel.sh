@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Creates (once) a cached Python virtual environment with PyPI's `torch` wheel (LibTorch 2.x
-# built with CUDA) plus `transformers` and `safetensors`, for the second executor build
-# (scripts/build_torch2.sh) and the outside-reference tests. Prints the venv's path on stdout.
+# built with CUDA) plus `transformers` and `safetensors`: the LibTorch the executor builds
+# against (scripts/build.sh), its torchrun, and the outside-reference tests. Prints the venv's path on stdout.
 # Cached outside the clone in ${MESHPLAN_TORCH_VENV:-${XDG_CACHE_HOME:-$HOME/.cache}/meshplan/venv-torch-<version>};
 # a venv counts as complete only once its stamp file (written last, after the pins import and
 # the wheel's LibTorch CMake package and NCCL are found) names the same pins.

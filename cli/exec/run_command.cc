@@ -4,62 +4,44 @@
 //   meshplan run plan.yaml --nproc 2 --steps 20 --warmup 3 --out measured.json
 //   torchrun --nproc-per-node 2 --no-python meshplan run plan.yaml   (one rank per process)
 //
-// Two modes, one command line. Launcher mode (no RANK / Slurm variables): check the
-// plan, host the rendezvous store, start --nproc rank processes of this same binary
-// with this same command line (executor/launch/launcher.h) and supervise them: the first
-// rank to fail stops the others and is named; the exit code is that rank's. Rank
-// mode (RANK set, by us, torchrun or srun): join the store, build the device mesh,
-// train one rank (executor/run_rank.h), and gather every rank's result on rank 0,
-// which writes --out atomically. Emulation (--emulate-rank R|all-stages): no launcher and no
-// store; the named ranks train one after the other in this process with emulated peers
-// (executor/emulate_rank.h), and --out holds those ranks.
+// This file has the flags and their checks; the ranks are orchestrated by
+// executor/launch/run_job.h. Three modes, one command line. Launcher mode (no RANK / Slurm
+// variables): check the plan and the flags, then host the store and start --nproc rank
+// processes of this same binary with this same command line (HostLocalRanks). Rank mode
+// (RANK set, by us, torchrun or srun): check, then train one rank and gather on rank 0,
+// which writes --out (RunRankOfJob). Emulation (--emulate-rank R|all-stages): no launcher
+// and no store; the named ranks train one after the other in this process with emulated
+// peers (RunEmulatedRanks), and --out holds those ranks.
 // Exit codes: 0 success; 2 bad input (plan file, a plan the executor refuses, a
 // world size that is not --nproc, flags out of range, an --out or --snapshot that cannot
 // be written), found before any rank starts, or found by a rank (a token file, a damaged
 // snapshot); 124 when a rank hung (executor/launch/launcher.h); otherwise the failing
 // rank's code (1 for a runtime failure, such as a loss that is not finite, 128+signal when
 // it was killed).
-// Each rank tells the launcher how it is doing (executor/launch/rank_status.h): heartbeats
-// with its milestones, and whether it failed on its own or because of a peer, so the run
-// names the rank that caused a failure, not the ones left waiting for it.
 
 #include <fmt/format.h>
 #include <unistd.h>
 
 #include <cerrno>
-#include <charconv>
 #include <chrono>
-#include <cmath>
-#include <csignal>
-#include <cstdlib>
 #include <cstring>
 #include <filesystem>
-#include <iostream>
-#include <limits>
 #include <memory>
+#include <optional>
 #include <string>
-#include <thread>
 #include <vector>
 
 #include "cli/commands.h"
 #include "cli/flag_checks.h"
-#include "executor/comm/comm_error.h"
 #include "executor/comm/communicator_factory.h"
-#include "executor/comm/recording_communicator.h"
-#include "executor/comm/rendezvous.h"
 #include "executor/device/training_device.h"
 #include "executor/emulate_rank.h"
-#include "executor/launch/launcher.h"
 #include "executor/launch/rank_env.h"
-#include "executor/launch/rank_status.h"
-#include "executor/parallel/device_mesh.h"
+#include "executor/launch/run_job.h"
 #include "executor/run_rank.h"
 #include "executor/snapshot.h"
-#include "executor/trainer.h"
-#include "planner/atomic_file.h"
 #include "planner/config/config_loader.h"
 #include "planner/input_error.h"
-#include "planner/measure/measurement.h"
 #include "planner/parallel_plan.h"
 
 namespace meshplan {
@@ -144,21 +126,12 @@ void CheckOutputDir(const char* flag, const std::string& dir) {
     throw InputError(kFlags, flag, why + " (the parent of '" + dir + "')");
 }
 
-// Where rank `rank` writes its communicator calls (--comm-log PREFIX).
-std::string CommLogPath(const RunCommandOptions& options, int rank) {
-  return options.comm_log + ".rank" + std::to_string(rank);
-}
-
-void WriteCommLog(const RunCommandOptions& options, int rank, const CommLog& log) {
-  WriteFileAtomically(CommLogPath(options, rank), CommLogText(log));
-}
-
 // Every path this process will write: --out when it writes measured.json (the launcher
 // checks for rank 0), --snapshot when it saves.
 void CheckOutputPaths(const RunCommandOptions& options, bool writes_out) {
   if (writes_out) CheckOutputFile("--out", options.out);
   if (options.save_every > 0) CheckOutputDir("--snapshot", options.snapshot);
-  if (!options.comm_log.empty()) CheckOutputFile("--comm-log", CommLogPath(options, 0));
+  if (!options.comm_log.empty()) CheckOutputFile("--comm-log", CommLogPath(options.comm_log, 0));
 }
 
 // Where the ranks train and how they talk: --device and --backend, parsed.
@@ -228,10 +201,26 @@ RankTarget CheckRunnable(const PlanFile& plan_file, const RunCommandOptions& opt
   return target;
 }
 
-std::chrono::milliseconds CommTimeout(const RunCommandOptions& options) {
-  return std::chrono::milliseconds(static_cast<int64_t>(options.comm_timeout_s * 1000));
+// The job every rank of this run shares, from the checked flags.
+RunJob MakeJob(const PlanFile& plan_file, const RunCommandOptions& options, const RankTarget& target) {
+  RunJob job;
+  job.run.steps = options.steps > 0 ? options.steps : plan_file.training.steps;
+  job.run.warmup_steps = options.warmup;
+  job.run.data = options.data;
+  job.run.data_dtype = options.data_dtype;
+  job.run.save_every = options.save_every;
+  job.run.snapshot_dir = options.snapshot;
+  job.run.resume_dir = options.resume;
+  job.run.seed = options.seed;
+  job.device = target.device;
+  job.backend = target.backend;
+  job.comm_timeout = std::chrono::milliseconds(static_cast<int64_t>(options.comm_timeout_s * 1000));
+  job.out = options.out;
+  job.comm_log = options.comm_log;
+  job.comm_timing = options.comm_timing;
+  job.fault = {options.fail_rank, options.fail_at_step, options.fail_mode};
+  return job;
 }
-
 
 // --cpu-bind: auto binds ranks that train on the CPU (their communication shares the cores),
 // by the rule the ranks choose their device with.
@@ -244,185 +233,23 @@ int RunLauncher(const PlanFile& plan_file, const RunCommandOptions& options) {
   const int nproc = options.nproc > 0 ? options.nproc : static_cast<int>(plan_file.plan.world_size());
   const RankTarget target = CheckRunnable(plan_file, options, nproc);
   CheckOutputPaths(options, /*writes_out=*/true);
-
-  StoreServer store("127.0.0.1", 0, CommTimeout(options));
-  LaunchOptions launch;
-  launch.nproc = nproc;
-  launch.exe = SelfExe();
-  launch.argv = SelfArgv();
-  launch.master_port = store.port();
-  launch.bind_cores = BindCores(options, target);
-  std::cout << fmt::format("meshplan run: {} ranks of {} ({}), rendezvous at 127.0.0.1:{}\n",
-                           nproc, plan_file.model.name, ToPlanString(plan_file.plan),
-                           store.port())
-            << std::flush;
-  const LaunchResult result = LaunchLocalRanks(launch);
-  if (result.exit_code != 0) {
-    std::cerr << "meshplan run: failed: " << result.failure;
-    if (!result.interrupted) {
-      std::string stopped;
-      for (size_t r = 0; r < result.ranks.size(); ++r)
-        if (result.ranks[r].stopped_by_launcher)
-          stopped += (stopped.empty() ? "" : ", ") + std::to_string(r);
-      if (!stopped.empty()) std::cerr << "; stopped ranks " << stopped;
-    }
-    std::cerr << "\n";
-    return result.exit_code;
-  }
-  std::cout << "meshplan run: " << nproc << " ranks finished; measurements in " << options.out
-            << "\n";
-  return 0;
+  return HostLocalRanks(plan_file, MakeJob(plan_file, options, target), nproc,
+                        BindCores(options, target));
 }
 
-// The hidden test hook: fail like a real crash at the given step: exit, be killed, hang
-// (the main thread sleeps; the process keeps its heartbeat), stop (SIGSTOP: the whole
-// process freezes), or nan (this rank's parameters become NaN, so the next loss is NaN).
-bool FailsHere(const RunCommandOptions& options, int rank, int64_t step) {
-  if (rank != options.fail_rank || step != options.fail_at_step) return false;
-  std::cerr << "failing on purpose (--fail-rank " << rank << " --fail-at-step " << step
-            << " --fail-mode " << options.fail_mode << ")" << std::endl;
-  return true;
-}
-void MaybeFail(const RunCommandOptions& options, int rank, int64_t step, Trainer& trainer) {
-  if (!FailsHere(options, rank, step)) return;
-  if (options.fail_mode == "nan") {
-    trainer.engine().Owned(0).params.fill_(std::numeric_limits<double>::quiet_NaN());
-    return;
-  }
-  if (options.fail_mode == "kill") std::raise(SIGKILL);
-  if (options.fail_mode == "stop") std::raise(SIGSTOP);
-  if (options.fail_mode == "hang" || options.fail_mode == "stop")
-    for (;;) std::this_thread::sleep_for(std::chrono::hours(1));
-  std::_Exit(3);
+int RunAsRank(const PlanFile& plan_file, const RunCommandOptions& options, const RankEnv& env) {
+  return RunRankOfJob(plan_file, env, [&] {
+    if (options.nproc > 0 && options.nproc != env.world_size)
+      throw InputError(kFlags, "--nproc",
+                       std::to_string(options.nproc) + " differs from the " + env.source +
+                           " world size " + std::to_string(env.world_size));
+    const RankTarget target = CheckRunnable(plan_file, options, env.world_size);
+    CheckOutputPaths(options, /*writes_out=*/env.rank == 0);
+    return MakeJob(plan_file, options, target);
+  });
 }
 
-void PrintRankError(const RankEnv& env, const std::string& what) {
-  std::cerr << "meshplan run: rank " << env.rank << " of " << env.world_size << ": error: " << what
-            << std::endl;
-}
-
-// `key` in the store, waited for at most `timeout`; a peer that never sets it is a
-// communication failure.
-std::vector<uint8_t> WaitAndGet(c10d::Store& store, const std::string& key,
-                                std::chrono::milliseconds timeout) {
-  try {
-    store.wait({key}, timeout);
-    return store.get(key);
-  } catch (const std::exception& e) {
-    const auto* c10_error = dynamic_cast<const c10::Error*>(&e);
-    throw CommError("waiting for '" + key + "' in the rendezvous store: " +
-                    (c10_error != nullptr ? c10_error->what_without_backtrace() : e.what()));
-  }
-}
-
-// The training options every rank shares, from the flags.
-void SetRunOptions(const PlanFile& plan_file, const RunCommandOptions& options, RunOptions& run) {
-  run.steps = options.steps > 0 ? options.steps : plan_file.training.steps;
-  run.warmup_steps = options.warmup;
-  run.data = options.data;
-  run.data_dtype = options.data_dtype;
-  run.save_every = options.save_every;
-  run.snapshot_dir = options.snapshot;
-  run.resume_dir = options.resume;
-  run.seed = options.seed;
-}
-
-// One rank's run: join, train, gather on rank 0, write --out. Returns the exit code (1
-// when training stopped on a loss that is not finite, after --out was written).
-int TrainRank(const PlanFile& plan_file, const RunCommandOptions& options, const RankEnv& env,
-              RankStatus& status) {
-  if (options.nproc > 0 && options.nproc != env.world_size)
-    throw InputError(kFlags, "--nproc",
-                     std::to_string(options.nproc) + " differs from the " + env.source +
-                         " world size " + std::to_string(env.world_size));
-  const RankTarget target = CheckRunnable(plan_file, options, env.world_size);
-  CheckOutputPaths(options, /*writes_out=*/env.rank == 0);
-  const auto timeout = CommTimeout(options);
-  RunOptions run;
-  run.device = ChooseTrainingDevice(target.device, env.local_rank);
-  auto store = ConnectRendezvousStore(env, timeout);
-  CommOptions comm;
-  comm.gloo = GlooOptionsForRank(env, timeout);
-  // CPU ranks: communication shares the compute cores, so nothing is overlapped
-  // (executor/comm/gloo_communicator.h; the cost model's comm_overlaps_compute: false).
-  if (!run.device.is_cuda()) comm.gloo = ForRanksOnComputeCores(comm.gloo);
-  comm.nccl_timeout = timeout;
-  comm.cuda_device = run.device.is_cuda() ? run.device.index() : -1;
-  CommLog comm_log;  // --comm-log: outlives the mesh's communicators
-  comm_log.timed = options.comm_timing;
-  GroupFactory factory = MakeGroupFactory(target.backend, store, env.rank, comm);
-  if (!options.comm_log.empty()) factory = RecordingGroupFactory(std::move(factory), comm_log);
-  DeviceMesh mesh(plan_file.plan, env.rank, factory);
-  status.Milestone();  // the mesh is joined
-
-  SetRunOptions(plan_file, options, run);
-  run.milestone = [&status] { status.Milestone(); };
-  run.tamper = [&options, rank = env.rank](int64_t step, Trainer& trainer) {
-    MaybeFail(options, rank, step, trainer);
-  };
-  const RankMeasurement mine = RunRank(plan_file, run, mesh);
-  if (!options.comm_log.empty()) WriteCommLog(options, env.rank, comm_log);
-
-  // Gather on rank 0 through the store (it outlives the ranks under a launcher).
-  const std::string key_prefix = "meshplan/run/rank_result/";
-  const std::string written_key = "meshplan/run/written";
-  const std::string payload = RankMeasurementToJson(mine).dump();
-  store->set(key_prefix + std::to_string(env.rank),
-             std::vector<uint8_t>(payload.begin(), payload.end()));
-  if (env.rank != 0) {
-    if (mine.stop_reason.empty()) return 0;
-    // Stopped early: rank 0 reports it, once --out is written; this rank waits for that
-    // (exiting first would make the launcher stop rank 0 before it writes).
-    WaitAndGet(*store, written_key, timeout);
-    status.ReportFailure(FailureKind::kPeer, "stopped with the others: " + mine.stop_reason);
-    PrintRankError(env, "training stopped: " + mine.stop_reason);
-    return 1;
-  }
-  std::vector<RankMeasurement> ranks;
-  for (int r = 0; r < env.world_size; ++r) {
-    const std::vector<uint8_t> bytes = WaitAndGet(*store, key_prefix + std::to_string(r), timeout);
-    ranks.push_back(RankMeasurementFromJson(
-        nlohmann::json::parse(std::string(bytes.begin(), bytes.end()))));
-  }
-  const Measurement measurement = CombineRankMeasurements(plan_file, run, ranks);
-  WriteFileAtomically(options.out, MeasurementToJson(measurement).dump(2) + "\n");
-  std::cout << FormatMeasurementSummary(measurement) << std::flush;
-  if (measurement.stop_reason.empty()) return 0;
-  const std::string why = fmt::format("training stopped at {}; {} holds the {} step(s) done before",
-                                      measurement.stop_reason, options.out, measurement.steps);
-  status.ReportFailure(FailureKind::kOwn, why);
-  store->set(written_key, std::vector<uint8_t>{1});
-  PrintRankError(env, why);
-  return 1;
-}
-
-// A rank: trains, and tells the launcher (when there is one) how it ended. Bad input
-// (InputError) goes up to the command line (exit 2); other failures print one line and
-// give exit code 1.
-int RunOneRank(const PlanFile& plan_file, const RunCommandOptions& options, const RankEnv& env) {
-  RankStatus status;  // heartbeats from now on, when the launcher gave us a status pipe
-  try {
-    return TrainRank(plan_file, options, env, status);
-  } catch (const SnapshotRefusedElsewhere& e) {
-    status.ReportFailure(FailureKind::kPeer, e.what());
-    throw;
-  } catch (const InputError& e) {
-    status.ReportFailure(FailureKind::kOwn, e.what());
-    throw;
-  } catch (const CommError& e) {  // a peer failed or hung: the launcher names that one
-    status.ReportFailure(FailureKind::kPeer, e.what());
-    PrintRankError(env, e.what());
-    return 1;
-  } catch (const std::exception& e) {
-    status.ReportFailure(FailureKind::kOwn, e.what());
-    PrintRankError(env, e.what());
-    return 1;
-  }
-}
-
-// --emulate-rank: the named ranks one after the other in this process, peers emulated
-// (executor/emulate_rank.h). Everything is checked before the first rank starts; --out and
-// --comm-log are written once every rank has finished, so a refusal or a failure leaves
+// --emulate-rank: everything is checked before the first rank starts, so a refusal leaves
 // nothing behind.
 int RunEmulated(const PlanFile& plan_file, const RunCommandOptions& options) {
   if (options.nproc > 0)
@@ -442,33 +269,9 @@ int RunEmulated(const PlanFile& plan_file, const RunCommandOptions& options) {
                                                              : EmulatedWorkspace::kNone;
   const std::vector<int> ranks = EmulatedRanks(plan_file.plan, options.emulate_rank, "--emulate-rank");
   CheckOutputPaths(options, /*writes_out=*/true);
-  RunOptions run;
-  SetRunOptions(plan_file, options, run);
-  run.device = ChooseTrainingDevice(target.device, /*local_rank=*/0);
-  for (const int rank : ranks) CheckRankFitsDevice(plan_file, rank, run.device, "--emulate-rank");
-
-  std::vector<RankMeasurement> results;
-  std::vector<CommLog> logs(ranks.size());
-  for (CommLog& log : logs) log.timed = options.comm_timing;
-  for (size_t i = 0; i < ranks.size(); ++i) {
-    std::cout << fmt::format("meshplan run: rank {} of {} ({}), stage {}, peers emulated, "
-                             "communication {}\n",
-                             ranks[i], world, ToShortPlanString(plan_file.plan),
-                             CoordsOfRank(plan_file.plan, ranks[i])[MeshDim::kPp],
-                             ToString(emulation.time))
-              << std::flush;
-    results.push_back(EmulateRank(plan_file, run, ranks[i], emulation,
-                                  options.comm_log.empty() ? nullptr : &logs[i]));
-  }
-  const Measurement measurement =
-      CombineEmulatedRanks(plan_file, run, results, emulation.time);
-  if (!options.comm_log.empty())
-    for (size_t i = 0; i < ranks.size(); ++i) WriteCommLog(options, ranks[i], logs[i]);
-  WriteFileAtomically(options.out, MeasurementToJson(measurement).dump(2) + "\n");
-  std::cout << FormatMeasurementSummary(measurement) << std::flush;
-  if (measurement.stop_reason.empty()) return 0;
-  std::cerr << "meshplan run: training stopped at " << measurement.stop_reason << "\n";
-  return 1;
+  const at::Device device = ChooseTrainingDevice(target.device, /*local_rank=*/0);
+  for (const int rank : ranks) CheckRankFitsDevice(plan_file, rank, device, "--emulate-rank");
+  return RunEmulatedRanks(plan_file, MakeJob(plan_file, options, target), device, ranks, emulation);
 }
 
 int RunRun(const RunCommandOptions& options) {
@@ -476,7 +279,7 @@ int RunRun(const RunCommandOptions& options) {
   if (!options.emulate_rank.empty()) return RunEmulated(plan_file, options);
   if (options.emulated_comm != "zero")
     throw InputError(kFlags, "--emulated-comm", "is for emulated peers; it needs --emulate-rank");
-  if (const std::optional<RankEnv> env = ReadRankEnv()) return RunOneRank(plan_file, options, *env);
+  if (const std::optional<RankEnv> env = ReadRankEnv()) return RunAsRank(plan_file, options, *env);
   return RunLauncher(plan_file, options);
 }
 

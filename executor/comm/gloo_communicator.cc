@@ -3,7 +3,10 @@
 #include <torch/csrc/distributed/c10d/PrefixStore.hpp>
 #include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
 
+#include <fmt/format.h>
+
 #include <algorithm>
+#include <chrono>
 #include <condition_variable>
 #include <deque>
 #include <functional>
@@ -383,6 +386,7 @@ GlooCommunicator::GlooCommunicator(c10::intrusive_ptr<c10d::Store> store, int wo
   impl.options = std::move(options);
 
   const std::string prefix = "meshplan/" + impl.name + "/" + Join(impl.members, "-");
+  const auto start = std::chrono::steady_clock::now();
   try {
     auto gloo_options = c10d::ProcessGroupGloo::Options::create(impl.options.timeout);
     gloo_options->devices.push_back(MakeDevice(impl.options));
@@ -397,9 +401,11 @@ GlooCommunicator::GlooCommunicator(c10::intrusive_ptr<c10d::Store> store, int wo
     if (impl.size() > 1) impl.pg->barrier()->wait();
   } catch (...) {
     throw CommError("gloo " + impl.Where() + " [world ranks " + Join(impl.members, ",") +
-                    "]: could not connect within " +
-                    std::to_string(impl.options.timeout.count() / 1000.0) + " s: " +
-                    Cause(std::current_exception()));
+                    "]: could not connect (failed after " +
+                    fmt::format("{:.1f}", std::chrono::duration<double>(
+                                              std::chrono::steady_clock::now() - start).count()) +
+                    " s of the " + fmt::format("{:g}", impl.options.timeout.count() / 1000.0) +
+                    " s allowed): " + Cause(std::current_exception()));
   }
   impl.thread = std::thread([&impl] { impl.Loop(); });
 }

@@ -5,7 +5,8 @@
 // the launcher's server and works under "/worker/attempt_<restart_count>";
 // otherwise rank 0 hosts the TCPStore at MASTER_ADDR:MASTER_PORT. Every store
 // operation waits at most `timeout`; failing to connect throws std::runtime_error
-// naming the address.
+// naming the address, the time really waited and what listens there (nothing, or something
+// that is not a store it can speak to).
 // StoreServer is the launcher's side: a TCPStore server on a free port, alive for
 // the lifetime of the object.
 #pragma once

@@ -13,7 +13,6 @@
 #include <atomic>
 #include <cstring>
 
-#include "executor/libtorch_compat.h"
 
 namespace meshplan {
 
@@ -43,9 +42,9 @@ void CountingDelete(void* data) {
   c10::free_cpu(base);
 }
 
-class CountingCpuAllocator final : public libtorch::CpuAllocatorBase {
+class CountingCpuAllocator final : public c10::Allocator {
  public:
-  c10::DataPtr AllocateBytes(size_t bytes) const override {
+  c10::DataPtr allocate(size_t bytes) override {
     if (bytes == 0) return {nullptr, nullptr, &CountingDelete, c10::Device(c10::DeviceType::CPU)};
     char* base = static_cast<char*>(c10::alloc_cpu(bytes + kHeaderBytes));
     std::memcpy(base, &bytes, sizeof(bytes));
@@ -54,6 +53,9 @@ class CountingCpuAllocator final : public libtorch::CpuAllocatorBase {
     return {data, data, &CountingDelete, c10::Device(c10::DeviceType::CPU)};
   }
   c10::DeleterFnPtr raw_deleter() const override { return &CountingDelete; }
+  void copy_data(void* dest, const void* src, std::size_t count) const override {
+    std::memcpy(dest, src, count);
+  }
 };
 
 class CpuProbe final : public MemoryProbe {

@@ -3,11 +3,9 @@
 
 #include <cmath>
 
-#include "executor/libtorch_compat.h"
-
 namespace meshplan {
 
-bool FusedAdamWBuiltIn(const at::Device& device) { return libtorch::HasFusedAdamW(device); }
+bool FusedAdamWBuiltIn(const at::Device& device) { return device.is_cpu() || device.is_cuda(); }
 
 bool AdamWRunsFused(const at::Device& device, at::ScalarType param, at::ScalarType grad,
                     at::ScalarType state, const AdamWOptions& options) {
@@ -24,7 +22,8 @@ void AdamWUpdate(at::Tensor& param, const at::Tensor& grad, at::Tensor& m, at::T
       AdamWRunsFused(param.device(), param.scalar_type(), grad.scalar_type(), m.scalar_type(), o)) {
     // The fused kernel reads the (already incremented) step from an fp32 tensor on the device.
     const at::Tensor steps = at::full({}, static_cast<double>(step), param.options().dtype(at::kFloat));
-    libtorch::FusedAdamW(param, grad, m, v, steps, o.lr, o.beta1, o.beta2, o.weight_decay, o.eps);
+    at::_fused_adamw_({param}, {grad}, {m}, {v}, /*max_exp_avg_sqs=*/{}, {steps}, o.lr, o.beta1,
+                      o.beta2, o.weight_decay, o.eps, /*amsgrad=*/false, /*maximize=*/false);
     return;
   }
   const double t = static_cast<double>(step);

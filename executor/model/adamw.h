@@ -7,9 +7,8 @@
 // Precision: param, grad, m and v are one dtype (fp32, or bf16 in the bf16 regime); the
 // mixed regime calls it on the fp32 master with an fp32 copy of the gradient
 // (executor/parallel/zero_engine.cc).
-// Kernel: LibTorch's fused AdamW (the same update, one kernel, no temporary) where this
-// LibTorch has it for the device (CUDA from 2.0, CPU from 2.4: FusedAdamWBuiltIn) and the
-// four dtypes agree; otherwise ATen ops, with one temporary the size of param (the
+// Kernel: LibTorch's fused AdamW (the same update, one kernel, no temporary) where LibTorch
+// has it for the device (CPU and CUDA: FusedAdamWBuiltIn) and the four dtypes agree; otherwise ATen ops, with one temporary the size of param (the
 // denominator), freed on return, or held in a caller's `workspace` (optimizer offload keeps
 // one on the host: the same values, nothing allocated per step). AdamWOptions::fused = false
 // forces the ATen ops (tests compare the two).

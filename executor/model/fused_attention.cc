@@ -4,16 +4,13 @@
 #include <c10/core/GradMode.h>
 #include <torch/csrc/autograd/autograd.h>
 
+#include <optional>
 #include <utility>
-
-#include "executor/libtorch_compat.h"
 
 namespace meshplan {
 
-bool FusedAttentionBuiltIn() { return libtorch::kHasSdpaGqa; }
-
 bool UseFusedAttention(const at::Device& device, Precision precision) {
-  return FusedAttentionBuiltIn() && device.is_cuda() && precision != Precision::kFp32;
+  return device.is_cuda() && precision != Precision::kFp32;
 }
 
 AttentionImpl ExecutorAttention(const at::Device& device, Precision precision) {
@@ -27,7 +24,9 @@ at::Tensor FusedAttentionForward(const at::Tensor& q, const at::Tensor& k, const
   graph->k = k.detach().requires_grad_(true);
   graph->v = v.detach().requires_grad_(true);
   // No mask tensor (flash takes none): is_causal; K/V heads shared by their query heads.
-  graph->out = libtorch::CausalSdpaGqa(graph->q, graph->k, graph->v);
+  graph->out = at::scaled_dot_product_attention(graph->q, graph->k, graph->v, /*attn_mask=*/{},
+                                               /*dropout_p=*/0.0, /*is_causal=*/true,
+                                               /*scale=*/std::nullopt, /*enable_gqa=*/true);
   return graph->out.detach();
 }
 

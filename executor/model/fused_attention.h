@@ -1,6 +1,6 @@
-// The fused attention core (flash attention on a GPU) for the llama block, used when this
-// LibTorch has it (2.5 and later: at::scaled_dot_product_attention with enable_gqa) and the
-// block computes in bf16 on CUDA (UseFusedAttention); otherwise the block runs the naive
+// The fused attention core (flash attention on a GPU: at::scaled_dot_product_attention with
+// enable_gqa) for the llama block, used when the block computes in bf16 on CUDA
+// (UseFusedAttention); otherwise the block runs the naive
 // core of executor/model/ops.h (and ring attention with context parallelism either way).
 // Between forward and backward the graph keeps q, k, v (their storage, no copies), the
 // output and the logsumexp (B,H,S) fp32; selective recompute drops it after the forward and
@@ -16,8 +16,7 @@
 
 namespace meshplan {
 
-// True when this LibTorch has the fused kernel and the block computes in bf16 on CUDA.
-bool FusedAttentionBuiltIn();
+// True when the block computes in bf16 (or mixed) on CUDA.
 bool UseFusedAttention(const at::Device& device, Precision precision);
 // What the executor's block runs on this device (the memory model's AttentionImpl; context
 // parallelism runs ring attention whatever this says).

@@ -65,10 +65,7 @@ LlamaModel::LlamaModel(const ModelSpec& model, int64_t seq_len, TpConfig tp,
   sin_ = angles.sin().to(tables);
   mask_ = at::ones({S, S}, activations.dtype(at::kBool)).triu_(1);
   if (model.moe.enabled()) UseMoe(kDefaultMoeAuxLossCoef, nullptr);
-  if (attention == AttentionImpl::kFused) {
-    TORCH_CHECK(FusedAttentionBuiltIn(), "LlamaModel: this LibTorch has no fused attention");
-    fused_ = true;
-  }
+  fused_ = attention == AttentionImpl::kFused;
 }
 
 void LlamaModel::UseContextParallel(Communicator& cp) {

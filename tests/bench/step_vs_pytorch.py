@@ -9,11 +9,11 @@ one micro-batch of --batch x --seq tokens, next-token cross-entropy, AdamW (lr 3
 0.9/0.95, weight decay 0.1), fp32. Same threads: OMP_NUM_THREADS for the executor's one rank
 (checked in measured.json) and torch.set_num_threads here. PyTorch runs twice: with eager
 attention (the softmax(QK^T)V the executor's CPU core computes) and with transformers' default
-SDPA attention (PyTorch's fused CPU kernel). --exec may be given more than once (the Debian
-LibTorch 1.13 build and the wheel's 2.x build, build-torch2/).
-Usage (the figure in docs/benchmarks.md):
-  $(scripts/install_torch_wheel.sh)/bin/python tests/bench/step_vs_pytorch.py \\
-      --exec build/meshplan-exec --exec build-torch2/meshplan-exec
+SDPA attention (PyTorch's fused CPU kernel). --exec may be given more than once (builds to
+compare; the figure in docs/benchmarks.md compared the former Debian LibTorch 1.13 build with
+the wheel's).
+Usage:
+  $(scripts/install_torch_wheel.sh)/bin/python tests/bench/step_vs_pytorch.py --exec build/meshplan-exec
 Exit 2 without torch/transformers (run scripts/install_torch_wheel.sh) or an executable.
 """
 import argparse
@@ -113,7 +113,7 @@ def main():
     execs = args.execs or [os.path.join("build", "meshplan-exec")]
     for exe in execs:
         if not os.access(exe, os.X_OK):
-            sys.stderr.write(f"{exe}: no such executable (scripts/build.sh or scripts/build_torch2.sh builds it)\n")
+            sys.stderr.write(f"{exe}: no such executable (scripts/build.sh builds it)\n")
             return 2
     if args.rounds < 1:
         sys.stderr.write("--rounds must be at least 1\n")

@@ -143,10 +143,6 @@ TEST_CASE("recompute modes give bit-identical losses and gradients", "[executor]
 
 TEST_CASE("the fused attention core (scaled_dot_product_attention) equals the naive one on CPU",
           "[executor][model]") {
-  if (!FusedAttentionBuiltIn()) {
-    WARN("this LibTorch has no fused attention with GQA (2.5 and later): nothing to compare");
-    return;
-  }
   const bool tied = GENERATE(false, true);
   const Recompute recompute = GENERATE(Recompute::kNone, Recompute::kSelective, Recompute::kFull);
   const ModelSpec m = TinySpec(tied, 2);

@@ -38,14 +38,14 @@ TEST_CASE("device choice: parsing, and auto / cpu / cuda on this machine", "[exe
   SynchronizeDevice(at::Device(at::kCPU));  // nothing to wait for
 }
 
-TEST_CASE("attention core: fused only on CUDA in bf16 / mixed with LibTorch 2.5+",
+TEST_CASE("attention core: fused only on CUDA in bf16 / mixed",
           "[executor][device]") {
   const at::Device cpu(at::kCPU), cuda(at::kCUDA, 0);
   for (const Precision p : {Precision::kFp32, Precision::kBf16, Precision::kMixed})
     CHECK(ExecutorAttention(cpu, p) == AttentionImpl::kNaive);
   CHECK(ExecutorAttention(cuda, Precision::kFp32) == AttentionImpl::kNaive);
-  CHECK(ExecutorAttention(cuda, Precision::kMixed) ==
-        (FusedAttentionBuiltIn() ? AttentionImpl::kFused : AttentionImpl::kNaive));
+  CHECK(ExecutorAttention(cuda, Precision::kMixed) == AttentionImpl::kFused);
+  CHECK(ExecutorAttention(cuda, Precision::kBf16) == AttentionImpl::kFused);
 }
 
 }  // namespace

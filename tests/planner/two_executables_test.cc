@@ -41,7 +41,7 @@ TEST_CASE("run and calibrate without meshplan-exec: exit 2 naming what to instal
                                              MESHPLAN_BINARY + "' " + command + " 2>&1");
     CHECK(r.exit_code == 2);
     CHECK(r.output.find("/nonexistent/meshplan-exec") != std::string::npos);
-    CHECK(r.output.find("libtorch-dev") != std::string::npos);
+    CHECK(r.output.find("scripts/install_torch_wheel.sh") != std::string::npos);
     CHECK(r.output.find("MESHPLAN_EXEC") != std::string::npos);
   }
 }

@@ -8,8 +8,7 @@ Each tensor must satisfy max|executor - reference| <= RTOL * max|reference| (RTO
 fp32 summation order is the only expected difference; the weights after the AdamW steps
 PARAM_RTOL = 1e-3 over their well-conditioned elements, see ill_conditioned). untied-gqa also runs a negative
 control: q/k rows permuted to the interleaved RoPE pairing must FAIL the logits check.
-Exit 0 pass, 1 mismatch, 2 setup error (no torch/transformers), 77 skipped (reference_step:
-this LibTorch lacks the variant, e.g. fused attention on 1.13).
+Exit 0 pass, 1 mismatch, 2 setup error (no torch/transformers).
 """
 import argparse
 import copy
@@ -48,7 +47,7 @@ VARIANTS = {  # name: (kv_heads, tied, attention, head_dim; 0: hidden / heads)
 
 
 def run_executor(reference_step, weights, tokens, kv_heads, tied, attention, workdir, head_dim=0):
-    """reference_step on these weights (executor names) and tokens; its outputs, or exit 77."""
+    """reference_step on these weights (executor names) and tokens; its outputs."""
     meta = {k: str(v) for k, v in SHAPE.items()} | {
         "kv_heads": str(kv_heads), "tied_embeddings": str(int(tied)), "batch": str(BATCH),
         "steps": str(STEPS), "lr": repr(LR), "attention": attention, "head_dim": str(head_dim)}
@@ -56,8 +55,6 @@ def run_executor(reference_step, weights, tokens, kv_heads, tied, attention, wor
     inputs, outputs = os.path.join(workdir, "in.safetensors"), os.path.join(workdir, "out.safetensors")
     save_file({n: t.detach().contiguous() for n, t in weights.items()} | {"tokens": tokens}, inputs, metadata=meta)
     done = subprocess.run([reference_step, inputs, outputs])
-    if done.returncode == 77:
-        sys.exit(77)
     if done.returncode != 0:
         sys.exit(f"reference_step failed with exit code {done.returncode}")
     with open(outputs, "rb") as f:
