@@ -40,10 +40,11 @@
 //     backward) and, from the second micro-batch on, that reduce-scatter's temporary
 //     shard (group / n); cp > 1: the K/V chunks sent and received by ring attention.
 //     Pipeline send/recv buffers are the activations themselves (not counted twice);
-//   * gathered params (ZeRO-3): the group being computed and the next one its pass
-//     computes, prefetched one ahead as planner/cost/step_time.h times it (the head and the last
-//     block at the head's backward, a block and the one before it in a block's backward;
-//     nothing at the embedding backward, which reads no parameters), param dtype;
+//   * gathered params (ZeRO-3): the group being computed and the plan's `prefetch` groups
+//     its pass computes next, prefetched as planner/cost/step_time.h times it (the head and
+//     the chunk's last `prefetch` blocks at the head's backward, a block and the `prefetch`
+//     blocks before it in a block's backward; nothing at the embedding backward, which reads
+//     no parameters), param dtype;
 //   * transients: the block's recompute and backward temporaries, the gradient of the
 //     lm_head input, and AdamW's one temporary per group (the denominator, state dtype,
 //     none with options.fused_adamw; + the fp32 copy of the gradient for mixed). Weight gradients are accumulated
