@@ -17,9 +17,26 @@ std::string CommandName(const CLI::App& app) {
   return name;
 }
 
+// The subcommand argv names, when its first word is not a flag: "" when it is one of
+// `app`'s, else the refusal, naming the word and the commands (CLI11 alone says only that
+// a subcommand is required).
+std::string UnknownCommand(const CLI::App& app, int argc, char** argv) {
+  if (argc < 2 || argv[1][0] == '-') return "";
+  std::string names;
+  for (const CLI::App* sub : app.get_subcommands([](const CLI::App*) { return true; })) {
+    if (sub->check_name(argv[1])) return "";
+    names += (names.empty() ? "" : ", ") + sub->get_name();
+  }
+  return "unknown command '" + std::string(argv[1]) + "'; expected one of: " + names;
+}
+
 }  // namespace
 
 int ParseAndRun(CLI::App& app, int argc, char** argv, const int& exit_code) {
+  if (const std::string unknown = UnknownCommand(app, argc, argv); !unknown.empty()) {
+    std::cerr << CommandName(app) << ": error: " << unknown << "\n";
+    return kExitBadInput;
+  }
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {

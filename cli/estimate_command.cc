@@ -18,6 +18,7 @@
 #include "planner/config/config_loader.h"
 #include "planner/cost/cost_model.h"
 #include "planner/cost/cost_report.h"
+#include "planner/figure_check.h"
 #include "planner/input_error.h"
 #include "planner/parallel_plan.h"
 
@@ -42,6 +43,7 @@ int RunEstimate(const CLI::App& command, const EstimateCommandOptions& options) 
 
   const PlanCost cost =
       Estimate(input.model, input.cluster, input.training, input.plan, estimate_options);
+  CheckFigures(cost, DescribeInputs(input));
   if (options.format == "json") {
     nlohmann::json out = CostToJson(cost);
     out["setup"] = SetupToJson(input);

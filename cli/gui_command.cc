@@ -102,17 +102,17 @@ void AddGuiCommand(CLI::App& app, int* exit_code) {
   CLI::Option* screenshot = command->add_option("--screenshot", options->app.screenshot_path,
                       "render off-screen, write this PNG and exit (no display: use xvfb-run -a)");
   command->add_option("--frames", options->app.frames, "frames to render before the screenshot")
-      ->check(CLI::Range(1, 1000))
+      ->check(IntegerInRange(1, 1000, "frames"))
       ->capture_default_str();
   command->add_option("--layout-out", options->app.layout_path,
                       "with --screenshot: also write where the panels, bars and capacity line "
                       "were drawn (JSON)")
       ->needs(screenshot);
   command->add_option("--width", options->app.width, "window width (screen coordinates)")
-      ->check(CLI::Range(320, 16384))
+      ->check(IntegerInRange(320, 16384, "screen coordinates"))
       ->capture_default_str();
   command->add_option("--height", options->app.height, "window height (screen coordinates)")
-      ->check(CLI::Range(240, 16384))
+      ->check(IntegerInRange(240, 16384, "screen coordinates"))
       ->capture_default_str();
   command->add_option("--scale", options->app.ui_scale,
                       "UI scale (fonts and sizes); default: the monitor's DPI scale")

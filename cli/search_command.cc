@@ -17,9 +17,11 @@
 #include "planner/config/config_loader.h"
 #include "planner/cost/cost_model.h"
 #include "planner/cost/offload.h"
+#include "planner/figure_check.h"
 #include "planner/input_error.h"
 #include "planner/limits.h"
 #include "planner/names.h"
+#include "planner/output_path.h"
 #include "planner/plan_fields.h"
 #include "planner/search/search.h"
 #include "planner/search/search_advice.h"
@@ -120,6 +122,7 @@ SearchOptions ToSearchOptions(const SearchCommandOptions& o) {
   if (o.threads < 0)
     throw InputError(flags, "--threads", "must be >= 0 (0 = all cores), got " +
                                              std::to_string(o.threads));
+  CheckDistinctOutputs({{"--out", o.out}, {"--dump", o.dump}});
   SearchOptions options;
   options.top_k = std::max(o.top, o.simulate_top);  // --simulate-top K keeps K plans
   options.memory_headroom = o.headroom;
@@ -174,8 +177,13 @@ SearchOutcome SearchSetup(const SearchCommandOptions& o, const TrainingSetup& s,
   if (r.valid == 0)
     throw InputError({"<command line>"}, "search",
                      DescribeNoValidPlan(r, s.model, s.cluster, s.training, options));
+  for (const RankedPlan& p : r.top) CheckFigures(p.cost, DescribeInputs({s, p.plan}));
   if (dump) {
-    dump->Commit();
+    try {
+      dump->Commit();
+    } catch (const std::runtime_error& e) {  // a write that failed (a full disk): input's side
+      throw InputError({"<command line>"}, "--dump", e.what());
+    }
     out.dump_rows = dump->rows_written();
   }
   if (r.fitting == 0) out.advice = AdviseFit(s.model, s.cluster, s.training, options, r);
@@ -293,11 +301,13 @@ void AddSearchCommand(CLI::App& app, int* exit_code) {
       ->capture_default_str();
   AddFormatOption(cmd, &options->format);
   cmd->add_option("--out", options->out,
-                  "write the best plan (with model, cluster, training) to this YAML plan file");
+                  "write the best plan (with model, cluster, training) to this YAML plan file")
+      ->check(OutputFile());
   cmd->add_flag("--explain", options->explain,
                 "print how many candidates each rule and the memory limit removed");
   cmd->add_option("--explain-plan", options->explain_plan,
-                  "say why this plan (a plan string, e.g. \"dp=2,tp=4\") was rejected, or its rank");
+                  "say why this plan (a plan string, e.g. \"dp=2,tp=4\") was rejected, or its rank")
+      ->check(NonEmptyText("a plan string"));
   cmd->add_flag("--pareto", options->pareto, "print the memory-vs-tokens/s Pareto frontier");
   cmd->add_option("--simulate-top", options->simulate_top,
                   "re-rank the best K plans by simulating one step of each (meshplan simulate)")
@@ -317,11 +327,13 @@ void AddSearchCommand(CLI::App& app, int* exit_code) {
                 "last stage)");
   cmd->add_option("--only", options->only,
                   "pin plan keys, search the rest (e.g. \"tp=1,pp=1\" or \"zero=3\"; each key once; "
-                  "any plan-string key: " + PlanFieldKeyList() + ")");
+                  "any plan-string key: " + PlanFieldKeyList() + ")")
+      ->check(NonEmptyText("plan keys to pin"));
   cmd->add_option("--dump", options->dump,
                   "write every evaluated candidate (plan, memory and time columns, fits, reason) "
                   "to this file as it is searched, in grid order: .csv (with a header) or .jsonl "
-                  "(JSON Lines); written whole or not at all");
+                  "(JSON Lines); written whole or not at all")
+      ->check(OutputFile());
   cmd->add_flag("--bench", options->bench,
                 "run the two built-in benchmark searches (530B on 5120 A100, 405B on 16384 H100)");
   cmd->callback([cmd, options, exit_code] {

@@ -153,7 +153,8 @@ void AddHeadroomOption(CLI::App* command, double* headroom) {
   const CLI::Validator in_range(
       [](std::string& text) -> std::string {
         double value = 0;
-        if (!CLI::detail::lexical_cast(text, value)) return "";  // the conversion reports it
+        if (!ParseDecimal(text, &value))  // hex, "", "8 GB": not read as some number
+          return "'" + text + "' is not a decimal number; expected a fraction in [0, 1)";
         return value >= 0 && value < 1 ? "" : "must be in [0, 1), got " + text;
       },
       "[0, 1)");

@@ -21,6 +21,7 @@
 #include "planner/cost/cost_model.h"
 #include "planner/cost/cost_report.h"
 #include "planner/cost/flops.h"
+#include "planner/figure_check.h"
 #include "planner/input_error.h"
 #include "planner/units_format.h"
 #include "simulator/simulate.h"
@@ -146,6 +147,11 @@ int RunSimulate(const CLI::App& command, const SimulateCommandOptions& options) 
       seconds > 0 ? static_cast<double>(in.training.tokens_per_step()) / seconds : 0;
   const double mfu = Utilization(cost.model_flops_per_step, in.plan.world_size(),
                                  in.cluster.gpu.PeakFlops(in.training.precision), seconds);
+  const std::string inputs = DescribeInputs(in);
+  CheckFigures(cost, inputs);
+  CheckFigures(sim.time, inputs);
+  CheckFigure(tokens_per_s, "simulated tokens/s", inputs);
+  CheckFigure(mfu, "simulated MFU", inputs);
   if (!options.trace.empty()) {
     try {
       WriteTrace(sim, options.trace, ToPlanString(in.plan));
@@ -181,7 +187,8 @@ void AddSimulateCommand(CLI::App& app, int* exit_code) {
   AddSetupOptions(command, &options->setup);
   AddPlanInputOptions(command, &options->input);
   command->add_option("--trace", options->trace,
-                      "write a Chrome/Perfetto trace (JSON) of the simulated step to this file");
+                      "write a Chrome/Perfetto trace (JSON) of the simulated step to this file")
+      ->check(OutputFile());
   AddFormatOption(command, &options->format);
   command->callback([command, options, exit_code] { *exit_code = RunSimulate(*command, *options); });
 }

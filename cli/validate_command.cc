@@ -60,10 +60,12 @@ void AddValidateCommand(CLI::App& app, int* exit_code) {
                   "time per iteration, activation memory) and print predicted, published, "
                   "error % and the MAPE per table");
   command->add_option("--runs", options->runs_file,
-                      "the published runs file (default: configs/validation/published_runs.yaml)");
+                      "the published runs file (default: configs/validation/published_runs.yaml)")
+      ->check(NonEmptyText("a published runs file"));
   command->add_option("--table", options->table,
                       "only this table (an id: narayanan2021-table1, korthikanti2022-table5, "
-                      "korthikanti2022-figure1)");
+                      "korthikanti2022-figure1)")
+      ->check(NonEmptyText("a table id"));
   AddFormatOption(command, &options->format);
   command->callback([options, exit_code] { *exit_code = RunValidate(*options); });
 }

@@ -61,24 +61,52 @@ std::vector<int> EmulatedRanks(const ParallelPlan& plan, const std::string& spec
   return ranks;
 }
 
-void CheckRankFitsDevice(const PlanFile& pf, int rank, const at::Device& device,
-                         const std::string& flag) {
-  const int64_t stage = StageOf(pf.plan, rank);
-  MemoryOptions memory;  // tensors only: what the run's probe counts
+namespace {
+
+// The detailed memory model's peak for `rank`'s stage on `device`, tensors only: what the
+// run's probe counts (planner/cost/memory_model.h).
+double RankPeakBytes(const PlanFile& pf, int rank, const at::Device& device) {
+  MemoryOptions memory;
   memory.attention = ExecutorAttention(device, pf.training.precision);
   memory.fused_adamw =
       FusedAdamWBuiltIn(pf.plan.offload_optimizer ? at::Device(at::kCPU) : device);
-  const double needed_bytes = EstimateStageMemory(pf.model, pf.training, pf.plan,
-                                                  MemoryModel::kDetailed, stage, memory)
-                                  .total_bytes;
+  return EstimateStageMemory(pf.model, pf.training, pf.plan, MemoryModel::kDetailed,
+                             StageOf(pf.plan, rank), memory)
+      .total_bytes;
+}
+
+}  // namespace
+
+void CheckRankFitsDevice(const PlanFile& pf, int rank, const at::Device& device,
+                         const std::string& flag) {
+  const double needed_bytes = RankPeakBytes(pf, rank, device);
   const int64_t device_bytes = DeviceMemoryBytes(device);
   if (device_bytes > 0 && needed_bytes > static_cast<double>(device_bytes))
     throw InputError(kCommandLine, flag,
                      fmt::format("rank {} (stage {}) needs {} by the detailed memory model, more "
                                  "than the {} of {}: the plan does not fit the device",
-                                 rank, stage, FormatGB(needed_bytes, 2),
+                                 rank, StageOf(pf.plan, rank), FormatGB(needed_bytes, 2),
                                  FormatGB(static_cast<double>(device_bytes), 2),
                                  TrainingDeviceName(device)));
+}
+
+void CheckCpuRanksFitHost(const PlanFile& pf, int nproc, const std::string& plan_path,
+                          int64_t available_bytes) {
+  double needed_bytes = 0, largest_bytes = 0;
+  int largest = 0;
+  for (int rank = 0; rank < nproc; ++rank) {
+    const double bytes = RankPeakBytes(pf, rank, at::Device(at::kCPU));
+    needed_bytes += bytes;
+    if (bytes > largest_bytes) largest_bytes = bytes, largest = rank;
+  }
+  if (available_bytes <= 0 || needed_bytes <= static_cast<double>(available_bytes)) return;
+  throw InputError({plan_path}, "plan",
+                   fmt::format("the {} CPU rank(s) need {} by the detailed memory model (rank {}, "
+                               "stage {}: {}), more than the {} of memory available on this host; "
+                               "expected a smaller plan.mbs, more recompute, or more ranks",
+                               nproc, FormatGB(needed_bytes, 2), largest,
+                               StageOf(pf.plan, largest), FormatGB(largest_bytes, 2),
+                               FormatGB(static_cast<double>(available_bytes), 2)));
 }
 
 RankMeasurement EmulateRank(const PlanFile& pf, const RunOptions& options, int rank,

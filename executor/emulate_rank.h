@@ -44,6 +44,13 @@ std::vector<int> EmulatedRanks(const ParallelPlan& plan, const std::string& spec
 void CheckRankFitsDevice(const PlanFile& plan_file, int rank, const at::Device& device,
                          const std::string& flag);
 
+// InputError at the plan file's `plan` when the detailed memory model's peaks of world
+// ranks 0..nproc-1 on the CPU, added up (they share this host), exceed `available_bytes`
+// (AvailableHostMemoryBytes, executor/device/host_memory.h; 0: unknown, not checked): a
+// plan that cannot fit is refused before its ranks start, not by an allocation failing.
+void CheckCpuRanksFitHost(const PlanFile& plan_file, int nproc, const std::string& plan_path,
+                          int64_t available_bytes);
+
 // Trains world rank `rank` of plan_file.plan alone (options as for RunRank; options.device
 // is where it runs). When `log` is given, every communicator call is appended to it.
 RankMeasurement EmulateRank(const PlanFile& plan_file, const RunOptions& options, int rank,

@@ -136,7 +136,18 @@ RankMeasurement RunRank(const PlanFile& pf, const RunOptions& options, const Dev
   }
   const std::unique_ptr<TokenSource> data = MakeTokenSource(pf, options);
   Trainer trainer(pf.model, pf.training, mesh, *data, options.seed, probe, device);
-  if (!options.resume_dir.empty()) LoadSnapshot(options.resume_dir, trainer);
+  if (!options.resume_dir.empty()) {
+    const int64_t resumed_at = LoadSnapshot(options.resume_dir, trainer);
+    // A run that would time no step after its warm-up measures nothing: refused, not 0 tokens/s.
+    if (options.steps - resumed_at <= options.warmup_steps)
+      throw InputError({options.resume_dir}, "--steps",
+                       fmt::format("the snapshot is at step {}, so --steps {} leaves {} step(s) "
+                                   "to train, with {} of warm-up; expected --steps above {} (the "
+                                   "steps count from the start of the run)",
+                                   resumed_at, options.steps,
+                                   std::max<int64_t>(0, options.steps - resumed_at),
+                                   options.warmup_steps, resumed_at + options.warmup_steps));
+  }
   const auto milestone = [&options] {
     if (options.milestone) options.milestone();
   };

@@ -18,6 +18,7 @@
 
 #include "executor/checksum.h"
 #include "planner/atomic_file.h"
+#include "planner/input_file.h"
 #include "planner/mesh_layout.h"
 #include "planner/names.h"
 
@@ -109,13 +110,11 @@ void SyncDirectory(const fs::path& dir) {
 // inside DIR).
 int64_t LatestStep(const std::string& dir) {
   const fs::path latest = fs::path(dir) / "latest";
-  std::ifstream in(latest, std::ios::binary);
-  std::string text(64, '\0');
-  if (in) {
-    in.read(text.data(), static_cast<std::streamsize>(text.size()));
-    text.resize(static_cast<size_t>(in.gcount()));
-  }
-  if (!in.is_open() || text.empty())
+  std::error_code error;
+  // ReadInputFile: a regular file only (a FIFO is refused, never waited on).
+  const std::string text =
+      fs::exists(fs::symlink_status(latest, error)) ? ReadInputFile(latest.string(), "latest") : "";
+  if (text.empty())
     throw InputError({latest.string()}, "latest",
                      "no complete snapshot in " + dir + " (its `latest` is missing or empty)");
   return ParseLatestPointer(text, latest.string());

@@ -359,7 +359,8 @@ SnapshotHeader VerifySnapshotBytes(std::string_view file, const SnapshotIdentity
 }
 
 SnapshotHeader VerifySnapshotFile(const std::string& path, const SnapshotIdentity& expected) {
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  // O_NONBLOCK: a FIFO in its place is refused below, never waited on.
+  const int fd = ::open(path.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC);
   if (fd < 0) Refuse(path, "file", std::string("cannot open the rank's snapshot file: ") + std::strerror(errno));
   struct stat st {};
   if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {

@@ -8,6 +8,9 @@
 #include <filesystem>
 #include <stdexcept>
 
+#include "planner/input_error.h"
+#include "planner/output_path.h"
+
 namespace meshplan {
 namespace {
 
@@ -23,6 +26,7 @@ void SyncFolder(const std::filesystem::path& folder) {
 
 AtomicFileWriter::AtomicFileWriter(const std::string& path)
     : path_(path), tmp_(path + ".tmp." + std::to_string(::getpid())) {
+  CheckOutputPath(path_, "");
   file_ = std::fopen(tmp_.c_str(), "wb");
   if (file_ == nullptr) Fail("open " + tmp_);
 }
@@ -38,28 +42,28 @@ void AtomicFileWriter::Fail(const std::string& step) {
   if (file_ != nullptr) std::fclose(file_);
   file_ = nullptr;
   std::remove(tmp_.c_str());
-  throw std::runtime_error("cannot write " + path_ + " (" + step + ": " + reason + ")");
+  throw InputError({path_}, "", "cannot write the file (" + step + ": " + reason + ")");
 }
 
 void AtomicFileWriter::Write(std::string_view text) {
-  if (file_ == nullptr) throw std::runtime_error("cannot write " + path_ + " (already closed)");
+  if (file_ == nullptr) throw std::logic_error("cannot write " + path_ + " (already closed)");
   if (std::fwrite(text.data(), 1, text.size(), file_) != text.size()) Fail("write " + tmp_);
 }
 
 void AtomicFileWriter::Commit() {
-  if (file_ == nullptr) throw std::runtime_error("cannot write " + path_ + " (already closed)");
+  if (file_ == nullptr) throw std::logic_error("cannot write " + path_ + " (already closed)");
   const bool written = std::fflush(file_) == 0 && ::fsync(::fileno(file_)) == 0;
   const bool closed = std::fclose(file_) == 0;
   file_ = nullptr;
   if (!written || !closed) {
     std::remove(tmp_.c_str());
-    throw std::runtime_error("cannot write " + path_ + " (write " + tmp_ + ": " +
-                             std::strerror(errno) + ")");
+    throw InputError({path_}, "", "cannot write the file (write " + tmp_ + ": " +
+                                      std::strerror(errno) + ")");
   }
   if (std::rename(tmp_.c_str(), path_.c_str()) != 0) {
     const std::string reason = std::strerror(errno);
     std::remove(tmp_.c_str());
-    throw std::runtime_error("cannot write " + path_ + " (rename to " + path_ + ": " + reason + ")");
+    throw InputError({path_}, "", "cannot write the file (rename to " + path_ + ": " + reason + ")");
   }
   SyncFolder(std::filesystem::path(path_).parent_path());
 }

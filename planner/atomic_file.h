@@ -2,8 +2,11 @@
 // hardware files, measured.json, the snapshots' `latest` pointer, search dumps).
 //
 // The text is written to a temporary file beside `path` (<path>.tmp.<pid>), flushed to
-// disk (fsync), renamed over `path`, and the folder is synced. On failure the temporary is
-// removed, `path` is left as it was, and std::runtime_error says which step failed and why.
+// disk (fsync), renamed over `path`, and the folder is synced. Only a new path or a regular
+// file is written (CheckOutputPath, planner/output_path.h: never a FIFO, a device or a
+// directory). On failure (a full disk, a missing folder, no permission) the temporary is
+// removed, `path` is left as it was, and an InputError at `path` (a std::runtime_error;
+// exit code 2) says which step failed and why.
 #pragma once
 
 #include <cstdio>
@@ -24,7 +27,7 @@ class AtomicFileWriter {
   AtomicFileWriter(const AtomicFileWriter&) = delete;
   AtomicFileWriter& operator=(const AtomicFileWriter&) = delete;
 
-  void Write(std::string_view text);  // throws std::runtime_error on a short write
+  void Write(std::string_view text);  // throws InputError on a short write
   void Commit();                      // flush, fsync, close, rename; throws on failure
   const std::string& path() const { return path_; }
 

@@ -12,10 +12,8 @@
 #include "planner/limits.h"
 
 namespace meshplan {
-namespace {
 
-// "a directory", "a FIFO (named pipe)", ... for the refusal.
-const char* KindOf(mode_t mode) {
+const char* DescribeFileType(unsigned mode) {
   if (S_ISDIR(mode)) return "a directory";
   if (S_ISFIFO(mode)) return "a FIFO (named pipe)";
   if (S_ISSOCK(mode)) return "a socket";
@@ -23,6 +21,8 @@ const char* KindOf(mode_t mode) {
   if (S_ISBLK(mode)) return "a block device";
   return "not a regular file";
 }
+
+namespace {
 
 // Closes the descriptor on every path out.
 struct FileDescriptor {
@@ -49,7 +49,7 @@ std::string ReadInputFile(const std::string& path, const std::string& field) {
     throw InputError(where, field, std::string("cannot stat the file: ") + std::strerror(errno));
   if (!S_ISREG(info.st_mode))
     throw InputError(where, field,
-                     std::string("is ") + KindOf(info.st_mode) + "; expected a regular file");
+                     std::string("is ") + DescribeFileType(info.st_mode) + "; expected a regular file");
   if (info.st_size > kMaxInputFileBytes)
     throw InputError(where, field,
                      fmt::format("the file has {} bytes; expected at most {} (kMaxInputFileBytes, "

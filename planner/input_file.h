@@ -14,6 +14,10 @@
 
 namespace meshplan {
 
+// What a file of this st_mode is, for refusals: "a directory", "a FIFO (named pipe)",
+// "a socket", "a character device", "a block device", "not a regular file".
+const char* DescribeFileType(unsigned mode);
+
 // The whole file. `field` names where the path came from ("--model", "measured"), or "".
 std::string ReadInputFile(const std::string& path, const std::string& field = "");
 

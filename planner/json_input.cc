@@ -285,6 +285,10 @@ std::string ParseErrorText(const json::parse_error& e) {
 }  // namespace
 
 json ParseJson(const std::string& text, const std::string& file) {
+  // nlohmann stops at a NUL byte as if the text ended there: what follows would be ignored.
+  if (const size_t nul = text.find('\0'); nul != std::string::npos)
+    throw InputError(LocationOfByte(file, text, nul + 1), "",
+                     "a NUL byte; expected a UTF-8 JSON text with nothing after its value");
   SafetyCheck check(file);
   WalkJson(text, check);
   try {

@@ -7,7 +7,8 @@
 //     document is built, so a 100,000-deep file cannot overflow the stack;
 //   * numbers that do not fit a double (1e400, a 400-digit integer): nlohmann would throw
 //     out_of_range from inside the parser;
-//   * a key given twice in one object (nlohmann would keep the last silently).
+//   * a key given twice in one object (nlohmann would keep the last silently);
+//   * a NUL byte (nlohmann stops there, so bytes after one would be ignored).
 // It then builds the document; syntax errors, truncation and invalid UTF-8 become an
 // InputError at the byte nlohmann stopped at. So a parsed document holds only finite
 // numbers and unique keys. An integer beyond int64 (a 40-digit one) is kept as a double

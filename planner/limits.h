@@ -40,6 +40,34 @@ inline constexpr int64_t kMaxVirtualStages = 1'000'000;
 // 1e6 layers.
 inline constexpr int64_t kMaxStageLayers = 1'000'000;
 
+// ---- Models ----
+// Widths (hidden, ffn_hidden, vocab_size, head dims, ranks) and counts (layers, heads,
+// experts) of a model, from any source: model YAML, config.json, validate rows. The
+// largest published models are ~1e5 wide and ~1e2 deep; a search over 1e7 layers runs for
+// minutes, and a width of 1e9 overflows the parameter count.
+inline constexpr int64_t kMaxModelWidth = 100'000'000;
+inline constexpr int64_t kMaxModelCount = 1'000'000;
+// A model with more parameters than this is a typo; it also keeps the counts in int64.
+inline constexpr double kMaxModelParams = 1e15;
+
+// ---- Physical quantities ----
+// The smallest value each rate, duration or fraction may take, in SI units. "> 0" alone
+// lets 1e-320 through, and a time divided by it is infinite; each bound is 1,000x or more
+// below any real hardware or run (docs/limits.md "Physical quantities").
+inline constexpr double kMinBandwidthBps = 1e6;  // 1 MB/s: links, memory buses, host rates
+inline constexpr double kMinFlops = 1e9;         // 1 GFLOP/s: a peak
+inline constexpr double kMinEfficiency = 1e-3;   // 0.1%: a fraction of a peak or a bus
+inline constexpr double kMinMemoryBytes = 1024.0 * 1024;  // 1 MiB: a GPU's or a node's memory
+// A step of training, measured or published: 1 us to ~4 months.
+inline constexpr double kMinStepTimeS = 1e-6;
+inline constexpr double kMaxStepTimeS = 1e7;
+// Throughput, measured: at least one token per kMaxStepTimeS, at most 1e15 tokens/s
+// (1,000x a million GPUs at 1e6 each).
+inline constexpr double kMinTokensPerS = 1e-7;
+inline constexpr double kMaxTokensPerS = 1e15;
+// Model FLOPs utilisation, predicted or measured: a fraction of the peak, at most 1.
+inline constexpr double kMaxMfu = 1.0;
+
 // ---- Work per command ----
 // Candidates one plan search may judge (--bench: 6.6M for 530B on 5,120 GPUs in 0.2 s).
 inline constexpr int64_t kMaxSearchCandidates = 10'000'000;

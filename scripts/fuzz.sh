@@ -8,17 +8,20 @@
 #   scripts/fuzz.sh [--seconds N] [--target NAME]     (default: 20 s, every target)
 #
 # Targets: model_yaml hardware_yaml cluster_yaml plan_yaml hf_config plan_string
-# measured_json snapshot_header token_file. Replay one input: build-fuzz/tests/fuzz/fuzz_NAME FILE.
+# measured_json snapshot_header token_file output_path. Every target also gets the number and
+# path shapes of tests/fuzz/hostile.dict (denormals, 1e308, hex, a second YAML document, a
+# NUL) and the seeds of tests/fuzz/seeds/<target>/. Replay one input:
+# build-fuzz/tests/fuzz/fuzz_NAME FILE.
 # MESHPLAN_FUZZ_BUILD_DIR overrides the build folder.
 set -euo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
 build="${MESHPLAN_FUZZ_BUILD_DIR:-$root/build-fuzz}"
 all_targets=(model_yaml hardware_yaml cluster_yaml plan_yaml hf_config plan_string measured_json
-             snapshot_header token_file)
+             snapshot_header token_file output_path)
 seconds=20
 targets=()
 
-usage() { sed -n '2,13p' "$0" | sed 's/^# \{0,1\}//'; }
+usage() { sed -n '2,16p' "$0" | sed 's/^# \{0,1\}//'; }
 while [ $# -gt 0 ]; do
   case "$1" in
     --seconds) seconds="${2:?--seconds needs a number}"; shift 2 ;;
@@ -60,11 +63,8 @@ seeds_of() {
     cluster_yaml) ls "$root"/configs/clusters/*.yaml "$root"/tests/data/configs/cluster_*.yaml ;;
     plan_yaml) ls "$root"/configs/plans/*.yaml "$root"/tests/data/configs/plan_*.yaml ;;
     hf_config) find "$root/tests/data/hf" -name '*.json' ;;
-    plan_string) ls "$root"/tests/fuzz/seeds/plan_string/* ;;
-    measured_json) ls "$root"/tests/fuzz/seeds/measured_json/* ;;
-    snapshot_header) ls "$root"/tests/fuzz/seeds/snapshot_header/* ;;
-    token_file) ls "$root"/tests/fuzz/seeds/token_file/* ;;
   esac
+  ls "$root/tests/fuzz/seeds/$1"/* 2>/dev/null || true  # each target's own seeds
 }
 
 # ---- Run ----
@@ -79,6 +79,7 @@ for t in "${targets[@]}"; do
   status=0
   (cd "$build/work" && MESHPLAN_CONFIGS="$root/configs" \
     "$build/tests/fuzz/fuzz_$t" -max_total_time="$seconds" -print_final_stats=1 -timeout=10 \
+    -dict="$root/tests/fuzz/hostile.dict" \
     -rss_limit_mb=2048 -artifact_prefix="$build/findings/$t-" "$corpus" "$seeds") \
     >"$log" 2>&1 || status=$?
   execs="$(grep -o 'stat::number_of_executed_units: *[0-9]*' "$log" | grep -o '[0-9]*$' || true)"

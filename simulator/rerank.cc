@@ -6,6 +6,8 @@
 #include <mutex>
 #include <thread>
 
+#include "planner/worker_threads.h"
+
 namespace meshplan {
 
 std::vector<SimulatedPlan> RerankBySimulation(const ModelSpec& model, const ClusterSpec& cluster,
@@ -37,8 +39,8 @@ std::vector<SimulatedPlan> RerankBySimulation(const ModelSpec& model, const Clus
   };
   unsigned n = threads > 0 ? static_cast<unsigned>(threads) : std::thread::hardware_concurrency();
   n = std::max(1u, std::min<unsigned>(n, static_cast<unsigned>(plans.size())));
-  std::vector<std::thread> pool;
-  for (unsigned t = 1; t < n; ++t) pool.emplace_back(work);
+  std::vector<std::thread> pool;  // as many as the system starts (planner/worker_threads.h)
+  StartWorkers(pool, 1, static_cast<int>(n) - 1, [&work](int) { work(); });
   work();
   for (std::thread& t : pool) t.join();
   if (error) std::rethrow_exception(error);

@@ -2,8 +2,9 @@
 
 #include <fmt/format.h>
 
-#include <fstream>
 #include <stdexcept>
+
+#include "planner/atomic_file.h"
 
 namespace meshplan {
 namespace {
@@ -67,19 +68,19 @@ nlohmann::json TraceToJson(const SimResult& result, const std::string& title) {
 }
 
 void WriteTrace(const SimResult& result, const std::string& path, const std::string& title) {
-  std::ofstream out(path);
-  if (!out) throw std::runtime_error("cannot write the trace to " + path);
-  // The same document as TraceToJson, written event by event (no whole-trace DOM in memory).
+  // The same document as TraceToJson, written event by event (no whole-trace DOM in memory)
+  // into a temporary renamed over `path` once complete: a full disk leaves no half trace.
+  AtomicFileWriter out(path);
   constexpr auto kReplace = nlohmann::json::error_handler_t::replace;
-  out << "{\"displayTimeUnit\":\"ms\",\"otherData\":"
-      << OtherData(result, title).dump(-1, ' ', false, kReplace) << ",\"traceEvents\":[";
+  out.Write("{\"displayTimeUnit\":\"ms\",\"otherData\":" +
+            OtherData(result, title).dump(-1, ' ', false, kReplace) + ",\"traceEvents\":[");
   bool first = true;
   ForEachTraceEvent(result, [&](const nlohmann::json& event) {
-    out << (first ? "" : ",") << event.dump(-1, ' ', false, kReplace);
+    out.Write((first ? "" : ",") + event.dump(-1, ' ', false, kReplace));
     first = false;
   });
-  out << "]}\n";
-  if (!out) throw std::runtime_error("cannot write the trace to " + path);
+  out.Write("]}\n");
+  out.Commit();
 }
 
 }  // namespace meshplan

@@ -20,8 +20,9 @@ namespace meshplan {
 // otherData.title (e.g. the plan string).
 nlohmann::json TraceToJson(const SimResult& result, const std::string& title = "");
 
-// Writes TraceToJson to `path`, event by event (no whole-trace document in memory);
-// throws std::runtime_error when the file cannot be written.
+// Writes TraceToJson to `path`, event by event (no whole-trace document in memory), through
+// AtomicFileWriter (planner/atomic_file.h): whole or not at all, and only to a new path or
+// a regular file; throws InputError when the file cannot be written.
 void WriteTrace(const SimResult& result, const std::string& path, const std::string& title = "");
 
 }  // namespace meshplan

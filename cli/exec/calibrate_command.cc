@@ -24,14 +24,17 @@
 #include <vector>
 
 #include "cli/commands.h"
+#include "cli/flag_checks.h"
 #include "executor/calibration/calibrate.h"
 #include "executor/calibration/collective_benchmarks.h"
 #include "executor/device/cuda_device.h"
+#include "executor/device/host_memory.h"
 #include "executor/run_rank.h"
 #include "planner/atomic_file.h"
 #include "planner/config/config_loader.h"
 #include "planner/config/hardware_yaml.h"
 #include "planner/input_error.h"
+#include "planner/limits.h"
 #include "planner/names.h"
 
 namespace meshplan {
@@ -62,13 +65,34 @@ std::vector<BenchShape> ParseShapes(const std::string& text) {
     BenchShape s;
     char x = 0;
     std::stringstream one(item);
-    if (!(one >> s.batch >> x >> s.seq) || x != 'x' || s.batch < 1 || s.seq < 2 || !one.eof())
+    if (!(one >> s.batch >> x >> s.seq) || x != 'x' || s.batch < 1 || s.seq < 2 || !one.eof() ||
+        s.batch > kMaxGlobalBatch || s.seq > kMaxSeqLen)
       throw InputError(kFlags, "--shapes",
                        "expected a comma-separated list of BxS (micro-batch x sequence, e.g. "
                        "1x64,2x128); got '" + item + "'");
     shapes.push_back(s);
   }
   return shapes;
+}
+
+// Each shape's largest tensors, fp32 logits (B x S x V) beside the attention scores
+// (B x H x S x S) and the FFN's activations (B x S x 4F), must fit the device: a shape past
+// it would fail inside LibTorch (or overflow its sizes), not in the calibration.
+void CheckShapesFit(const std::vector<BenchShape>& shapes, const ModelSpec& m, bool cuda) {
+  const int64_t memory = cuda ? CudaTotalMemoryBytes(0) : AvailableHostMemoryBytes();
+  for (const BenchShape& s : shapes) {
+    const double B = static_cast<double>(s.batch), S = static_cast<double>(s.seq);
+    const double bytes = 4.0 * B * S *
+                         (static_cast<double>(m.vocab_size) + static_cast<double>(m.heads) * S +
+                          4.0 * static_cast<double>(m.ffn_hidden));
+    if (memory > 0 && bytes > static_cast<double>(memory))
+      throw InputError(kFlags, "--shapes",
+                       fmt::format("{}: its logits, attention scores and FFN activations alone "
+                                   "take {:.3g} GB, more than the {:.3g} GB {}; expected "
+                                   "smaller shapes", s.ToString(), bytes / 1e9,
+                                   static_cast<double>(memory) / 1e9,
+                                   cuda ? "of the GPU" : "available on this host"));
+  }
 }
 
 // A comma-separated list of integers in [low, high] for `flag`.
@@ -280,7 +304,10 @@ int RunCalibrate(const CalibrateCommandOptions& o) {
                      "model.head_dim: the calibration benchmarks shape q and the output "
                      "projection hidden wide (head_dim = hidden / heads); calibrate on a model "
                      "without a head_dim of its own");
+  if (cuda && CudaDeviceCount() == 0)
+    throw InputError(kFlags, "--device", "cuda: no CUDA device is visible; expected cpu");
   if (!o.shapes.empty()) options.shapes = ParseShapes(o.shapes);
+  CheckShapesFit(options.shapes, options.model, cuda);
   const std::string precision = o.precision.empty() ? (cuda ? "bf16" : "fp32") : o.precision;
   if (!ParsePrecision(precision, &options.precision))
     throw InputError(kFlags, "--precision",
@@ -297,8 +324,6 @@ int RunCalibrate(const CalibrateCommandOptions& o) {
   std::optional<ClusterSpec> network;
   std::string base_name = o.base;
   if (cuda && base_name.empty()) {
-    if (CudaDeviceCount() == 0)
-      throw std::runtime_error("calibrate --device cuda: no CUDA device is visible");
     base_name = BaseForDevice(CudaDeviceName(0));
   }
   if (!base_name.empty()) {
@@ -356,7 +381,8 @@ int RunCalibrate(const CalibrateCommandOptions& o) {
 void AddCalibrateCommand(CLI::App& app, int* exit_code) {
   auto options = std::make_shared<CalibrateCommandOptions>();
   CLI::App* command = app.add_subcommand("calibrate", kCalibrateSummary);
-  command->add_option("--out", options->out, "the hardware YAML to write (default: stdout)");
+  command->add_option("--out", options->out, "the hardware YAML to write (default: stdout)")
+      ->check(OutputFile());
   command->add_option("--device", options->device, "cpu | cuda")
       ->check(CLI::IsMember({"cpu", "cuda"}))
       ->capture_default_str();
@@ -366,7 +392,8 @@ void AddCalibrateCommand(CLI::App& app, int* exit_code) {
                       "llama-1b on cuda)");
   command->add_option("--shapes", options->shapes,
                       "micro-batch shapes BxS, comma-separated (default: per device, e.g. "
-                      "1x64,2x128,2x256 on cpu --quick)");
+                      "1x64,2x128,2x256 on cpu --quick)")
+      ->check(NonEmptyText("micro-batch shapes BxS"));
   command->add_option("--precision", options->precision,
                       "fp32 (cpu) | bf16 | mixed (cuda; both run bf16 matmuls)");
   command->add_option("--base", options->base,
@@ -375,12 +402,12 @@ void AddCalibrateCommand(CLI::App& app, int* exit_code) {
   command->add_option("--name", options->name, "the profile's name (default: the --out file stem)");
   command->add_option("--threads", options->threads,
                       "CPU intra-op threads (default: LibTorch's, one per core)")
-      ->check(CLI::Range(1, 4096));
+      ->check(IntegerInRange(1, 4096, "threads"));
   command->add_option("--collective-ranks", options->collective_ranks,
                       "CPU: also time Gloo collectives between this many rank processes, each "
                       "computing between its collectives as a run does, and fit the network "
                       "block (0: no network block)")
-      ->check(CLI::Range(0, 64))
+      ->check(IntegerInRange(0, 64, "rank processes; 0: no network block"))
       ->capture_default_str();
   command->add_option("--collective-bytes", options->collective_bytes,
                       "with --collective-ranks: the collectives' full buffer sizes in bytes, "
@@ -392,7 +419,8 @@ void AddCalibrateCommand(CLI::App& app, int* exit_code) {
                       "0.04 to 2.4 ms on one core): what a collective costs depends on the "
                       "compute before it (docs/validation/cpu_ranks.md)");
   command->add_option("--report", options->report,
-                      "also write every sample (measured and fitted) as JSON");
+                      "also write every sample (measured and fitted) as JSON")
+      ->check(OutputFile());
   command->callback([options, exit_code] {
     try {
       *exit_code = RunCalibrate(*options);

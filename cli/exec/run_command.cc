@@ -34,6 +34,7 @@
 #include "cli/commands.h"
 #include "cli/flag_checks.h"
 #include "executor/comm/communicator_factory.h"
+#include "executor/device/host_memory.h"
 #include "executor/device/training_device.h"
 #include "executor/emulate_rank.h"
 #include "executor/launch/rank_env.h"
@@ -170,11 +171,15 @@ RankTarget CheckRunnable(const PlanFile& plan_file, const RunCommandOptions& opt
     throw InputError(kFlags, "--comm-timeout",
                      fmt::format("must be a finite number of seconds from {} to {}, got {}",
                                  kMinCommTimeoutS, kMaxCommTimeoutS, options.comm_timeout_s));
-  if (options.data != "synthetic" && !std::filesystem::is_regular_file(options.data))
+  std::error_code error;  // the non-throwing checks: a symlink loop is an answer, not a crash
+  const auto because = [&error] { return error ? " (" + error.message() + ")" : std::string(); };
+  if (options.data != "synthetic" && !std::filesystem::is_regular_file(options.data, error))
     throw InputError(kFlags, "--data",
-                     "expected 'synthetic' or a token file; '" + options.data + "' is not a file");
-  if (!options.resume.empty() && !std::filesystem::is_directory(options.resume))
-    throw InputError(kFlags, "--resume", "'" + options.resume + "' is not a directory");
+                     "expected 'synthetic' or a token file; '" + options.data + "' is not a file" +
+                         because());
+  if (!options.resume.empty() && !std::filesystem::is_directory(options.resume, error))
+    throw InputError(kFlags, "--resume",
+                     "'" + options.resume + "' is not a directory" + because());
   RankTarget target;
   if (!ParseDeviceChoice(options.device, &target.device))
     throw InputError(kFlags, "--device",
@@ -233,6 +238,8 @@ int RunLauncher(const PlanFile& plan_file, const RunCommandOptions& options) {
   const int nproc = options.nproc > 0 ? options.nproc : static_cast<int>(plan_file.plan.world_size());
   const RankTarget target = CheckRunnable(plan_file, options, nproc);
   CheckOutputPaths(options, /*writes_out=*/true);
+  if (ChooseTrainingDevice(target.device, /*local_rank=*/0).is_cpu())
+    CheckCpuRanksFitHost(plan_file, nproc, options.plan_file, AvailableHostMemoryBytes());
   return HostLocalRanks(plan_file, MakeJob(plan_file, options, target), nproc,
                         BindCores(options, target));
 }
@@ -302,9 +309,11 @@ void AddRunCommand(CLI::App& app, int* exit_code) {
       ->check(IntegerInRange(0, kMaxSteps, "steps, fewer than --steps"))
       ->capture_default_str();
   command->add_option("--out", options->out, "where rank 0 writes the measurements")
+      ->check(OutputFile())
       ->capture_default_str();
   command->add_option("--data", options->data,
                       "synthetic (a deterministic token stream) or a token file (flat ids)")
+      ->check(NonEmptyText("synthetic or a token file"))
       ->capture_default_str();
   command->add_option("--data-dtype", options->data_dtype, "token id width of --data: uint16 | uint32")
       ->check(CLI::IsMember({"uint16", "uint32"}))
@@ -313,8 +322,10 @@ void AddRunCommand(CLI::App& app, int* exit_code) {
                       "write a snapshot every K steps into --snapshot (0: never)")
       ->check(IntegerInRange(0, kMaxSteps, "steps; 0: never"))
       ->capture_default_str();
-  command->add_option("--snapshot", options->snapshot, "snapshot directory");
-  command->add_option("--resume", options->resume, "resume from the latest snapshot in DIR");
+  command->add_option("--snapshot", options->snapshot, "snapshot directory")
+      ->check(NonEmptyText("a snapshot directory"));
+  command->add_option("--resume", options->resume, "resume from the latest snapshot in DIR")
+      ->check(NonEmptyText("a snapshot directory"));
   command->add_option("--seed", options->seed, "initialisation and data seed")
       ->check(Uint64InRange("any 64-bit seed"))
       ->capture_default_str();
@@ -348,7 +359,8 @@ void AddRunCommand(CLI::App& app, int* exit_code) {
       ->capture_default_str();
   CLI::Option* comm_log = command->add_option("--comm-log", options->comm_log,
                       "write every communicator call of rank R (group, operation, peer, dtypes "
-                      "and shapes) to PREFIX.rankR");
+                      "and shapes) to PREFIX.rankR")
+      ->check(NonEmptyText("a file name prefix"));
   command->add_flag("--comm-timing", options->comm_timing,
                     "with --comm-log: each line also says when the call was issued, when it "
                     "returned and when it was known complete (issued_ms=, returned_ms=, "

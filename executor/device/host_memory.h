@@ -6,9 +6,16 @@
 // Why (page faults measured against the cost model): docs/executor_internals.md#host-memory.
 #pragma once
 
+#include <cstdint>
+
 namespace meshplan {
 
 // Returns false when the C library refused the settings (or is not glibc).
 bool RetainFreedHostMemory();
+
+// The host memory a new allocation can take now without swapping: /proc/meminfo's
+// MemAvailable, else the free pages (sysconf); 0 when unknown. What `run` checks a plan's
+// CPU ranks against before they start, and `calibrate` its shapes.
+int64_t AvailableHostMemoryBytes();
 
 }  // namespace meshplan

@@ -203,6 +203,13 @@ std::string HfKey(const std::string& field, BlockKind block, const std::string& 
   const bool gpt = block == BlockKind::kGpt;
   const bool deepseek = type.rfind("deepseek", 0) == 0;
   if (field == "hidden") return gpt ? "n_embd" : "hidden_size";
+  if (field == "layers") return gpt ? "n_layer" : "num_hidden_layers";
+  if (field == "heads") return gpt ? "n_head" : "num_attention_heads";
+  if (field == "ffn_hidden") return gpt ? "n_inner" : "intermediate_size";
+  if (field == "moe.experts")
+    return type == "mixtral" ? "num_local_experts" : deepseek ? "n_routed_experts" : "num_experts";
+  if (field == "mla.q_lora_rank") return "q_lora_rank";
+  if (field == "mla.kv_lora_rank") return "kv_lora_rank";
   if (field == "kv_heads") return gpt ? "n_head" : "num_key_value_heads";
   if (field == "max_seq") return gpt ? "n_positions" : "max_position_embeddings";
   if (field == "head_dim") return deepseek ? "qk_nope_head_dim" : "head_dim";

@@ -12,11 +12,14 @@
 namespace meshplan::config_internal {
 namespace {
 
-// Widths and counts beyond these are typos (the largest published models are ~1e5 wide).
-constexpr IntRange kWidth{1, 100'000'000};
-constexpr IntRange kCount{1, 1'000'000};
-// A model with more parameters than this is a typo; it also keeps CountParams in int64.
-constexpr double kMaxParams = 1e15;
+// Widths and counts beyond these are typos (planner/limits.h, docs/limits.md).
+constexpr IntRange kWidth{1, kMaxModelWidth};
+constexpr IntRange kCount{1, kMaxModelCount};
+// Rates and fractions from their physical lower bounds (planner/limits.h), in the YAML's units.
+constexpr NumberRange kBandwidthGBps{kMinBandwidthBps / 1e9, true, 1e6};
+constexpr NumberRange kBandwidthTBps{kMinBandwidthBps / 1e12, true, 1e4};
+constexpr NumberRange kPeakTFLOPs{kMinFlops / 1e12, true, 1e6};
+constexpr NumberRange kEfficiency{kMinEfficiency, true, 1};
 
 }  // namespace
 
@@ -43,6 +46,38 @@ std::optional<ShapeProblem> CheckMoeShape(const ModelSpec& m) {
   return std::nullopt;
 }
 
+// Every width and count within the shared limits, whichever file or row it came from
+// (the YAML reads check them as they read; config.json and validate rows rely on this).
+std::optional<ShapeProblem> CheckModelSizes(const ModelSpec& m) {
+  struct Size {
+    const char* field;
+    int64_t value, min, max;
+  };
+  const Size sizes[] = {
+      {"vocab_size", m.vocab_size, 1, kMaxModelWidth},
+      {"hidden", m.hidden, 1, kMaxModelWidth},
+      {"ffn_hidden", m.ffn_hidden, 1, kMaxModelWidth},
+      {"layers", m.layers, 1, kMaxModelCount},
+      {"heads", m.heads, 1, kMaxModelCount},
+      {"kv_heads", m.kv_heads, 1, kMaxModelCount},
+      {"max_seq", m.max_seq, 0, kMaxModelWidth},
+      {"head_dim", m.attention_head_dim, 0, kMaxModelWidth},
+      {"moe.experts", m.moe.experts, 0, kMaxModelCount},
+      {"moe.shared_experts", m.moe.shared_experts, 0, kMaxModelCount},
+      {"moe.expert_ffn_hidden", m.moe.expert_ffn_hidden, 0, kMaxModelWidth},
+      {"mla.q_lora_rank", m.mla.q_lora_rank, 0, kMaxModelWidth},
+      {"mla.kv_lora_rank", m.mla.kv_lora_rank, 0, kMaxModelWidth},
+      {"mla.rope_head_dim", m.mla.rope_head_dim, 0, kMaxModelWidth},
+      {"mla.v_head_dim", m.mla.v_head_dim, 0, kMaxModelWidth},
+  };
+  for (const Size& s : sizes)
+    if (s.value < s.min || s.value > s.max)
+      return ShapeProblem{s.field, fmt::format("value {} is out of range; expected an integer "
+                                               "from {} to {:.0e} (docs/limits.md)",
+                                               s.value, s.min, static_cast<double>(s.max))};
+  return std::nullopt;
+}
+
 std::optional<ShapeProblem> CheckMlaShape(const ModelSpec& m) {
   const MlaSpec& mla = m.mla;
   if (mla.rope_head_dim < 1 || mla.rope_head_dim >= m.head_dim())
@@ -62,6 +97,7 @@ std::optional<ShapeProblem> CheckMlaShape(const ModelSpec& m) {
 }  // namespace
 
 std::optional<ShapeProblem> CheckModelShape(const ModelSpec& m) {
+  if (auto problem = CheckModelSizes(m)) return problem;
   if (m.attention_head_dim == 0 && m.hidden % m.heads != 0)
     return ShapeProblem{"hidden", fmt::format("hidden={} is not divisible by heads={}; expected a "
                                               "multiple of heads (head dim = hidden / heads), or "
@@ -96,7 +132,7 @@ std::optional<ShapeProblem> CheckModelShape(const ModelSpec& m) {
   const double params = 2.0 * static_cast<double>(m.vocab_size) * E + positions * E +
                         static_cast<double>(m.layers) *
                             (4.0 * E * std::max(E, QD) + 3.0 * E * F + experts + mla);
-  if (params > kMaxParams)
+  if (params > kMaxModelParams)
     return ShapeProblem{"hidden", fmt::format("the model would have about {:.3g} parameters; "
                                               "expected at most 1e15 (a typo in a size?)",
                                               params)};
@@ -166,13 +202,13 @@ NetworkTier TierFromYaml(const YamlFields& f) {
   f.AllowOnly({"name", "bandwidth_GBps", "latency_us", "bus_efficiency", "all_reduce"});
   NetworkTier tier;
   tier.name = f.String("name", "");
-  tier.bandwidth_Bps = f.ScaledNumber("bandwidth_GBps", {0, false, 1e6}, kGiga);
+  tier.bandwidth_Bps = f.ScaledNumber("bandwidth_GBps", kBandwidthGBps, kGiga);
   tier.latency_s = f.ScaledNumber("latency_us", {0, true, 1e7}, kMicro);
-  tier.bus_efficiency = f.Number("bus_efficiency", {0, false, 1}, tier.bus_efficiency);
+  tier.bus_efficiency = f.Number("bus_efficiency", kEfficiency, tier.bus_efficiency);
   if (f.Has("all_reduce")) {  // an all-reduce of the backend's own (NetworkTier)
     const YamlFields ar = f.Map("all_reduce");
     ar.AllowOnly({"bandwidth_GBps", "latency_us"});
-    tier.allreduce_bandwidth_Bps = ar.ScaledNumber("bandwidth_GBps", {0, false, 1e6}, kGiga);
+    tier.allreduce_bandwidth_Bps = ar.ScaledNumber("bandwidth_GBps", kBandwidthGBps, kGiga);
     tier.allreduce_latency_s = ar.ScaledNumber("latency_us", {0, true, 1e7}, kMicro);
   }
   return tier;
@@ -182,18 +218,18 @@ HostSpec HostFromYaml(const YamlFields& f, const HostSpec& defaults) {
   f.AllowOnly({"memory_GB_per_node", "link", "optimizer_GBps", "source"});
   HostSpec h = defaults;
   h.memory_bytes_per_node = static_cast<int64_t>(
-      f.ScaledNumber("memory_GB_per_node", {0, false, 1e9}, kGiga,
+      f.ScaledNumber("memory_GB_per_node", {kMinMemoryBytes / 1e9, true, 1e9}, kGiga,
                      static_cast<double>(defaults.memory_bytes_per_node)));
   if (f.Has("link")) {
     const YamlFields link = f.Map("link");
     link.AllowOnly({"name", "bandwidth_GBps", "latency_us", "bus_efficiency"});
     h.link.name = link.String("name", defaults.link.name);
     h.link.bandwidth_Bps =
-        link.ScaledNumber("bandwidth_GBps", {0, false, 1e6}, kGiga, defaults.link.bandwidth_Bps);
+        link.ScaledNumber("bandwidth_GBps", kBandwidthGBps, kGiga, defaults.link.bandwidth_Bps);
     h.link.latency_s = link.ScaledNumber("latency_us", {0, true, 1e7}, kMicro, defaults.link.latency_s);
-    h.link.bus_efficiency = link.Number("bus_efficiency", {0, false, 1}, defaults.link.bus_efficiency);
+    h.link.bus_efficiency = link.Number("bus_efficiency", kEfficiency, defaults.link.bus_efficiency);
   }
-  h.optimizer_Bps = f.ScaledNumber("optimizer_GBps", {0, false, 1e6}, kGiga, defaults.optimizer_Bps);
+  h.optimizer_Bps = f.ScaledNumber("optimizer_GBps", kBandwidthGBps, kGiga, defaults.optimizer_Bps);
   h.source = f.String("source", defaults.source);
   return h;
 }
@@ -212,6 +248,12 @@ KernelShape KernelShapeFromYaml(const YamlFields& f) {
   return k;
 }
 
+// A peak a GPU may lack (tf32, fp8): 0 = none, else at least kMinFlops.
+double OptionalPeak(const YamlFields& peak, const std::string& key) {
+  if (peak.Has(key) && peak.Number(key, {0, true, 1e6}) == 0) return 0;
+  return peak.ScaledNumber(key, kPeakTFLOPs, kTera, 0);
+}
+
 GpuConfig GpuFromYaml(const YamlFields& f, const std::string& default_name) {
   f.AllowOnly({"name", "aliases", "source", "memory_MiB", "peak_TFLOPs", "memory_bandwidth_TBps",
                "efficiency", "kernel_overhead_us", "kernel_shape", "network",
@@ -221,27 +263,24 @@ GpuConfig GpuFromYaml(const YamlFields& f, const std::string& default_name) {
   g.name = f.String("name", default_name);
   out.aliases = f.StringList("aliases");
   g.source = f.String("source", "");
-  g.memory_bytes = MiBToBytes(f.Number("memory_MiB", {0, false, 1e12}));
-  if (g.memory_bytes < 1) f.Fail("memory_MiB", "expected at least one byte of memory");
+  g.memory_bytes = MiBToBytes(f.Number("memory_MiB", {kMinMemoryBytes / (1024 * 1024), true, 1e12}));
 
   const YamlFields peak = f.Map("peak_TFLOPs");
   peak.AllowOnly({"fp32", "tf32", "bf16", "fp8"});
-  constexpr NumberRange kPositive{0, false, 1e6}, kZeroIsNone{0, true, 1e6};
-  g.peak_flops_fp32 = peak.ScaledNumber("fp32", kPositive, kTera);
-  g.peak_flops_tf32 = peak.ScaledNumber("tf32", kZeroIsNone, kTera, 0);
-  g.peak_flops_bf16 = peak.ScaledNumber("bf16", kPositive, kTera);
-  g.peak_flops_fp8 = peak.ScaledNumber("fp8", kZeroIsNone, kTera, 0);
-  g.memory_bandwidth_Bps = f.ScaledNumber("memory_bandwidth_TBps", {0, false, 1e4}, kTera);
+  g.peak_flops_fp32 = peak.ScaledNumber("fp32", kPeakTFLOPs, kTera);
+  g.peak_flops_tf32 = OptionalPeak(peak, "tf32");
+  g.peak_flops_bf16 = peak.ScaledNumber("bf16", kPeakTFLOPs, kTera);
+  g.peak_flops_fp8 = OptionalPeak(peak, "fp8");
+  g.memory_bandwidth_Bps = f.ScaledNumber("memory_bandwidth_TBps", kBandwidthTBps, kTera);
 
   if (f.Has("efficiency")) {
     const YamlFields eff = f.Map("efficiency");
     eff.AllowOnly({"matmul", "matmul_ceiling", "attention", "memory_bandwidth"});
-    constexpr NumberRange kFraction{0, false, 1};
-    g.matmul_efficiency = eff.Number("matmul", kFraction, g.matmul_efficiency);
-    g.matmul_ceiling_efficiency = eff.Number("matmul_ceiling", kFraction, 0);
-    g.attention_efficiency = eff.Number("attention", kFraction, g.attention_efficiency);
+    g.matmul_efficiency = eff.Number("matmul", kEfficiency, g.matmul_efficiency);
+    g.matmul_ceiling_efficiency = eff.Number("matmul_ceiling", kEfficiency, 0);
+    g.attention_efficiency = eff.Number("attention", kEfficiency, g.attention_efficiency);
     g.memory_bandwidth_efficiency =
-        eff.Number("memory_bandwidth", kFraction, g.memory_bandwidth_efficiency);
+        eff.Number("memory_bandwidth", kEfficiency, g.memory_bandwidth_efficiency);
   }
   g.kernel_overhead_s = f.ScaledNumber("kernel_overhead_us", {0, true, 1e6}, kMicro, 0);
   if (f.Has("kernel_shape")) g.kernel_shape = KernelShapeFromYaml(f.Map("kernel_shape"));

@@ -99,7 +99,13 @@ class YamlShapeCheck : public YAML::EventHandler {
  public:
   explicit YamlShapeCheck(const std::string& file) : file_(file) {}
 
-  void OnDocumentStart(const YAML::Mark&) override {}
+  // yaml-cpp's Load reads the first document only: a second one would be ignored.
+  void OnDocumentStart(const YAML::Mark& mark) override {
+    if (documents_++ > 0)
+      throw InputError(LocationOf(file_, mark), "",
+                       "a second YAML document (after '---' or '...'); expected one document "
+                       "per file");
+  }
   void OnDocumentEnd() override {}
   void OnNull(const YAML::Mark& mark, YAML::anchor_t anchor) override { Leaf(mark, anchor, 1); }
   void OnAlias(const YAML::Mark& mark, YAML::anchor_t anchor) override {
@@ -165,11 +171,15 @@ class YamlShapeCheck : public YAML::EventHandler {
   std::vector<Open_> open_;
   std::map<YAML::anchor_t, int64_t> sizes_;  // expanded nodes per complete anchor
   int64_t total_ = 0;
+  int documents_ = 0;
 };
 
 }  // namespace
 
 YAML::Node LoadYamlText(const std::string& text, const std::string& file) {
+  if (const size_t nul = text.find('\0'); nul != std::string::npos)  // yaml-cpp stops there
+    throw InputError(LocationOfOffset(file, text, nul), "",
+                     "a NUL byte; expected a UTF-8 text file with nothing hidden after a NUL");
   if (const size_t bad = FirstInvalidUtf8(text); bad != std::string::npos)
     throw InputError(LocationOfOffset(file, text, bad), "",
                      fmt::format("byte 0x{:02X} is not valid UTF-8; expected a UTF-8 text file",
@@ -180,6 +190,7 @@ YAML::Node LoadYamlText(const std::string& text, const std::string& file) {
       YAML::Parser parser(in);
       YamlShapeCheck check(file);
       parser.HandleNextDocument(check);
+      parser.HandleNextDocument(check);  // a second document: refused by OnDocumentStart
     }
     return YAML::Load(text);
   } catch (const YAML::ParserException& e) {

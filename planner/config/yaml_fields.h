@@ -41,8 +41,9 @@ struct NumberRange {
 // The location of a yaml-cpp mark (0-based) as an InputLocation (1-based).
 InputLocation LocationOf(const std::string& file, const YAML::Mark& mark);
 
-// Parses YAML text (its first document); `file` names it in errors. Before yaml-cpp builds
-// a tree the text is checked (docs/limits.md): UTF-8 only, nesting at most kMaxYamlDepth,
+// Parses YAML text of one document; `file` names it in errors. Before yaml-cpp builds
+// a tree the text is checked (docs/limits.md): UTF-8 only and no NUL byte, one document
+// (yaml-cpp would ignore a second, even a malformed one), nesting at most kMaxYamlDepth,
 // at most kMaxYamlNodes nodes with each alias counting the nodes of its anchor (alias
 // bombs), no alias to a collection that contains it. Every refusal and malformed YAML is an
 // InputError at file:line:column.

@@ -7,6 +7,7 @@
 
 #include "planner/cost/cost_model.h"
 #include "planner/cost/memory_model.h"
+#include "planner/figure_check.h"
 #include "planner/input_error.h"
 #include "planner/mesh_layout.h"
 #include "planner/names.h"
@@ -186,6 +187,7 @@ Comparison ComparePlan(const PlanFile& p, const Measurement& m, double tolerance
   // Time: only against hardware that describes the device that ran.
   if (HardwareDescribesDevice(p.cluster.gpu, m.environment.device)) {
     const PlanCost cost = Estimate(p.model, p.cluster, p.training, p.plan);
+    CheckFigures(cost, DescribeInputs(p));
     if (emulated) {
       c.figures.push_back(EmulatedStepTime(cost, m, tolerance_pct));
       return c;

@@ -114,6 +114,25 @@ class Reader {
       Fail(key, fmt::format("value {} is out of range; expected an integer >= {}", value, min));
     return value;
   }
+  // A number in [min, max] (a physical quantity: planner/limits.h), or exactly 0 when
+  // `zero_allowed` (no step was measured).
+  double Quantity(const std::string& key, double min, double max, bool zero_allowed) const {
+    const double value = Get<double>(key);
+    if ((value == 0 && zero_allowed) || (value >= min && value <= max)) return value;
+    Fail(key, fmt::format("value {} is out of range; expected {}a number from {:g} to {:g} "
+                          "(docs/limits.md)", value, zero_allowed ? "0 or " : "", min, max));
+  }
+  // Step times: each in [kMinStepTimeS, kMaxStepTimeS].
+  std::vector<double> StepTimes(const std::string& key) const {
+    std::vector<double> values = Get<std::vector<double>>(key);
+    for (size_t i = 0; i < values.size(); ++i)
+      if (!(values[i] >= kMinStepTimeS && values[i] <= kMaxStepTimeS))
+        throw InputError({source_}, fmt::format("{}{}[{}]", prefix_, key, i),
+                         fmt::format("value {} is out of range; expected a step time from {:g} "
+                                     "to {:g} s (docs/limits.md)",
+                                     values[i], kMinStepTimeS, kMaxStepTimeS));
+    return values;
+  }
   // A list of numbers, each >= 0 (times, bytes).
   template <typename T>
   std::vector<T> NonNegativeList(const std::string& key) const {
@@ -232,7 +251,7 @@ RankMeasurement RankFromReader(const Reader& in) {
   RankMeasurement r;
   r.rank = in.AtLeast<int>("rank", 0);
   r.first_step = in.AtLeast<int64_t>("first_step", 0);
-  r.step_times_s = in.NonNegativeList<double>("step_times_s");
+  r.step_times_s = in.StepTimes("step_times_s");
   r.losses = in.Get<std::vector<double>>("losses");
   r.resident_bytes = in.AtLeast<int64_t>("resident_bytes", 0);
   r.peak_memory_bytes = in.AtLeast<int64_t>("peak_memory_bytes", 0);
@@ -281,9 +300,11 @@ Measurement MeasurementFromJson(const json& j, const std::string& source) {
   m.steps = in.AtLeast<int64_t>("steps", 0);
   m.warmup_steps = in.AtLeast<int64_t>("warmup_steps", 0);
   m.tokens_per_step = in.AtLeast<int64_t>("tokens_per_step", 0);
-  m.step_times_s = in.NonNegativeList<double>("step_times_s");
-  m.median_step_s = in.Get<double>("median_step_s");
-  m.tokens_per_s = in.Get<double>("tokens_per_s");
+  m.step_times_s = in.StepTimes("step_times_s");
+  // 0 only when no step past the warm-up was measured (MedianAfterWarmup, TokensPerSecond).
+  const bool none_measured = m.step_times_s.size() <= static_cast<size_t>(m.warmup_steps);
+  m.median_step_s = in.Quantity("median_step_s", kMinStepTimeS, kMaxStepTimeS, none_measured);
+  m.tokens_per_s = in.Quantity("tokens_per_s", kMinTokensPerS, kMaxTokensPerS, none_measured);
   m.losses = in.Get<std::vector<double>>("losses");
   m.peak_memory_bytes = in.NonNegativeList<int64_t>("peak_memory_bytes");
   m.stop_reason = in.GetOr<std::string>("stop_reason", "");

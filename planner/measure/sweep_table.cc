@@ -75,6 +75,16 @@ double NumberIn(const json& object, const std::string& key, const std::string& p
   return v.get<double>();
 }
 
+// `value` (read at `path`) when in [min, max] (a physical quantity: planner/limits.h).
+double InRange(double value, double min, double max, const std::string& path,
+               const std::string& source) {
+  if (!(value >= min && value <= max))
+    throw InputError({source}, path, fmt::format("value {} is out of range; expected a number "
+                                                 "from {:g} to {:g} (docs/limits.md)",
+                                                 value, min, max));
+  return value;
+}
+
 // A count (seq_len, global_batch) as an integer in [0, max].
 int64_t Count(const json& root, const std::string& path, const std::string& source, int64_t max) {
   const double v = Number(root, path, source);
@@ -107,12 +117,16 @@ SweepRow SweepRowFromJson(const json& record, const std::string& source) {
 
   std::string path;
   const json& step = Figure(record, "step time", source, &path);
-  r.predicted_step_s = NumberIn(step, "predicted", path, source);
-  r.measured_step_s = NumberIn(step, "measured", path, source);
+  r.predicted_step_s = InRange(NumberIn(step, "predicted", path, source), kMinStepTimeS,
+                               kMaxStepTimeS, path + "/predicted", source);
+  r.measured_step_s = InRange(NumberIn(step, "measured", path, source), kMinStepTimeS,
+                              kMaxStepTimeS, path + "/measured", source);
   r.step_error_pct = NumberIn(step, "error_pct", path, source);
   const json& memory = Figure(record, "peak memory rank 0", source, &path);
-  r.predicted_peak_bytes = NumberIn(memory, "predicted", path, source);
-  r.measured_peak_bytes = NumberIn(memory, "measured", path, source);
+  r.predicted_peak_bytes =
+      InRange(NumberIn(memory, "predicted", path, source), 0, 1e18, path + "/predicted", source);
+  r.measured_peak_bytes =
+      InRange(NumberIn(memory, "measured", path, source), 0, 1e18, path + "/measured", source);
   r.memory_error_pct = NumberIn(memory, "error_pct", path, source);
   const json& ranks = At(record, "measured/ranks", source);
   if (ranks.is_array() && !ranks.empty() && ranks[0].is_object() &&
@@ -120,9 +134,15 @@ SweepRow SweepRowFromJson(const json& record, const std::string& source) {
     r.measured_reserved_bytes =
         NumberIn(ranks[0], "peak_reserved_bytes", "measured/ranks[0]", source);
 
-  r.predicted_mfu = Number(record, "estimate/mfu", source);
-  r.measured_mfu = r.measured_step_s > 0 ? r.predicted_mfu * r.predicted_step_s / r.measured_step_s : 0;
-  r.measured_tokens_per_s = Number(record, "measured/tokens_per_s", source);
+  r.predicted_mfu = InRange(Number(record, "estimate/mfu", source), 0, kMaxMfu, "estimate/mfu", source);
+  r.measured_mfu = r.predicted_mfu * r.predicted_step_s / r.measured_step_s;
+  if (r.measured_mfu > kMaxMfu)  // faster than the peak allows: the record is wrong
+    throw InputError({source}, path + "/measured",
+                     fmt::format("a measured step of {} s would mean an MFU of {:.3g}; expected "
+                                 "at most {} (docs/limits.md)",
+                                 r.measured_step_s, r.measured_mfu, kMaxMfu));
+  r.measured_tokens_per_s = InRange(Number(record, "measured/tokens_per_s", source), 0,
+                                    kMaxTokensPerS, "measured/tokens_per_s", source);
   return r;
 }
 

@@ -14,6 +14,7 @@
 #include "planner/cost/cost_model.h"
 #include "planner/input_error.h"
 #include "planner/search/knob_variants.h"
+#include "planner/worker_threads.h"
 
 namespace meshplan {
 namespace {
@@ -261,19 +262,21 @@ std::vector<WorkerState> WalkMeshes(const Job& job, const SearchOptions& options
     ++finished;
     finished_cv.notify_one();
   };
+  // Workers 1.. on threads, as many as the system starts (planner/worker_threads.h);
+  // worker 0 on this thread, or on one more while this thread reports progress.
   std::vector<std::thread> threads;
-  for (int t = 1; t < num_threads; ++t) threads.emplace_back(worker, t);
-  if (options.progress) {
-    threads.emplace_back(worker, 0);
+  const int started = 1 + StartWorkers(threads, 1, num_threads - 1, worker);
+  if (options.progress && StartWorkers(threads, 0, 1, worker) == 1) {
     std::unique_lock lock(mutex);
     while (!finished_cv.wait_for(lock, std::chrono::milliseconds(100),
-                                 [&] { return finished == num_threads; }))
+                                 [&] { return finished == started; }))
       options.progress(meshes_done.load(), num_meshes);
     options.progress(num_meshes, num_meshes);
   } else {
     worker(0);
   }
   for (std::thread& thread : threads) thread.join();
+  states.erase(states.begin() + started, states.end());  // workers never started hold nothing
   return states;
 }
 

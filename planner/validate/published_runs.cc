@@ -6,7 +6,9 @@
 #include <fmt/format.h>
 
 #include "planner/config/config_loader.h"
+#include "planner/config/config_loader_internal.h"
 #include "planner/config/yaml_fields.h"
+#include "planner/limits.h"
 #include "planner/names.h"
 #include "planner/parallel_plan.h"
 
@@ -35,10 +37,11 @@ ModelSpec ModelOf(const RowFields& f, const std::string& name, int64_t seq_len) 
   if (!ParseBlockKind(block, &m.block))
     f.For("block").Fail("block", "expected one of: " + std::string(AllowedBlockKinds()) +
                                      "; got '" + block + "'");
-  m.vocab_size = f.For("vocab_size").Int("vocab_size", {1, 100'000'000});
-  m.hidden = f.For("hidden").Int("hidden", {1, 10'000'000});
-  m.layers = f.For("layers").Int("layers", {1, 100'000});
-  m.heads = f.For("heads").Int("heads", {1, 100'000});
+  // The shared limits of every model (planner/limits.h), then the same shape checks.
+  m.vocab_size = f.For("vocab_size").Int("vocab_size", {1, kMaxModelWidth});
+  m.hidden = f.For("hidden").Int("hidden", {1, kMaxModelWidth});
+  m.layers = f.For("layers").Int("layers", {1, kMaxModelCount});
+  m.heads = f.For("heads").Int("heads", {1, kMaxModelCount});
   m.kv_heads = m.heads;  // GPT: multi-head attention
   const int64_t multiplier = f.For("ffn_multiplier").Int("ffn_multiplier", {1, 64});
   m.ffn_hidden = multiplier * m.hidden;
@@ -47,6 +50,10 @@ ModelSpec ModelOf(const RowFields& f, const std::string& name, int64_t seq_len) 
   if (m.hidden % m.heads != 0)
     f.For("heads").Fail("heads", fmt::format("hidden {} is not divisible by heads {}", m.hidden,
                                              m.heads));
+  if (auto problem = config_internal::CheckModelShape(m)) {
+    const std::string key = problem->field == "ffn_hidden" ? "ffn_multiplier" : problem->field;
+    f.For(key).Fail(key, problem->message);
+  }
   return m;
 }
 
@@ -99,7 +106,17 @@ ParallelPlan PlanOf(const RowFields& f, const PlanFile& setup) {
   return plan;
 }
 
-PublishedRow RowOf(const YamlFields& row, const YamlFields& common) {
+// The range of a published figure, in its unit (docs/limits.md "Physical quantities").
+NumberRange PublishedRange(PublishedFigure figure) {
+  switch (figure) {
+    case PublishedFigure::kTflopsPerGpu: return {kMinFlops / 1e12, true, 1e6};
+    case PublishedFigure::kStepTime: return {kMinStepTimeS, true, kMaxStepTimeS};
+    case PublishedFigure::kActivationMemory: break;
+  }
+  return {kMinMemoryBytes / (1024.0 * 1024 * 1024), true, 1e9};  // GiB
+}
+
+PublishedRow RowOf(const YamlFields& row, const YamlFields& common, PublishedFigure figure) {
   // The row's own keys, then the shared keys it may take from its table's common.
   row.AllowOnly({"name", "params_B", "heads", "hidden", "layers", "gpus", "global_batch", "plan",
                  "published", "block", "vocab_size", "seq_len", "tied_embeddings",
@@ -111,9 +128,14 @@ PublishedRow RowOf(const YamlFields& row, const YamlFields& common) {
   out.params_billion = row.Number("params_B", {0, true, 1e6}, 0.0);
   out.setup.training = TrainingOf(f);
   out.setup.model = ModelOf(f, out.name, out.setup.training.seq_len);
-  out.setup.cluster = ClusterOf(f, row.Int("gpus", {1, 100'000'000}));
+  out.setup.cluster = ClusterOf(f, row.Int("gpus", {1, kMaxGpus}));
+  // What estimate refuses, validate refuses too: fp8 needs FP8 tensor cores.
+  if (const std::string why = WhyPrecisionUnsupported(out.setup.cluster.gpu,
+                                                      out.setup.training.precision);
+      !why.empty())
+    f.For("precision").Fail("precision", why);
   out.setup.plan = PlanOf(f, out.setup);
-  out.published = row.Number("published", {0, false, 1e15});
+  out.published = row.Number("published", PublishedRange(figure));
   return out;
 }
 
@@ -136,7 +158,7 @@ PublishedTable TableOf(const YamlFields& t) {
     t.Fail("rows", "expected a non-empty list of rows, got " + DescribeNode(rows));
   for (size_t i = 0; i < rows.size(); ++i) {
     const YamlFields row(rows[i], t.file(), t.Field("rows") + fmt::format("[{}]", i));
-    out.rows.push_back(RowOf(row, common));
+    out.rows.push_back(RowOf(row, common, out.figure));
   }
   return out;
 }

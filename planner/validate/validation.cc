@@ -9,6 +9,7 @@
 #include "planner/cost/cost_model.h"
 #include "planner/cost/cost_report.h"
 #include "planner/cost/memory_model.h"
+#include "planner/figure_check.h"
 #include "planner/parallel_plan.h"
 
 namespace meshplan {
@@ -63,6 +64,9 @@ ValidatedRow PredictPublishedRow(const PublishedRow& row, PublishedFigure figure
       break;
   }
   out.error_pct = (out.predicted - out.published) / out.published * 100.0;
+  const std::string inputs = DescribeInputs(r);
+  CheckFigures(out.cost, inputs);
+  CheckFigure(out.predicted, "predicted figure", inputs);
   return out;
 }
 

@@ -8,6 +8,7 @@
 
 #include "planner/cluster_spec.h"
 #include "planner/cost/cost_model.h"
+#include "planner/figure_check.h"
 #include "planner/model_spec.h"
 #include "planner/parallel_plan.h"
 #include "planner/training_spec.h"
@@ -43,11 +44,14 @@ inline ClusterSpec H100Node() {
   return c;
 }
 
-// The estimate of `plan` when it is valid for this setup (what `meshplan estimate` does).
+// The estimate of `plan` when it is valid for this setup (what `meshplan estimate` does),
+// with the check every command makes before it prints: a figure that is not finite or is
+// negative throws FigureError (planner/figure_check.h), which the fuzzer reports as a
+// finding, since the loaders' bounds (docs/limits.md) should make one impossible.
 inline void EstimateIfValid(const ModelSpec& model, const ClusterSpec& cluster,
                             const TrainingSpec& training, const ParallelPlan& plan) {
   if (Validate(plan, model, training, cluster.world_size()).empty())
-    Estimate(model, cluster, training, plan);
+    CheckFigures(Estimate(model, cluster, training, plan), "a fuzzed input");
 }
 
 // A loaded model, estimated as plain data parallel on one node with a short sequence.

@@ -469,8 +469,9 @@ TEST_CASE("plan files round-trip awkward values exactly", "[planner][config][pla
   p.cluster.gpu.memory_bytes += 1;                              // not a whole KiB
   p.cluster.gpu.name = "gpu \"quoted\": with # and \\";
   p.cluster.intra_node.latency_s = 1.0 / 3.0 * 1e-6;
-  p.cluster.inter_node.bandwidth_Bps = 0.1 + 0.2;
-  p.cluster.gpu.peak_flops_fp32 = 1e-3;
+  // Awkward, yet within the physical bounds (docs/limits.md: at least 1 MB/s, 1 GFLOP/s).
+  p.cluster.inter_node.bandwidth_Bps = (0.1 + 0.2) * 1e9;
+  p.cluster.gpu.peak_flops_fp32 = 1.0 / 3.0 * 1e12;
   p.cluster.gpu.memory_bandwidth_Bps = 0.007457501535000001e12;  // not k * 1e12 for any double k
   p.cluster.gpu.kernel_overhead_s = 6.7795468500000011e-13;
   p.training.global_batch = 12;
@@ -651,7 +652,7 @@ TEST_CASE("error: an efficiency above 1", "[planner][config][errors]") {
   const InputError e = ErrorOf([] { LoadGpu(Fixture("hardware_bad_efficiency.yaml")); });
   CHECK(e.field() == "efficiency.matmul");
   CHECK_THAT(e.what(), Catch::Contains("hardware_bad_efficiency.yaml:7:11") &&
-                           Catch::Contains("value 1.5 is out of range; expected a number in (0, 1]"));
+                           Catch::Contains("value 1.5 is out of range; expected a number in [0.001, 1]"));
 }
 
 TEST_CASE("error: a cluster's unknown GPU points at the cluster file", "[planner][config][errors]") {

@@ -23,51 +23,17 @@
 #include "planner/parallel_plan.h"
 #include "planner/search/search.h"
 #include "tests/cli_run.h"
+#include "tests/planner/hostile_test_util.h"
 #include "tests/planner/cost_test_specs.h"
 
 namespace meshplan {
 namespace {
 
 namespace fs = std::filesystem;
-
-// The InputError `f` throws (fails the test when it throws nothing or something else).
-template <typename F>
-InputError ErrorOf(F&& f) {
-  try {
-    f();
-  } catch (const InputError& e) {
-    return e;
-  }
-  FAIL("expected an InputError");
-  return InputError({}, "", "");
-}
-
-// A fresh folder under the system temp dir, removed at scope exit.
-struct TempDir {
-  fs::path path = fs::temp_directory_path() /
-                  ("meshplan_hostile_test_" + std::to_string(::getpid()) + "_" +
-                   std::to_string(reinterpret_cast<uintptr_t>(this)));
-  TempDir() { fs::create_directories(path); }
-  ~TempDir() { fs::remove_all(path); }
-  std::string Write(const std::string& name, const std::string& text) const {
-    const fs::path file = path / name;
-    std::ofstream(file, std::ios::binary) << text;
-    return file.string();
-  }
-};
-
-// `meshplan ARGS` under `timeout 20` (a hang exits 124 and fails), with its seconds.
-struct TimedResult {
-  test::CliResult result;
-  double seconds = 0;
-};
-TimedResult RunBounded(const std::string& args) {
-  const auto start = std::chrono::steady_clock::now();
-  TimedResult r;
-  r.result = test::RunShell("timeout 20 '" + std::string(MESHPLAN_BINARY) + "' " + args + " 2>&1");
-  r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  return r;
-}
+using test::ErrorOf;
+using test::RunBounded;
+using test::TempDir;
+using test::TimedResult;
 
 // A config.json whose hidden_size is `value` (the rest a valid Llama).
 std::string HfConfigWithHidden(const std::string& value) {
