@@ -20,6 +20,7 @@
 #include "planner/input_error.h"
 #include "planner/limits.h"
 #include "planner/names.h"
+#include "planner/plan_fields.h"
 #include "planner/search/search.h"
 #include "planner/search/search_advice.h"
 #include "planner/search/search_benchmarks.h"
@@ -313,11 +314,10 @@ void AddSearchCommand(CLI::App& app, int* exit_code) {
                 "let a tensor-parallel group span nodes (default: tp divides the GPUs per node)");
   cmd->add_flag("--even-stages", options->even_stages,
                 "try even pipeline stages only (default: also the split with a lighter first and "
-                "last stage, first_stage_layers / last_stage_layers)");
+                "last stage)");
   cmd->add_option("--only", options->only,
-                  "pin plan keys, search the rest (e.g. \"tp=1,pp=1\" or \"zero=3\"; any plan-string "
-                  "key: dp, tp, pp, cp, ep, zero, sp, mbs, recompute, schedule, vpp, tp_overlap, "
-                  "first_stage_layers, last_stage_layers)");
+                  "pin plan keys, search the rest (e.g. \"tp=1,pp=1\" or \"zero=3\"; each key once; "
+                  "any plan-string key: " + PlanFieldKeyList() + ")");
   cmd->add_option("--dump", options->dump,
                   "write every evaluated candidate (plan, memory and time columns, fits, reason) "
                   "to this file as it is searched, in grid order: .csv (with a header) or .jsonl "

@@ -11,6 +11,7 @@
 #include "planner/cost/offload.h"
 #include "planner/limits.h"
 #include "planner/names.h"
+#include "planner/plan_fields.h"
 #include "planner/units_format.h"
 
 namespace meshplan {
@@ -82,21 +83,21 @@ void PrintKnobExplain(const KnobTally& k, const TrainingSetup& s, const SearchOp
   const PlanPins& pins = options.space.pins;
   fmt::print("\nOverlap and offload choices, tried on every valid plan ({} step timings in all):\n",
              GroupDigits(k.timings));
-  if (pins.tp_comm_overlap)
-    fmt::print("  tp_overlap   pinned to {}\n", *pins.tp_comm_overlap ? 1 : 0);
+  if (const std::optional<int64_t> pin = pins[PlanField::kTpOverlap])
+    fmt::print("  tp_overlap   pinned to {}\n", *pin);
   else
     fmt::print("  tp_overlap   1 on {} plans with tp > 1, 0 on {} (the {:.0f}% compute slowdown "
                "of overlapping costs more than the TP time it hides)\n",
                GroupDigits(k.tp_overlap_on), GroupDigits(k.tp_overlap_off),
                100 * s.cluster.gpu.comm_overlap_slowdown);
-  if (pins.dp_comm_overlap)
-    fmt::print("  dp_overlap   pinned to {}\n", *pins.dp_comm_overlap ? 1 : 0);
+  if (const std::optional<int64_t> pin = pins[PlanField::kDpOverlap])
+    fmt::print("  dp_overlap   pinned to {}\n", *pin);
   else
     fmt::print("  dp_overlap   1 on all {} plans with dp*cp > 1: 0 only exposes the gradient sync "
                "(same memory, never faster: dominated, not timed)\n",
                GroupDigits(k.dp_overlap_dominated));
-  if (pins.zero3_prefetch)
-    fmt::print("  prefetch     pinned to {}\n", *pins.zero3_prefetch);
+  if (const std::optional<int64_t> pin = pins[PlanField::kPrefetch])
+    fmt::print("  prefetch     pinned to {}\n", *pin);
   else
     fmt::print("  prefetch     1; 0 tried on {} zero=3 plans that did not fit, {} then fit "
                "(depths >= 2 time as 1 with more memory: pin them with --only prefetch=N)\n",
@@ -245,20 +246,19 @@ void PrintNoFit(const FitAdvice& advice, const SearchResult& r, const TrainingSe
 
 namespace {
 
+// The grid axes of the plan (planner/plan_fields.h), each in its kind's JSON type.
 nlohmann::json PlanFieldsToJson(const ParallelPlan& p) {
-  return {{"dp", p.dp},
-          {"tp", p.tp},
-          {"pp", p.pp},
-          {"cp", p.cp},
-          {"ep", p.ep},
-          {"zero", p.zero_stage},
-          {"sp", p.sequence_parallel},
-          {"mbs", p.micro_batch},
-          {"recompute", ToString(p.recompute)},
-          {"schedule", ToString(p.schedule)},
-          {"vpp", p.virtual_stages},
-          {"first_stage_layers", p.first_stage_layers},
-          {"last_stage_layers", p.last_stage_layers}};
+  nlohmann::json j = nlohmann::json::object();
+  for (const PlanFieldSpec& f : PlanFields()) {
+    if (f.role != PlanFieldRole::kAxis) continue;
+    const int64_t v = f.get(p);
+    switch (f.kind) {
+      case PlanFieldKind::kInt: j[f.key] = v; break;
+      case PlanFieldKind::kBool: j[f.key] = v != 0; break;
+      case PlanFieldKind::kEnum: j[f.key] = f.name(v); break;
+    }
+  }
+  return j;
 }
 
 }  // namespace

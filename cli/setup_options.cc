@@ -12,6 +12,7 @@
 #include "planner/limits.h"
 #include "planner/names.h"
 #include "planner/parallel_plan.h"
+#include "planner/plan_fields.h"
 
 namespace meshplan {
 
@@ -82,9 +83,8 @@ TrainingSetup ResolveSetup(const SetupOptions& options) {
 void AddPlanInputOptions(CLI::App* command, PlanInputOptions* options) {
   command->add_option("--plan", options->plan,
                       "the plan, e.g. \"dp=2,tp=4,pp=1,cp=1,zero=1,sp=1,mbs=1,recompute=none,"
-                      "schedule=1f1b,vpp=1,tp_overlap=0\"; uneven pipeline stages: first_stage_layers=N, "
-                      "last_stage_layers=N (omitted keys keep their defaults; "
-                      "no --plan: dp = all GPUs)");
+                      "schedule=1f1b,vpp=1,tp_overlap=0\"; keys: " + PlanFieldKeyList() +
+                          " (omitted keys keep their defaults; no --plan: dp = all GPUs)");
   command->add_option("--plan-file", options->plan_file,
                       "a plan YAML (as `meshplan search --out` writes): supplies model, cluster, "
                       "training and plan");

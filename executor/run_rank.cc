@@ -22,6 +22,7 @@
 #include "executor/trainer.h"
 #include "planner/input_error.h"
 #include "planner/names.h"
+#include "planner/plan_fields.h"
 
 namespace meshplan {
 
@@ -102,14 +103,12 @@ std::vector<std::string> ExecutorLimitations(const PlanFile& pf) {
   if (pf.training.precision == Precision::kFp8)
     reasons.push_back("training.precision: fp8: the executor does not train in FP8 (the planner "
                       "predicts it, docs/cost_model.md \"FP8\"); run the plan in bf16 or mixed");
-  if (plan.offload_activations)
-    reasons.push_back("offload_act=1: the executor keeps saved activations on the device (only "
-                      "offload_opt is built), so a measurement would not be of this plan; use "
-                      "offload_act=0");
-  if (plan.offload_params)
-    reasons.push_back("offload_params=1: the executor keeps the ZeRO-3 parameter shard on the "
-                      "device (only offload_opt is built), so a measurement would not be of this "
-                      "plan; use offload_params=0");
+  // The plan fields the executor does not build (planner/plan_fields.h marks them).
+  for (const PlanFieldSpec& f : PlanFields())
+    if (f.executor == ExecutorSupport::kRefusedUnlessDefault && !f.is_default(plan))
+      reasons.push_back(std::string(f.key) + "=" + FormatFieldValue(f, f.get(plan)) + ": " +
+                        f.executor_instead + ", so a measurement would not be of this plan; use " +
+                        f.key + "=" + FormatFieldValue(f, f.default_value));
   if (plan.pp > 1 && plan.schedule == PipelineSchedule::kZeroBubbleH1)
     reasons.push_back("schedule=zb_h1: the executor runs each weight-gradient pass inside its "
                       "backward (1F1B's timeline), so a measurement would not be of ZB-H1, which "

@@ -46,8 +46,10 @@ struct RunOptions {
 // first: heads, layers, the 2*cp sequence split...): a gpt block, tp not dividing the
 // vocabulary (it is split across tp ranks), tied embeddings across pipeline stages, the
 // zb_h1 schedule (weight gradients are not split from the backward), cp with a mixture of
-// experts (routing is per micro-batch), offload_act and offload_params (only offload_opt is
-// built), and the model features of ModelLimitations. Every precision runs on every device
+// experts (routing is per micro-batch), every plan field planner/plan_fields.h marks
+// kRefusedUnlessDefault at another value (tp_overlap=1, offload_act=1, offload_params=1,
+// dp_overlap=0: what the executor would run instead is not that plan), and the model
+// features of ModelLimitations. Every precision runs on every device
 // (bf16 and mixed on a CPU too: slowly, for tests).
 std::vector<std::string> ExecutorLimitations(const PlanFile& plan_file);
 // The model features the executor's llama block does not build, so it would train a

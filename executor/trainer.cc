@@ -1,10 +1,11 @@
 // One rank's training step (see trainer.h). Local tensor handles are scoped so that the
 // end of a ParamsLease and GradReady really free what they release: a view kept alive
 // here would keep a gathered parameter group or a full gradient allocated.
-// ZeRO-3 prefetch (executor/parallel/zero_engine.h): each pass of a chunk, as it starts computing a
-// group (right after acquiring it), prefetches the next group that pass will acquire, one
-// ahead: forward embedding -> block 0 -> ... -> head, backward head -> last block -> ... ->
-// block 0 (the embedding backward reads no parameters: nothing is prefetched for it).
+// ZeRO-3 prefetch (executor/parallel/zero_engine.h PrefetchAhead): each pass of a chunk, as it
+// starts computing a group (right after acquiring it), prefetches the plan's `prefetch`
+// groups that pass acquires next (0: none, each gathers when it starts): forward embedding ->
+// block 0 -> ... -> head, backward head -> last block -> ... -> block 0 (the embedding
+// backward reads no parameters: nothing is prefetched for it).
 // Every prefetch is acquired within the same pass, so none is left in flight between the
 // items of a pipeline schedule, and every rank of the dp x cp group, running the same
 // pass, issues the same all-gathers in the same order.
@@ -15,6 +16,7 @@
 #include <algorithm>
 #include <stdexcept>
 #include <utility>
+#include <vector>
 
 #include "executor/model/precision_dtypes.h"
 #include "executor/parallel/context_split.h"
@@ -58,10 +60,11 @@ Trainer::Trainer(const ModelSpec& model, const TrainingSpec& training, const Dev
                                                   chunks_per_rank_, pp_.rank()),
                                TpShard{mesh.size(MeshDim::kTp), mesh.coord(MeshDim::kTp)},
                                ExpertShard{mesh.ep_size(), mesh.expert_parallel().rank(),
-                                           mesh.expert_replicas().size()}),
+                                           mesh.expert_weight_replicas().size()}),
               plan_.zero_stage, mesh.weight_replicas(), AdamWFor(training), seed,
-              training.precision, device, &mesh.expert_replicas(), plan_.offload_optimizer),
+              training.precision, device, &mesh.expert_weight_replicas(), plan_.offload_optimizer),
       timer_(device) {
+  engine_.set_prefetch_depth(plan_.zero3_prefetch);
   model_.UseContextParallel(mesh.comm(MeshDim::kCp));  // cp = 1: nothing changes
   if (model.moe.enabled()) model_.UseMoe(training.moe_aux_loss_coef, &mesh.expert_parallel());
   if (plan_.pp > 1 && plan_.schedule == PipelineSchedule::kInterleaved &&
@@ -154,13 +157,16 @@ at::Tensor Trainer::ForwardChunk(const ChunkGroups& chunk, MicroBatch& mb, at::T
                                  at::Tensor* loss) {
   const ParamLayout& layout = engine_.layout();
   const int emb = layout.embedding_group, head = chunk.head_group;
-  // The group this forward computes after block i (-1: the embedding) or -1 for none.
-  auto next_group = [&](int64_t i) {
-    return i + 1 < chunk.num_blocks ? chunk.first_block_group + static_cast<int>(i + 1) : head;
-  };
+  // The groups this forward acquires, in order: [embedding,] blocks[, head].
+  std::vector<int> order;
+  if (chunk.embedding_group >= 0) order.push_back(emb);
+  for (int64_t i = 0; i < chunk.num_blocks; ++i)
+    order.push_back(chunk.first_block_group + static_cast<int>(i));
+  if (head >= 0) order.push_back(head);
+  size_t at = 0;  // the position of the group computed now
   if (chunk.embedding_group >= 0) {
     const ParamsLease params = engine_.LeaseParams(emb);
-    if (next_group(-1) >= 0) engine_.PrefetchParams(next_group(-1));
+    engine_.PrefetchAhead(order, at++);
     x = model_.EmbeddingForward(mb.ids, SlotView(params.params(), layout.groups[emb].slot("wte")));
   }
 
@@ -170,7 +176,7 @@ at::Tensor Trainer::ForwardChunk(const ChunkGroups& chunk, MicroBatch& mb, at::T
     const ParamsLease params = engine_.LeaseParams(g);
     BlockWeights w = BlockViews(layout.groups[g], params.params());
     const ParamsLease experts = LeaseExperts(g, w);
-    if (next_group(i) >= 0) engine_.PrefetchParams(next_group(i));
+    engine_.PrefetchAhead(order, at++);
     x = model_.BlockForward(w, x, plan_.recompute, &mb.blocks[static_cast<size_t>(i)]);
   }
   if (head < 0) return x;
@@ -196,13 +202,18 @@ at::Tensor Trainer::BackwardChunk(const ChunkGroups& chunk, MicroBatch& mb, at::
                                   double dloss) {
   const ParamLayout& layout = engine_.layout();
   const int emb = layout.embedding_group, head = chunk.head_group;
+  // The groups this backward acquires, in order: [head,] blocks last to first.
+  std::vector<int> order;
+  if (head >= 0) order.push_back(head);
+  for (int64_t i = chunk.num_blocks - 1; i >= 0; --i)
+    order.push_back(chunk.first_block_group + static_cast<int>(i));
+  size_t at = 0;  // the position of the group computed now
   at::Tensor dx = std::move(dy);
   if (head >= 0) {
     const ParamGroup& hg = layout.groups[head];
     {
       const at::Tensor& hp = mb.head_params.params();  // leased since the forward
-      if (chunk.num_blocks > 0)  // the last block, computed next
-        engine_.PrefetchParams(chunk.first_block_group + static_cast<int>(chunk.num_blocks - 1));
+      engine_.PrefetchAhead(order, at++);
       const at::Tensor hgrad = engine_.GradBuffer(head);
       at::Tensor dfinal = SlotView(hgrad, hg.slot("final_norm"));
       at::Tensor lm_head, dlm_head;
@@ -228,7 +239,7 @@ at::Tensor Trainer::BackwardChunk(const ChunkGroups& chunk, MicroBatch& mb, at::
       const ParamsLease params = engine_.LeaseParams(g);
       BlockWeights w = BlockViews(layout.groups[g], params.params());
       const ParamsLease experts = LeaseExperts(g, w);
-      if (i > 0) engine_.PrefetchParams(g - 1);  // the block computed next
+      engine_.PrefetchAhead(order, at++);
       BlockWeights dw = BlockViews(layout.groups[g], engine_.GradBuffer(g));
       const int eg = layout.groups[g].experts_group;
       if (eg >= 0) ExpertViews(layout.groups[eg], engine_.GradBuffer(eg), dw);

@@ -6,6 +6,7 @@
 
 #include "gui/imgui_util.h"
 #include "gui/panels.h"
+#include "planner/plan_fields.h"
 
 namespace meshplan {
 namespace {
@@ -28,7 +29,7 @@ const char* KnobTitle(Knob knob) {
   return "?";
 }
 
-const char* KnobHelp(Knob knob) {
+std::string KnobHelp(Knob knob) {
   switch (knob) {
     case Knob::kDp: return "dp: model replicas; trades against tp (dp*tp*pp*cp = GPUs)";
     case Knob::kTp: return "tp: Megatron tensor parallel inside a node; trades against dp";
@@ -44,9 +45,10 @@ const char* KnobHelp(Knob knob) {
     case Knob::kSchedule: return "pipeline schedule (pp > 1)";
     case Knob::kVirtualStages: return "vpp: model chunks per pipeline rank (interleaved)";
     case Knob::kStageSplit:
-      return "layers per pipeline stage: even, or first and last stage lighter "
-             "(first_stage_layers, last_stage_layers; pp > 1; interleaved: the chunks at the "
-             "model's ends give up the layers)";
+      return std::string("layers per pipeline stage: even, or first and last stage lighter (") +
+             FieldSpec(PlanField::kFirstStageLayers).key + ", " +
+             FieldSpec(PlanField::kLastStageLayers).key +
+             "; pp > 1; interleaved: the chunks at the model's ends give up the layers)";
   }
   return "";
 }
@@ -88,52 +90,38 @@ void DrawKnobRow(ExplorerState& state, Knob knob) {
   ImGui::PopID();
 }
 
-// A checkbox for one boolean plan choice; a click sets the plan.
-void PlanCheckbox(ExplorerState& state, const char* label, bool ParallelPlan::*field,
-                  const char* help) {
-  bool value = state.inputs.plan.*field;
-  if (ImGui::Checkbox(label, &value)) {
-    ParallelPlan plan = state.inputs.plan;
-    plan.*field = value;
-    SetPlan(state, plan);
-  }
-  TooltipOnHover(help);
-}
-
-// The overlap and offload choices (planner/parallel_plan.h; the search tries them per plan:
-// planner/search/knob_variants.h). Offload needs the cluster's host: block.
-void DrawOverlapOffloadKnobs(ExplorerState& state) {
+// The choices the search tries on each plan (planner/plan_fields.h, PlanFieldRole::kChoice):
+// a checkbox per boolean, a slider per integer; a click sets the plan. A choice that
+// offloads needs the cluster's host: block.
+void DrawChoiceKnobs(ExplorerState& state) {
   ImGui::TextDisabled("overlap and offload (the search chooses these per plan):");
-  PlanCheckbox(state, "overlap TP communication with compute (tp_overlap)",
-               &ParallelPlan::tp_comm_overlap,
-               "hides TP collectives behind the GEMMs of their pass, which run slower while they "
-               "do (comm_overlap_slowdown of the GPU)");
-  PlanCheckbox(state, "overlap DP gradient sync with the backward (dp_overlap)",
-               &ParallelPlan::dp_comm_overlap,
-               "hides the gradient sync behind the backward, which runs slower while it does "
-               "(comm_overlap_slowdown of the GPU); off: the sync runs after the backward");
-  int prefetch = static_cast<int>(state.inputs.plan.zero3_prefetch);
-  ImGui::SetNextItemWidth(ImGui::CalcTextSize("0000000").x);
-  if (ImGui::SliderInt("ZeRO-3 prefetch depth (prefetch)", &prefetch, 0,
-                       static_cast<int>(kMaxZero3Prefetch))) {
-    ParallelPlan plan = state.inputs.plan;
-    plan.zero3_prefetch = prefetch;
-    SetPlan(state, plan);
-  }
-  TooltipOnHover("ZeRO-3 all-gathers issued ahead of the compute; 0 exposes every gather, each "
-                 "more keeps one more gathered block in memory");
   const bool host = state.inputs.cluster.host.known();
-  ImGui::BeginDisabled(!host);
-  PlanCheckbox(state, "optimizer states and step on the host (offload_opt)",
-               &ParallelPlan::offload_optimizer,
-               "ZeRO-Offload: fp32 master and Adam m, v in host memory, AdamW on the CPU");
-  PlanCheckbox(state, "activations to the host (offload_act)", &ParallelPlan::offload_activations,
-               "saved activations copied out during the forward, back before the backward");
-  PlanCheckbox(state, "parameter shard on the host (offload_params)", &ParallelPlan::offload_params,
-               "ZeRO-Infinity: needs zero=3 and offload_opt");
-  ImGui::EndDisabled();
-  if (!host)
-    ImGui::TextDisabled("offload: the cluster file has no host: block");
+  for (const PlanFieldSpec& f : PlanFields()) {
+    if (f.role != PlanFieldRole::kChoice) continue;
+    ParallelPlan on;
+    f.set(on, 1);
+    ImGui::BeginDisabled(on.offloads() && !host);
+    const std::string label = std::string(f.doc) + " (" + f.key + ")";
+    int value = static_cast<int>(f.get(state.inputs.plan));
+    bool changed = false;
+    if (f.kind == PlanFieldKind::kBool) {
+      bool checked = value != 0;
+      changed = ImGui::Checkbox(label.c_str(), &checked);
+      value = checked ? 1 : 0;
+    } else {
+      ImGui::SetNextItemWidth(ImGui::CalcTextSize("0000000").x);
+      changed = ImGui::SliderInt(label.c_str(), &value, static_cast<int>(f.min),
+                                 static_cast<int>(f.max));
+    }
+    if (changed) {
+      ParallelPlan plan = state.inputs.plan;
+      f.set(plan, value);
+      SetPlan(state, plan);
+    }
+    TooltipOnHover(f.help);
+    ImGui::EndDisabled();
+  }
+  if (!host) ImGui::TextDisabled("offload: the cluster file has no host: block");
 }
 
 }  // namespace
@@ -153,7 +141,7 @@ void DrawKnobsPanel(ExplorerState& state) {
     ImGui::EndTable();
   }
 
-  DrawOverlapOffloadKnobs(state);
+  DrawChoiceKnobs(state);
 
   ImGui::Spacing();
   ImGui::TextDisabled("plan (edit and press Enter):");

@@ -4,7 +4,7 @@
 #include <cmath>
 
 #include "planner/cost/cost_model.h"
-#include "planner/names.h"
+#include "planner/plan_fields.h"
 #include "planner/search/plan_space.h"  // Divisors
 #include "planner/stage_layers.h"
 
@@ -19,24 +19,17 @@ double LogDistance(int64_t a, int64_t b) {
                   std::log2(static_cast<double>(std::max<int64_t>(b, 1))));
 }
 
+// The plan field of a knob (planner/plan_fields.h): the knobs before the stage split are
+// the table's first rows, in its order; the stage split stands for two rows (nullptr).
+const PlanFieldSpec* FieldOf(Knob knob) {
+  return knob == Knob::kStageSplit ? nullptr : &PlanFields()[static_cast<size_t>(knob)];
+}
+
 void SetKnob(ParallelPlan& plan, Knob knob, int64_t value) {
-  switch (knob) {
-    case Knob::kDp: plan.dp = value; break;
-    case Knob::kTp: plan.tp = value; break;
-    case Knob::kPp: plan.pp = value; break;
-    case Knob::kCp: plan.cp = value; break;
-    case Knob::kEp: plan.ep = value; break;
-    case Knob::kZero: plan.zero_stage = static_cast<int>(value); break;
-    case Knob::kSequenceParallel: plan.sequence_parallel = value != 0; break;
-    case Knob::kMicroBatch: plan.micro_batch = value; break;
-    case Knob::kRecompute: plan.recompute = static_cast<Recompute>(value); break;
-    case Knob::kSchedule: plan.schedule = static_cast<PipelineSchedule>(value); break;
-    case Knob::kVirtualStages: plan.virtual_stages = value; break;
-    case Knob::kStageSplit:
-      plan.first_stage_layers = value / kStageSplitBase;
-      plan.last_stage_layers = value % kStageSplitBase;
-      break;
-  }
+  if (const PlanFieldSpec* field = FieldOf(knob))
+    field->set(plan, value);
+  else
+    SetStageSplit(&plan, {value / kStageSplitBase, value % kStageSplitBase});
 }
 
 // The ep values that can hold for this model and dp: divisors of dp dividing the experts
@@ -60,7 +53,7 @@ std::vector<int64_t> StageSplitValues(int64_t layers, const ParallelPlan& plan) 
   const std::optional<StageSplit> split = chunked
                                               ? LighterEndsSplit(layers, plan.pp, plan.virtual_stages)
                                               : LighterEndsSplit(layers, plan.pp);
-  if (split) values.push_back(split->first_stage_layers * kStageSplitBase + split->last_stage_layers);
+  if (split) values.push_back(split->first * kStageSplitBase + split->last);
   return values;
 }
 
@@ -215,17 +208,10 @@ std::string ChangesExcept(const ParallelPlan& from, const ParallelPlan& to,
     if (v != KnobValue(from, k))
       out += (out.empty() ? "" : ", ") + std::string(KnobKey(k)) + "=" + KnobValueLabel(k, v);
   }
-  // The overlap and offload choices, as the plan string spells them.
-  auto flag = [&out](bool a, bool b, const char* key) {
-    if (a != b) out += (out.empty() ? "" : ", ") + std::string(key) + (b ? "=1" : "=0");
-  };
-  flag(from.tp_comm_overlap, to.tp_comm_overlap, "tp_overlap");
-  flag(from.dp_comm_overlap, to.dp_comm_overlap, "dp_overlap");
-  flag(from.offload_optimizer, to.offload_optimizer, "offload_opt");
-  flag(from.offload_activations, to.offload_activations, "offload_act");
-  flag(from.offload_params, to.offload_params, "offload_params");
-  if (from.zero3_prefetch != to.zero3_prefetch)
-    out += (out.empty() ? "" : ", ") + std::string("prefetch=") + std::to_string(to.zero3_prefetch);
+  // The overlap and offload choices (planner/plan_fields.h), as the plan string spells them.
+  for (const PlanFieldSpec& f : PlanFields())
+    if (f.role == PlanFieldRole::kChoice && f.get(from) != f.get(to))
+      out += (out.empty() ? "" : ", ") + std::string(f.key) + "=" + FormatFieldValue(f, f.get(to));
   return out;
 }
 
@@ -251,47 +237,21 @@ TradeoffRow MakeRow(const Ctx& ctx, const ParallelPlan& current, Knob knob, int6
 // ===== knobs =================================================================
 
 const char* KnobKey(Knob knob) {
-  switch (knob) {
-    case Knob::kDp: return "dp";
-    case Knob::kTp: return "tp";
-    case Knob::kPp: return "pp";
-    case Knob::kCp: return "cp";
-    case Knob::kEp: return "ep";
-    case Knob::kZero: return "zero";
-    case Knob::kSequenceParallel: return "sp";
-    case Knob::kMicroBatch: return "mbs";
-    case Knob::kRecompute: return "recompute";
-    case Knob::kSchedule: return "schedule";
-    case Knob::kVirtualStages: return "vpp";
-    case Knob::kStageSplit: return "stages";
-  }
-  return "?";
+  const PlanFieldSpec* field = FieldOf(knob);
+  return field ? field->key : "stages";
 }
 
 int64_t KnobValue(const ParallelPlan& plan, Knob knob) {
-  switch (knob) {
-    case Knob::kDp: return plan.dp;
-    case Knob::kTp: return plan.tp;
-    case Knob::kPp: return plan.pp;
-    case Knob::kCp: return plan.cp;
-    case Knob::kEp: return plan.ep;
-    case Knob::kZero: return plan.zero_stage;
-    case Knob::kSequenceParallel: return plan.sequence_parallel ? 1 : 0;
-    case Knob::kMicroBatch: return plan.micro_batch;
-    case Knob::kRecompute: return static_cast<int64_t>(plan.recompute);
-    case Knob::kSchedule: return static_cast<int64_t>(plan.schedule);
-    case Knob::kVirtualStages: return plan.virtual_stages;
-    case Knob::kStageSplit:
-      return plan.first_stage_layers * kStageSplitBase + plan.last_stage_layers;
-  }
-  return 0;
+  if (const PlanFieldSpec* field = FieldOf(knob)) return field->get(plan);
+  const StageSplit split = StageSplitOf(plan);
+  return split.first * kStageSplitBase + split.last;
 }
 
 std::string KnobValueLabel(Knob knob, int64_t value) {
   switch (knob) {
     case Knob::kSequenceParallel: return value ? "on" : "off";
-    case Knob::kRecompute: return ToString(static_cast<Recompute>(value));
-    case Knob::kSchedule: return ToString(static_cast<PipelineSchedule>(value));
+    case Knob::kRecompute:
+    case Knob::kSchedule: return FieldOf(knob)->name(value);
     case Knob::kStageSplit:
       return value == 0 ? "even"
                         : "first " + std::to_string(value / kStageSplitBase) + ", last " +

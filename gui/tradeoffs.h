@@ -31,7 +31,8 @@
 
 namespace meshplan {
 
-// The plan's knobs, in the order the Knobs panel shows them.
+// The plan's knobs, in the order the Knobs panel shows them: the grid axes of
+// planner/plan_fields.h in its order, the two stage-split fields as one knob.
 enum class Knob { kDp, kTp, kPp, kCp, kEp, kZero, kSequenceParallel, kMicroBatch, kRecompute,
                   kSchedule, kVirtualStages, kStageSplit };
 inline constexpr int kNumKnobs = 12;
@@ -41,11 +42,11 @@ inline constexpr std::array<Knob, kNumKnobs> kAllKnobs{
     Knob::kRecompute,  Knob::kSchedule,  Knob::kVirtualStages, Knob::kStageSplit};
 
 // The plan-string key of a knob ("dp", "sp", "mbs", "vpp", ...; "stages" for the stage
-// split, which stands for first_stage_layers and last_stage_layers).
+// split, which stands for the first and the last stage's layers).
 const char* KnobKey(Knob knob);
 // A knob's value as an integer: factors as they are, sp 0/1, recompute and
-// schedule as their enum index, the stage split as first_stage_layers * kStageSplitBase +
-// last_stage_layers (0: even stages).
+// schedule as their enum index, the stage split (StageSplitOf) as first * kStageSplitBase +
+// last (0: even stages).
 int64_t KnobValue(const ParallelPlan& plan, Knob knob);
 inline constexpr int64_t kStageSplitBase = 1'000'001;  // > kMaxStageLayers
 // "4", "on", "selective", "1f1b", "even", "first 7, last 7".

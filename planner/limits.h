@@ -36,8 +36,8 @@ inline constexpr int64_t kMaxSeqLen = 1'000'000'000;
 inline constexpr int64_t kMaxTokensPerStep = 1'000'000'000'000;
 // Virtual pipeline stages (vpp): at most one per layer, and layers are at most 1e6.
 inline constexpr int64_t kMaxVirtualStages = 1'000'000;
-// Layers of the first or last pipeline stage (first_stage_layers, last_stage_layers): a model
-// has at most 1e6 layers.
+// Layers of the first or last pipeline stage (the plan's stage split): a model has at most
+// 1e6 layers.
 inline constexpr int64_t kMaxStageLayers = 1'000'000;
 
 // ---- Work per command ----

@@ -59,7 +59,7 @@ std::vector<int64_t> MeshGroupMembers(const ParallelPlan& plan, int64_t rank, Me
 std::vector<int64_t> WeightReplicaMembers(const ParallelPlan& plan, int64_t rank) {
   MeshCoords c = CoordsOfRank(plan, rank);
   std::vector<int64_t> members;
-  members.reserve(static_cast<size_t>(plan.dp * plan.cp));
+  members.reserve(static_cast<size_t>(plan.weight_replicas()));
   for (int64_t d = 0; d < plan.dp; ++d)
     for (int64_t k = 0; k < plan.cp; ++k) {
       c[MeshDim::kDp] = d;
@@ -103,12 +103,12 @@ int64_t ExpertParallelIndex(const ParallelPlan& plan, int64_t rank) {
   return CoordsOfRank(plan, rank)[MeshDim::kDp] % CheckedEp(plan);
 }
 
-std::vector<int64_t> ExpertDataParallelMembers(const ParallelPlan& plan, int64_t rank) {
+std::vector<int64_t> ExpertWeightReplicaMembers(const ParallelPlan& plan, int64_t rank) {
   const int64_t ep = CheckedEp(plan);
   MeshCoords c = CoordsOfRank(plan, rank);
   const int64_t ep_i = c[MeshDim::kDp] % ep;
   std::vector<int64_t> members;
-  members.reserve(static_cast<size_t>(plan.dp / ep * plan.cp));
+  members.reserve(static_cast<size_t>(plan.expert_weight_replicas()));
   for (int64_t d = 0; d < plan.dp / ep; ++d)
     for (int64_t k = 0; k < plan.cp; ++k) {
       c[MeshDim::kDp] = d * ep + ep_i;
@@ -118,7 +118,7 @@ std::vector<int64_t> ExpertDataParallelMembers(const ParallelPlan& plan, int64_t
   return members;
 }
 
-int64_t ExpertDataParallelIndex(const ParallelPlan& plan, int64_t rank) {
+int64_t ExpertWeightReplicaIndex(const ParallelPlan& plan, int64_t rank) {
   const MeshCoords c = CoordsOfRank(plan, rank);
   return c[MeshDim::kDp] / CheckedEp(plan) * plan.cp + c[MeshDim::kCp];
 }

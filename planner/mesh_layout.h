@@ -59,7 +59,7 @@ std::vector<int64_t> ExpertParallelMembers(const ParallelPlan& plan, int64_t ran
 int64_t ExpertParallelIndex(const ParallelPlan& plan, int64_t rank);
 // The ranks that hold the same experts as `rank`: dp/ep x cp ranks, ordered by
 // edp_i * cp + cp_i (edp_i = dp_i / ep), which is the rank's index inside the group.
-std::vector<int64_t> ExpertDataParallelMembers(const ParallelPlan& plan, int64_t rank);
-int64_t ExpertDataParallelIndex(const ParallelPlan& plan, int64_t rank);
+std::vector<int64_t> ExpertWeightReplicaMembers(const ParallelPlan& plan, int64_t rank);
+int64_t ExpertWeightReplicaIndex(const ParallelPlan& plan, int64_t rank);
 
 }  // namespace meshplan

@@ -1,14 +1,9 @@
 #include "planner/parallel_plan.h"
 
-#include <charconv>
-#include <sstream>
-
-#include <climits>
-
 #include "planner/checked_math.h"
 #include "planner/input_error.h"
-#include "planner/limits.h"
 #include "planner/names.h"
+#include "planner/plan_fields.h"
 #include "planner/stage_layers.h"
 
 namespace meshplan {
@@ -95,56 +90,6 @@ PlanConstraintMask CheckPlan(const ParallelPlan& plan, const ModelSpec& model,
 
 namespace {
 
-// "first_stage_layers=7, last_stage_layers=5": the uneven-stage fields the plan sets.
-std::string StageFields(const ParallelPlan& plan) {
-  std::string s;
-  if (plan.first_stage_layers != 0) s = "first_stage_layers=" + Str(plan.first_stage_layers);
-  if (plan.last_stage_layers != 0)
-    s += (s.empty() ? "" : ", ") + std::string("last_stage_layers=") + Str(plan.last_stage_layers);
-  return s;
-}
-
-// Why an uneven split is not whole, and the values that would be (stage_layers_split).
-std::string StageSplitMessage(const ParallelPlan& plan, int64_t layers) {
-  const std::string fields = StageFields(plan);
-  if (plan.first_stage_layers < 0 || plan.last_stage_layers < 0)
-    return fields + ": a stage's layers must be >= 1 (0 = the even share, the default)";
-  const bool first = plan.first_stage_layers > 0, last = plan.last_stage_layers > 0;
-  const int64_t others = plan.pp - (first ? 1 : 0) - (last ? 1 : 0);
-  const int64_t rest = layers - plan.first_stage_layers - plan.last_stage_layers;
-  if (others == 0)
-    return fields + " on pp=2 must add up to layers=" + Str(layers) + " (each >= 1)";
-  const std::string set = first && last ? "first_stage_layers + last_stage_layers"
-                          : first       ? "first_stage_layers"
-                                        : "last_stage_layers";
-  return fields + " leave " + Str(rest) + " of layers=" + Str(layers) + " to the other " +
-         Str(others) + " stage(s) of pp=" + Str(plan.pp) +
-         ", which must each get the same whole number >= 1; allowed: " + set + " = " +
-         Str(layers) + " - " + Str(others) + "*k for a whole k >= 1 (each stage >= 1 layer)";
-}
-
-// Why a whole uneven split does not split into the interleaved chunks
-// (stage_layers_with_vpp), and what would.
-std::string StageChunksMessage(const ParallelPlan& plan, int64_t layers) {
-  const StageLayers split = SplitLayers(layers, plan);
-  const std::string head = StageFields(plan) + " with vpp=" + Str(split.vpp) + ": ";
-  const bool both = plan.first_stage_layers > 0 && plan.last_stage_layers > 0;
-  if (plan.pp == 2 && both)
-    return head + "the chunk size comes from a stage with the even share, and pp=2 has none "
-                  "when both ends are set; allowed: set one of first_stage_layers and "
-                  "last_stage_layers, or vpp=1";
-  if (split.middle % split.vpp != 0)
-    return head + "the other stages' " + Str(split.middle) + " layers each do not split into " +
-           Str(split.vpp) + " equal chunks; allowed: vpp dividing " + Str(split.middle) +
-           ", or first/last stage counts that leave the others a multiple of vpp";
-  const int64_t others = (split.vpp - 1) * (split.middle / split.vpp);
-  return head + "each end stage's other " + Str(split.vpp - 1) + " chunk(s) hold " +
-         Str(split.middle / split.vpp) + " layers each, " + Str(others) +
-         " in all, more than its count (first " + Str(split.first) + ", last " +
-         Str(split.last) + "); allowed: first_stage_layers and last_stage_layers >= " +
-         Str(others) + " (the chunk at the model's end then holds the rest, 0 or more)";
-}
-
 // "1, 2, 4, 8": the divisors of n that also divide m (m == 0: all divisors of n), as the
 // allowed values of a message; "1" at least. At most 12 listed, then "...".
 std::string AllowedDivisors(int64_t n, int64_t m) {
@@ -215,16 +160,14 @@ std::string ViolationMessage(PlanConstraint c, const ParallelPlan& plan, const M
       return "pp*vpp=" + Str(plan.pp) + "*" + Str(plan.virtual_stages) +
              " does not divide layers=" + Str(model.layers) +
              (plan.pp > 1 && plan.virtual_stages == 1
-                  ? " (or give the first / last stage its own count: first_stage_layers, "
-                    "last_stage_layers)"
+                  ? std::string(" (or give the first / last stage its own count: ") +
+                        FieldSpec(PlanField::kFirstStageLayers).key + ", " +
+                        FieldSpec(PlanField::kLastStageLayers).key + ")"
                   : "");
     case C::kStageLayersNeedPp:
-      return StageFields(plan) + " need pp >= 2 (pp=1 has one stage, holding all layers=" +
-             Str(model.layers) + "); allowed with pp=1: 0 (the default)";
     case C::kStageLayersSplit:
-      return StageSplitMessage(plan, model.layers);
     case C::kStageLayersWithVpp:
-      return StageChunksMessage(plan, model.layers);
+      return StageSplitViolation(c, plan, model.layers);
     case C::kCpDividesSeq:
       return "seq=" + Str(training.seq_len) + " is not divisible by 2*cp=" + Str(CheckedMul(2, plan.cp)) +
              " (load-balanced context parallel)";
@@ -279,142 +222,25 @@ std::vector<PlanViolation> Validate(const ParallelPlan& plan, const ModelSpec& m
   return out;
 }
 
-namespace {
-
-// An integer of at most `max` (values below 1 are left to CheckPlan's factors_positive).
-// `allowed` says what is expected when the value is too large.
-int64_t ParseInt(const std::string& source, const std::string& key, const std::string& value,
-                 int64_t max, const std::string& allowed) {
-  int64_t out = 0;
-  const char* end = value.data() + value.size();
-  auto [ptr, ec] = std::from_chars(value.data(), end, out);
-  if (ec == std::errc::result_out_of_range || (ec == std::errc() && ptr == end && out > max))
-    throw InputError({source}, key, "value " + value + " is out of range; expected " + allowed);
-  if (ec != std::errc() || ptr != end)
-    throw InputError({source}, key, "expected an integer, got '" + value + "'");
-  return out;
-}
-
-// "an integer from 1 to 100000000 (kMaxGpus, docs/limits.md)"
-std::string UpTo(int64_t max, const char* bound) {
-  return "an integer from 1 to " + Str(max) + " (" + bound + ", docs/limits.md)";
-}
-
-bool ParseBool(const std::string& source, const std::string& key, const std::string& value) {
-  if (value == "1" || value == "true" || value == "on" || value == "yes") return true;
-  if (value == "0" || value == "false" || value == "off" || value == "no") return false;
-  throw InputError({source}, key, "expected one of: 0, 1, true, false, on, off; got '" + value + "'");
-}
-
-// ",offload_opt=1,...": the offload and overlap keys that differ from their defaults.
-std::string KnobKeys(const ParallelPlan& p) {
-  const ParallelPlan d;
-  std::string s;
-  if (p.offload_optimizer != d.offload_optimizer) s += p.offload_optimizer ? ",offload_opt=1" : ",offload_opt=0";
-  if (p.offload_activations != d.offload_activations) s += p.offload_activations ? ",offload_act=1" : ",offload_act=0";
-  if (p.offload_params != d.offload_params) s += p.offload_params ? ",offload_params=1" : ",offload_params=0";
-  if (p.dp_comm_overlap != d.dp_comm_overlap) s += p.dp_comm_overlap ? ",dp_overlap=1" : ",dp_overlap=0";
-  if (p.zero3_prefetch != d.zero3_prefetch) s += ",prefetch=" + Str(p.zero3_prefetch);
-  return s;
-}
-
-}  // namespace
-
 ParallelPlan ParsePlanString(const std::string& text, const std::string& source) {
   ParallelPlan plan;
-  std::stringstream items(text);
-  std::string item;
-  while (std::getline(items, item, ',')) {
-    if (item.empty()) continue;
-    const auto eq = item.find('=');
-    if (eq == std::string::npos)
-      throw InputError({source}, item, "expected key=value (e.g. tp=4)");
-    const std::string key = item.substr(0, eq), value = item.substr(eq + 1);
-    if (key == "dp") plan.dp = ParseInt(source, key, value, kMaxGpus, UpTo(kMaxGpus, "kMaxGpus"));
-    else if (key == "tp") plan.tp = ParseInt(source, key, value, kMaxGpus, UpTo(kMaxGpus, "kMaxGpus"));
-    else if (key == "pp") plan.pp = ParseInt(source, key, value, kMaxGpus, UpTo(kMaxGpus, "kMaxGpus"));
-    else if (key == "cp") plan.cp = ParseInt(source, key, value, kMaxGpus, UpTo(kMaxGpus, "kMaxGpus"));
-    else if (key == "ep") plan.ep = ParseInt(source, key, value, kMaxGpus, UpTo(kMaxGpus, "kMaxGpus"));
-    else if (key == "mbs")
-      plan.micro_batch =
-          ParseInt(source, key, value, kMaxGlobalBatch, UpTo(kMaxGlobalBatch, "kMaxGlobalBatch"));
-    else if (key == "vpp")
-      plan.virtual_stages = ParseInt(source, key, value, kMaxVirtualStages,
-                                     UpTo(kMaxVirtualStages, "kMaxVirtualStages"));
-    else if (key == "first_stage_layers")
-      plan.first_stage_layers =
-          ParseInt(source, key, value, kMaxStageLayers, UpTo(kMaxStageLayers, "kMaxStageLayers"));
-    else if (key == "last_stage_layers")
-      plan.last_stage_layers =
-          ParseInt(source, key, value, kMaxStageLayers, UpTo(kMaxStageLayers, "kMaxStageLayers"));
-    else if (key == "zero") {
-      constexpr const char* kZeroStages = "one of: 0, 1, 2, 3";
-      const int64_t zero = ParseInt(source, key, value, INT_MAX, kZeroStages);
-      if (zero < INT_MIN)
-        throw InputError({source}, key, "value " + value + " is out of range; expected " + kZeroStages);
-      plan.zero_stage = static_cast<int>(zero);  // 4 parses; CheckPlan reports zero_stage_range
-    }
-    else if (key == "sp") plan.sequence_parallel = ParseBool(source, key, value);
-    else if (key == "tp_overlap") plan.tp_comm_overlap = ParseBool(source, key, value);
-    else if (key == "offload_opt") plan.offload_optimizer = ParseBool(source, key, value);
-    else if (key == "offload_act") plan.offload_activations = ParseBool(source, key, value);
-    else if (key == "offload_params") plan.offload_params = ParseBool(source, key, value);
-    else if (key == "dp_overlap") plan.dp_comm_overlap = ParseBool(source, key, value);
-    else if (key == "prefetch")  // negative parses; CheckPlan reports prefetch_range
-      plan.zero3_prefetch = ParseInt(source, key, value, kMaxZero3Prefetch,
-                                     "an integer from 0 to " + Str(kMaxZero3Prefetch));
-    else if (key == "recompute") {
-      if (!ParseRecompute(value, &plan.recompute))
-        throw InputError({source}, key, "expected one of: " + std::string(AllowedRecomputes()) +
-                                            "; got '" + value + "'");
-    } else if (key == "schedule") {
-      if (!ParsePipelineSchedule(value, &plan.schedule))
-        throw InputError({source}, key, "expected one of: " +
-                                            std::string(AllowedPipelineSchedules()) + "; got '" +
-                                            value + "'");
-    } else {
-      throw InputError({source}, key,
-                       "unknown key; allowed: dp, tp, pp, cp, ep, zero, sp, mbs, recompute, schedule, "
-                       "vpp, tp_overlap, first_stage_layers, last_stage_layers, offload_opt, "
-                       "offload_act, offload_params, dp_overlap, prefetch");
-    }
-  }
+  for (const PlanFieldValue& item : ParsePlanFields(text, source)) item.field->set(plan, item.value);
   return plan;
 }
 
 std::string ToPlanString(const ParallelPlan& p) {
-  std::string s = "dp=" + Str(p.dp) + ",tp=" + Str(p.tp) + ",pp=" + Str(p.pp) + ",cp=" + Str(p.cp) +
-                  (p.ep != 1 ? ",ep=" + Str(p.ep) : std::string()) + ",zero=" + Str(p.zero_stage) + ",sp=" + (p.sequence_parallel ? "1" : "0") +
-                  ",mbs=" + Str(p.micro_batch) + ",recompute=" + ToString(p.recompute) +
-                  ",schedule=" + ToString(p.schedule) + ",vpp=" + Str(p.virtual_stages);
-  if (p.tp_comm_overlap) s += ",tp_overlap=1";
-  if (p.first_stage_layers != 0) s += ",first_stage_layers=" + Str(p.first_stage_layers);
-  if (p.last_stage_layers != 0) s += ",last_stage_layers=" + Str(p.last_stage_layers);
-  s += KnobKeys(p);
+  std::string s;
+  for (const PlanFieldSpec& f : PlanFields())
+    if (f.always_printed || !f.is_default(p))
+      s += (s.empty() ? "" : ",") + std::string(f.key) + "=" + FormatFieldValue(f, f.get(p));
   return s;
 }
 
 std::string ToShortPlanString(const ParallelPlan& p) {
-  const ParallelPlan d;
   std::string s;
-  auto add = [&s](const std::string& item) { s += (s.empty() ? "" : ",") + item; };
-  if (p.dp != d.dp) add("dp=" + Str(p.dp));
-  if (p.tp != d.tp) add("tp=" + Str(p.tp));
-  if (p.pp != d.pp) add("pp=" + Str(p.pp));
-  if (p.cp != d.cp) add("cp=" + Str(p.cp));
-  if (p.ep != d.ep) add("ep=" + Str(p.ep));
-  if (p.zero_stage != d.zero_stage) add("zero=" + Str(p.zero_stage));
-  if (p.sequence_parallel != d.sequence_parallel) add(p.sequence_parallel ? "sp=1" : "sp=0");
-  if (p.micro_batch != d.micro_batch) add("mbs=" + Str(p.micro_batch));
-  if (p.recompute != d.recompute) add(std::string("recompute=") + ToString(p.recompute));
-  if (p.schedule != d.schedule) add(std::string("schedule=") + ToString(p.schedule));
-  if (p.virtual_stages != d.virtual_stages) add("vpp=" + Str(p.virtual_stages));
-  if (p.tp_comm_overlap != d.tp_comm_overlap) add(p.tp_comm_overlap ? "tp_overlap=1" : "tp_overlap=0");
-  if (p.first_stage_layers != d.first_stage_layers)
-    add("first_stage_layers=" + Str(p.first_stage_layers));
-  if (p.last_stage_layers != d.last_stage_layers) add("last_stage_layers=" + Str(p.last_stage_layers));
-  const std::string knobs = KnobKeys(p);
-  if (!knobs.empty()) add(knobs.substr(1));
+  for (const PlanFieldSpec& f : PlanFields())
+    if (!f.is_default(p))
+      s += (s.empty() ? "" : ",") + std::string(f.key) + "=" + FormatFieldValue(f, f.get(p));
   return s.empty() ? "dp=1" : s;
 }
 

@@ -154,17 +154,13 @@ std::vector<PlanViolation> Validate(const ParallelPlan& plan, const ModelSpec& m
 // cluster.gpus_per_node, or 0 (no limit) when tp groups may cross nodes.
 int64_t TpGroupLimit(const ClusterSpec& cluster, bool allow_tp_across_nodes);
 
-// "dp=2,tp=4,pp=1,cp=1,zero=1,sp=1,mbs=1,recompute=none,schedule=1f1b,vpp=1" (plus ep=N
-// after cp when ep != 1, and tp_overlap=1, first_stage_layers=N, last_stage_layers=N,
-// offload_opt=1, offload_act=1, offload_params=1, dp_overlap=0, prefetch=N when not the
-// default); omitted keys keep their
-// defaults. Throws InputError naming the key and the
-// allowed values. `source` names where the string came from in the error.
-// Values above the bounds of planner/limits.h are refused here (dp, tp, pp, cp, ep above
-// kMaxGpus, mbs above kMaxGlobalBatch, vpp above kMaxVirtualStages, first_stage_layers and
-// last_stage_layers above kMaxStageLayers, zero outside int);
-// values below 1 parse, and CheckPlan() reports them as factors_positive (negative stage
-// layers as stage_layers_split).
+// Plan strings: "dp=2,tp=4,pp=1,cp=1,zero=1,sp=1,mbs=1,recompute=none,schedule=1f1b,vpp=1",
+// one key=value per field of planner/plan_fields.h, in its order. ToPlanString prints the
+// fields the table marks always_printed and the others when not at their default;
+// ParsePlanString reads any subset (omitted keys keep their defaults) and throws InputError
+// at `source` naming the key and the allowed values: an unknown key, a key given twice, a
+// value that does not parse or lies above the table's parse bound (docs/limits.md). Values
+// below 1 parse, and CheckPlan() reports them (factors_positive, stage_layers_split).
 ParallelPlan ParsePlanString(const std::string& text, const std::string& source = "--plan");
 std::string ToPlanString(const ParallelPlan& plan);
 // Only the keys that differ from a default ParallelPlan, in ToPlanString order

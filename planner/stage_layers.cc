@@ -1,6 +1,7 @@
 #include "planner/stage_layers.h"
 
 #include <algorithm>
+#include <string>
 
 namespace meshplan {
 namespace {
@@ -19,7 +20,83 @@ FreeStages FreeStagesOf(int64_t layers, const ParallelPlan& plan) {
   return free;
 }
 
+std::string Str(int64_t v) { return std::to_string(v); }
+
+// "first_stage_layers=7, last_stage_layers=5": the uneven-stage fields the plan sets.
+std::string StageFields(const ParallelPlan& plan) {
+  std::string s;
+  if (plan.first_stage_layers != 0) s = "first_stage_layers=" + Str(plan.first_stage_layers);
+  if (plan.last_stage_layers != 0)
+    s += (s.empty() ? "" : ", ") + std::string("last_stage_layers=") + Str(plan.last_stage_layers);
+  return s;
+}
+
+// Why an uneven split is not whole, and the values that would be (stage_layers_split).
+std::string StageSplitMessage(const ParallelPlan& plan, int64_t layers) {
+  const std::string fields = StageFields(plan);
+  if (plan.first_stage_layers < 0 || plan.last_stage_layers < 0)
+    return fields + ": a stage's layers must be >= 1 (0 = the even share, the default)";
+  const bool first = plan.first_stage_layers > 0, last = plan.last_stage_layers > 0;
+  const int64_t others = plan.pp - (first ? 1 : 0) - (last ? 1 : 0);
+  const int64_t rest = layers - plan.first_stage_layers - plan.last_stage_layers;
+  if (others == 0)
+    return fields + " on pp=2 must add up to layers=" + Str(layers) + " (each >= 1)";
+  const std::string set = first && last ? "first_stage_layers + last_stage_layers"
+                          : first       ? "first_stage_layers"
+                                        : "last_stage_layers";
+  return fields + " leave " + Str(rest) + " of layers=" + Str(layers) + " to the other " +
+         Str(others) + " stage(s) of pp=" + Str(plan.pp) +
+         ", which must each get the same whole number >= 1; allowed: " + set + " = " +
+         Str(layers) + " - " + Str(others) + "*k for a whole k >= 1 (each stage >= 1 layer)";
+}
+
+// Why a whole uneven split does not split into the interleaved chunks
+// (stage_layers_with_vpp), and what would.
+std::string StageChunksMessage(const ParallelPlan& plan, int64_t layers) {
+  const StageLayers split = SplitLayers(layers, plan);
+  const std::string head = StageFields(plan) + " with vpp=" + Str(split.vpp) + ": ";
+  const bool both = plan.first_stage_layers > 0 && plan.last_stage_layers > 0;
+  if (plan.pp == 2 && both)
+    return head + "the chunk size comes from a stage with the even share, and pp=2 has none "
+                  "when both ends are set; allowed: set one of first_stage_layers and "
+                  "last_stage_layers, or vpp=1";
+  if (split.middle % split.vpp != 0)
+    return head + "the other stages' " + Str(split.middle) + " layers each do not split into " +
+           Str(split.vpp) + " equal chunks; allowed: vpp dividing " + Str(split.middle) +
+           ", or first/last stage counts that leave the others a multiple of vpp";
+  const int64_t others = (split.vpp - 1) * (split.middle / split.vpp);
+  return head + "each end stage's other " + Str(split.vpp - 1) + " chunk(s) hold " +
+         Str(split.middle / split.vpp) + " layers each, " + Str(others) +
+         " in all, more than its count (first " + Str(split.first) + ", last " +
+         Str(split.last) + "); allowed: first_stage_layers and last_stage_layers >= " +
+         Str(others) + " (the chunk at the model's end then holds the rest, 0 or more)";
+}
+
 }  // namespace
+
+StageSplit StageSplitOf(const ParallelPlan& plan) {
+  return {plan.first_stage_layers, plan.last_stage_layers};
+}
+
+void SetStageSplit(ParallelPlan* plan, const StageSplit& split) {
+  plan->first_stage_layers = split.first;
+  plan->last_stage_layers = split.last;
+}
+
+std::string StageSplitViolation(PlanConstraint constraint, const ParallelPlan& plan,
+                                int64_t layers) {
+  switch (constraint) {
+    case PlanConstraint::kStageLayersNeedPp:
+      return StageFields(plan) + " need pp >= 2 (pp=1 has one stage, holding all layers=" +
+             Str(layers) + "); allowed with pp=1: 0 (the default)";
+    case PlanConstraint::kStageLayersSplit:
+      return StageSplitMessage(plan, layers);
+    case PlanConstraint::kStageLayersWithVpp:
+      return StageChunksMessage(plan, layers);
+    default:
+      return "?";
+  }
+}
 
 int64_t StageLayers::Of(int64_t stage) const {
   if (stage < 0 || stage >= pp) return 0;

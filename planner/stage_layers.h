@@ -1,7 +1,7 @@
 // StageLayers: how many transformer blocks each pipeline stage holds.
 //
 // The one place the split is computed; the cost model, the simulator, the GUI, the search
-// and the executor all read it. By default (first_stage_layers = last_stage_layers = 0)
+// and the executor all read it. By default (the plan's stage split 0, 0: StageSplitOf below)
 // the L layers split evenly: L / pp per stage. A plan may give the first and/or the last
 // stage its own count (Megatron-LM's decoder_first/last_pipeline_num_layers, e.g. Llama
 // 3.1 405B: 126 layers on pp=16 as 7 + 14 x 8 + 7); the other stages ("middle": all
@@ -21,6 +21,7 @@
 
 #include <cstdint>
 #include <optional>
+#include <string>
 
 #include "planner/model_spec.h"
 #include "planner/parallel_plan.h"
@@ -58,10 +59,18 @@ StageLayers SplitLayers(int64_t layers, const ParallelPlan& plan);
 // Blocks on pipeline stage `stage` of the plan: SplitLayers(model.layers, plan).Of(stage).
 int64_t LayersOfStage(const ModelSpec& model, const ParallelPlan& plan, int64_t stage);
 
-// The plan sets first_stage_layers or last_stage_layers (not the even default).
-inline bool HasUnevenStages(const ParallelPlan& plan) {
-  return plan.first_stage_layers != 0 || plan.last_stage_layers != 0;
-}
+// An uneven split: the layers of the first and of the last stage, each 0 for the even
+// share (the plan's two stage-split fields, planner/plan_fields.h).
+struct StageSplit {
+  int64_t first = 0;
+  int64_t last = 0;
+  bool operator==(const StageSplit&) const = default;
+};
+StageSplit StageSplitOf(const ParallelPlan& plan);
+void SetStageSplit(ParallelPlan* plan, const StageSplit& split);
+
+// The plan sets the first or the last stage's layers (not the even default).
+inline bool HasUnevenStages(const ParallelPlan& plan) { return StageSplitOf(plan) != StageSplit{}; }
 
 // Whether the plan's uneven split is whole: stage counts >= 0, and the layers left after
 // the set first / last stages split equally, at least 1 each, over the other stages
@@ -73,13 +82,6 @@ bool StageSplitIsWhole(int64_t layers, const ParallelPlan& plan);
 // and stage 0's first chunk and the last stage's last chunk are not negative. True for
 // vpp == 1 and for the even default.
 bool StageSplitFitsChunks(int64_t layers, const ParallelPlan& plan);
-
-// An uneven split, as the plan's two fields.
-struct StageSplit {
-  int64_t first_stage_layers = 0;
-  int64_t last_stage_layers = 0;
-  bool operator==(const StageSplit&) const = default;
-};
 
 // The split that gives the embedding and head stages fewer layers than the others (they
 // also hold the embedding, the lm_head and the loss): the middle stages hold ceil(L/pp)
@@ -94,5 +96,10 @@ std::optional<StageSplit> LighterEndsSplit(int64_t layers, int64_t pp);
 // the ends share the rest as above. nullopt where that leaves an end with no layer or a negative
 // end chunk (StageSplitFitsChunks). 126 layers on pp=16: vpp 2, 4, 8 give 7 + 14 x 8 + 7.
 std::optional<StageSplit> LighterEndsSplit(int64_t layers, int64_t pp, int64_t vpp);
+
+// The message of a broken stage-split rule of CheckPlan() (stage_layers_need_pp,
+// stage_layers_split, stage_layers_with_vpp): the fields, their values, and what is allowed.
+std::string StageSplitViolation(PlanConstraint constraint, const ParallelPlan& plan,
+                                int64_t layers);
 
 }  // namespace meshplan

@@ -13,6 +13,7 @@ packages=(
   xvfb xauth libgl1-mesa-dri  # the explorer's screenshot test: Xvfb + Mesa software OpenGL
   hyperfine  # scripts/bench_startup.sh: whole-process timings
   jq  # scripts/cpu_rank_loop.sh: reads measured.json and compare's JSON
+  python3  # tests/scripts/doc_links.py: the docs' link check
   clang libclang-rt-14-dev  # scripts/fuzz.sh: libFuzzer, AddressSanitizer, UBSan runtimes
   ccache  # scripts/build.sh, build_torch2.sh: rebuilds of an unchanged file (a fresh clone, CI) hit the cache
 )

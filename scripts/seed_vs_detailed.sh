@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Prints the README's table: seed vs detailed memory per GPU for the spec-* models,
+# Prints docs/commands.md's table: seed vs detailed memory per GPU for the spec-* models,
 # one GPU, micro-batch 1, no parallelism, from `meshplan estimate --format json`. Tensors
 # only: the detailed total less its GPU runtime lines (CUDA context, NCCL, workspaces,
 # allocator overhead), which the seed model does not have.

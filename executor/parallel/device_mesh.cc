@@ -38,7 +38,7 @@ void DeviceMesh::JoinExpertGroups(const GroupFactory& factory) {
   // every rank (ep, then the expert replicas), after the mesh dimensions.
   if (plan_.ep == 1) {
     ep_comm_ = std::make_unique<SingleRankCommunicator>("ep");
-    expert_replicas_ = weight_replicas_;
+    expert_weight_replicas_ = weight_replicas_;
     return;
   }
   auto join = [&](const char* name, const std::vector<int64_t>& members64,
@@ -48,9 +48,9 @@ void DeviceMesh::JoinExpertGroups(const GroupFactory& factory) {
   };
   ep_comm_ = join("ep", ExpertParallelMembers(plan_, world_rank_),
                   ExpertParallelIndex(plan_, world_rank_));
-  own_expert_replicas_ = join("edp_cp", ExpertDataParallelMembers(plan_, world_rank_),
-                              ExpertDataParallelIndex(plan_, world_rank_));
-  expert_replicas_ = own_expert_replicas_.get();
+  own_expert_weight_replicas_ = join("edp_cp", ExpertWeightReplicaMembers(plan_, world_rank_),
+                              ExpertWeightReplicaIndex(plan_, world_rank_));
+  expert_weight_replicas_ = own_expert_weight_replicas_.get();
 }
 
 std::unique_ptr<Communicator> DeviceMesh::Join(const GroupFactory& factory,

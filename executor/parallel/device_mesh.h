@@ -2,7 +2,7 @@
 // the dp x cp group of ranks that hold the same weights (gradient averaging and ZeRO).
 // Expert parallelism (plan.ep, MoE) is carved out of dp as planner/mesh_layout.h lays it
 // out (dp_i = edp_i * ep + ep_i): the "ep" group (ExpertParallelMembers) and the "edp_cp"
-// group of the ranks holding the same experts (ExpertDataParallelMembers).
+// group of the ranks holding the same experts (ExpertWeightReplicaMembers).
 // Groups follow planner/mesh_layout.h (tp innermost, dp outermost) and are created in the
 // same order on every rank, so joining cannot deadlock. A dimension of size 1 gets a
 // SingleRankCommunicator (no network); the others come from a GroupFactory, which must return
@@ -53,7 +53,7 @@ class DeviceMesh {
   // experts, ordered by edp_i * cp + cp_i (== weight_replicas() without ep).
   int64_t ep_size() const { return plan_.ep; }
   Communicator& expert_parallel() const { return *ep_comm_; }
-  Communicator& expert_replicas() const { return *expert_replicas_; }
+  Communicator& expert_weight_replicas() const { return *expert_weight_replicas_; }
   // Waits for every rank of the world: a barrier along each dimension in turn (after the
   // barrier along dims 1..k, every rank of the sub-mesh spanned by them has arrived).
   void Barrier() const;
@@ -71,8 +71,8 @@ class DeviceMesh {
   std::array<std::unique_ptr<Communicator>, kNumMeshDims> comms_;
   std::unique_ptr<Communicator> own_weight_replicas_;  // when dp > 1 and cp > 1
   Communicator* weight_replicas_ = nullptr;
-  std::unique_ptr<Communicator> ep_comm_, own_expert_replicas_;
-  Communicator* expert_replicas_ = nullptr;
+  std::unique_ptr<Communicator> ep_comm_, own_expert_weight_replicas_;
+  Communicator* expert_weight_replicas_ = nullptr;
 };
 
 // Gloo groups over one store, each named by its dimension ("dp", "pp", "cp", "tp").

@@ -6,19 +6,21 @@
 #include <utility>
 
 #include "executor/model/precision_dtypes.h"
+#include "planner/parallel_plan.h"
 
 namespace meshplan {
 
-ZeroEngine::ZeroEngine(const ParamLayout& layout, int zero_stage, Communicator& replicas,
+ZeroEngine::ZeroEngine(const ParamLayout& layout, int zero_stage, Communicator& weight_replicas,
                        const AdamWOptions& adamw, uint64_t seed, Precision precision,
-                       at::Device device, Communicator* expert_replicas,
+                       at::Device device, Communicator* expert_weight_replicas,
                        bool offload_optimizer)
     // Over a single replica there is nothing to shard, gather or send: stage 0 (no shard
     // buffers), as planner/cost/memory_detailed.cc assumes.
     : layout_(layout),
-      zero_stage_(replicas.size() > 1 ? zero_stage : 0),
-      replicas_(replicas),
-      expert_replicas_(expert_replicas != nullptr ? *expert_replicas : replicas),
+      zero_stage_(weight_replicas.size() > 1 ? zero_stage : 0),
+      weight_replicas_(weight_replicas),
+      expert_weight_replicas_(expert_weight_replicas != nullptr ? *expert_weight_replicas
+                                                                 : weight_replicas),
       adamw_(adamw),
       offload_optimizer_(offload_optimizer) {
   const PrecisionDtypes dtypes = DtypesFor(precision);
@@ -32,14 +34,14 @@ ZeroEngine::ZeroEngine(const ParamLayout& layout, int zero_stage, Communicator& 
                                        .dtype(fp32_master_ ? at::kFloat : dtypes.compute);
   if (zero_stage < 0 || zero_stage > 3)
     throw std::invalid_argument("ZeroEngine: zero_stage must be 0..3");
-  if (layout.shards != replicas.size())
+  if (layout.shards != weight_replicas.size())
     throw std::invalid_argument("ZeroEngine: the layout is sharded " +
                                 std::to_string(layout.shards) + " ways, the dp group has " +
-                                std::to_string(replicas.size()) + " ranks");
-  if (expert_replicas_.size() != layout.ep.shards)
+                                std::to_string(weight_replicas.size()) + " ranks");
+  if (expert_weight_replicas_.size() != layout.ep.shards)
     throw std::invalid_argument("ZeroEngine: the experts are sharded " +
                                 std::to_string(layout.ep.shards) + " ways, the expert replica "
-                                "group has " + std::to_string(expert_replicas_.size()) + " ranks");
+                                "group has " + std::to_string(expert_weight_replicas_.size()) + " ranks");
   groups_.resize(layout_.groups.size());
   for (size_t g = 0; g < groups_.size(); ++g) {
     const ParamGroup& spec = layout_.groups[g];
@@ -73,7 +75,7 @@ ZeroEngine::ZeroEngine(const ParamLayout& layout, int zero_stage, Communicator& 
 // Parameters
 
 Communicator& ZeroEngine::CommOf(size_t g) const {
-  return layout_.groups[g].kind == GroupKind::kExperts ? expert_replicas_ : replicas_;
+  return layout_.groups[g].kind == GroupKind::kExperts ? expert_weight_replicas_ : weight_replicas_;
 }
 
 at::Tensor ZeroEngine::ParamShardView(Group& group, const ParamGroup& spec) {
@@ -152,10 +154,23 @@ at::Tensor ZeroEngine::AcquireParams(int g) {
 
 void ZeroEngine::PrefetchParams(int g) {
   Group& group = groups_[g];
-  if (zero_stage_ != 3 || !prefetch_ || group.gathered.defined()) return;
+  if (zero_stage_ != 3 || prefetch_depth_ == 0 || group.gathered.defined()) return;
   // The shard it reads is only written by Step(), which refuses to run while this is out.
   group.gathered = at::empty({layout_.groups[g].padded_numel}, compute_);
   group.gather = CommOf(static_cast<size_t>(g)).AllGatherAsync(group.params, group.gathered);
+}
+
+void ZeroEngine::PrefetchAhead(std::span<const int> order, size_t at) {
+  for (size_t i = at + 1; i < order.size() && i <= at + static_cast<size_t>(prefetch_depth_); ++i)
+    PrefetchParams(order[i]);
+}
+
+void ZeroEngine::set_prefetch_depth(int64_t depth) {
+  if (depth < 0 || depth > kMaxZero3Prefetch)
+    throw std::invalid_argument("ZeroEngine: the prefetch depth must be 0.." +
+                                std::to_string(kMaxZero3Prefetch) + ", got " +
+                                std::to_string(depth));
+  prefetch_depth_ = depth;
 }
 
 void ZeroEngine::ReleaseParams(int g) {
@@ -240,7 +255,7 @@ void ZeroEngine::Step() {
   contributions_.assign(groups_.size(), 0);
   groups_complete_ = 0;
   ++optimizer_steps_;
-  const double scale = 1.0 / static_cast<double>(replicas_.size());
+  const double scale = 1.0 / static_cast<double>(weight_replicas_.size());
   std::vector<std::unique_ptr<CommHandle>> gathers;
   for (size_t g = 0; g < groups_.size(); ++g) {
     Group& group = groups_[g];

@@ -2,12 +2,12 @@
 // ZeRO stage 0 (plain DDP) to 3 (FSDP full shard), over the weight-replica Communicator:
 // the dp x cp ranks that hold the same weights (executor/parallel/device_mesh.h weight_replicas()).
 // The unit is a parameter group (executor/model/param_layout.h): one flat buffer padded to a
-// multiple of n = replicas.size(), and one communication bucket. Each group gets one backward
+// multiple of n = weight_replicas.size(), and one communication bucket. Each group gets one backward
 // contribution (GradReady) per micro-batch; backwards of different micro-batches may
 // interleave as long as each group's contributions come one at a time. Gradients are summed
 // over the replicas and divided by n (with each of the m micro-batch losses scaled by 1/m:
 // the gradient of the global-batch mean).
-// Expert groups (GroupKind::kExperts, expert parallelism) live on the expert replicas
+// Expert groups (GroupKind::kExperts, expert parallelism) live on the expert weight replicas
 // instead: the ranks holding the same experts (dp x cp / ep); they are sharded, reduced
 // and gathered over that group, and divided by the same n as every group (each expert rank
 // summed the row gradients sent by its ep peers, so the sum over the expert replicas covers
@@ -31,6 +31,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -72,15 +73,15 @@ class ParamsLease {
 class ZeroEngine {
  public:
   // Initialises every group from `seed` (InitGroup: the same values for any replica count) and
-  // keeps this rank's part. layout.shards must equal replicas.size(). With replicas.size() == 1 every
-  // stage runs as stage 0 (zero_stage() says 0).
+  // keeps this rank's part. layout.shards must equal weight_replicas.size(). With
+  // weight_replicas.size() == 1 every stage runs as stage 0 (zero_stage() says 0).
   // All buffers live on `device` in the dtypes of `precision`, but with `offload_optimizer`
   // the optimizer shard, which lives in host memory (see above).
-  // expert_replicas: the group of the expert groups (null: `replicas`); layout.ep.shards
-  // must equal its size.
-  ZeroEngine(const ParamLayout& layout, int zero_stage, Communicator& replicas,
+  // expert_weight_replicas: the group of the expert groups (null: `weight_replicas`);
+  // layout.ep.shards must equal its size.
+  ZeroEngine(const ParamLayout& layout, int zero_stage, Communicator& weight_replicas,
              const AdamWOptions& adamw, uint64_t seed, Precision precision = Precision::kFp32,
-             at::Device device = at::kCPU, Communicator* expert_replicas = nullptr,
+             at::Device device = at::kCPU, Communicator* expert_weight_replicas = nullptr,
              bool offload_optimizer = false);
   ZeroEngine(const ZeroEngine&) = delete;
   ZeroEngine& operator=(const ZeroEngine&) = delete;
@@ -101,7 +102,7 @@ class ZeroEngine {
   // launched; the buffer is freed when the last lease of the group ends (reference count).
   ParamsLease LeaseParams(int g);
   // Stage 3: allocates group g's full buffer and launches its all-gather async; a no-op
-  // for other stages, when prefetching is off, or when g is already gathered or in flight.
+  // for other stages, at prefetch depth 0, or when g is already gathered or in flight.
   // Collective: every rank must prefetch the same groups in the same order. The group
   // holds its buffer until its next Acquire / Release cycle ends.
   void PrefetchParams(int g);
@@ -109,8 +110,15 @@ class ZeroEngine {
   bool ParamsInFlight(int g) const { return groups_[g].gather != nullptr; }
   // How many first acquires found their group prefetched (stage 3; since construction).
   int64_t prefetched_acquires() const { return prefetched_acquires_; }
-  // On by default; off makes PrefetchParams a no-op (tests compare both).
-  void set_prefetch(bool enabled) { prefetch_ = enabled; }
+  // Stage 3, as a pass starts computing the group at position `at` of `order` (the groups
+  // the pass acquires, in its order): prefetches the prefetch_depth() groups after it
+  // (PrefetchParams each; the nearer ones are mostly in flight already). Depth 0: nothing,
+  // each group gathers when acquired. Collective as PrefetchParams.
+  void PrefetchAhead(std::span<const int> order, size_t at);
+  // The plan's `prefetch` (0 .. kMaxZero3Prefetch): groups gathered ahead of the compute; 1
+  // by default, the trainer sets the plan's.
+  int64_t prefetch_depth() const { return prefetch_depth_; }
+  void set_prefetch_depth(int64_t depth);
 
   // Call at the start of each step: every group will get `microbatches` contributions.
   void BeginStep(int64_t microbatches);
@@ -170,7 +178,7 @@ class ZeroEngine {
     at::Tensor full_grad;   // stages 2-3: kept alive until the reduce-scatter is done
     at::Tensor partial;     // stages 2-3, micro-batch > 0: to add into grad_shard
   };
-  Communicator& CommOf(size_t g) const;  // replicas_, or expert_replicas_ for expert groups
+  Communicator& CommOf(size_t g) const;  // weight_replicas_, or expert_weight_replicas_ (experts)
   at::Tensor ParamShardView(Group& group, const ParamGroup& spec);
   at::Tensor OwnedParams(Group& group, const ParamGroup& spec);  // what AdamW updates
   void Update(Group& group, at::Tensor params, const at::Tensor& grad);
@@ -178,8 +186,8 @@ class ZeroEngine {
 
   ParamLayout layout_;
   int zero_stage_;
-  Communicator& replicas_;
-  Communicator& expert_replicas_;
+  Communicator& weight_replicas_;
+  Communicator& expert_weight_replicas_;
   AdamWOptions adamw_;
   at::TensorOptions compute_, state_;  // dtype and device of params / grads, of m / v
   bool fp32_master_ = false;
@@ -192,7 +200,7 @@ class ZeroEngine {
   std::vector<int64_t> contributions_;  // per group, this step
   size_t groups_complete_ = 0;          // groups with all m contributions this step
   int64_t optimizer_steps_ = 0;
-  bool prefetch_ = true;
+  int64_t prefetch_depth_ = 1;
   int64_t prefetched_acquires_ = 0;
 };
 

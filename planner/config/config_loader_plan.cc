@@ -23,6 +23,7 @@
 #include "planner/limits.h"
 #include "planner/checked_math.h"
 #include "planner/names.h"
+#include "planner/plan_fields.h"
 
 namespace meshplan {
 namespace ci = config_internal;
@@ -58,10 +59,12 @@ TrainingSpec TrainingFromYaml(const YamlFields& f) {
 
 // Each value goes through ParsePlanString, re-located at its line:column on error.
 ParallelPlan PlanFromYaml(const YamlFields& f) {
-  // The keys ParsePlanString accepts (the round-trip test catches a drift from ToPlanString).
-  f.AllowOnly({"dp", "tp", "pp", "cp", "ep", "zero", "sp", "mbs", "recompute", "schedule", "vpp",
-               "tp_overlap", "first_stage_layers", "last_stage_layers", "offload_opt",
-               "offload_act", "offload_params", "dp_overlap", "prefetch"});
+  static const std::vector<std::string_view> kKeys = [] {  // planner/plan_fields.h
+    std::vector<std::string_view> keys;
+    for (const PlanFieldSpec& field : PlanFields()) keys.push_back(field.key);
+    return keys;
+  }();
+  f.AllowOnly(kKeys);
   std::string joined;
   for (const auto& item : f.node()) {
     const std::string key = item.first.Scalar();

@@ -216,7 +216,7 @@ void YamlFields::Fail(const std::string& key, const std::string& message) const 
   throw InputError(Where(key), Field(key), message);
 }
 
-void YamlFields::AllowOnly(std::initializer_list<std::string_view> allowed) const {
+void YamlFields::AllowOnly(std::span<const std::string_view> allowed) const {
   std::map<std::string, YAML::Mark> seen;
   for (const auto& item : node_) {
     const YAML::Node& key = item.first;

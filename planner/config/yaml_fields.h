@@ -12,6 +12,7 @@
 #include <cstdint>
 #include <filesystem>
 #include <initializer_list>
+#include <span>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -56,7 +57,10 @@ class YamlFields {
   YamlFields(const YAML::Node& node, std::string file, std::string field);
 
   // Throws on a key outside `allowed` (listing them) and on a key given twice.
-  void AllowOnly(std::initializer_list<std::string_view> allowed) const;
+  void AllowOnly(std::initializer_list<std::string_view> allowed) const {
+    AllowOnly(std::span<const std::string_view>(allowed.begin(), allowed.size()));
+  }
+  void AllowOnly(std::span<const std::string_view> allowed) const;
 
   bool Has(const std::string& key) const;
   YAML::Node Get(const std::string& key) const;  // invalid node when missing

@@ -96,10 +96,11 @@ ParamGroups StageParamGroups(const ModelSpec& model, const ParallelPlan& plan, i
 // reduce-scatter is in flight (freed when the next group's gradient is ready); from the
 // second micro-batch on, the reduce-scatter lands in a temporary shard (group / n).
 // ZeRO-3 (executor/trainer.cc, executor/parallel/zero_engine.h): each pass gathers the group it
-// computes and, as that group starts, prefetches the next group the pass computes (one
-// ahead), so two groups are gathered at once: forward embedding -> block 0 -> ... ->
-// head, backward head -> last block -> ... -> block 0 (the embedding backward reads no
-// parameters: block 0 prefetches nothing and the embedding is not gathered).
+// computes and, as that group starts, prefetches the plan's `prefetch` groups the pass
+// computes next, so 1 + prefetch groups are gathered at once (fewer near the pass's end):
+// forward embedding -> block 0 -> ... -> head, backward head -> last block -> ... -> block 0
+// (the embedding backward reads no parameters: block 0 prefetches nothing and the embedding
+// is not gathered).
 struct ZeroLayout {
   int64_t weight_replicas = 1;
   int zero = 0;  // the plan's ZeRO stage, 0 over a single rank

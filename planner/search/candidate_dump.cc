@@ -8,6 +8,7 @@
 
 #include "planner/input_error.h"
 #include "planner/names.h"
+#include "planner/plan_fields.h"
 
 namespace meshplan {
 namespace {
@@ -43,6 +44,21 @@ void AppendJsonText(std::string* out, const std::string& text) {
   out->push_back('"');
 }
 
+// The columns after the plan's fields: what the cost model says of it.
+constexpr const char* kCostColumns[] = {
+    "fits", "reason",
+    // memory of the worst stage's rank, at its peak (planner/plan_cost.h MemoryBreakdown)
+    "memory_bytes", "params_bytes", "grads_bytes", "optimizer_bytes", "activations_bytes",
+    "logits_bytes", "comm_buffer_bytes", "gathered_params_bytes", "transient_bytes",
+    "runtime_bytes", "peak_phase", "worst_stage",
+    // host memory of that rank (offload) and of its node
+    "host_bytes", "host_optimizer_bytes", "host_activations_bytes", "host_params_bytes",
+    "host_bytes_per_node", "fits_host",
+    // step time (planner/plan_cost.h StepTimeBreakdown)
+    "step_s", "compute_s", "recompute_s", "exposed_dp_s", "exposed_tp_s", "exposed_pp_s",
+    "exposed_cp_s", "exposed_ep_s", "bubble_s", "optimizer_s", "offload_s", "overlap_slowdown_s",
+    "tokens_per_s", "mfu", "mfu_no_attention", "hfu", "mfu_fp8_peak"};
+
 }  // namespace
 
 CandidateDump::Format CandidateDump::FormatOf(const std::string& path, const std::string& flag) {
@@ -54,20 +70,13 @@ CandidateDump::Format CandidateDump::FormatOf(const std::string& path, const std
 }
 
 const std::vector<std::string>& CandidateDump::Columns() {
-  static const std::vector<std::string> kColumns = {
-      "ordinal", "plan", "dp", "tp", "pp", "cp", "ep", "zero", "sp", "mbs", "recompute", "schedule",
-      "vpp", "first_stage_layers", "last_stage_layers", "fits", "reason",
-      // memory of the worst stage's rank, at its peak (planner/plan_cost.h MemoryBreakdown)
-      "memory_bytes", "params_bytes", "grads_bytes", "optimizer_bytes", "activations_bytes",
-      "logits_bytes", "comm_buffer_bytes", "gathered_params_bytes", "transient_bytes",
-      "runtime_bytes", "peak_phase", "worst_stage",
-      // host memory of that rank (offload) and of its node
-      "host_bytes", "host_optimizer_bytes", "host_activations_bytes", "host_params_bytes",
-      "host_bytes_per_node", "fits_host",
-      // step time (planner/plan_cost.h StepTimeBreakdown)
-      "step_s", "compute_s", "recompute_s", "exposed_dp_s", "exposed_tp_s", "exposed_pp_s",
-      "exposed_cp_s", "exposed_ep_s", "bubble_s", "optimizer_s", "offload_s", "overlap_slowdown_s",
-      "tokens_per_s", "mfu", "mfu_no_attention", "hfu", "mfu_fp8_peak"};
+  static const std::vector<std::string> kColumns = [] {
+    std::vector<std::string> columns = {"ordinal", "plan"};
+    for (const PlanFieldSpec& f : PlanFields())  // the grid axes (planner/plan_fields.h)
+      if (f.role == PlanFieldRole::kAxis) columns.push_back(f.key);
+    columns.insert(columns.end(), std::begin(kCostColumns), std::end(kCostColumns));
+    return columns;
+  }();
   return kColumns;
 }
 
@@ -111,19 +120,14 @@ void CandidateDump::FormatRow(const ParallelPlan& p, const PlanCost& c, int64_t 
   };
   number(ordinal);
   text(ToPlanString(p));
-  number(p.dp);
-  number(p.tp);
-  number(p.pp);
-  number(p.cp);
-  number(p.ep);
-  number(p.zero_stage);
-  boolean(p.sequence_parallel);
-  number(p.micro_batch);
-  text(ToString(p.recompute));
-  text(ToString(p.schedule));
-  number(p.virtual_stages);
-  number(p.first_stage_layers);
-  number(p.last_stage_layers);
+  for (const PlanFieldSpec& f : PlanFields()) {
+    if (f.role != PlanFieldRole::kAxis) continue;
+    switch (f.kind) {
+      case PlanFieldKind::kInt: number(f.get(p)); break;
+      case PlanFieldKind::kBool: boolean(f.get(p) != 0); break;
+      case PlanFieldKind::kEnum: text(f.name(f.get(p))); break;
+    }
+  }
   boolean(c.fits);
   text(c.reason);
   number(m.total_bytes);

@@ -52,13 +52,13 @@ void EvaluateKnobVariants(const KnobSearch& s, const ParallelPlan& base, KnobTal
   ++tally->timings;
 
   // 1. Overlap choices: time only, independent terms (see the header).
-  if (!pins.tp_comm_overlap && plan.tp > 1) {
+  if (!pins[PlanField::kTpOverlap] && plan.tp > 1) {
     TryFlip(&ParallelPlan::tp_comm_overlap, &plan, &evaluator, &cost, tally);
     ++(plan.tp_comm_overlap ? tally->tp_overlap_on : tally->tp_overlap_off);
   }
   // dp_overlap=0 only moves the gradient sync out from behind the backward: never faster
   // (step_time.h), so it is dominated without a timing.
-  if (!pins.dp_comm_overlap && plan.weight_replicas() > 1) ++tally->dp_overlap_dominated;
+  if (!pins[PlanField::kDpOverlap] && plan.weight_replicas() > 1) ++tally->dp_overlap_dominated;
   offer(context, plan, cost, 0);
   if (cost.fits) return;
   const PlanCost& base_cost = cost;
@@ -71,7 +71,7 @@ void EvaluateKnobVariants(const KnobSearch& s, const ParallelPlan& base, KnobTal
   const bool zero3 = plan.zero_stage == 3 && plan.weight_replicas() > 1;
 
   // 2. prefetch=0: one gathered block less.
-  if (zero3 && !pins.zero3_prefetch && plan.zero3_prefetch >= 1 &&
+  if (zero3 && !pins[PlanField::kPrefetch] && plan.zero3_prefetch >= 1 &&
       could_fit(m.gathered_params_bytes)) {
     ParallelPlan p = plan;
     p.zero3_prefetch = 0;
@@ -97,9 +97,9 @@ void EvaluateKnobVariants(const KnobSearch& s, const ParallelPlan& base, KnobTal
   for (const Combo& c : kCombos) {
     const int index = variant++;
     if (c.params && !zero3) continue;
-    if ((pins.offload_optimizer && *pins.offload_optimizer != c.opt) ||
-        (pins.offload_activations && *pins.offload_activations != c.act) ||
-        (pins.offload_params && *pins.offload_params != c.params))
+    const auto off_pin = [&](PlanField f, bool v) { return pins[f] && *pins[f] != int64_t{v}; };
+    if (off_pin(PlanField::kOffloadOpt, c.opt) || off_pin(PlanField::kOffloadAct, c.act) ||
+        off_pin(PlanField::kOffloadParams, c.params))
       continue;
     if (c.opt == plan.offload_optimizer && c.act == plan.offload_activations &&
         c.params == plan.offload_params)

@@ -10,7 +10,8 @@
 //   sp                off, and on when tp > 1
 //   mbs               every divisor of the global batch
 //   (schedule, vpp,   pp == 1: one entry (1f1b, vpp 1): a single stage has no schedule.
-//    stage split)     pp > 1: gpipe, 1f1b, zb_h1 (vpp 1), and interleaved with every
+//    stage split)     Pinned, the pins as given (the constraints judge them).
+//                     pp > 1: gpipe, 1f1b, zb_h1 (vpp 1), and interleaved with every
 //                     vpp >= 2 that divides the layers, all on even stages; then (unless
 //                     options.uneven_stages is off) 1f1b on UnevenSplitWorthTrying: the
 //                     first and last stage lighter (planner/stage_layers.h), where pp does
@@ -19,20 +20,20 @@
 //                     (126 on pp=16: vpp 2 and 8, the last Llama 3's 405B run). Not
 //                     gpipe or zb_h1: gpipe has 1f1b's time and more memory, and the two
 //                     would add as many uneven candidates again (the search must stay fast,
-//                     README "Benchmarks")
+//                     docs/benchmarks.md)
 //   zero              0, and 1, 2, 3 when dp*cp > 1 (ZeRO shards over the dp x cp ranks
 //                     that hold the same weights; over one rank it shards nothing)
 //   recompute         none, selective, full
 // A candidate's ordinal is its index in this order (zero and recompute innermost):
 // the search breaks ties by it, so results do not depend on the number of threads.
 // Pins (--only "tp=1,zero=3") replace an axis by the pinned value, enumerated as
-// given even where the grid would leave it out (the constraints then judge it);
-// schedule and vpp pins apply to pipelined meshes (pp > 1) only. So do the stage-split
-// pins (first_stage_layers, last_stage_layers): pinned, every schedule (and vpp) runs that
-// split (an unpinned one of the two stays 0, the even share) in place of the
-// grid's splits. The overlap and offload choices (tp_overlap, dp_overlap, prefetch,
-// offload_opt, offload_act, offload_params) are not grid axes: the search tries them on each
-// grid point (planner/search/knob_variants.h); a pin fixes one on every candidate, and an
+// given even where the grid would leave it out (the constraints then judge it), on every
+// mesh: every plan the search lists has every pinned value. A pinned stage split (the
+// first and last stage's layers) runs every schedule (and vpp) on that split (an unpinned
+// one of the two stays 0, the even share) in place of the grid's splits. The overlap and
+// offload choices (PlanFieldRole::kChoice: tp_overlap, dp_overlap, prefetch, offload_opt,
+// offload_act, offload_params) are not grid axes: the search tries them on each grid point
+// (planner/search/knob_variants.h); a pin fixes one on every candidate, and an
 // offload_params=1 pin narrows the zero axis to 3 (its only stage).
 // Immutable after construction: safe to share between threads.
 #pragma once
@@ -48,23 +49,27 @@
 #include "planner/cluster_spec.h"
 #include "planner/model_spec.h"
 #include "planner/parallel_plan.h"
+#include "planner/plan_fields.h"
 #include "planner/stage_layers.h"
 #include "planner/training_spec.h"
 
 namespace meshplan {
 
-// Plan keys pinned to one value; unset keys are searched.
-struct PlanPins {
-  std::optional<int64_t> dp, tp, pp, cp, ep, micro_batch, virtual_stages;
-  std::optional<int64_t> first_stage_layers, last_stage_layers;  // the stage split (pp > 1)
-  std::optional<int> zero_stage;
-  std::optional<bool> sequence_parallel;
-  std::optional<bool> tp_comm_overlap;  // tp_overlap (searched per candidate when unpinned)
-  // The other overlap and offload choices (planner/search/knob_variants.h searches them).
-  std::optional<bool> dp_comm_overlap, offload_optimizer, offload_activations, offload_params;
-  std::optional<int64_t> zero3_prefetch;
-  std::optional<Recompute> recompute;
-  std::optional<PipelineSchedule> schedule;
+// Plan fields pinned to one value (planner/plan_fields.h; a value as the table reads it:
+// a bool as 0/1, an enum as its enumerator); unset fields are searched.
+class PlanPins {
+ public:
+  // The pinned value of `field`, or nullopt.
+  std::optional<int64_t> operator[](PlanField field) const {
+    return values_[static_cast<size_t>(field)];
+  }
+  // The same, as the member's type (bool, int, a Recompute, ...).
+  template <typename T>
+  std::optional<T> Get(PlanField field) const {
+    const std::optional<int64_t> v = (*this)[field];
+    return v ? std::optional<T>(static_cast<T>(*v)) : std::nullopt;
+  }
+  void Pin(PlanField field, int64_t value) { values_[static_cast<size_t>(field)] = value; }
 
   bool empty() const;
   // The pinned keys alone, as a short plan string ("tp=1,zero=3"); "" when empty.
@@ -73,10 +78,15 @@ struct PlanPins {
   PlanPins Without(const std::string& key) const;
   // The keys that are pinned, in plan-string order.
   std::vector<std::string> Keys() const;
-  // Sets the overlap and offload choices of *plan to the pins, else to their defaults.
+  // Sets the search's per-point choices of *plan (PlanFieldRole::kChoice) to the pins, else
+  // to their defaults.
   void SetKnobs(ParallelPlan* plan) const;
+
+ private:
+  std::array<std::optional<int64_t>, kNumPlanFields> values_{};
 };
-// "tp=1,zero=3": the plan-string keys (planner/parallel_plan.h) that the search may pin. Throws InputError naming the key and the allowed values.
+// "tp=1,zero=3": plan-string keys (planner/parallel_plan.h) to pin, each at most once, each
+// in its field's pin range. Throws InputError naming the key and the allowed values.
 PlanPins ParsePlanPins(const std::string& text, const std::string& source = "--only");
 
 struct PlanSpaceOptions {
@@ -88,14 +98,14 @@ struct PlanSpaceOptions {
 struct MeshShape {
   int64_t dp = 1, tp = 1, pp = 1, cp = 1;
   int64_t ep = 1;  // carved out of dp (planner/mesh_layout.h)
+  int64_t weight_replicas() const { return dp * cp; }  // as ParallelPlan::weight_replicas()
 };
 
 // The pipeline choices of one candidate: schedule, virtual stages and the stage split.
 struct ScheduleChoice {
   PipelineSchedule schedule = PipelineSchedule::k1F1B;
   int64_t virtual_stages = 1;
-  int64_t first_stage_layers = 0;  // 0, 0: even stages
-  int64_t last_stage_layers = 0;
+  StageSplit split{};  // 0, 0: even stages
 };
 
 // The values of the inner axes for one mesh, in enumeration order.
@@ -137,7 +147,8 @@ class PlanSpace {
   // Where `plan` sits in the grid (nullopt: not a candidate, e.g. zero=1 with dp=1).
   std::optional<int64_t> OrdinalOf(const ParallelPlan& plan) const;
   // The candidate that stands for `plan` when the grid leaves it out as a duplicate
-  // (pp == 1 with another schedule -> 1f1b; zero > 0 with dp*cp == 1 -> zero 0); else plan.
+  // (pp == 1 with another schedule -> the single stage's entry; zero > 0 with dp*cp == 1 ->
+  // zero 0); else plan.
   ParallelPlan Canonical(const ParallelPlan& plan) const;
 
  private:
@@ -168,7 +179,7 @@ std::optional<StageSplit> UnevenSplitWorthTrying(const ModelSpec& model, int64_t
 // stages' count of `split` (UnevenSplitWorthTrying's) and have a LighterEndsSplit(L, pp,
 // vpp), the smallest (the fewest sends) and the largest (the smallest bubble), or the
 // pinned vpp alone. 126 layers on pp=16 (middle 8): vpp 2 and 8 (4 when pinned), each
-// 7 + 14 x 8 + 7. Two, not all: the search must stay fast (README "Benchmarks").
+// 7 + 14 x 8 + 7. Two, not all: the search must stay fast (docs/benchmarks.md).
 std::vector<ScheduleChoice> UnevenInterleavedChoices(const ModelSpec& model, int64_t pp,
                                                      const StageSplit& split,
                                                      std::optional<int64_t> pinned_vpp = {});

@@ -190,8 +190,7 @@ void SearchMesh(const Job& job, int64_t mesh_index, WorkerState& state) {
       for (const ScheduleChoice& schedule : axes.schedule) {
         plan.schedule = schedule.schedule;
         plan.virtual_stages = schedule.virtual_stages;
-        plan.first_stage_layers = schedule.first_stage_layers;
-        plan.last_stage_layers = schedule.last_stage_layers;
+        SetStageSplit(&plan, schedule.split);
         // Zero and recompute enter no rule but the zero range, which every grid value
         // meets; one check covers the inner block.
         plan.zero_stage = axes.zero_stage.front();

@@ -11,7 +11,7 @@ one micro-batch of --batch x --seq tokens, next-token cross-entropy, AdamW (lr 3
 attention (the softmax(QK^T)V the executor's CPU core computes) and with transformers' default
 SDPA attention (PyTorch's fused CPU kernel). --exec may be given more than once (the Debian
 LibTorch 1.13 build and the wheel's 2.x build, build-torch2/).
-Usage (the README's figure):
+Usage (the figure in docs/benchmarks.md):
   $(scripts/install_torch_wheel.sh)/bin/python tests/bench/step_vs_pytorch.py \\
       --exec build/meshplan-exec --exec build-torch2/meshplan-exec
 Exit 2 without torch/transformers (run scripts/install_torch_wheel.sh) or an executable.

@@ -1,8 +1,9 @@
 // ZeRO-3 parameter prefetch (executor/parallel/zero_engine.h PrefetchParams): the all-gather of a
 // prefetched group is issued before its LeaseParams, which then gathers nothing, also
-// with gradient reduce-scatters in flight on the same communicator; and the trainer's one-
-// group-ahead prefetch changes neither losses nor parameters (bitwise) nor the number of
-// all-gathers, against the same run with prefetching off.
+// with gradient reduce-scatters in flight on the same communicator; and the trainer
+// prefetches the plan's `prefetch` groups ahead (1, 2, 4), which changes neither losses nor
+// parameters (bitwise) nor the number of all-gathers, against the same run at prefetch=0.
+// The memory each depth holds: tests/executor/memory_prediction_test.cc.
 #include "tests/executor/rank_threads.h"  // first: LibTorch before Catch2
 
 #include <memory>
@@ -82,7 +83,7 @@ std::vector<at::Tensor> BackwardPass(ZeroEngine& engine, bool prefetch, int rank
                                      std::vector<std::string>& log) {
   const ParamLayout& layout = engine.layout();
   const ChunkGroups& chunk = layout.chunks.front();
-  engine.set_prefetch(prefetch);
+  engine.set_prefetch_depth(prefetch ? 1 : 0);
   engine.BeginStep(1);
   for (int64_t i = chunk.num_blocks - 1; i >= 0; --i) {
     const int g = chunk.first_block_group + static_cast<int>(i);
@@ -174,7 +175,7 @@ struct Run {
   int64_t gathers = 0;
 };
 
-TEST_CASE("the trainer's ZeRO-3 prefetch leaves losses, params and gathers unchanged",
+TEST_CASE("the trainer prefetches the plan's depth, leaving losses, params and gathers unchanged",
           "[executor][zero_prefetch]") {
   const bool tied = GENERATE(false, true);
   const ModelSpec m = TinySpec(tied, 2);
@@ -183,13 +184,14 @@ TEST_CASE("the trainer's ZeRO-3 prefetch leaves losses, params and gathers uncha
   training.seq_len = 8;
   training.precision = Precision::kFp32;
   training.learning_rate = 1e-2;
-  ParallelPlan plan;
-  plan.dp = 2;
-  plan.zero_stage = 3;
-  plan.micro_batch = 2;  // 2 micro-batches per rank
   const int steps = 2;
   const auto data = MakeSyntheticTokens(5, m.vocab_size, training.seq_len);
-  auto train = [&](bool prefetch) {
+  auto train = [&](int64_t depth) {
+    ParallelPlan plan;
+    plan.dp = 2;
+    plan.zero_stage = 3;
+    plan.micro_batch = 2;  // 2 micro-batches per rank
+    plan.zero3_prefetch = depth;
     std::vector<Run> runs(2);
     auto store = c10::make_intrusive<c10d::HashStore>();
     store->setTimeout(std::chrono::seconds(60));
@@ -204,7 +206,7 @@ TEST_CASE("the trainer's ZeRO-3 prefetch leaves losses, params and gathers uncha
       };
       const DeviceMesh mesh(plan, r, recording);
       Trainer trainer(m, training, mesh, *data, 42, nullptr);
-      trainer.engine().set_prefetch(prefetch);
+      Expect(trainer.engine().prefetch_depth() == depth, "the trainer ignores the plan's prefetch");
       Run& run = runs[static_cast<size_t>(r)];
       for (int s = 0; s < steps; ++s) run.losses.push_back(trainer.Step().loss);
       run.gathers = Count(dp_log, "all_gather");
@@ -214,13 +216,15 @@ TEST_CASE("the trainer's ZeRO-3 prefetch leaves losses, params and gathers uncha
     });
     return runs;
   };
-  const std::vector<Run> on = train(true), off = train(false);
+  const int64_t depth = GENERATE(1, 2, 4);
+  const std::vector<Run> on = train(depth), off = train(0);
   // Per micro-batch: forward gathers embedding, 2 blocks, head (and a tied embedding
   // again at the head); backward the 2 blocks (the head is held since its forward).
   const int64_t per_mb = 6 + (tied ? 1 : 0);
-  // Prefetched: forward block 0, block 1, head; backward block 1, block 0.
+  // Prefetched at any depth: forward block 0, block 1, head; backward block 1, block 0
+  // (each pass's first group is acquired before anything could prefetch it).
   for (int r = 0; r < 2; ++r) {
-    INFO((tied ? "tied" : "untied") << " rank " << r);
+    INFO((tied ? "tied" : "untied") << " rank " << r << " prefetch " << depth);
     CHECK(on[r].prefetched == steps * 2 * 5);
     CHECK(off[r].prefetched == 0);
     CHECK(on[r].gathers == steps * 2 * per_mb);

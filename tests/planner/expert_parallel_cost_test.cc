@@ -211,7 +211,7 @@ TEST_CASE("the search adds ep for MoE models only", "[planner][moe][ep][search]"
   const ClusterSpec c = H100Cluster(8);
   const TrainingSpec t = Training(512, 4096);
   PlanSpaceOptions pinned;
-  pinned.pins.ep = 1;
+  pinned.pins.Pin(PlanField::kEp, 1);
   // A dense model: the same grid with or without the ep=1 pin, every mesh at ep = 1.
   const ModelSpec dense = testing::Spec7b();
   const PlanSpace dense_space(dense, t, c, {});
@@ -231,7 +231,7 @@ TEST_CASE("the search adds ep for MoE models only", "[planner][moe][ep][search]"
   CHECK(saw_ep8);
   CHECK(moe_space.OrdinalOf(Plan("dp=64,ep=8")).has_value());
   CHECK_FALSE(moe_space.OrdinalOf(Plan("dp=64,ep=16")).has_value());
-  CHECK(ParsePlanPins("ep=4").ep == 4);
+  CHECK(ParsePlanPins("ep=4")[PlanField::kEp] == 4);
   CHECK(ParsePlanPins("ep=4").ToString() == "ep=4");
 }
 

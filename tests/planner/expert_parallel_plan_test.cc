@@ -145,13 +145,13 @@ TEST_CASE("expert groups: ep consecutive dp coordinates, edp the rest of dp x cp
   CHECK(ExpertParallelMembers(plan, 0) == V{0, 2});
   CHECK(ExpertParallelMembers(plan, 5) == V{5, 7});
   CHECK(ExpertParallelIndex(plan, 7) == 1);
-  CHECK(ExpertDataParallelMembers(plan, 0) == V{0, 4});
-  CHECK(ExpertDataParallelMembers(plan, 3) == V{3, 7});
-  CHECK(ExpertDataParallelIndex(plan, 7) == 1);
+  CHECK(ExpertWeightReplicaMembers(plan, 0) == V{0, 4});
+  CHECK(ExpertWeightReplicaMembers(plan, 3) == V{3, 7});
+  CHECK(ExpertWeightReplicaIndex(plan, 7) == 1);
   // ep=1: each rank is its own ep group; the edp group is the dp x cp weight replicas.
   const ParallelPlan no_ep = Mesh(4, 1, 2, 2, 1);
   CHECK(ExpertParallelMembers(no_ep, 3) == V{3});
-  CHECK(ExpertDataParallelMembers(no_ep, 3) == WeightReplicaMembers(no_ep, 3));
+  CHECK(ExpertWeightReplicaMembers(no_ep, 3) == WeightReplicaMembers(no_ep, 3));
   CHECK_THROWS_AS(ExpertParallelMembers(Mesh(4, 1, 1, 1, 3), 0), std::out_of_range);
 }
 
@@ -162,11 +162,11 @@ TEST_CASE("expert groups partition the world and cross the dp x cp replicas once
   std::set<int64_t> ep_seen, edp_seen;
   for (int64_t r = 0; r < plan.world_size(); ++r) {
     const auto ep = ExpertParallelMembers(plan, r);
-    const auto edp = ExpertDataParallelMembers(plan, r);
+    const auto edp = ExpertWeightReplicaMembers(plan, r);
     REQUIRE(static_cast<int64_t>(ep.size()) == plan.ep);
     REQUIRE(static_cast<int64_t>(edp.size()) == plan.dp / plan.ep * plan.cp);
     CHECK(ep[ExpertParallelIndex(plan, r)] == r);
-    CHECK(edp[ExpertDataParallelIndex(plan, r)] == r);
+    CHECK(edp[ExpertWeightReplicaIndex(plan, r)] == r);
     for (int64_t m : ep) {
       CHECK(ExpertParallelMembers(plan, m) == ep);
       // Same pp, cp, tp: an ep group lies inside the rank's dp group.
@@ -176,7 +176,7 @@ TEST_CASE("expert groups partition the world and cross the dp x cp replicas once
     // The ep group and the edp group meet in the rank only; ep x edp = the dp x cp replicas.
     std::set<int64_t> both;
     for (int64_t e : ep)
-      for (int64_t d : ExpertDataParallelMembers(plan, e)) both.insert(d);
+      for (int64_t d : ExpertWeightReplicaMembers(plan, e)) both.insert(d);
     const auto replicas = WeightReplicaMembers(plan, r);
     CHECK(both == std::set<int64_t>(replicas.begin(), replicas.end()));
     if (ExpertParallelIndex(plan, r) == 0) ep_seen.insert(ep.begin(), ep.end());

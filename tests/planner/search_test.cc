@@ -98,14 +98,14 @@ std::vector<StageSplit> SplitsTried(const ModelSpec& model, const ParallelPlan& 
   if (schedule == PipelineSchedule::kInterleaved && p.virtual_stages >= 2) {
     ParallelPlan stages;
     stages.pp = p.pp;
-    stages.first_stage_layers = lighter->first_stage_layers;
-    stages.last_stage_layers = lighter->last_stage_layers;
+    SetStageSplit(&stages, *lighter);
     const int64_t middle = SplitLayers(model.layers, stages).middle;
     std::vector<int64_t> vpps;
     for (int64_t v = 2; v <= middle; ++v)
       if (middle % v == 0 && LighterEndsSplit(model.layers, p.pp, v)) vpps.push_back(v);
-    const bool tried = options.space.pins.virtual_stages
-                           ? *options.space.pins.virtual_stages == p.virtual_stages
+    const std::optional<int64_t> pinned_vpp = options.space.pins[PlanField::kVpp];
+    const bool tried = pinned_vpp
+                           ? *pinned_vpp == p.virtual_stages
                            : !vpps.empty() && (p.virtual_stages == vpps.front() ||
                                                p.virtual_stages == vpps.back());
     if (tried && std::find(vpps.begin(), vpps.end(), p.virtual_stages) != vpps.end())
@@ -124,6 +124,10 @@ BruteForce CountNaively(const ModelSpec& model, const ClusterSpec& cluster,
   const int64_t world = cluster.world_size();
   const int64_t placement = options.space.allow_tp_across_nodes ? 0 : cluster.gpus_per_node;
   const PlanPins& pins = options.space.pins;
+  // A pinned field other than `p`'s value of it.
+  const auto off_pin = [&pins](PlanField field, int64_t value) {
+    return pins[field] && *pins[field] != value;
+  };
   const PlanSpace space(model, training, cluster, options.space);  // only for ordinals
   EstimateOptions estimate;
   estimate.memory_headroom = options.memory_headroom;
@@ -138,8 +142,8 @@ BruteForce CountNaively(const ModelSpec& model, const ClusterSpec& cluster,
       for (p.pp = 1; p.pp <= world; ++p.pp)
         for (p.cp = 1; p.cp <= world; ++p.cp) {
           if (p.dp * p.tp * p.pp * p.cp != world) continue;
-          if ((pins.dp && *pins.dp != p.dp) || (pins.tp && *pins.tp != p.tp) ||
-              (pins.pp && *pins.pp != p.pp) || (pins.cp && *pins.cp != p.cp))
+          if (off_pin(PlanField::kDp, p.dp) || off_pin(PlanField::kTp, p.tp) ||
+              off_pin(PlanField::kPp, p.pp) || off_pin(PlanField::kCp, p.cp))
             continue;
           for (int sp = 0; sp <= 1; ++sp)
             for (p.micro_batch = 1; p.micro_batch <= training.global_batch; ++p.micro_batch)
@@ -148,8 +152,7 @@ BruteForce CountNaively(const ModelSpec& model, const ClusterSpec& cluster,
                   for (const StageSplit& split : SplitsTried(model, p, schedule, options))
                   for (p.zero_stage = 0; p.zero_stage <= 3; ++p.zero_stage)
                     for (Recompute recompute : recomputes) {
-                      p.first_stage_layers = split.first_stage_layers;
-                      p.last_stage_layers = split.last_stage_layers;
+                      SetStageSplit(&p, split);
                       p.sequence_parallel = sp == 1;
                       p.schedule = schedule;
                       p.recompute = recompute;
@@ -157,11 +160,11 @@ BruteForce CountNaively(const ModelSpec& model, const ClusterSpec& cluster,
                       // ZeRO stage when nothing is data-parallel.
                       if (p.pp == 1 && (schedule != PipelineSchedule::k1F1B || p.virtual_stages != 1))
                         continue;
-                      if (p.dp * p.cp == 1 && p.zero_stage != 0 && !pins.zero_stage) continue;
-                      if ((pins.zero_stage && *pins.zero_stage != p.zero_stage) ||
-                          (pins.recompute && *pins.recompute != recompute) ||
-                          (pins.micro_batch && *pins.micro_batch != p.micro_batch) ||
-                          (pins.sequence_parallel && *pins.sequence_parallel != p.sequence_parallel))
+                      if (p.dp * p.cp == 1 && p.zero_stage != 0 && !pins[PlanField::kZero]) continue;
+                      if (off_pin(PlanField::kZero, p.zero_stage) ||
+                          off_pin(PlanField::kRecompute, static_cast<int64_t>(recompute)) ||
+                          off_pin(PlanField::kMbs, p.micro_batch) ||
+                          off_pin(PlanField::kSp, p.sequence_parallel))
                         continue;
                       if (!Validate(p, model, training, world, placement).empty()) continue;
                       ++out.valid;
@@ -542,10 +545,10 @@ TEST_CASE("no valid plan: an empty result and a message naming each rule", "[pla
 
 TEST_CASE("pins: parsing and errors", "[planner][search]") {
   const PlanPins pins = ParsePlanPins("tp=2,zero=3,recompute=full,schedule=zb_h1");
-  CHECK(pins.tp == 2);
-  CHECK(pins.zero_stage == 3);
-  CHECK(pins.recompute == Recompute::kFull);
-  CHECK(pins.schedule == PipelineSchedule::kZeroBubbleH1);
+  CHECK(pins[PlanField::kTp] == 2);
+  CHECK(pins.Get<int>(PlanField::kZero) == 3);
+  CHECK(pins.Get<Recompute>(PlanField::kRecompute) == Recompute::kFull);
+  CHECK(pins.Get<PipelineSchedule>(PlanField::kSchedule) == PipelineSchedule::kZeroBubbleH1);
   CHECK(pins.ToString() == "tp=2,zero=3,recompute=full,schedule=zb_h1");
   CHECK(pins.Without("zero").ToString() == "tp=2,recompute=full,schedule=zb_h1");
   CHECK(ParsePlanPins("").empty());
@@ -553,14 +556,39 @@ TEST_CASE("pins: parsing and errors", "[planner][search]") {
   CHECK_THROWS_AS(ParsePlanPins("tp=0"), InputError);
   // The knobs the grid does not vary (tp_overlap) or varies by its own rule (the stage split).
   const PlanPins knobs = ParsePlanPins("pp=4,tp_overlap=1,first_stage_layers=7,last_stage_layers=5");
-  CHECK(knobs.tp_comm_overlap == true);
-  CHECK(knobs.first_stage_layers == 7);
-  CHECK(knobs.last_stage_layers == 5);
+  CHECK(knobs.Get<bool>(PlanField::kTpOverlap) == true);
+  CHECK(knobs[PlanField::kFirstStageLayers] == 7);
+  CHECK(knobs[PlanField::kLastStageLayers] == 5);
   CHECK(knobs.ToString() == "pp=4,tp_overlap=1,first_stage_layers=7,last_stage_layers=5");
   CHECK(knobs.Without("tp_overlap").Without("last_stage_layers").ToString() ==
         "pp=4,first_stage_layers=7");
   CHECK_THROWS_AS(ParsePlanPins("first_stage_layers=0"), InputError);
   CHECK_THROWS_WITH(ParsePlanPins("foo=1"), Catch::Contains("unknown key"));
+}
+
+// Every plan the search lists has every pinned value, on every mesh: a schedule, vpp or
+// stage-split pin is not dropped on single-stage meshes (--only vpp=2 once listed pp=1 plans
+// with vpp=1 there).
+TEST_CASE("pins: every listed plan has the pinned values", "[planner][search]") {
+  const ModelSpec model = SmallLlama();  // 4 layers
+  const ClusterSpec cluster = H100s(1, 4);
+  const TrainingSpec training = Training(8, 128);
+  for (const char* only : {"vpp=2", "schedule=interleaved", "schedule=gpipe",
+                           "first_stage_layers=1", "schedule=interleaved,vpp=2", "pp=1,vpp=1"}) {
+    INFO("--only " << only);
+    SearchOptions options;
+    options.top_k = 100000;
+    options.threads = 2;
+    options.space.pins = ParsePlanPins(only);
+    const SearchResult r = Search(model, cluster, training, options);
+    REQUIRE_FALSE(r.top.empty());
+    for (const RankedPlan& ranked : r.top)
+      for (const PlanFieldSpec& f : PlanFields())
+        if (const std::optional<int64_t> pin = options.space.pins[f.id]) {
+          INFO(ToShortPlanString(ranked.plan));
+          CHECK(f.get(ranked.plan) == *pin);
+        }
+  }
 }
 
 TEST_CASE("no plan fits: the advice is found by searching again", "[planner][search]") {

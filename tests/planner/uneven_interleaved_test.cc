@@ -145,7 +145,7 @@ TEST_CASE("LighterEndsSplit for interleaved chunks", "[planner][plan][uneven]") 
         const std::optional<StageSplit> s = LighterEndsSplit(layers, pp, vpp);
         if (!s) continue;
         INFO(layers << " layers, pp " << pp << ", vpp " << vpp);
-        const ParallelPlan plan = Interleaved(pp, vpp, s->first_stage_layers, s->last_stage_layers);
+        const ParallelPlan plan = Interleaved(pp, vpp, s->first, s->last);
         CHECK(StageSplitIsWhole(layers, plan));
         CHECK(StageSplitFitsChunks(layers, plan));
         CheckChunksTile(SplitLayers(layers, plan), layers);
@@ -161,8 +161,7 @@ TEST_CASE("search: 126 layers on pp=16 also run interleaved, vpp 2 and 8 on 7 + 
   std::vector<int64_t> vpps;
   for (const ScheduleChoice& c : choices) {
     CHECK(c.schedule == PipelineSchedule::kInterleaved);
-    CHECK(c.first_stage_layers == 7);
-    CHECK(c.last_stage_layers == 7);
+    CHECK(c.split == StageSplit{7, 7});
     vpps.push_back(c.virtual_stages);
   }
   CHECK(vpps == std::vector<int64_t>{2, 8});  // of 2, 4, 8: the fewest sends, the least bubble
