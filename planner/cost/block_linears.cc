@@ -5,8 +5,8 @@
 namespace meshplan {
 
 void BlockLinears::Add(const BlockLinear& linear) {
-  if (size_ == kCapacity) std::abort();  // a new matrix outgrew kCapacity: raise it
-  items_[size_++] = linear;
+  if (items_.size == kCapacity) std::abort();  // a new matrix outgrew kCapacity: raise it
+  items_.push_back(linear);
 }
 
 namespace {
@@ -62,6 +62,20 @@ BlockLinears LlamaBlockLinears(const ModelSpec& m, bool moe_layer) {
   return out;
 }
 
+BlockLinears GptBlockLinears(const ModelSpec& m) {
+  const int64_t E = m.hidden, F = m.ffn_hidden;
+  BlockLinears out;
+  out.Add({"wqkv", E, E + 2 * m.kv_hidden(), 1, 1, S::kColumn, R::kAttention});
+  out.Add({"wo", E, E, 1, 1, S::kRow, R::kAttention});
+  out.Add({"fc1", E, F, 1, 1, S::kColumn, R::kDenseFfn});
+  out.Add({"fc2", F, E, 1, 1, S::kRow, R::kDenseFfn});
+  return out;
+}
+
+BlockLinears BlockLinearsOf(const ModelSpec& m, bool moe_layer) {
+  return m.block == BlockKind::kGpt ? GptBlockLinears(m) : LlamaBlockLinears(m, moe_layer);
+}
+
 double ExpertRowsPerToken(const ModelSpec& m) {
   const double k = static_cast<double>(m.moe.top_k);
   return m.moe.capacity_factor > 0 ? k * m.moe.capacity_factor : k;
@@ -73,6 +87,13 @@ int64_t LlamaBlockVectorParams(const ModelSpec& m, bool moe_layer) {
   if (m.mla.enabled()) n += m.mla.q_lora_rank + m.mla.kv_lora_rank;  // latent norms
   if (moe_layer && m.moe.router_bias) n += m.moe.experts;
   return n;
+}
+
+int64_t GptBlockVectorParamsPerTpRank(const ModelSpec& m, int64_t tp) {
+  const int64_t E = m.hidden;
+  return (E + 2 * m.kv_hidden()) / tp + m.ffn_hidden / tp  // qkv, fc1 biases
+         + 2 * E                                           // o, fc2 biases
+         + 4 * E;                                          // two LayerNorms
 }
 
 }  // namespace meshplan

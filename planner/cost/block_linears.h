@@ -1,26 +1,16 @@
-// BlockLinears: the weight matrices of one llama-family block (dense or mixture of
-// experts; GQA, head_dim set on its own, or multi-head latent attention) with their
-// tensor-parallel split and the tokens each one sees. The one list the parameter count
-// (planner/cost/param_count.h), the FLOPs (planner/cost/flops.h) and the step's GEMMs
-// (planner/cost/step_work.h) read, so the three cannot disagree (docs/cost_model.md
-// section 1). GPT blocks keep their closed forms in param_count.cc (biases).
-//
-// Shapes (planner/model_spec.h legend), whole matrices (before tp):
-//   attention  Wq E x H*D (MLA: Wq_a E x Rq, Wq_b Rq x H*D), Wk, Wv E x K*D
-//              (MLA: Wkv_a E x (Rkv + Dr), Wkv_b Rkv x H*(D - Dr + Dv)), Wo H*Dv x E
-//   dense FFN  gate, up E x F, down F x E
-//   MoE FFN    router E x X; X routed experts and Xs shared experts, each gate, up
-//              E x Fe and down Fe x E
-// Split: column-parallel matrices divide their output by tp, row-parallel their input;
-// MLA's down-projections (Wq_a, Wkv_a) and the router are replicated (DeepSeek-V3 and
-// Megatron-LM's MLA do the same). Experts are tensor-parallel like the dense FFN; expert
-// parallelism divides the routed copies (planner/cost/expert_parallel.h).
+// BlockLinears: the weight matrices of one block (llama: dense or mixture of experts; GQA,
+// head_dim set on its own, or multi-head latent attention; gpt) with their tensor-parallel
+// split, in forward order. The one list the parameter count (planner/cost/param_count.h),
+// the FLOPs (planner/cost/flops.h) and the block's op list (planner/cost/block_ops.h) read,
+// so they cannot disagree. The matrices, their shapes and splits (column-parallel outputs
+// /tp, row-parallel inputs /tp, MLA's down-projections and the router replicated, experts
+// tensor-parallel like the dense FFN): docs/cost_model.md section 1(a).
 // Pure values, no allocation (the search builds these per candidate).
 #pragma once
 
-#include <array>
 #include <cstdint>
 
+#include "planner/cost/compute_work.h"  // FixedList
 #include "planner/model_spec.h"
 
 namespace meshplan {
@@ -59,18 +49,23 @@ class BlockLinears {
  public:
   static constexpr int kCapacity = 12;  // MLA (5) + router + routed (3) + shared (3)
   void Add(const BlockLinear& linear);  // beyond capacity is a programming error (aborts)
-  const BlockLinear* begin() const { return items_.data(); }
-  const BlockLinear* end() const { return items_.data() + size_; }
-  int size() const { return size_; }
+  const BlockLinear* begin() const { return items_.begin(); }
+  const BlockLinear* end() const { return items_.end(); }
+  const BlockLinear& operator[](int i) const { return items_[i]; }
+  int size() const { return items_.size; }
 
  private:
-  std::array<BlockLinear, kCapacity> items_{};
-  int size_ = 0;
+  FixedList<BlockLinear, kCapacity> items_;  // no zero-fill: built per candidate
 };
 
 // The matrices of one llama block; `moe_layer` picks the MoE FFN (model.moe.enabled()
 // required) over the dense one. Precondition: model.block == kLlama.
 BlockLinears LlamaBlockLinears(const ModelSpec& model, bool moe_layer);
+// The matrices of one gpt block: qkv E x (E + 2*K*D) and fc1 E x F column-parallel, o
+// E x E and fc2 F x E row-parallel (their biases and the LayerNorms: param_count.cc).
+BlockLinears GptBlockLinears(const ModelSpec& model);
+// The matrices of one block of `model`, whichever its kind (moe_layer: llama only).
+BlockLinears BlockLinearsOf(const ModelSpec& model, bool moe_layer);
 
 // Expert rows (tokens dispatched to routed experts) per token of a MoE layer: k when
 // dropless, k * capacity_factor when every expert's buffer is padded to its capacity
@@ -80,5 +75,9 @@ double ExpertRowsPerToken(const ModelSpec& model);
 // One llama block's weights outside matrices: two RMSNorms (2E), q/k norms (2D), MLA's
 // latent norms (Rq when q is low-rank, Rkv), the router bias (X, MoE layers). Replicated.
 int64_t LlamaBlockVectorParams(const ModelSpec& model, bool moe_layer);
+// One gpt block's weights outside matrices on a tp rank: the column-parallel biases (qkv
+// E + 2KD, fc1 F) split, the row-parallel ones (o, fc2: E each) and two LayerNorms (weight
+// and bias, 2E each) replicated.
+int64_t GptBlockVectorParamsPerTpRank(const ModelSpec& model, int64_t tp);
 
 }  // namespace meshplan

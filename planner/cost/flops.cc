@@ -6,19 +6,14 @@
 namespace meshplan {
 
 int64_t BlockMatmulParams(const ModelSpec& m) {
-  const int64_t E = m.hidden, F = m.ffn_hidden, KD = m.kv_hidden();
-  if (m.block == BlockKind::kLlama) {
-    int64_t n = 0;
-    for (const BlockLinear& l : LlamaBlockLinears(m, m.moe_layers() > 0)) n += l.active_params();
-    return n;
-  }
-  return E * (E + 2 * KD) + E * E + 2 * E * F;  // Q, K, V + output projection; fc1, fc2
+  int64_t n = 0;
+  for (const BlockLinear& l : BlockLinearsOf(m, m.moe_layers() > 0)) n += l.active_params();
+  return n;
 }
 
 int64_t AttentionMatmulParams(const ModelSpec& m) {
-  if (m.block != BlockKind::kLlama) return m.hidden * (m.hidden + 2 * m.kv_hidden()) + m.hidden * m.hidden;
   int64_t n = 0;
-  for (const BlockLinear& l : LlamaBlockLinears(m, false))
+  for (const BlockLinear& l : BlockLinearsOf(m, false))
     if (l.role == LinearRole::kAttention) n += l.params();
   return n;
 }

@@ -103,7 +103,6 @@ ParamGroups StageParamGroups(const ModelSpec& model, const ParallelPlan& plan, i
 // is not gathered).
 struct ZeroLayout {
   int64_t weight_replicas = 1;
-  double n = 1;  // weight_replicas as a divisor
   int zero = 0;  // the plan's ZeRO stage, 0 over a single rank
   int64_t expert_replicas = 1;  // dp/ep x cp: the ranks that shard the routed experts (ep > 1)
   int expert_zero = 0;          // `zero`: the executor's one ZeroEngine runs the same stage
@@ -144,10 +143,9 @@ struct ZeroLayout {
 ZeroLayout MakeZeroLayout(const ModelSpec& model, const TrainingSpec& training,
                           const ParallelPlan& plan, int64_t stage) {
   ZeroLayout z;
-  z.weight_replicas = plan.dp * plan.cp;
-  z.n = double(z.weight_replicas);
+  z.weight_replicas = plan.weight_replicas();
   z.zero = z.weight_replicas > 1 ? plan.zero_stage : 0;
-  z.expert_replicas = plan.expert_dp() * plan.cp;
+  z.expert_replicas = plan.expert_weight_replicas();
   z.expert_zero = z.zero;
   z.bytes = BytesPerParamFor(training.precision);
   z.groups = StageParamGroups(model, plan, stage, z.weight_replicas, z.expert_replicas);
@@ -156,7 +154,7 @@ ZeroLayout MakeZeroLayout(const ModelSpec& model, const TrainingSpec& training,
   z.chunk_blocks = double(split.LargestChunkOf(stage));
   z.head_chunk_blocks = double(split.ChunkOf(stage, split.vpp - 1));
   z.embed_chunk_blocks = double(split.ChunkOf(stage, 0));
-  z.partial_shard = plan.num_microbatches(training.global_batch) > 1 ? 1.0 / z.n : 0.0;
+  z.partial_shard = plan.num_microbatches(training.global_batch) > 1 ? 1.0 / double(z.weight_replicas) : 0.0;
   if (training.precision == Precision::kFp8) z.fp8_copies = kFp8WeightCopiesPerParam * kFp8Bytes;
   z.prefetch = double(std::max<int64_t>(0, plan.zero3_prefetch));
   return z;
@@ -271,7 +269,7 @@ Phase HeadBackwardPhase(const Stage& s) {
   head.gathered_params_bytes = z.gathered(z.groups.head) + z.prefetched_after_head();
   head.transient_bytes = HeadBackwardWorkspace(s.block.shape).TotalBytes();
   if (s.block.shape.act_bytes != 4.0) {  // the fp32 logits are freed once cast, before d(input)
-    const ActivationShape& sh = s.block.shape;
+    const RankShape& sh = s.block.shape;
     const double d_input = double(sh.b) * sh.s_norm * sh.hidden * sh.act_bytes;
     head.transient_bytes -= std::min(d_input, a.loss_bytes);
   }
@@ -308,7 +306,7 @@ double OptimizerTransientBytes(const Stage& s) {
   const ZeroLayout& z = s.zero;
   double largest = z.stage_layers > 0 ? z.groups.block : 0.0;
   largest = std::max({largest, z.groups.embed, z.groups.head});
-  if (z.zero >= 1) largest /= z.n;
+  if (z.zero >= 1) largest /= double(z.weight_replicas);
   const bool mixed = s.training.precision == Precision::kMixed;
   return largest * ((s.fused_adamw ? 0.0 : z.bytes.state) + (mixed ? 4.0 : 0.0));
 }
@@ -383,10 +381,10 @@ DetailedBlockTerms DetailedBlockTermsOf(const ModelSpec& model, const TrainingSp
                                         const ParallelPlan& plan, const MemoryOptions& options) {
   DetailedBlockTerms b;
   b.impl = ResolveAttentionImpl(options.attention, model, training.precision);
-  b.shape = MakeActivationShape(model, training, plan);
+  b.shape = MakeRankShape(model, training, plan);
   b.tensors = BlockTensorTotals(model, b.shape, b.impl, plan.recompute);
   if (b.shape.experts > 0) {
-    ActivationShape dense = b.shape;
+    RankShape dense = b.shape;
     dense.experts = 0;  // the dense FFN of width F/tp
     b.dense_saved = BlockTensorTotals(model, dense, b.impl, plan.recompute).saved;
   }

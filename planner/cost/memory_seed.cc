@@ -10,7 +10,7 @@ namespace meshplan {
 namespace {
 
 // 2(a)'s activation count per sequence and token, split into its two terms:
-// logits 2V, and per layer 6E (3 QKV + 2 FFN + 1 output projection) + H*C (scores).
+// logits 2V, and per layer 6E (3 QKV + 2 FFN + 1 output projection) + H*S (scores).
 double SeedLogitElementsPerToken(const ModelSpec& m) { return 2.0 * m.vocab_size; }
 double SeedLayerElementsPerToken(const ModelSpec& m, int64_t context) {
   return 6.0 * m.hidden + double(m.heads) * context;
@@ -48,10 +48,10 @@ MemoryBreakdown SeedStageMemory(const ModelSpec& model, const TrainingSpec& trai
   const double routed = split ? double(params.routed_experts) : 0.0;
   const BytesPerParam bytes = BytesPerParamFor(training.precision);
   ModelStateBytes states = ShardedModelStates(double(params.total()) - routed, bytes,
-                                              plan.zero_stage, plan.dp * plan.cp);
+                                              plan.zero_stage, plan.weight_replicas());
   if (split) {
     const ModelStateBytes experts =
-        ShardedModelStates(routed, bytes, plan.zero_stage, plan.expert_dp() * plan.cp);
+        ShardedModelStates(routed, bytes, plan.zero_stage, plan.expert_weight_replicas());
     states.params_bytes += experts.params_bytes;
     states.grads_bytes += experts.grads_bytes;
     states.optimizer_bytes += experts.optimizer_bytes;

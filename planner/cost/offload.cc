@@ -36,7 +36,7 @@ OffloadTimes StageOffloadTimes(const StepWork& work, const StageParts& parts,
     const double params = static_cast<double>(parts.blocks * work.block.params +
                                               (parts.embedding ? work.embedding.params : 0) +
                                               (parts.head ? work.head.params : 0));
-    const double shard = params / static_cast<double>(work.optimizer_shards);
+    const double shard = params / static_cast<double>(work.zero_shards);
     const double grads_out = HostCopyTime(shard * static_cast<double>(work.grad_bytes), host);
     // offload_params: the updated shard stays on the host (gathered from there next step).
     const double params_in =

@@ -39,18 +39,10 @@ int64_t BlockParamsPerRank(const ModelSpec& m, const ParallelPlan& plan) {
 }
 
 int64_t BlockParamsPerTpRank(const ModelSpec& m, int64_t tp, bool moe_layer) {
-  const int64_t E = m.hidden, F = m.ffn_hidden, KD = m.kv_hidden();
-  if (m.block == BlockKind::kLlama) {
-    int64_t n = LlamaBlockVectorParams(m, moe_layer);  // norms etc., replicated
-    for (const BlockLinear& l : LlamaBlockLinears(m, moe_layer)) n += l.params_per_tp_rank(tp);
-    return n;
-  }
-  // GPT: column-parallel weights and biases split; row-parallel biases replicated.
-  const int64_t qkv = (E * (E + 2 * KD) + (E + 2 * KD)) / tp;
-  const int64_t proj = E * E / tp + E;
-  const int64_t mlp = (E * F + F) / tp + F * E / tp + E;
-  const int64_t norms = 4 * E;  // two LayerNorms, weight + bias
-  return qkv + proj + mlp + norms;
+  int64_t n = m.block == BlockKind::kLlama ? LlamaBlockVectorParams(m, moe_layer)  // replicated
+                                           : GptBlockVectorParamsPerTpRank(m, tp);
+  for (const BlockLinear& l : BlockLinearsOf(m, moe_layer)) n += l.params_per_tp_rank(tp);
+  return n;
 }
 
 int64_t BlockParamsPerTpRank(const ModelSpec& m, int64_t tp) {

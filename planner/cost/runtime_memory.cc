@@ -14,7 +14,7 @@ int64_t CountNcclCommunicators(const ParallelPlan& plan) {
   // Expert parallel: the ep group's all-to-all communicator, and the expert-data-parallel
   // group's (dp/ep x cp) when it has more than one rank.
   if (plan.ep > 1) ++communicators;
-  if (plan.ep > 1 && plan.expert_dp() * plan.cp > 1) ++communicators;
+  if (plan.ep > 1 && plan.expert_weight_replicas() > 1) ++communicators;
   return communicators;
 }
 

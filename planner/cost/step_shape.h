@@ -1,12 +1,15 @@
 // StepShape: what the builders of StepWork's parts share (step_work.cc, block_work.cc,
-// part_collectives.cc): the plan's shapes on one rank, as doubles, and one way to write a
-// Collective. The legend of the letters is step_work.h's. Internal to planner/cost/.
+// part_collectives.cc): the rank's shape (rank_shape.h), the lowering, the plan's sizes as
+// doubles, and one way to write a Collective. The letters are the legend's
+// (docs/architecture.md "Shape legend"). Internal to planner/cost/.
 #pragma once
 
 #include <cstdint>
 
 #include "planner/attention_impl.h"
+#include "planner/cost/block_ops.h"
 #include "planner/cost/expert_parallel.h"
+#include "planner/cost/rank_shape.h"
 #include "planner/cost/step_work.h"
 #include "planner/model_spec.h"
 #include "planner/parallel_plan.h"
@@ -16,6 +19,8 @@ namespace meshplan {
 struct StepShape {
   const ModelSpec& model;
   const ParallelPlan& plan;
+  RankShape rank;      // the rank's shape, derived once (T and Tn below are its)
+  Lowering lowering;   // which kernels run the block's ops (block_ops.h)
   double T = 0;   // tokens of a micro-batch on this rank: B*S/cp
   double Tn = 0;  // tokens seen by norms / residuals: T/tp with SP, else T
   int64_t seq = 0;  // S: keys each query attends to (over the whole CP ring)

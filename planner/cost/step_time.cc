@@ -150,7 +150,7 @@ PartTimes TimePart(const PartWork& part, const StepWorkTimes::Part& timed, const
   const double host_in =
       work.offload.params
           ? HostCopyTime(static_cast<double>(part.params) /
-                             static_cast<double>(work.optimizer_shards) *
+                             static_cast<double>(work.zero_shards) *
                              static_cast<double>(work.param_bytes),
                          cluster.host)
           : 0.0;

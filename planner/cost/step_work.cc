@@ -103,13 +103,13 @@ LossWork LossOf(const StepShape& s) {
 void HeadWork(const StepShape& s, const StepWork& w, PartWork* part) {
   const double norm_bytes = 2 * s.Tn * s.E * s.a;
   const LossWork loss = LossOf(s);
-  const Linear lm_head = {s.E, s.Vl};  // (T, E) x (E, V/tp)
-  AddLinears(s, &lm_head, 1, /*fp8=*/false, part);  // the lm_head stays bf16 in fp8 runs
+  // (T, E) x (E, V/tp); the lm_head stays bf16 in fp8 runs.
+  AddLinearGemms({s.T, s.Vl, s.E, 1, false, /*fp8=*/false}, part);
   part->forward.memory_bytes = norm_bytes + s.T * s.Vl * loss.fwd_bytes;
   // The final norm's launches: Megatron-LM's fused LayerNorm 1 forward, 2 backward; the
   // executor's RMSNorm as in a llama block.
   const NormLaunches norm =
-      s.model.block == BlockKind::kGpt ? NormLaunches{1, 2} : RmsNormLaunches(s);
+      s.model.block == BlockKind::kGpt ? NormLaunches{1, 2} : RmsNormLaunches(s.rank);
   part->forward.kernels = norm.fwd + 1 + loss.fwd_kernels;
   part->backward_input.memory_bytes = 2 * norm_bytes + s.T * s.Vl * loss.bwd_bytes;
   part->backward_input.kernels = norm.bwd + 1 + loss.bwd_kernels;
@@ -181,8 +181,8 @@ void AddSeparateGradAccumulation(StepWork& w) {
     const double experts = static_cast<double>(part->expert_params);
     const double dense = static_cast<double>(part->params) - experts;
     const double elements =
-        sharded ? dense / static_cast<double>(w.optimizer_shards) +
-                      experts / static_cast<double>(w.expert_optimizer_shards)
+        sharded ? dense / static_cast<double>(w.zero_shards) +
+                      experts / static_cast<double>(w.expert_zero_shards)
                 : dense + experts;
     part->backward_weight.memory_bytes +=
         (m - 1) / m * 3 * static_cast<double>(w.grad_bytes) * elements;
@@ -202,10 +202,10 @@ void BuildStepWork(const ModelSpec& model, const TrainingSpec& training, const P
   w.zero_stage = plan.zero_stage;
   w.param_bytes = w.grad_bytes = w.activation_bytes = ElementBytes(training.precision);
 
-  StepShape s{model, plan};
-  s.T = static_cast<double>(w.tokens_per_microbatch);
+  StepShape s{model, plan, MakeRankShape(model, training, plan), {}};
+  s.T = s.rank.T;
   s.tp = static_cast<double>(plan.tp);
-  s.Tn = plan.sequence_parallel ? s.T / s.tp : s.T;
+  s.Tn = s.rank.Tn;
   s.seq = training.seq_len;
   s.S = static_cast<double>(training.seq_len);
   s.E = static_cast<double>(model.hidden);
@@ -214,8 +214,9 @@ void BuildStepWork(const ModelSpec& model, const TrainingSpec& training, const P
   s.Vl = static_cast<double>(PaddedVocab(model, plan.tp) / plan.tp);
   s.a = static_cast<double>(w.activation_bytes);
   s.attention = ResolveAttentionImpl(attention, model, training.precision);
-  s.fp8 = training.precision == Precision::kFp8;
-  s.ep = ExpertParallelOf(model, plan, s.T, s.a);
+  s.lowering = DefaultLowering(model.block, s.attention);
+  s.fp8 = s.rank.fp8;
+  s.ep = s.rank.expert_work;
   w.experts = s.ep;
 
   // Transformer block.
@@ -260,8 +261,8 @@ void BuildStepWork(const ModelSpec& model, const TrainingSpec& training, const P
   }
 
   w.optimizer_bytes_per_param = OptimizerBytesPerParam(training.precision, model.block);
-  w.optimizer_shards = plan.zero_stage >= 1 ? plan.dp * plan.cp : 1;
-  w.expert_optimizer_shards = plan.zero_stage >= 1 ? plan.expert_dp() * plan.cp : 1;
+  w.zero_shards = plan.zero_stage >= 1 ? plan.weight_replicas() : 1;
+  w.expert_zero_shards = plan.zero_stage >= 1 ? plan.expert_weight_replicas() : 1;
   if (training.grad_accumulation == GradAccumulation::kSeparate) AddSeparateGradAccumulation(w);
   w.offload.host_state_bytes_per_param = HostUpdatedBytesPerParam(BytesPerParamFor(training.precision));
   if (plan.offload_activations)
@@ -271,7 +272,7 @@ void BuildStepWork(const ModelSpec& model, const TrainingSpec& training, const P
 
 double OffloadedBytesPerBlock(const ModelSpec& model, const TrainingSpec& training,
                               const ParallelPlan& plan, AttentionImpl attention) {
-  const ActivationShape shape = MakeActivationShape(model, training, plan);
+  const RankShape shape = MakeRankShape(model, training, plan);
   const AttentionImpl impl = ResolveAttentionImpl(attention, model, training.precision);
   return BlockSavedTensors(model, shape, impl, plan.recompute).TotalBytes();
 }
@@ -351,8 +352,8 @@ ComputeWork OptimizerWork(const StepWork& work, const StageParts& parts) {
   // The routed experts' states shard over the expert-data-parallel group (ep > 1).
   const double experts = static_cast<double>(parts.blocks * work.block.expert_params);
   ComputeWork out;
-  out.memory_bytes = ((params - experts) / static_cast<double>(work.optimizer_shards) +
-                      experts / static_cast<double>(work.expert_optimizer_shards)) *
+  out.memory_bytes = ((params - experts) / static_cast<double>(work.zero_shards) +
+                      experts / static_cast<double>(work.expert_zero_shards)) *
                      work.optimizer_bytes_per_param;
   out.kernels = parts.blocks + (parts.embedding ? 1 : 0) + (parts.head ? 1 : 0);
   if (work.fp8_weight_cast_bytes_per_block > 0) {  // fp8: each block's weights cast once

@@ -8,17 +8,10 @@
 // Compact: all blocks are equal, so one PartWork describes a block and a stage holds
 // stage_layers.Of(stage) of them (planner/stage_layers.h); stage 0 adds the embedding part, the last
 // stage the head part (final norm, lm_head, loss); with pp == 1 one stage has both.
-// A mixture-of-experts model's block is its MoE block, and the first Ld dense layers
-// (DeepSeek's first_k_dense_replace) are timed as MoE blocks too: an approximation
-// (DeepSeek-V3: 3 of 61 layers, whose dense FFN of F = 18432 runs the same FLOPs per
-// token as 8 routed + 1 shared experts of 2048). Parameters and memory count them exactly
-// (planner/cost/param_count.h CountStageParams).
-// Every number is for ONE rank and ONE micro-batch unless its Cadence says per step.
-//
-// Shapes (planner/model_spec.h legend), per rank: T = B*S/cp tokens of a micro-batch
-// (B = plan.micro_batch), Tn = T/tp with sequence parallel (norms, residuals,
-// dropout run sequence-sharded) else T; column-parallel outputs are (T, X/tp).
-// `a` is the activation element size (2 bytes for bf16 and mixed, 4 for fp32).
+// A mixture-of-experts model's block is its MoE block; its first Ld dense layers are timed
+// as MoE blocks too (an approximation: docs/cost_model.md section 1(a)), while parameters and
+// memory count them exactly. Every number is for ONE rank and ONE micro-batch unless its
+// Cadence says per step. Shapes: the legend of docs/architecture.md (T, Tn, a).
 //
 // Assumptions (documented once, here):
 //  * attention runs as planner/attention_impl.h resolves it (the memory model's choice):
@@ -28,8 +21,9 @@
 //    the kernels' shapes set the time (planner/cost/compute_work.h).
 //  * every linear layer is a GEMM of its shape: forward (T, in) x (in, out); backward
 //    input (T, out) x (out, in); backward weight (in, T) x (T, out).
-//  * memory-bound ops move (read + write) the bytes listed in block_work.cc;
-//    their backward moves twice the forward bytes.
+//  * a block is its op list (planner/cost/block_ops.h) as the default lowering runs it:
+//    memory-bound ops move (read + write) the bytes each op carries; the executor's
+//    backward moves twice the forward bytes, Megatron-LM's kernels are listed op by op.
 //  * gradients sync in the parameter element size (bf16 for bf16 and mixed,
 //    docs/cost_model.md 2(b)-(c)).
 //  * expert parallelism (ep > 1, planner/cost/expert_parallel.h): a MoE block's routed
@@ -160,11 +154,12 @@ struct StepWork {
   // intra-node bytes are not in CommBytesPerStep.
   Collective pp_regather;
 
-  // AdamW: bytes read + written per parameter this rank updates, the ZeRO shard
-  // count that divides the parameters (dp*cp for zero >= 1, else 1), kernels per part.
+  // AdamW: bytes read + written per parameter this rank updates, and the ZeRO shard count
+  // that divides the parameters: the plan's weight_replicas() with zero >= 1, else 1
+  // (expert_weight_replicas() for PartWork::expert_params).
   double optimizer_bytes_per_param = 0;
-  int64_t optimizer_shards = 1;
-  int64_t expert_optimizer_shards = 1;  // for PartWork::expert_params: dp/ep*cp with zero >= 1
+  int64_t zero_shards = 1;
+  int64_t expert_zero_shards = 1;
   // A MoE block's expert-parallel work per micro-batch (rows, all-to-all bytes); zeros for
   // a dense model.
   ExpertParallelWork experts;

@@ -1,7 +1,6 @@
 #include "planner/search/knob_variants.h"
 
-#include "planner/cost/step_time.h"
-#include "planner/cost/step_work.h"
+#include "planner/cost/plan_evaluator.h"
 
 namespace meshplan {
 
@@ -21,28 +20,18 @@ void KnobTally::Add(const KnobTally& o) {
 
 namespace {
 
-// The base's work and its knob-independent times (TimeStepWork), which every variant shares.
-struct TimedWork {
-  StepWork work;
-  StepWorkTimes times;
-};
-
-// Flips `flag` of *plan on the timed work; keeps it when strictly faster (then *cost is
-// re-timed), else restores the work.
-void TryFlip(const KnobSearch& s, bool ParallelPlan::*flag, ParallelPlan* plan, TimedWork* timed,
+// Flips `flag` of *plan on the base's work; keeps it when strictly faster (then *cost is
+// re-timed).
+void TryFlip(bool ParallelPlan::*flag, ParallelPlan* plan, PlanEvaluator* evaluator,
              PlanCost* cost, KnobTally* tally) {
-  StepWork* work = &timed->work;
   ParallelPlan flipped = *plan;
   flipped.*flag = !(plan->*flag);
-  SetPlanKnobs(flipped, work);
-  const StepTimeBreakdown time = AnalyticStepTime(*work, s.cluster, timed->times);
+  const StepTimeBreakdown time = evaluator->TimeVariant(flipped);
   ++tally->timings;
   if (time.total_s < cost->time.total_s) {
     *plan = flipped;
-    SetStepTime(s.cluster, s.training, flipped, time, cost);
-    return;
+    evaluator->SetTime(flipped, time, cost);
   }
-  SetPlanKnobs(*plan, work);
 }
 
 // The allocator's overhead on top of `bytes` of tensors (runtime_memory.h: reserved =
@@ -52,36 +41,19 @@ double WithAllocator(double bytes, const ClusterSpec& cluster) {
   return f < 1 ? bytes / (1 - f) : bytes;
 }
 
-// A variant of the base (same structure, other prefetch / offload choices) costed from the
-// base's: its memory and fit estimated again, its time from the base's work with the
-// variant's choices set (no rebuilt StepWork).
-PlanCost Variant(const KnobSearch& s, const ParallelPlan& plan, const PlanCost& base,
-                 TimedWork* timed, KnobTally* tally) {
-  ++tally->timings;
-  PlanCost cost = base;
-  EstimateVariantMemory(s.model, s.cluster, s.training, plan, s.estimate, &cost);
-  SetPlanKnobs(plan, &timed->work);
-  SetStepTime(s.cluster, s.training, plan,
-              AnalyticStepTime(timed->work, s.cluster, timed->times), &cost);
-  return cost;
-}
-
 }  // namespace
 
 void EvaluateKnobVariants(const KnobSearch& s, const ParallelPlan& base, KnobTally* tally,
                           OfferCandidateFn offer, void* context) {
   const PlanPins& pins = s.space.pins();
   ParallelPlan plan = base;
-  TimedWork timed;
-  StepWork& work = timed.work;
-  PlanCost cost = EstimateUntimed(s.model, s.cluster, s.training, plan, s.estimate, &work);
-  timed.times = TimeStepWork(work, s.cluster, s.training.precision);
-  SetStepTime(s.cluster, s.training, plan, AnalyticStepTime(work, s.cluster, timed.times), &cost);
+  PlanEvaluator evaluator(s.model, s.cluster, s.training, s.estimate);
+  PlanCost cost = evaluator.EstimateBase(plan);
   ++tally->timings;
 
   // 1. Overlap choices: time only, independent terms (see the header).
   if (!pins[PlanField::kTpOverlap] && plan.tp > 1) {
-    TryFlip(s, &ParallelPlan::tp_comm_overlap, &plan, &timed, &cost, tally);
+    TryFlip(&ParallelPlan::tp_comm_overlap, &plan, &evaluator, &cost, tally);
     ++(plan.tp_comm_overlap ? tally->tp_overlap_on : tally->tp_overlap_off);
   }
   // dp_overlap=0 only moves the gradient sync out from behind the backward: never faster
@@ -103,7 +75,8 @@ void EvaluateKnobVariants(const KnobSearch& s, const ParallelPlan& base, KnobTal
       could_fit(m.gathered_params_bytes)) {
     ParallelPlan p = plan;
     p.zero3_prefetch = 0;
-    PlanCost c = Variant(s, p, base_cost, &timed, tally);
+    PlanCost c = evaluator.EstimateVariant(p, base_cost);
+    ++tally->timings;
     ++tally->prefetch0_tried;
     if (c.fits) ++tally->prefetch0_fit;
     offer(context, p, c, 1);
@@ -146,9 +119,8 @@ void EvaluateKnobVariants(const KnobSearch& s, const ParallelPlan& base, KnobTal
     p.offload_optimizer = c.opt;
     p.offload_activations = c.act;
     p.offload_params = c.params;
-    if (c.act && work.offload.activation_bytes_per_block == 0)
-      work.offload.activation_bytes_per_block = OffloadedBytesPerBlock(s.model, s.training, p);
-    PlanCost cost_p = Variant(s, p, base_cost, &timed, tally);
+    PlanCost cost_p = evaluator.EstimateVariant(p, base_cost);
+    ++tally->timings;
     ++tally->offload_tried;
     if (cost_p.fits) {
       ++tally->offload_fit;

@@ -149,12 +149,12 @@ TEST_CASE("fp8 memory: bf16 states, FP8 weight copies and scaling state, FP8 sav
 
   // Saved inputs at 1 byte instead of 2: x (B,S,E) for q/k/v, h (B,S,E) for gate/up, the
   // SwiGLU product (B,S,F); flash attention keeps its bf16 output and wo adds an FP8 copy.
-  const ActivationShape sh = MakeActivationShape(m, t_fp8, p);
+  const RankShape sh = MakeRankShape(m, t_fp8, p);
   CHECK(sh.linear_input_bytes == 1);
   const double S = 4096, E = 4096, F = 11008;
   const double per_block = (2 * S * E + S * F) * (2 - 1) - S * E * 1;
   const SavedTensorList saved_bf16 =
-      BlockSavedTensors(m, MakeActivationShape(m, t_bf16, p), AttentionImpl::kFused, Recompute::kNone);
+      BlockSavedTensors(m, MakeRankShape(m, t_bf16, p), AttentionImpl::kFused, Recompute::kNone);
   const SavedTensorList saved_fp8 = BlockSavedTensors(m, sh, AttentionImpl::kFused, Recompute::kNone);
   CHECK(saved_bf16.TotalBytes() - saved_fp8.TotalBytes() == Approx(per_block));
   CHECK(fp8.activations_bytes < bf16.activations_bytes);

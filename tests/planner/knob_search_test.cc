@@ -3,6 +3,7 @@
 // results independent of the thread count.
 #include <catch2/catch.hpp>
 
+#include "planner/input_error.h"
 #include "planner/search/search.h"
 #include "tests/planner/cost_test_specs.h"
 

@@ -75,7 +75,7 @@ TEST_CASE("GPT op list sums to Megatron's formula", "[planner][memory][megatron]
   plan.sequence_parallel = sp && t > 1;
   plan.micro_batch = 4;
   plan.recompute = recompute;
-  const ActivationShape shape = MakeActivationShape(m, training, plan);
+  const RankShape shape = MakeRankShape(m, training, plan);
   REQUIRE(ResolveAttentionImpl(AttentionImpl::kAuto, m, training.precision) ==
           AttentionImpl::kNaive);
   const SavedTensorList saved = BlockSavedTensors(m, shape, AttentionImpl::kNaive, recompute);
@@ -99,7 +99,7 @@ TEST_CASE("detailed model stores L layers of the op list on one GPU", "[planner]
   ParallelPlan plan;
   plan.micro_batch = 4;
   const MemoryBreakdown b = Detailed(m, training, plan, 0);
-  const ActivationShape shape = MakeActivationShape(m, training, plan);
+  const RankShape shape = MakeRankShape(m, training, plan);
   const double layers =
       24 * BlockSavedTensors(m, shape, AttentionImpl::kNaive, Recompute::kNone).TotalBytes();
   const double ends =
@@ -119,7 +119,7 @@ TEST_CASE("Llama op list: RMSNorm, GQA, SwiGLU, naive vs fused attention", "[pla
   TrainingSpec training{.global_batch = 2, .seq_len = 512, .precision = Precision::kBf16};
   ParallelPlan plan;
   plan.micro_batch = 2;
-  const ActivationShape sh = MakeActivationShape(m, training, plan);
+  const RankShape sh = MakeRankShape(m, training, plan);
   const double b = 2, s = 512, E = 1024, KD = 2 * 128, F = 1536, H = 8, A = 2;
   const double naive =
       BlockSavedTensors(m, sh, AttentionImpl::kNaive, Recompute::kNone).TotalBytes();
@@ -136,7 +136,7 @@ TEST_CASE("Llama op list: RMSNorm, GQA, SwiGLU, naive vs fused attention", "[pla
         A * b * s * E);
   // fp32 doubles every activation but the fp32 statistics.
   training.precision = Precision::kFp32;
-  const ActivationShape sh32 = MakeActivationShape(m, training, plan);
+  const RankShape sh32 = MakeRankShape(m, training, plan);
   CHECK(BlockSavedTensors(m, sh32, AttentionImpl::kNaive, Recompute::kNone).TotalBytes() ==
         2 * (naive - 2 * 4 * b * s) + 2 * 4 * b * s);
   // Auto: naive on fp32 (the CPU executor), fused in bf16 / mixed.
@@ -149,9 +149,9 @@ TEST_CASE("context parallel splits the sequence, ring attention keeps no probabi
   const ModelSpec m = Llama(1024, 8, 16, 1536);
   TrainingSpec training{.global_batch = 1, .seq_len = 4096, .precision = Precision::kBf16};
   ParallelPlan plan;
-  const ActivationShape one = MakeActivationShape(m, training, plan);
+  const RankShape one = MakeRankShape(m, training, plan);
   plan.cp = 4;
-  const ActivationShape four = MakeActivationShape(m, training, plan);
+  const RankShape four = MakeRankShape(m, training, plan);
   const double fused1 =
       BlockSavedTensors(m, one, AttentionImpl::kFused, Recompute::kNone).TotalBytes();
   const double fused4 =

@@ -246,7 +246,7 @@ TEST_CASE("detailed memory: expert states and the dispatch buffers of a MoE bloc
 
   // The MoE FFN's saved tensors: dropless R = B*S*k rows; a capacity factor bounds the kept
   // rows by X * capacity (the executor keeps no padding: 1.25 keeps them all, 0.5 half).
-  ActivationShape sh = MakeActivationShape(m, training, plan);
+  RankShape sh = MakeRankShape(m, training, plan);
   CHECK(sh.expert_rows == 4096.0 * 8);
   CHECK(sh.expert_ffn == 2048 / 8);
   double dispatched = 0;
@@ -255,9 +255,9 @@ TEST_CASE("detailed memory: expert states and the dispatch buffers of a MoE bloc
   CHECK(dispatched == 4096.0 * 8 * 7168 * 2);
   ModelSpec padded = m;
   padded.moe.capacity_factor = 1.25;
-  CHECK(MakeActivationShape(padded, training, plan).expert_rows == 4096.0 * 8);
+  CHECK(MakeRankShape(padded, training, plan).expert_rows == 4096.0 * 8);
   padded.moe.capacity_factor = 0.5;  // capacity ceil(0.5 * 4096*8 / 256) = 64 rows an expert
-  CHECK(MakeActivationShape(padded, training, plan).expert_rows == 256.0 * 64);
+  CHECK(MakeRankShape(padded, training, plan).expert_rows == 256.0 * 64);
 }
 
 TEST_CASE("bad MoE input: top-k above the experts, half the fields, MoE keys in a dense type",

@@ -150,7 +150,7 @@ TEST_CASE("offload_act keeps two blocks on the GPU and hides its copies behind c
   const PlanCost base = Estimate(model, fast, training, Plan("dp=8,mbs=2"));
   const PlanCost off = Estimate(model, fast, training, plan);
   // One micro-batch in flight (pp = 1): L blocks' saved tensors, of which L - 2 go out.
-  const ActivationShape shape = MakeActivationShape(model, training, plan);
+  const RankShape shape = MakeRankShape(model, training, plan);
   const double block = BlockSavedTensors(model, shape, AttentionImpl::kFused, Recompute::kNone).TotalBytes();
   CHECK_THAT(off.memory.host_activations_bytes, WithinRel(double(model.layers - 2) * block, 1e-9));
   CHECK_THAT(base.memory.activations_bytes - off.memory.activations_bytes,

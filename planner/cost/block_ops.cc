@@ -1,0 +1,393 @@
+#include "planner/cost/block_ops.h"
+
+#include <cstdlib>
+#include <utility>
+
+#include "planner/cost/fp8_convention.h"
+
+namespace meshplan {
+
+Lowering DefaultLowering(BlockKind block, AttentionImpl resolved_attention) {
+  Lowering out;
+  out.kernels = block == BlockKind::kGpt ? KernelSet::kMegatron2021 : KernelSet::kExecutor;
+  out.attention = resolved_attention;
+  return out;
+}
+
+bool KeptUnder(const SavedTensor& t, Recompute recompute) {
+  switch (recompute) {
+    case Recompute::kNone: return true;
+    case Recompute::kSelective: return !t.core_attention;
+    case Recompute::kFull: return t.layer_input;
+  }
+  return true;
+}
+
+void SavedTensorList::Add(const SavedTensor& tensor) {
+  if (items_.size == static_cast<int>(kCapacity)) std::abort();  // outgrew kCapacity: raise it
+  items_.push_back(tensor);
+}
+
+double SavedTensorList::TotalBytes() const {
+  double sum = 0;
+  for (const SavedTensor& t : *this) sum += t.bytes();
+  return sum;
+}
+
+double SavedTensorList::MegatronBytes() const {
+  double sum = 0;
+  for (const SavedTensor& t : *this)
+    if (!t.row_statistic) sum += t.bytes();
+  return sum;
+}
+
+namespace {
+
+constexpr double kFp32Bytes = 4, kMaskBytes = 1, kIdBytes = 8;
+using G = FusionGroup;
+
+}  // namespace
+
+// Builds one BlockOps in place: the model, the rank's shape, the lowering, the list being
+// built and which half of the block it is in. Sizes follow the legend (docs/architecture.md).
+class BlockOpsBuilder {
+ public:
+  BlockOpsBuilder(const ModelSpec& m, const RankShape& sh, const Lowering& lowering,
+                  BlockOps* out)
+      : m_(m), sh_(sh), lowering_(lowering), out_(*out),
+        megatron_(lowering.kernels == KernelSet::kMegatron2021),
+        E_(static_cast<double>(m.hidden)), tp_(static_cast<double>(sh.tp)), a_(sh.act_bytes) {
+    out_.linears_ = BlockLinearsOf(m, sh.experts > 0);
+  }
+
+  void Build() {
+    AttentionHalf();
+    mlp_ = true;
+    MlpHalf();
+  }
+
+ private:
+  // Appends an op (beyond capacity is a programming error: raise kCapacity).
+  BlockOp& Add(const char* name, OpKind kind, G group) {
+    if (out_.ops_.size == BlockOps::kCapacity) std::abort();
+    out_.ops_.push_back({});
+    BlockOp& op = *(out_.ops_.end() - 1);
+    op.name = name;
+    op.kind = kind;
+    op.group = group;
+    op.attention_half = !mlp_;
+    op.saved_begin = op.saved_end = static_cast<uint8_t>(out_.saved_.size());
+    return op;
+  }
+  // A memory-bound op; the executor's backward moves twice the forward's bytes
+  // (docs/cost_model.md section 5), Megatron's kernels are listed op by op.
+  void Memory(const char* name, G group, OpPass fwd, OpPass bwd) {
+    BlockOp& op = Add(name, OpKind::kMemoryBound, group);
+    op.forward = fwd;
+    op.backward = bwd;
+  }
+  void Elementwise(const char* name, G group, double fwd_bytes, int64_t fwd_kernels,
+                   int64_t bwd_kernels) {
+    Memory(name, group, {fwd_bytes, fwd_kernels}, {2 * fwd_bytes, bwd_kernels});
+  }
+  // A tensor the op added last saves.
+  void Save(SavedTensor t) {
+    t.mlp_half = mlp_;
+    out_.saved_.Add(t);
+    (out_.ops_.end() - 1)->saved_end = static_cast<uint8_t>(out_.saved_.size());
+  }
+
+  // The next linear: its GEMM on this rank. A matrix with copies > 1 (experts) is a grouped
+  // GEMM of `copies` products, each over the tokens of one copy: the rank's X/ep routed
+  // experts share the rows it computes, T*r*u (expert_parallel.h), a shared expert all T.
+  void Linear() {
+    const int index = next_linear_++;
+    const BlockLinear& l = out_.linears_[index];
+    BlockOp& op = Add(l.name, OpKind::kLinear, G::kNone);
+    op.linear = static_cast<int8_t>(index);
+    const bool routed = l.role == LinearRole::kRoutedExpert;
+    const double copies =
+        static_cast<double>(routed ? sh_.expert_work.local_experts : l.copies);
+    const double rows = routed ? sh_.expert_work.rows_computed / copies : sh_.T;
+    op.gemm = {rows, static_cast<double>(l.out_per_rank(sh_.tp)),
+               static_cast<double>(l.in_per_rank(sh_.tp)), copies, false,
+               sh_.fp8 && l.role != LinearRole::kRouter};  // the router stays bf16
+  }
+
+  // A norm saves its input and its per-row statistics (RMSNorm: rstd; LayerNorm: mean,
+  // rstd). Megatron's fused LayerNorm: forward read + write (Tn, E), 1 kernel; backward
+  // cuComputePartGradGammaBeta reads dy and x, cuComputeGradInput reads dy and x and writes
+  // dx, 3 kernels. The executor's RMSNorm: RmsNormLaunches.
+  void Norm(const char* name, bool layer_input) {
+    const double bytes = 2 * sh_.Tn * E_ * a_;
+    if (megatron_) {
+      Memory(name, G::kNorm, {bytes, 1}, {5 * a_ * sh_.Tn * E_, 3});
+    } else {
+      const NormLaunches launches = RmsNormLaunches(sh_);
+      Elementwise(name, G::kNorm, bytes, launches.fwd, launches.bwd);
+    }
+    const double rows = double(sh_.b) * sh_.s_norm;
+    SavedTensor input{name, "input (B,Sn,E)", rows * sh_.hidden, a_};
+    input.layer_input = layer_input;
+    Save(input);
+    if (m_.block == BlockKind::kGpt) Save(Statistic({name, "mean (B,Sn) fp32", rows, kFp32Bytes}));
+    Save(Statistic({name, "rstd (B,Sn) fp32", rows, kFp32Bytes}));
+  }
+  static SavedTensor Statistic(SavedTensor t) {
+    t.row_statistic = true;
+    return t;
+  }
+  static SavedTensor Core(SavedTensor t) {
+    t.core_attention = true;
+    return t;
+  }
+
+  // The residual connection: the executor's add (read 2, write 1 (Tn, E)); gpt's jit-fused
+  // bias-dropout-add (read x and the residual, write the sum and a 1-byte mask; backward:
+  // mask x scale, then the bias gradient, and autograd's sum of the residual's two
+  // gradients (torch/csrc/autograd/input_buffer.cpp: read 2, write 1)).
+  void Residual(const char* name, const char* mask_op) {
+    const double TnE = sh_.Tn * E_;
+    if (m_.block == BlockKind::kGpt) {
+      Memory(name, G::kBiasDropoutAdd, {(3 * a_ + 1) * TnE, 1},
+             {(3 * a_ + 1) * TnE + 3 * a_ * TnE, 2 + 1});
+      Save({mask_op, "mask (B,Sn,E) 1 byte", double(sh_.b) * sh_.s_norm * sh_.hidden, kMaskBytes});
+    } else {
+      Elementwise(name, G::kResidual, 3 * sh_.Tn * E_ * a_, 1, 1);
+    }
+  }
+
+  void AttentionHalf();
+  void AttentionCore();
+  void MlpHalf();
+  void MoeFfn();
+  struct ExpertNames {
+    const char *swiglu, *gate_output, *up_output, *down, *down_input;
+  };
+  void ExpertSwiGlu(const ExpertNames& names, double elements);
+
+  const ModelSpec& m_;
+  const RankShape& sh_;
+  const Lowering& lowering_;
+  BlockOps& out_;
+  const bool megatron_;
+  const double E_, tp_, a_;
+  int next_linear_ = 0;  // the next of out_.linears_ (forward order) to add
+  bool mlp_ = false;
+};
+
+void BlockOpsBuilder::AttentionCore() {
+  const bool ring = RunsRingAttention(sh_, lowering_);
+  const bool naive = lowering_.attention == AttentionImpl::kNaive && !ring;
+  const double A = a_, b = double(sh_.b), Sc = double(sh_.s_local), Skv = Sc;
+  const double q = b * Sc * sh_.heads * sh_.head_dim;  // (B,Sc,Ht*D)
+  const double kv = b * Skv * sh_.kv_heads * sh_.head_dim;
+  const double v = b * Skv * sh_.kv_heads * sh_.v_head_dim;
+  const double probs = b * sh_.heads * Sc * Skv;  // (B,Ht,Sc,Skv)
+  const bool dropout = m_.block == BlockKind::kGpt;
+  Add("attention", OpKind::kAttentionCore, G::kSoftmax);
+  out_.core_ = {static_cast<double>(sh_.b) * static_cast<double>(m_.heads) / tp_,
+             static_cast<double>(sh_.s) / static_cast<double>(sh_.cp),
+             static_cast<double>(sh_.s), static_cast<double>(m_.head_dim()),
+                static_cast<double>(m_.v_head_dim()), /*causal=*/true, dropout};
+  if (naive) {
+    Save({"attention.qk", "q (B,Ht,Sc,D)", q, A});
+    Save({"attention.qk", "k (B,Kt,Skv,D)", kv, A});
+    Save(Core({"attention.softmax", "output P (B,Ht,Sc,Skv)", probs, A}));
+    if (dropout) {
+      Save(Core({"attention.dropout", "mask (B,Ht,Sc,Skv) 1 byte", probs, kMaskBytes}));
+      Save(Core({"attention.dropout", "output (B,Ht,Sc,Skv)", probs, A}));
+    }
+    Save({"attention.pv", "v (B,Kt,Skv,Dv)", v, A});
+  } else if (ring) {
+    // executor/parallel/ring_attention.h: the logsumexp is kept in every mode but full
+    // recompute (the backward recomputes each ring step's probabilities from it): nothing
+    // is recomputed under selective.
+    Save({"attention.ring", "q (B,Ht,Sc,D)", q, A});
+    Save({"attention.ring", "k (B,Kt,Sc,D)", kv, A});
+    Save({"attention.ring", "v (B,Kt,Sc,Dv)", v, A});
+    Save(Statistic({"attention.ring", "logsumexp (B,Ht,Sc) fp32", b * sh_.heads * Sc, kFp32Bytes}));
+  } else {
+    Save({"attention.flash", "q (B,Sc,Ht,D)", q, A});
+    Save({"attention.flash", "k (B,Sc,Kt,D)", kv, A});
+    Save({"attention.flash", "v (B,Sc,Kt,Dv)", v, A});
+    Save(Core(Statistic(
+        {"attention.flash", "logsumexp (B,Ht,Sc) fp32", b * sh_.heads * Sc, kFp32Bytes})));
+  }
+}
+
+// norm -> q, k, v projections (MLA: low-rank with latent norms) -> q/k norms -> RoPE ->
+// attention core -> o projection -> residual. gpt: LayerNorm, one QKV linear with its bias,
+// learned positions (no RoPE), bias-dropout-add. docs/cost_model.md sections 1 and 5.
+void BlockOpsBuilder::AttentionHalf() {
+  const double a = a_, L = sh_.linear_input_bytes, b = double(sh_.b), Sc = double(sh_.s_local);
+  const double T = sh_.T, KD = static_cast<double>(m_.kv_hidden());
+  const double normed = b * sh_.s_norm * sh_.hidden;  // (B,Sn,E)
+  const bool gpt = m_.block == BlockKind::kGpt;
+  Norm("attention_norm", /*layer_input=*/true);
+  Linear();  // wq, wq_a or gpt's qkv: reads the normed input, saved once for q, k, v
+  Save({"wq/wk/wv", "input: normed x (B,Sn,E)", normed, L});
+  if (gpt) {
+    // Megatron-LM's QKV bias: ColumnParallelLinear without skip_bias_add calls F.linear on
+    // the 3-D [s, b, h] input, which PyTorch runs as matmul + add_(bias)
+    // (aten/src/ATen/native/Linear.cpp: only 2-D inputs take the fused addmm); backward the
+    // bias gradient, a reduction of the output gradient.
+    const double qkv = T * (E_ + 2 * KD) / tp_;
+    Memory("qkv.bias", G::kBias, {2 * a * qkv, 1}, {a * qkv, 1});
+    // The q, k, v split (split_tensor_along_last_dim = torch.split): its backward cats the
+    // three gradients into one (T, 3E/tp) tensor.
+    Memory("qkv.split", G::kLayout, {0, 0}, {2 * a * qkv, 1});
+  } else if (m_.mla.enabled()) {
+    const double rows = b * Sc;
+    if (sh_.q_lora_rank > 0) {
+      // The latent norms' own kernels are not counted in the step's work (they were not).
+      Memory("q_a_norm", G::kNorm, {}, {});
+      Save({"q_a_norm", "input (B,Sc,Rq)", rows * sh_.q_lora_rank, a});
+      Save(Statistic({"q_a_norm", "rstd (B,Sc) fp32", rows, kFp32Bytes}));
+      Linear();  // wq_b
+      Save({"wq_b", "input: normed q latent (B,Sc,Rq)", rows * sh_.q_lora_rank, a});
+    }
+    Linear();  // wkv_a (reads x, as wq(_a))
+    Memory("kv_a_norm", G::kNorm, {}, {});
+    Save({"kv_a_norm", "input (B,Sc,Rkv)", rows * sh_.kv_lora_rank, a});
+    Save(Statistic({"kv_a_norm", "rstd (B,Sc) fp32", rows, kFp32Bytes}));
+    Linear();  // wkv_b
+    Save({"wkv_b", "input: normed kv latent (B,Sc,Rkv)", rows * sh_.kv_lora_rank, a});
+  } else {
+    Linear();  // wk
+    Linear();  // wv
+  }
+  const double QD = static_cast<double>(m_.q_hidden());
+  if (m_.qk_norm) {  // q_norm, k_norm: read + write q and k; RMSNorm over each head
+    Elementwise("q_norm/k_norm", G::kNorm, 2 * T * (QD + KD) / tp_ * a, 2, 2);
+    const double q = b * Sc * sh_.heads * sh_.head_dim, kv = b * Sc * sh_.kv_heads * sh_.head_dim;
+    Save({"q_norm", "input q (B,Sc,Ht*D)", q, a});
+    Save({"k_norm", "input k (B,Skv,Kt*D)", kv, a});
+    Save(Statistic({"q_norm/k_norm", "rstd (B,Sc,Ht+Kt) fp32", b * Sc * (sh_.heads + sh_.kv_heads),
+                    kFp32Bytes}));
+  }
+  if (!gpt) {
+    // RoPE on q (T, H*D/tp) and k (T, KD/tp): 4 launches per tensor each way; saves nothing.
+    Elementwise("rope", G::kRope, 2 * T * (QD + KD) / tp_ * a, 2 * 4, 2 * 4);
+    // v's head split forward (and the naive output's head merge); backward the output
+    // gradient's split and dv's merge.
+    Elementwise("attention.heads", G::kLayout, 0,
+             1 + (lowering_.attention != AttentionImpl::kFused ? 1 : 0), 2);
+  }
+  AttentionCore();
+  if (megatron_) {
+    // baddbmm's backward multiplies the q and k gradients by alpha = 1/norm_factor in a
+    // kernel each (PyTorch derivatives.yaml, baddbmm: grad.bmm(batch2^T) * alpha).
+    Memory("attention.scale", G::kSoftmax, {0, 0}, {2 * a * T * (E_ + KD) / tp_, 2});
+    // The context's permute(2, 0, 1, 3).contiguous() of [b, np, s, hn] to [s, b, np, hn]
+    // before the o projection (ParallelSelfAttention.forward): read + write (T, E/tp).
+    Memory("attention.context", G::kLayout, {2 * a * (T * E_ / tp_), 1}, {0, 0});
+  }
+  // Naive attention's backward reads P and v, not its output: the o projection alone saves
+  // it (L). Flash and ring attention save the output too (A), and fp8 adds wo's FP8 copy.
+  const bool naive = lowering_.attention == AttentionImpl::kNaive && !RunsRingAttention(sh_, lowering_);
+  const double out_heads = b * Sc * sh_.heads * sh_.v_head_dim;  // (B,Sc,Ht*Dv)
+  Linear();  // wo
+  Save({"wo", "input: attention output (B,Sc,Ht*Dv)", out_heads, naive ? L : a});
+  if (!naive && L != a) Save({"wo", "input: FP8 copy of the attention output (B,Sc,Ht*Dv)", out_heads, L});
+  Residual("attention.residual", "attention.residual_dropout");
+}
+
+void BlockOpsBuilder::MlpHalf() {
+  const double a = a_, L = sh_.linear_input_bytes, b = double(sh_.b), Sc = double(sh_.s_local);
+  const double normed = b * sh_.s_norm * sh_.hidden, inner = b * Sc * sh_.ffn;  // (B,Sc,Ft)
+  const double T = sh_.T;
+  Norm("ffn_norm", /*layer_input=*/false);
+  const bool gpt = m_.block == BlockKind::kGpt;
+  if (gpt) {
+    const double ffn = T * static_cast<double>(m_.ffn_hidden) / tp_;
+    Linear();  // fc1
+    Save({"fc1", "input: normed h (B,Sn,E)", normed, L});
+    // bias-GeLU (jit-fused): read + write (T, F/tp); backward bias_gelu_back reads dy and x,
+    // writes dx; the bias gradient reduces dx.
+    Memory("bias_gelu", G::kActivation, {2 * a * ffn, 1}, {4 * a * ffn, 2});
+    Save({"gelu", "input: fc1 output (B,Sc,Ft)", inner, a});
+    Linear();  // fc2
+    Save({"fc2", "input: GeLU output (B,Sc,Ft)", inner, L});
+    Residual("mlp.residual", "mlp.residual_dropout");
+    return;
+  }
+  if (sh_.experts > 0) {
+    MoeFfn();
+  } else {
+    Linear();  // w_gate
+    Save({"w_up/w_gate", "input: normed h (B,Sn,E)", normed, L});
+    Linear();  // w_up
+    // SwiGLU (custom autograd function): read gate, up, write (T, F/tp); it saves the gate
+    // and up outputs and recomputes silu(gate) in backward.
+    Elementwise("swiglu", G::kActivation, 3 * T * static_cast<double>(m_.ffn_hidden) / tp_ * a, 2, 10);
+    Save({"swiglu", "gate output (B,Sc,Ft)", inner, a});
+    Save({"swiglu", "up output (B,Sc,Ft)", inner, a});
+    Linear();  // w_down
+    Save({"w_down", "input: silu(gate)*up (B,Sc,Ft)", inner, L});
+  }
+  Residual("mlp.residual", "mlp.residual_dropout");
+}
+
+// A MoE FFN (activation_memory.h, "MoE FFN"; R = expert_rows). Its memory-bound bytes sit
+// on the routing op, summed as one term: the router's softmax and top-k over (T, X) fp32,
+// the permutation of each token to its k experts (read (T, E), write (T*r, E),
+// r = ExpertRowsPerToken) and back with the routing weights (read (T*r, E), write (T, E)),
+// and the SwiGLUs of the routed rows this rank computes (T*r*u) and of the shared experts
+// (read gate, up, write: 3 x (rows, Fe/tp)).
+void BlockOpsBuilder::MoeFfn() {
+  const double A = a_, rows = double(sh_.b) * sh_.s_local, R = sh_.expert_rows;
+  const double normed = double(sh_.b) * sh_.s_norm * sh_.hidden;
+  const MoeSpec& moe = m_.moe;
+  const double X = static_cast<double>(moe.experts), r = ExpertRowsPerToken(m_);
+  const double Fe = static_cast<double>(moe.expert_ffn_hidden) / tp_, T = sh_.T;
+  const double router = 3 * T * X * 4;  // softmax read + write, top-k read
+  const double dispatch = 2 * (T * E_ + T * r * E_) * A;
+  const double swiglu =
+      3 * (sh_.expert_work.rows_computed + T * static_cast<double>(moe.shared_experts)) * Fe * A;
+  Linear();  // router
+  Save({"router/shared", "input: normed h (B,Sn,E)", normed, A});
+  Elementwise("moe.routing", G::kRouting, router + dispatch + swiglu, 4, 4);
+  Save({"router", "probabilities (B,Sc,X) fp32", rows * sh_.experts, kFp32Bytes});
+  Save({"router", "top-k weights fp32 + ids int64 (B,Sc,k)", rows * sh_.top_k, kFp32Bytes + kIdBytes});
+  Save({"router", "row token and slot ids (R) int64 x 2", 2 * R, kIdBytes});
+  Save({"dispatch", "permuted tokens (R,E)", R * sh_.hidden, A});
+  ExpertSwiGlu({"experts.swiglu", "gate output (R,Fe/tp)", "up output (R,Fe/tp)",
+                "experts.w_down", "input: silu(gate)*up (R,Fe/tp)"},
+               R * sh_.expert_ffn);
+  Memory("combine", G::kRouting, {}, {});
+  Save({"combine", "expert outputs (Rs,E)", sh_.routed_rows * sh_.hidden, A});
+  if (moe.shared_experts == 0) return;
+  ExpertSwiGlu({"shared.swiglu", "gate output (B,Sc,Xs*Fe/tp)", "up output (B,Sc,Xs*Fe/tp)",
+                "shared.w_down", "input: silu(gate)*up (B,Sc,Xs*Fe/tp)"},
+               rows * sh_.shared_ffn);
+}
+
+// The gate and up linears of a MoE layer's experts, their SwiGLU (one launch each way; its
+// bytes are the routing op's) and the down linear, each saved tensor `elements` large.
+void BlockOpsBuilder::ExpertSwiGlu(const ExpertNames& n, double elements) {
+  Linear();  // w_gate
+  Linear();  // w_up
+  Elementwise(n.swiglu, G::kActivation, 0, 1, 1);
+  Save({n.swiglu, n.gate_output, elements, a_});
+  Save({n.swiglu, n.up_output, elements, a_});
+  Linear();  // w_down
+  Save({n.down, n.down_input, elements, a_});
+}
+
+bool RunsRingAttention(const RankShape& shape, const Lowering& lowering) {
+  return shape.cp > 1 && lowering.kernels == KernelSet::kExecutor;
+}
+
+NormLaunches RmsNormLaunches(const RankShape& shape) {
+  const int64_t cast = shape.act_bytes != 4 ? 1 : 0;
+  return {7 + cast, 10 + cast};
+}
+
+BlockOps BuildBlockOps(const ModelSpec& model, const RankShape& shape, const Lowering& lowering) {
+  BlockOps out;
+  BlockOpsBuilder(model, shape, lowering, &out).Build();
+  return out;
+}
+
+}  // namespace meshplan

@@ -1,0 +1,145 @@
+// BlockOps: one transformer block as an ordered list of ops, forward order, on one rank.
+//
+// The architecture (planner/model_spec.h: gpt or llama, MoE, MLA, q/k norm) decides which
+// ops a block has; a Lowering decides which kernels run them (launches, bytes moved, the
+// attention kernel). Every op carries what any consumer needs: its kind and shape (a linear's
+// GEMM, the attention core, a memory-bound op's bytes), its launches and bytes in each pass
+// (backward mirrored: a linear's two GEMMs, a memory-bound op's backward pass), the tensors
+// it saves for backward (with the recompute policies' flags), and a fusion group. The step's
+// work (planner/cost/block_work.h) and the activation memory (activation_memory.h) read it.
+// The default Lowering reproduces the kernels of each block kind (docs/cost_model.md
+// section 5). Fixed capacity, no allocation: the search builds one per candidate.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#include "planner/attention_impl.h"
+#include "planner/cost/block_linears.h"
+#include "planner/cost/compute_work.h"
+#include "planner/cost/rank_shape.h"
+#include "planner/model_spec.h"
+
+namespace meshplan {
+
+// The kernels a block's ops run as (issue 31's framework profiles will choose these).
+enum class KernelSet : uint8_t {
+  kMegatron2021,  // Megatron-LM 2021-2022: fused LayerNorm, fused causal softmax, jit-fused
+                  // bias-dropout-add and bias-GeLU, unfused 3-D bias adds
+  kExecutor,      // meshplan's executor (executor/model/ops.cc): one launch per PyTorch op
+};
+
+struct Lowering {
+  KernelSet kernels = KernelSet::kExecutor;
+  AttentionImpl attention = AttentionImpl::kFused;  // resolved: fused or naive
+};
+// Today's software for each block kind: gpt => Megatron-LM 2021, llama => the executor.
+Lowering DefaultLowering(BlockKind block, AttentionImpl resolved_attention);
+
+enum class OpKind : uint8_t {
+  kLinear,         // a weight GEMM (and its FP8 casts in fp8 runs)
+  kAttentionCore,  // softmax(Q K^T) V: the lowering's attention kernel
+  kMemoryBound,    // elementwise or reduction: bytes read + written
+};
+
+enum class FusionGroup : uint8_t {
+  kNone, kNorm, kRope, kActivation, kBiasDropoutAdd, kSoftmax, kResidual, kBias, kLayout,
+  kRouting,
+};
+
+// One pass of a memory-bound op: bytes read + written and kernel launches.
+struct OpPass {
+  double bytes = 0;
+  int64_t kernels = 0;
+};
+
+// One tensor an op keeps alive (saved for backward, or a temporary of a backward step).
+struct SavedTensor {
+  const char* op = "";      // e.g. "attention.softmax"
+  const char* tensor = "";  // what it is, with its shape, e.g. "output P (B,Ht,Sc,Skv)"
+  double elements = 0;
+  double bytes_per_element = 0;
+  bool layer_input = false;     // the block's input: the one tensor kept under full recompute
+  bool core_attention = false;  // recomputed under selective recompute
+  bool row_statistic = false;   // a per-row norm/softmax statistic (Megatron's formula omits it)
+  bool mlp_half = false;        // saved by the FFN half of the block (ffn_norm onward): freed
+                                // once the backward reaches the attention half
+  double bytes() const { return elements * bytes_per_element; }
+};
+// Whether `recompute` keeps the tensor from forward to backward (else it is recomputed).
+bool KeptUnder(const SavedTensor& tensor, Recompute recompute);
+
+// A short fixed-capacity list (no allocation: the search evaluates millions of plans).
+class SavedTensorList {
+ public:
+  static constexpr size_t kCapacity = 32;
+  void Add(const SavedTensor& tensor);  // beyond capacity is a programming error (aborts)
+  const SavedTensor* begin() const { return items_.begin(); }
+  const SavedTensor* end() const { return items_.end(); }
+  size_t size() const { return static_cast<size_t>(items_.size); }
+  double TotalBytes() const;
+  // Without row statistics: what Megatron's closed form counts.
+  double MegatronBytes() const;
+
+ private:
+  FixedList<SavedTensor, static_cast<int>(kCapacity)> items_;
+};
+
+// The attention core's shape: per rank, B*Ht heads of q queries against kv keys.
+struct AttentionCoreShape {
+  double batch_heads = 0, q = 0, kv = 0;
+  double qk_dim = 0, v_dim = 0;  // D, Dv
+  bool causal = true;
+  bool dropout = false;          // attention dropout (gpt)
+};
+
+struct BlockOp {
+  const char* name = "";
+  OpKind kind = OpKind::kMemoryBound;
+  FusionGroup group = FusionGroup::kNone;
+  bool attention_half = true;  // before ffn_norm
+  int8_t linear = -1;          // kLinear: its matrix, BlockOps::linears()[linear]
+  uint8_t saved_begin = 0, saved_end = 0;  // its tensors: BlockOps::saved()[begin, end)
+  // kLinear: the forward GEMM on this rank, (rows, in) x (in, out) per copy; backward
+  // mirrors it: input (rows, out) x (out, in), weight (in, rows) x (rows, out).
+  GemmOp gemm;
+  OpPass forward, backward;    // kMemoryBound, as lowered
+};
+
+class BlockOps {
+ public:
+  static constexpr int kCapacity = 32;
+  const BlockOp* begin() const { return ops_.begin(); }
+  const BlockOp* end() const { return ops_.end(); }
+  int size() const { return ops_.size; }
+  // The block's matrices (BlockOp::linear indexes them) and its attention core's shape.
+  const BlockLinears& linears() const { return linears_; }
+  const AttentionCoreShape& core() const { return core_; }
+  // Every tensor the block's ops save, in op order, with no recompute.
+  const SavedTensorList& saved() const { return saved_; }
+
+ private:
+  friend class BlockOpsBuilder;
+  FixedList<BlockOp, kCapacity> ops_;
+  BlockLinears linears_;
+  AttentionCoreShape core_;
+  SavedTensorList saved_;
+};
+
+// Context parallel on the executor runs its ring attention (flash-style: no probabilities
+// kept; executor/parallel/ring_attention.h), whatever the single-rank attention would be.
+bool RunsRingAttention(const RankShape& shape, const Lowering& lowering);
+
+// Kernel launches of one RMSNorm as the executor runs it (executor/model/ops.cc): forward its
+// norm, square, scale, epsilon and rsqrt, then x * rstd and * w (7); backward 10; each
+// + rstd's cast to a 16-bit activation type.
+struct NormLaunches {
+  int64_t fwd = 0, bwd = 0;
+};
+NormLaunches RmsNormLaunches(const RankShape& shape);
+
+// The ops of one block of `model` on a rank of `shape`; the MoE FFN when shape.experts > 0
+// (else the dense one), lowered by `lowering`.
+BlockOps BuildBlockOps(const ModelSpec& model, const RankShape& shape, const Lowering& lowering);
+
+}  // namespace meshplan

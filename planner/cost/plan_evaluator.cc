@@ -1,0 +1,138 @@
+#include "planner/cost/plan_evaluator.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+
+#include "planner/cost/flops.h"
+#include "planner/cost/memory_model.h"
+#include "planner/cost/param_count.h"
+#include "planner/units_format.h"
+
+namespace meshplan {
+namespace {
+
+// The distinct pipeline stages: first, last and (pp > 2) a middle one.
+int DistinctStages(const ParallelPlan& plan, int64_t out[3]) {
+  out[0] = 0;
+  out[1] = plan.pp - 1;
+  out[2] = 1;
+  return plan.pp > 2 ? 3 : plan.pp == 2 ? 2 : 1;
+}
+
+// "needs 61.2 GB, GPU has 48.3 GB (headroom 0%)": formatted only for plans that do not fit.
+std::string NoFitReason(double needed_bytes, double capacity_bytes, double headroom,
+                        double usable) {
+  char buffer[160];
+  const auto end =
+      headroom > 0
+          ? fmt::format_to_n(buffer, sizeof(buffer) - 1,
+                             "needs {:.1f} GB, GPU has {:.1f} GB (headroom {:.0f}%: {:.1f} GB usable)",
+                             ToGB(needed_bytes), ToGB(capacity_bytes), headroom * 100, ToGB(usable))
+          : fmt::format_to_n(buffer, sizeof(buffer) - 1, "needs {:.1f} GB, GPU has {:.1f} GB (headroom 0%)",
+                             ToGB(needed_bytes), ToGB(capacity_bytes));
+  return std::string(buffer, end.out);
+}
+
+// PlanCost::fits, fits_host, reason and host_bytes_per_node from cost->memory: within the
+// usable GPU memory and, when the plan offloads, the node's host memory (same headroom).
+void JudgeFit(const ClusterSpec& cluster, const EstimateOptions& options, PlanCost* cost) {
+  const double capacity = static_cast<double>(cluster.gpu.memory_bytes);
+  const double usable = UsableBytes(cluster.gpu, options.memory_headroom);
+  cost->fits = cost->memory.total_bytes <= usable;
+  cost->fits_host = true;
+  cost->reason.clear();
+  if (!cost->fits)
+    cost->reason = NoFitReason(cost->memory.total_bytes, capacity, options.memory_headroom, usable);
+  // Host memory (offload): the node's GPUs share its DRAM, less the same headroom.
+  cost->host_bytes_per_node =
+      cost->memory.host_total_bytes() * static_cast<double>(cluster.gpus_per_node);
+  if (cost->host_bytes_per_node <= 0) return;
+  const double host_usable =
+      static_cast<double>(cluster.host.memory_bytes_per_node) * (1 - options.memory_headroom);
+  cost->fits_host = cost->host_bytes_per_node <= host_usable;
+  if (cost->fits_host) return;
+  if (cost->fits)
+    cost->reason = fmt::format(
+        "{}: needs {:.1f} GB of host memory per node ({} GPUs x {:.1f} GB), node has {:.1f} GB "
+        "({:.1f} GB usable)",
+        kHostMemoryExceeded, ToGB(cost->host_bytes_per_node), cluster.gpus_per_node,
+        ToGB(cost->memory.host_total_bytes()), ToGB(double(cluster.host.memory_bytes_per_node)),
+        ToGB(host_usable));
+  cost->fits = false;
+}
+
+// A plan's memory and fit (cost->memory, fits, ...), the rest of *cost kept.
+void EstimateMemoryAndFit(const ModelSpec& model, const ClusterSpec& cluster,
+                          const TrainingSpec& training, const ParallelPlan& plan,
+                          const EstimateOptions& options, PlanCost* cost) {
+  MemoryOptions memory;
+  memory.runtime = cluster.gpu.runtime_memory;  // the seed model ignores it
+  cost->memory = EstimateMemory(model, training, plan, options.memory_model, memory);
+  JudgeFit(cluster, options, cost);
+}
+
+}  // namespace
+
+PlanCost PlanEvaluator::EstimateBase(const ParallelPlan& plan) {
+  PlanCost cost;
+  cost.params_total = CountParams(model_);
+  cost.params_active = CountActiveParams(model_);
+
+  BuildStepWork(model_, training_, plan, AttentionImpl::kAuto, &work_);
+  int64_t stages[3];
+  const int num_stages = DistinctStages(plan, stages);
+  for (int i = 0; i < num_stages; ++i) {
+    const StageParams stage = CountStageParams(model_, plan, stages[i]);
+    if (stage.total() > cost.params_per_rank) {
+      cost.params_per_rank = stage.total();
+      cost.expert_params_per_rank = stage.experts;
+    }
+    const PerMeshDim bytes = CommBytesPerStep(work_, stages[i]);
+    for (MeshDim d : kAllCommDims)
+      cost.comm_bytes_per_step[d] = std::max(cost.comm_bytes_per_step[d], bytes[d]);
+  }
+
+  const StepFlops flops = StepFlopsOf(model_, training_, plan.recompute);
+  cost.model_flops_per_step = flops.model;
+  cost.model_flops_no_attention = flops.model_no_attention;
+  cost.hardware_flops_per_step = flops.hardware;
+
+  EstimateMemoryAndFit(model_, cluster_, training_, plan, options_, &cost);
+  times_ = TimeStepWork(work_, cluster_, training_.precision);
+  SetTime(plan, AnalyticStepTime(work_, cluster_, times_), &cost);
+  return cost;
+}
+
+StepTimeBreakdown PlanEvaluator::TimeVariant(const ParallelPlan& variant) {
+  // offload_act: the base's work holds no offloaded bytes unless the base offloads too.
+  if (variant.offload_activations && work_.offload.activation_bytes_per_block == 0)
+    work_.offload.activation_bytes_per_block = OffloadedBytesPerBlock(model_, training_, variant);
+  SetPlanKnobs(variant, &work_);
+  return AnalyticStepTime(work_, cluster_, times_);
+}
+
+PlanCost PlanEvaluator::EstimateVariant(const ParallelPlan& variant, const PlanCost& base) {
+  PlanCost cost = base;
+  EstimateMemoryAndFit(model_, cluster_, training_, variant, options_, &cost);
+  SetTime(variant, TimeVariant(variant), &cost);
+  return cost;
+}
+
+void PlanEvaluator::SetTime(const ParallelPlan& plan, const StepTimeBreakdown& time,
+                            PlanCost* cost) const {
+  cost->time = time;
+  const double seconds = cost->time.total_s;
+  cost->tokens_per_s =
+      seconds > 0 ? static_cast<double>(training_.tokens_per_step()) / seconds : 0;
+  const double peak = cluster_.gpu.PeakFlops(training_.precision);
+  const int64_t gpus = plan.world_size();
+  cost->mfu = Utilization(cost->model_flops_per_step, gpus, peak, seconds);
+  cost->mfu_no_attention = Utilization(cost->model_flops_no_attention, gpus, peak, seconds);
+  cost->hfu = Utilization(cost->hardware_flops_per_step, gpus, peak, seconds);
+  if (training_.precision == Precision::kFp8)
+    cost->mfu_fp8_peak =
+        Utilization(cost->model_flops_per_step, gpus, cluster_.gpu.peak_flops_fp8, seconds);
+}
+
+}  // namespace meshplan

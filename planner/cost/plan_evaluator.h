@@ -1,0 +1,48 @@
+// PlanEvaluator: Estimate() (planner/cost/cost_model.h) in parts, for the search's hot path
+// (planner/search/knob_variants.h) and nothing else. A base plan's StepWork and its
+// knob-independent times are built once (EstimateBase); its overlap and offload variants are
+// then timed and re-costed from them without rebuilding the work. Every result equals
+// Estimate() of the same plan. One evaluator per thread and base: it holds one StepWork
+// (large: keep it on the stack, do not copy it). Allocates nothing but PlanCost strings.
+#pragma once
+
+#include "planner/cluster_spec.h"
+#include "planner/cost/cost_model.h"
+#include "planner/cost/step_time.h"
+#include "planner/cost/step_work.h"
+#include "planner/model_spec.h"
+#include "planner/parallel_plan.h"
+#include "planner/plan_cost.h"
+#include "planner/training_spec.h"
+
+namespace meshplan {
+
+class PlanEvaluator {
+ public:
+  PlanEvaluator(const ModelSpec& model, const ClusterSpec& cluster, const TrainingSpec& training,
+                const EstimateOptions& options)
+      : model_(model), cluster_(cluster), training_(training), options_(options) {}
+  PlanEvaluator(const PlanEvaluator&) = delete;
+  PlanEvaluator& operator=(const PlanEvaluator&) = delete;
+
+  // Estimate(plan); keeps the plan's work and times for its variants. Call once, first.
+  PlanCost EstimateBase(const ParallelPlan& plan);
+  // The step time of the base's work with `variant`'s overlap and offload choices (the base
+  // plan with only those changed).
+  StepTimeBreakdown TimeVariant(const ParallelPlan& variant);
+  // `base` (EstimateBase's cost) re-costed for `variant`: its memory and fit estimated
+  // again, its time from the base's work (TimeVariant).
+  PlanCost EstimateVariant(const ParallelPlan& variant, const PlanCost& base);
+  // *cost's time, tokens/s and utilisations from `time`, a time of `plan`.
+  void SetTime(const ParallelPlan& plan, const StepTimeBreakdown& time, PlanCost* cost) const;
+
+ private:
+  const ModelSpec& model_;
+  const ClusterSpec& cluster_;
+  const TrainingSpec& training_;
+  const EstimateOptions options_;
+  StepWork work_;
+  StepWorkTimes times_;
+};
+
+}  // namespace meshplan

@@ -1,0 +1,129 @@
+// The block's op list (planner/cost/block_ops.h): the ops each architecture builds, in order;
+// the default lowering of each block kind; the lowering as a separate input; the saved
+// tensors' ownership; and the linears' GEMMs against the FLOP count's parameters.
+#include <catch2/catch.hpp>
+
+#include <string>
+#include <vector>
+
+#include "planner/cost/block_ops.h"
+#include "planner/cost/flops.h"
+
+namespace meshplan {
+namespace {
+
+ModelSpec Llama() {
+  ModelSpec m;
+  m.vocab_size = 32000;
+  m.hidden = 1024;
+  m.heads = 8;
+  m.kv_heads = 2;
+  m.layers = 4;
+  m.ffn_hidden = 2816;
+  return m;
+}
+
+TrainingSpec Training() {
+  TrainingSpec t;
+  t.global_batch = 8;
+  t.seq_len = 512;
+  t.precision = Precision::kBf16;
+  return t;
+}
+
+std::vector<std::string> Names(const BlockOps& ops) {
+  std::vector<std::string> out;
+  for (const BlockOp& op : ops) out.push_back(op.name);
+  return out;
+}
+
+BlockOps Build(const ModelSpec& m, const ParallelPlan& plan, AttentionImpl impl) {
+  return BuildBlockOps(m, MakeRankShape(m, Training(), plan), DefaultLowering(m.block, impl));
+}
+
+TEST_CASE("block ops: a llama block's ops in forward order", "[planner][block_ops]") {
+  ModelSpec m = Llama();
+  const ParallelPlan plan;
+  using V = std::vector<std::string>;
+  CHECK(Names(Build(m, plan, AttentionImpl::kFused)) ==
+        V{"attention_norm", "wq", "wk", "wv", "rope", "attention.heads", "attention", "wo",
+          "attention.residual", "ffn_norm", "w_gate", "w_up", "swiglu", "w_down",
+          "mlp.residual"});
+  m.qk_norm = true;
+  CHECK(Names(Build(m, plan, AttentionImpl::kFused))[4] == "q_norm/k_norm");
+  m.qk_norm = false;
+  m.moe = {/*experts=*/8, /*top_k=*/2, /*shared_experts=*/1, /*expert_ffn_hidden=*/512};
+  CHECK(Names(Build(m, plan, AttentionImpl::kFused)) ==
+        V{"attention_norm", "wq", "wk", "wv", "rope", "attention.heads", "attention", "wo",
+          "attention.residual", "ffn_norm", "router", "moe.routing", "experts.w_gate",
+          "experts.w_up", "experts.swiglu", "experts.w_down", "combine", "shared.w_gate",
+          "shared.w_up", "shared.swiglu", "shared.w_down", "mlp.residual"});
+}
+
+TEST_CASE("block ops: gpt and llama get their default kernels", "[planner][block_ops]") {
+  CHECK(DefaultLowering(BlockKind::kGpt, AttentionImpl::kNaive).kernels ==
+        KernelSet::kMegatron2021);
+  CHECK(DefaultLowering(BlockKind::kLlama, AttentionImpl::kFused).kernels == KernelSet::kExecutor);
+  ModelSpec gpt = Llama();
+  gpt.block = BlockKind::kGpt;
+  gpt.kv_heads = gpt.heads;
+  using V = std::vector<std::string>;
+  CHECK(Names(Build(gpt, ParallelPlan{}, AttentionImpl::kNaive)) ==
+        V{"attention_norm", "wqkv", "qkv.bias", "qkv.split", "attention", "attention.scale",
+          "attention.context", "wo", "attention.residual", "ffn_norm", "fc1", "bias_gelu", "fc2",
+          "mlp.residual"});
+}
+
+TEST_CASE("block ops: the lowering is an input of its own", "[planner][block_ops]") {
+  const ModelSpec m = Llama();
+  const RankShape shape = MakeRankShape(m, Training(), ParallelPlan{});
+  const BlockOps executor =
+      BuildBlockOps(m, shape, {KernelSet::kExecutor, AttentionImpl::kFused});
+  const BlockOps megatron =
+      BuildBlockOps(m, shape, {KernelSet::kMegatron2021, AttentionImpl::kFused});
+  // The same architecture (its linears and what they save), other kernels: Megatron's fused
+  // norm is one launch forward, the executor's RMSNorm seven plus the rstd cast.
+  REQUIRE(executor.linears().size() == megatron.linears().size());
+  CHECK(executor.begin()->forward.kernels == 8);
+  CHECK(megatron.begin()->forward.kernels == 1);
+  CHECK(executor.begin()->backward.bytes == 2 * executor.begin()->forward.bytes);
+  CHECK(megatron.begin()->backward.bytes == 2.5 * megatron.begin()->forward.bytes);
+  CHECK(executor.saved().TotalBytes() == megatron.saved().TotalBytes());
+}
+
+TEST_CASE("block ops: every saved tensor belongs to one op, in op order", "[planner][block_ops]") {
+  ModelSpec m = Llama();
+  m.qk_norm = true;
+  for (const AttentionImpl impl : {AttentionImpl::kNaive, AttentionImpl::kFused}) {
+    const BlockOps ops = Build(m, ParallelPlan{}, impl);
+    int next = 0;
+    for (const BlockOp& op : ops) {
+      CHECK(op.saved_begin == next);
+      CHECK(op.saved_end >= op.saved_begin);
+      next = op.saved_end;
+      for (int i = op.saved_begin; i < op.saved_end; ++i) {
+        const SavedTensor& t = *(ops.saved().begin() + i);
+        if (t.core_attention) CHECK(op.kind == OpKind::kAttentionCore);
+        CHECK(t.mlp_half == !op.attention_half);
+      }
+    }
+    CHECK(next == static_cast<int>(ops.saved().size()));
+  }
+}
+
+TEST_CASE("block ops: the linears' GEMMs are the FLOP count's matrices", "[planner][block_ops]") {
+  ModelSpec m = Llama();
+  ParallelPlan plan;
+  plan.tp = 2;
+  plan.dp = 1;
+  const RankShape shape = MakeRankShape(m, Training(), plan);
+  const BlockOps ops = BuildBlockOps(m, shape, DefaultLowering(m.block, AttentionImpl::kFused));
+  double flops = 0;
+  for (const BlockOp& op : ops)
+    if (op.kind == OpKind::kLinear) flops += op.gemm.flops();
+  // Every dense llama matrix is split over tp: the tp ranks together run 2 * T * W.
+  CHECK(flops * 2 == 2 * shape.T * static_cast<double>(BlockMatmulParams(m)));
+}
+
+}  // namespace
+}  // namespace meshplan
