@@ -18,12 +18,14 @@
 #include <string>
 
 #include "cli/commands.h"
+#include "cli/flag_checks.h"
 #include "cli/setup_options.h"
 #include "gui/app.h"
 #include "gui/explorer_state.h"
 #include "gui/tradeoffs.h"
 #include "planner/config/config_loader.h"
 #include "planner/input_error.h"
+#include "planner/output_path.h"
 
 namespace meshplan {
 namespace {
@@ -43,6 +45,8 @@ constexpr const char* kPlanFileReplaces[] = {"--model", "--cluster", "--global-b
 
 int RunGui(const CLI::App& command, const GuiCommandOptions& options) {
   const InputLocation flags{"<command line>"};
+  CheckDistinctOutputs({{"--screenshot", options.app.screenshot_path},
+                        {"--layout-out", options.app.layout_path}});
   auto state = std::make_unique<ExplorerState>();  // large; and it owns a std::future
   if (!options.plan_file.empty()) {
     for (const char* flag : kPlanFileReplaces)
@@ -100,14 +104,16 @@ void AddGuiCommand(CLI::App& app, int* exit_code) {
       ->check(CLI::IsMember({"search", "timeline", "measured"}))
       ->capture_default_str();
   CLI::Option* screenshot = command->add_option("--screenshot", options->app.screenshot_path,
-                      "render off-screen, write this PNG and exit (no display: use xvfb-run -a)");
+                      "render off-screen, write this PNG and exit (no display: use xvfb-run -a)")
+      ->check(OutputFile());
   command->add_option("--frames", options->app.frames, "frames to render before the screenshot")
       ->check(IntegerInRange(1, 1000, "frames"))
       ->capture_default_str();
   command->add_option("--layout-out", options->app.layout_path,
                       "with --screenshot: also write where the panels, bars and capacity line "
                       "were drawn (JSON)")
-      ->needs(screenshot);
+      ->needs(screenshot)
+      ->check(OutputFile());
   command->add_option("--width", options->app.width, "window width (screen coordinates)")
       ->check(IntegerInRange(320, 16384, "screen coordinates"))
       ->capture_default_str();

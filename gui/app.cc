@@ -7,12 +7,13 @@
 
 #include <cmath>
 #include <cstdio>
+#include <exception>
 #include <filesystem>
-#include <fstream>
 
 #include "gui/drawn_layout.h"
 #include "gui/panels.h"
 #include "gui/screenshot.h"
+#include "planner/atomic_file.h"
 
 namespace meshplan {
 namespace {
@@ -59,9 +60,13 @@ void ApplyScale(float scale) {
 }
 
 bool WriteText(const std::string& path, const std::string& text) {
-  std::ofstream out(path);
-  out << text;
-  return static_cast<bool>(out);
+  try {
+    WriteFileAtomically(path, text);
+    return true;
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "meshplan gui: %s\n", e.what());
+    return false;
+  }
 }
 
 }  // namespace

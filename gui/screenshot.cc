@@ -5,6 +5,9 @@
 #include <stb_image_write.h>  // implementation: libstb (linked through pkg-config stb)
 
 #include <cstring>
+#include <exception>
+
+#include "planner/atomic_file.h"
 
 namespace meshplan {
 
@@ -28,9 +31,19 @@ bool WritePng(const std::string& path, const RgbImage& image, std::string* error
     *error = "empty image";
     return false;
   }
-  if (!stbi_write_png(path.c_str(), image.width, image.height, 3, image.rgb.data(),
-                      image.width * 3)) {
-    *error = "cannot write " + path;
+  std::string png;  // encoded in memory, then written whole (planner/atomic_file.h)
+  const auto append = [](void* context, void* data, int size) {
+    static_cast<std::string*>(context)->append(static_cast<const char*>(data), size);
+  };
+  if (!stbi_write_png_to_func(append, &png, image.width, image.height, 3, image.rgb.data(),
+                              image.width * 3)) {
+    *error = "cannot encode the PNG for " + path;
+    return false;
+  }
+  try {
+    WriteFileAtomically(path, png);
+  } catch (const std::exception& e) {
+    *error = e.what();
     return false;
   }
   return true;

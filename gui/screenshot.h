@@ -19,7 +19,8 @@ struct RgbImage {
 
 RgbImage ReadBackBuffer(int width, int height);
 
-// False (with *error set) when the file cannot be written.
+// False (with *error set) when the file cannot be written. The file lands whole or not at all,
+// and only over a new path or a regular file (planner/atomic_file.h).
 bool WritePng(const std::string& path, const RgbImage& image, std::string* error);
 
 }  // namespace meshplan

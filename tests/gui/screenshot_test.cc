@@ -5,6 +5,7 @@
 // looks at the pixels there. xvfb-run is required (scripts/install_deps.sh installs it).
 #include <catch2/catch.hpp>
 #include <stb_image.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -20,6 +21,7 @@
 #include "planner/config/config_loader.h"
 #include "planner/cost/cost_model.h"
 #include "planner/cost/memory_model.h"
+#include "tests/planner/hostile_test_util.h"
 
 namespace meshplan {
 namespace {
@@ -202,3 +204,28 @@ TEST_CASE("gui --screenshot outlines a bar that does not fit in red", "[gui][scr
 }
 
 }  // namespace meshplan
+
+TEST_CASE("gui --screenshot and --layout-out refuse FIFOs, devices, empty and shared paths",
+          "[gui][hostile]") {
+  meshplan::test::TempDir dir;
+  const std::string fifo = (dir.path / "fifo").string();
+  REQUIRE(::mkfifo(fifo.c_str(), 0600) == 0);
+  const std::string png = (dir.path / "out.png").string();
+  const struct {
+    std::string args, flag;
+  } cases[] = {
+      {"gui --screenshot " + fifo, "--screenshot"},
+      {"gui --screenshot /dev/null", "--screenshot"},
+      {"gui --screenshot ''", "--screenshot"},
+      {"gui --screenshot " + png + " --layout-out " + fifo, "--layout-out"},
+      {"gui --screenshot " + png + " --layout-out " + png, "--layout-out"},
+  };
+  for (const auto& c : cases) {
+    INFO(c.args);
+    const auto r = meshplan::test::RunBounded(c.args);  // refused before any window opens
+    CHECK(r.result.exit_code == 2);
+    CHECK_THAT(r.result.output, Catch::Contains(c.flag));
+  }
+  CHECK(std::filesystem::is_fifo(fifo));
+  CHECK(!std::filesystem::exists(png));
+}
