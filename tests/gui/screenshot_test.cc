@@ -21,7 +21,7 @@
 #include "planner/config/config_loader.h"
 #include "planner/cost/cost_model.h"
 #include "planner/cost/memory_model.h"
-#include "tests/planner/hostile_test_util.h"
+#include "tests/planner/test_util.h"
 
 namespace meshplan {
 namespace {

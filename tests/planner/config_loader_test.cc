@@ -15,6 +15,7 @@
 #include "planner/config/yaml_fields.h"
 #include "planner/cost/param_count.h"
 #include "planner/input_error.h"
+#include "tests/planner/test_util.h"
 
 namespace meshplan {
 namespace {
@@ -28,26 +29,9 @@ std::string HfFixture(const std::string& name) {
   return std::string(MESHPLAN_SOURCE_DIR) + "/tests/data/hf/" + name;
 }
 
-// The InputError `f` throws (fails the test when it throws nothing).
-template <typename F>
-InputError ErrorOf(F&& f) {
-  try {
-    f();
-  } catch (const InputError& e) {
-    return e;
-  }
-  FAIL("expected an InputError");
-  return InputError({}, "", "");
-}
+using test::ErrorOf;
+using test::TempDir;
 
-// A fresh folder under the system temp dir, removed at scope exit.
-struct TempDir {
-  fs::path path = fs::temp_directory_path() /
-                  ("meshplan_config_test_" + std::to_string(::getpid()) + "_" +
-                   std::to_string(reinterpret_cast<uintptr_t>(this)));
-  TempDir() { fs::create_directories(path); }
-  ~TempDir() { fs::remove_all(path); }
-};
 
 std::string ReadText(const fs::path& path) {
   std::ifstream in(path);

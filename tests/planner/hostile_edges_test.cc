@@ -26,7 +26,7 @@
 #include "planner/measure/sweep_table.h"
 #include "planner/output_path.h"
 #include "planner/validate/published_runs.h"
-#include "tests/planner/hostile_test_util.h"
+#include "tests/planner/test_util.h"
 
 namespace meshplan {
 namespace {

@@ -23,7 +23,7 @@
 #include "planner/parallel_plan.h"
 #include "planner/search/search.h"
 #include "tests/cli_run.h"
-#include "tests/planner/hostile_test_util.h"
+#include "tests/planner/test_util.h"
 #include "tests/planner/cost_test_specs.h"
 
 namespace meshplan {

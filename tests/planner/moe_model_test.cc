@@ -20,6 +20,7 @@
 #include "planner/cost/param_count.h"
 #include "planner/cost/step_work.h"
 #include "planner/input_error.h"
+#include "tests/planner/test_util.h"
 
 namespace meshplan {
 namespace {
@@ -30,16 +31,7 @@ std::string HfFixture(const std::string& name) {
   return std::string(MESHPLAN_SOURCE_DIR) + "/tests/data/hf/" + name;
 }
 
-template <typename F>
-InputError ErrorOf(F&& f) {
-  try {
-    f();
-  } catch (const InputError& e) {
-    return e;
-  }
-  FAIL("expected an InputError");
-  return InputError({}, "", "");
-}
+using test::ErrorOf;
 
 // A model YAML written to a temp file and loaded: its InputError.
 InputError YamlError(const std::string& text) {

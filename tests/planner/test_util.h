@@ -1,4 +1,4 @@
-// Helpers of the hostile-input tests (hostile_input_test.cc, hostile_edges_test.cc): the
+// Helpers the planner tests share (the CLI and GUI tests too): the
 // InputError a call throws, a scratch folder, and the CLI under `timeout 20`.
 #pragma once
 
