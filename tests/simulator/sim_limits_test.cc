@@ -2,8 +2,10 @@
 // is refused quickly with SimulationTooLarge naming the bound, before the memory it would
 // take is allocated; the CLI turns it into exit code 2 naming the flag to change.
 #include <catch2/catch.hpp>
+#include <unistd.h>
 
 #include <chrono>
+#include <filesystem>
 #include <string>
 
 #include "planner/config/config_loader.h"
@@ -70,11 +72,17 @@ TEST_CASE("simulate refuses 10^9 sequences of 2 tokens quickly, naming the bound
   CHECK(SecondsSince(start) < 5);
   CHECK_THAT(r.output, Catch::Contains("<command line>: --global-batch:") &&
                            Catch::Contains("kMaxSimOps") && Catch::Contains("--plan"));
+  // A new file in the temp folder (an output is a new path or a regular file, never a device):
+  // refused before anything is written, so it stays absent.
+  const std::filesystem::path trace_file =
+      std::filesystem::temp_directory_path() /
+      ("meshplan_sim_limits_" + std::to_string(::getpid()) + ".json");
   const test::CliResult trace = RunBounded(
       "simulate --plan pp=2,tp=2,cp=2,sp=1,zero=3,recompute=full --global-batch 1200 "
-      "--trace /dev/null");
+      "--trace '" + trace_file.string() + "'");
   CHECK(trace.exit_code == 2);
   CHECK_THAT(trace.output, Catch::Contains("kMaxTraceOps") && Catch::Contains("drop --trace"));
+  CHECK(!std::filesystem::exists(trace_file));
 }
 
 TEST_CASE("search --simulate-top refuses a top plan too large to simulate",
