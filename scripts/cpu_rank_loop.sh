@@ -49,10 +49,15 @@ if [[ -n "$keep" ]]; then work="$keep"; mkdir -p "$work"; else work=$(mktemp -d)
 cp "$root"/tests/data/cpu_loop/*.yaml "$work/"
 
 # One calibration and one comparison of every plan; returns 0 when they meet the bounds.
+# The rates are a rank's: each of the 2 ranks trains with cores/2 intra-op threads (the
+# launcher's OMP_NUM_THREADS), so the calibration times its kernels with as many ("Ranks sharing
+# this CPU: calibrate with --threads cores/N", meshplan calibrate); the wheel's LibTorch would
+# otherwise time them on every core.
+rank_threads=$(( $(nproc) / 2 > 0 ? $(nproc) / 2 : 1 ))
 calibrate_and_compare() {
-  echo "calibrating: meshplan calibrate ${quick[*]} --collective-ranks 2 --out cpu.yaml"
-  "$meshplan" calibrate "${quick[@]}" --collective-ranks 2 --out "$work/cpu.yaml" --report "$work/calibration.json" \
-    > "$work/calibrate.log"
+  echo "calibrating: meshplan calibrate ${quick[*]} --threads $rank_threads --collective-ranks 2 --out cpu.yaml"
+  "$meshplan" calibrate "${quick[@]}" --threads "$rank_threads" --collective-ranks 2 --out "$work/cpu.yaml" \
+    --report "$work/calibration.json" > "$work/calibrate.log"
   grep -E '^(rates|network)' "$work/calibrate.log"
   printf '%-16s %12s %12s %8s %10s\n' plan predicted_ms measured_ms error_% memory_%
   errors=()
