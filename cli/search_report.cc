@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "planner/config/framework_yaml.h"
 #include "planner/cost/cost_report.h"
 #include "planner/cost/offload.h"
 #include "planner/limits.h"
@@ -36,10 +37,10 @@ double OtherBytes(const MemoryBreakdown& m) {
 
 std::string SetupLine(const TrainingSetup& s, const SearchOptions& options) {
   std::string line = fmt::format(
-      "{} on {} ({} x {}, {} each), global batch {} x {} tokens, {} precision", s.model.name,
-      s.cluster.name, s.cluster.world_size(), s.cluster.gpu.name,
+      "{} on {} ({} x {}, {} each), global batch {} x {} tokens, {} precision, {}",
+      s.model.name, s.cluster.name, s.cluster.world_size(), s.cluster.gpu.name,
       FormatGB(static_cast<double>(s.cluster.gpu.memory_bytes), 1), s.training.global_batch,
-      s.training.seq_len, ToString(s.training.precision));
+      s.training.seq_len, ToString(s.training.precision), FrameworkLabel(s.training.framework));
   if (!options.space.pins.empty()) line += ", only " + options.space.pins.ToString();
   return line;
 }
@@ -280,6 +281,8 @@ nlohmann::json ResultToJson(const SearchResult& r, const TrainingSetup& s, const
                 {"global_batch", s.training.global_batch},
                 {"seq", s.training.seq_len},
                 {"precision", ToString(s.training.precision)},
+                {"framework", s.training.framework.name},
+                {"framework_version", s.training.framework.version},
                 {"memory_model", options.memory_model == MemoryModel::kSeed ? "seed" : "detailed"},
                 {"headroom", options.memory_headroom},
                 {"usable_bytes", UsableBytes(s.cluster.gpu, options.memory_headroom)},

@@ -7,6 +7,7 @@
 
 #include "planner/checked_math.h"
 #include "planner/config/config_loader.h"
+#include "planner/config/framework_yaml.h"
 #include "planner/cost/offload.h"
 #include "planner/input_error.h"
 #include "planner/limits.h"
@@ -15,8 +16,6 @@
 #include "planner/plan_fields.h"
 
 namespace meshplan {
-
-
 
 void AddSetupOptions(CLI::App* command, SetupOptions* options) {
   command->add_option("--model", options->model,
@@ -32,14 +31,17 @@ void AddSetupOptions(CLI::App* command, SetupOptions* options) {
       ->check(IntegerInRange(1, kMaxSeqLen, "tokens; kMaxSeqLen, docs/limits.md"))
       ->capture_default_str();
   command->add_option("--precision", options->precision,
-                      "bf16 | mixed | fp32 | fp8 (fp8: FP8 linear GEMMs with bf16 master weights, "
-                      "GPUs with FP8 tensor cores only)")
+                      "bf16 | mixed | fp32 | fp8 (fp8: FP8 linear GEMMs, master weights as the "
+                      "framework keeps them; GPUs with FP8 tensor cores only)")
       ->capture_default_str();
+  command->add_option("--framework", options->framework,
+                      "the software that runs the plan: a name from configs/frameworks/ (megatron-core, "
+                      "megatron-lm-2021, megatron-lm-2022, torchtitan, pytorch, deepspeed, meshplan) "
+                      "or a YAML file; default: megatron-core on GPUs, meshplan on CPU profiles");
   command->add_option("--grad-accumulation", options->grad_accumulation,
                       "fused | separate: how micro-batches' weight gradients are summed (fused: in "
                       "the GEMM, Megatron-Core and meshplan's executor; separate: an add kernel per "
-                      "micro-batch, PyTorch autograd / DDP / FSDP)")
-      ->capture_default_str();
+                      "micro-batch, PyTorch autograd / DDP / FSDP); default: the framework's");
 }
 
 TrainingSetup ResolveSetup(const SetupOptions& options) {
@@ -73,7 +75,11 @@ TrainingSetup ResolveSetup(const SetupOptions& options) {
   if (const std::string why = WhyPrecisionUnsupported(setup.cluster.gpu, setup.training.precision);
       !why.empty())
     throw InputError(flags, "--precision", why + " (--cluster " + options.cluster + ")");
-  if (!ParseGradAccumulation(options.grad_accumulation, &setup.training.grad_accumulation))
+  const std::string framework =
+      options.framework.empty() ? DefaultFrameworkName(setup.cluster.gpu) : options.framework;
+  setup.training.framework = NamingFlag("--framework", [&] { return LoadFramework(framework); });
+  GradAccumulation& mode = setup.training.framework.grad_accumulation;
+  if (!options.grad_accumulation.empty() && !ParseGradAccumulation(options.grad_accumulation, &mode))
     throw InputError(flags, "--grad-accumulation",
                      "expected one of: " + std::string(AllowedGradAccumulations()) + "; got '" +
                          options.grad_accumulation + "'");
@@ -93,8 +99,9 @@ void AddPlanInputOptions(CLI::App* command, PlanInputOptions* options) {
 namespace {
 
 // Flags that a plan file replaces; giving one beside --plan-file is an error, not a guess.
-constexpr const char* kPlanFileReplaces[] = {"--model", "--cluster", "--global-batch", "--seq",
-                                             "--precision", "--grad-accumulation", "--plan"};
+constexpr const char* kPlanFileReplaces[] = {"--model",     "--cluster",   "--global-batch",
+                                             "--seq",       "--precision", "--framework",
+                                             "--grad-accumulation",      "--plan"};
 
 }  // namespace
 

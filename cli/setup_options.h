@@ -28,7 +28,8 @@ struct SetupOptions {
   int64_t global_batch = kDefaultGlobalBatch;
   int64_t seq = kDefaultSeq;
   std::string precision = "mixed";
-  std::string grad_accumulation = "fused";
+  std::string framework;          // empty: DefaultFrameworkName of the cluster's GPU
+  std::string grad_accumulation;  // empty: the framework's
 };
 
 // Runs `load` on a flag's value, so that its errors say which flag or argument it was: an
@@ -46,7 +47,8 @@ auto NamingFlag(const char* flag, Load load) -> decltype(load()) {
   }
 }
 
-// Adds --model, --cluster, --global-batch, --seq, --precision, --grad-accumulation to `command`;
+// Adds --model, --cluster, --global-batch, --seq, --precision, --framework,
+// --grad-accumulation to `command`;
 // --global-batch and --seq are checked against planner/limits.h as they are parsed.
 void AddSetupOptions(CLI::App* command, SetupOptions* options);
 

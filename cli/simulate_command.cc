@@ -18,11 +18,13 @@
 
 #include "cli/commands.h"
 #include "cli/setup_options.h"
+#include "planner/config/framework_yaml.h"
 #include "planner/cost/cost_model.h"
 #include "planner/cost/cost_report.h"
 #include "planner/cost/flops.h"
 #include "planner/figure_check.h"
 #include "planner/input_error.h"
+#include "planner/names.h"
 #include "planner/units_format.h"
 #include "simulator/simulate.h"
 #include "simulator/trace_export.h"
@@ -71,8 +73,9 @@ void PrintTable(const PlanFile& in, const PlanCost& cost, const SimResult& sim,
              in.cluster.world_size(), ToShortPlanString(in.plan).empty()
                                           ? std::string("(defaults)")
                                           : ToShortPlanString(in.plan));
-  fmt::print("global batch {} x {} tokens; simulated {} ops on {} stage{}, {} events\n\n",
-             in.training.global_batch, in.training.seq_len, sim.ops, sim.stages.size(),
+  fmt::print("global batch {} x {} tokens, {}, {}; simulated {} ops on {} stage{}, {} events\n\n",
+             in.training.global_batch, in.training.seq_len, ToString(in.training.precision),
+             FrameworkLabel(in.training.framework), sim.ops, sim.stages.size(),
              sim.stages.size() == 1 ? "" : "s", sim.events);
   const StepTimeBreakdown& a = cost.time;
   const StepTimeBreakdown& s = sim.time;

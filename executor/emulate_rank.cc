@@ -13,6 +13,7 @@
 #include "executor/model/adamw.h"
 #include "executor/model/fused_attention.h"
 #include "executor/parallel/device_mesh.h"
+#include "planner/config/framework_yaml.h"
 #include "planner/cost/memory_model.h"
 #include "planner/input_error.h"
 #include "planner/mesh_layout.h"
@@ -65,7 +66,9 @@ namespace {
 
 // The detailed memory model's peak for `rank`'s stage on `device`, tensors only: what the
 // run's probe counts (planner/cost/memory_model.h).
-double RankPeakBytes(const PlanFile& pf, int rank, const at::Device& device) {
+double RankPeakBytes(const PlanFile& plan_file, int rank, const at::Device& device) {
+  PlanFile pf = plan_file;  // the executor runs it, whatever framework it was searched for
+  pf.training.framework = LoadFramework(kExecutorFramework);
   MemoryOptions memory;
   memory.attention = ExecutorAttention(device, pf.training.precision);
   memory.fused_adamw =

@@ -20,10 +20,11 @@ bool ParseAttentionImpl(const std::string& text, AttentionImpl* impl) {
   return false;
 }
 
-AttentionImpl ResolveAttentionImpl(AttentionImpl requested, const ModelSpec& model,
+AttentionImpl ResolveAttentionImpl(AttentionImpl requested, const FrameworkSpec& framework,
                                    Precision precision) {
   if (requested != AttentionImpl::kAuto) return requested;
-  if (precision == Precision::kFp32 || model.block == BlockKind::kGpt) return AttentionImpl::kNaive;
+  if (framework.attention != AttentionImpl::kAuto) return framework.attention;
+  if (precision == Precision::kFp32) return AttentionImpl::kNaive;
   return AttentionImpl::kFused;
 }
 

@@ -1,22 +1,21 @@
-// AttentionImpl: how the attention core is computed, which sets what it keeps for
-// backward (planner/cost/activation_memory.h) and which kernel the executor runs.
+// AttentionImpl's spellings and its resolution: the enum itself is part of a framework
+// profile (planner/framework_spec.h), which sets what the core keeps for backward
+// (planner/cost/activation_memory.h) and which kernel runs it.
 #pragma once
 
 #include <string>
 
-#include "planner/model_spec.h"
+#include "planner/framework_spec.h"
 #include "planner/training_spec.h"
 
 namespace meshplan {
 
-// naive: QK^T, softmax and P@V as separate ops (the executor on CPU);
-// fused: flash attention (GPU kernels); auto: naive for fp32 and for gpt blocks
-// (Megatron's formula assumes its unfused core attention), fused for llama in bf16/mixed.
-enum class AttentionImpl { kAuto, kNaive, kFused };
 const char* ToString(AttentionImpl impl);  // auto | naive | fused
 // "auto" | "naive" | "fused"; false for anything else.
 bool ParseAttentionImpl(const std::string& text, AttentionImpl* impl);
-AttentionImpl ResolveAttentionImpl(AttentionImpl requested, const ModelSpec& model,
+// `requested` unless auto; else the framework's choice unless auto; else naive in fp32
+// (no flash kernel for fp32) and fused otherwise.
+AttentionImpl ResolveAttentionImpl(AttentionImpl requested, const FrameworkSpec& framework,
                                    Precision precision);
 
 }  // namespace meshplan

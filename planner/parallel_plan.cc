@@ -25,9 +25,27 @@ const char* ConstraintId(PlanConstraint constraint) {
       "cp_divides_seq",   "seq_within_max",     "sp_needs_tp",     "tp_divides_seq",
       "batch_divides",    "vpp_needs_interleaved", "interleaved_needs_pp_vpp",
       "interleaved_microbatches", "offload_params_needs_zero3",
-      "offload_params_needs_offload_opt", "prefetch_range"};
+      "offload_params_needs_offload_opt", "prefetch_range", "recompute_offered"};
   const int i = static_cast<int>(constraint);
   return i >= 0 && i < kNumPlanConstraints ? kIds[i] : "?";
+}
+
+bool Offers(const RecomputeOffer& offer, Recompute recompute) {
+  switch (recompute) {
+    case Recompute::kNone: return offer.none;
+    case Recompute::kSelective: return offer.selective;
+    case Recompute::kFull: return offer.full;
+  }
+  return false;
+}
+
+std::string OfferedRecomputes(const RecomputeOffer& offer) {
+  std::string out;
+  for (const Recompute r : {Recompute::kNone, Recompute::kSelective, Recompute::kFull})
+    if (Offers(offer, r)) out += (out.empty() ? "" : ", ") + std::string(ToString(r));
+  if (offer.op) out += (out.empty() ? "" : ", ") + std::string("op");
+  if (offer.every) out += (out.empty() ? "" : ", ") + std::string("every:N");
+  return out;
 }
 
 int64_t TpGroupLimit(const ClusterSpec& cluster, bool allow_tp_across_nodes) {
@@ -85,6 +103,7 @@ PlanConstraintMask CheckPlan(const ParallelPlan& plan, const ModelSpec& model,
   fail_if(plan.offload_params && plan.zero_stage != 3, C::kOffloadParamsNeedsZero3);
   fail_if(plan.offload_params && !plan.offload_optimizer, C::kOffloadParamsNeedsOptimizer);
   fail_if(plan.zero3_prefetch < 0 || plan.zero3_prefetch > kMaxZero3Prefetch, C::kPrefetchRange);
+  fail_if(!Offers(training.framework.recompute, plan.recompute), C::kRecomputeOffered);
   return out;
 }
 
@@ -200,6 +219,9 @@ std::string ViolationMessage(PlanConstraint c, const ParallelPlan& plan, const M
     case C::kPrefetchRange:
       return "prefetch=" + Str(plan.zero3_prefetch) + " must be an integer from 0 to " +
              Str(kMaxZero3Prefetch);
+    case C::kRecomputeOffered:
+      return std::string("recompute=") + ToString(plan.recompute) + " is not offered by " +
+             training.framework.name + "; allowed: " + OfferedRecomputes(training.framework.recompute);
     case C::kCount:
       break;
   }

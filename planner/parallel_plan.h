@@ -88,6 +88,11 @@ struct ParallelPlan {
   bool operator==(const ParallelPlan&) const = default;
 };
 
+// Whether the framework offers `recompute` (configs/frameworks/*.yaml, `recompute:`), and
+// the policies it offers as a list ("none, selective, full").
+bool Offers(const RecomputeOffer& offer, Recompute recompute);
+std::string OfferedRecomputes(const RecomputeOffer& offer);
+
 // The rules a plan can break, in the order they are checked (outer mesh factors
 // first, then sequence, batch and schedule). The search counts rejections by them.
 enum class PlanConstraint : uint8_t {
@@ -116,6 +121,7 @@ enum class PlanConstraint : uint8_t {
   kOffloadParamsNeedsZero3, // offload_params only with zero=3
   kOffloadParamsNeedsOptimizer,  // offload_params only with offload_opt
   kPrefetchRange,           // prefetch in 0..kMaxZero3Prefetch
+  kRecomputeOffered,        // the framework offers the recompute policy (FrameworkSpec::recompute)
   kCount
 };
 inline constexpr int kNumPlanConstraints = static_cast<int>(PlanConstraint::kCount);

@@ -107,6 +107,7 @@ const char* FolderOf(ConfigKind kind) {
     case ConfigKind::kModel: return "models";
     case ConfigKind::kGpu: return "hardware";
     case ConfigKind::kCluster: return "clusters";
+    case ConfigKind::kFramework: return "frameworks";
   }
   return "";
 }
@@ -116,6 +117,7 @@ const char* NounOf(ConfigKind kind) {
     case ConfigKind::kModel: return "model";
     case ConfigKind::kGpu: return "GPU";
     case ConfigKind::kCluster: return "cluster";
+    case ConfigKind::kFramework: return "framework";
   }
   return "";
 }
@@ -175,6 +177,9 @@ void ThrowUnknownName(ConfigKind kind, const std::string& name, const InputLocat
       message += "; or a path to a .yaml file";
       break;
     }
+    case ConfigKind::kFramework:
+      message += "; or a path to a .yaml file";
+      break;
     case ConfigKind::kCluster:
       message += "; or NxGPU (e.g. 64xH100: 64 GPUs from configs/hardware), or a path to a .yaml file";
       break;

@@ -31,9 +31,9 @@ inline int64_t MiBToBytes(double mib) { return static_cast<int64_t>(std::llround
 
 // ---- Names and paths ----
 // The configs/ subfolders.
-enum class ConfigKind { kModel, kGpu, kCluster };
-const char* FolderOf(ConfigKind kind);  // "models", "hardware", "clusters"
-const char* NounOf(ConfigKind kind);    // "model", "GPU", "cluster"
+enum class ConfigKind { kModel, kGpu, kCluster, kFramework };
+const char* FolderOf(ConfigKind kind);  // "models", "hardware", "clusters", "frameworks"
+const char* NounOf(ConfigKind kind);    // "model", "GPU", "cluster", "framework"
 
 // A path (contains '/' or ends in .yaml/.yml/.json) rather than a name.
 bool LooksLikePath(const std::string& text);

@@ -22,6 +22,7 @@
 #include "planner/input_file.h"
 #include "planner/limits.h"
 #include "planner/checked_math.h"
+#include "planner/config/framework_yaml.h"
 #include "planner/names.h"
 #include "planner/plan_fields.h"
 
@@ -31,9 +32,10 @@ namespace {
 
 // ---- Reading ----
 
-TrainingSpec TrainingFromYaml(const YamlFields& f) {
+// `gpu` picks the framework when the section names none (DefaultFrameworkName).
+TrainingSpec TrainingFromYaml(const YamlFields& f, const GpuSpec& gpu) {
   f.AllowOnly({"global_batch", "seq_len", "precision", "steps", "learning_rate",
-               "moe_aux_loss_coef", "grad_accumulation"});
+               "moe_aux_loss_coef", "framework", "grad_accumulation"});
   TrainingSpec t;
   // Limits keep global_batch * seq_len (tokens per step) far inside int64 (planner/limits.h).
   t.global_batch = f.Int("global_batch", {1, kMaxGlobalBatch});
@@ -50,8 +52,15 @@ TrainingSpec TrainingFromYaml(const YamlFields& f) {
   t.steps = f.Int("steps", {1, kMaxConfigInt}, t.steps);
   t.learning_rate = f.Number("learning_rate", {0, false, 10}, t.learning_rate);
   t.moe_aux_loss_coef = f.Number("moe_aux_loss_coef", {0, true, 10}, t.moe_aux_loss_coef);
-  const std::string accumulation = f.String("grad_accumulation", ToString(t.grad_accumulation));
-  if (!ParseGradAccumulation(accumulation, &t.grad_accumulation))
+  try {
+    t.framework = LoadFramework(f.String("framework", DefaultFrameworkName(gpu)));
+  } catch (const InputError& e) {
+    if (e.where().file != "<command line>") throw;  // an error inside the profile
+    f.Fail("framework", e.message());
+  }
+  GradAccumulation& mode = t.framework.grad_accumulation;
+  const std::string accumulation = f.String("grad_accumulation", ToString(mode));
+  if (!ParseGradAccumulation(accumulation, &mode))
     f.Fail("grad_accumulation", "expected one of: " + std::string(AllowedGradAccumulations()) +
                                     "; got '" + accumulation + "'");
   return t;
@@ -177,8 +186,11 @@ void EmitTraining(std::string& out, const TrainingSpec& t) {
       t.global_batch, t.seq_len, ToString(t.precision), t.steps, Shortest(t.learning_rate));
   if (t.moe_aux_loss_coef != kDefaultMoeAuxLossCoef)
     out += "  moe_aux_loss_coef: " + Shortest(t.moe_aux_loss_coef) + "\n";
-  if (t.grad_accumulation != TrainingSpec{}.grad_accumulation)
-    out += std::string("  grad_accumulation: ") + ToString(t.grad_accumulation) + "\n";
+  // The profile by name (a path for a file outside configs/frameworks/), and what differs
+  // from it: LoadPlanFile(written) gives the same spec back.
+  out += "  framework: " + t.framework.name + "\n";
+  if (t.framework.grad_accumulation != LoadFramework(t.framework.name).grad_accumulation)
+    out += std::string("  grad_accumulation: ") + ToString(t.framework.grad_accumulation) + "\n";
 }
 
 // One line per key of ToPlanString, so the file and the plan string cannot disagree.
@@ -221,7 +233,7 @@ PlanFile PlanFileFromText(const std::string& text, const std::string& path_text)
   else
     out.cluster = ci::LoadClusterAt(f.String("cluster"), base_dir, f.Where("cluster"), "cluster");
 
-  out.training = TrainingFromYaml(f.Map("training"));
+  out.training = TrainingFromYaml(f.Map("training"), out.cluster.gpu);
   if (const std::string why = WhyPrecisionUnsupported(out.cluster.gpu, out.training.precision);
       !why.empty())
     f.Map("training").Fail("precision", why);

@@ -36,7 +36,7 @@ void AddNorm(SavedTensorList& out, const ModelSpec& model, const RankShape& sh,
 
 // Every tensor one block keeps with no recompute: its op list's, as `impl` runs it.
 SavedTensorList AllBlockTensors(const ModelSpec& model, const RankShape& sh, AttentionImpl impl) {
-  return BuildBlockOps(model, sh, DefaultLowering(model.block, impl)).saved();
+  return BuildBlockOps(model, sh, LoweringOf(sh, impl)).saved();
 }
 
 }  // namespace
@@ -60,7 +60,7 @@ SavedTensorList BlockRecomputedTensors(const ModelSpec& model, const RankShape& 
 BlockTensorBytes BlockTensorTotals(const ModelSpec& model, const RankShape& shape,
                                    AttentionImpl impl, Recompute recompute) {
   BlockTensorBytes out;
-  const BlockOps ops = BuildBlockOps(model, shape, DefaultLowering(model.block, impl));
+  const BlockOps ops = BuildBlockOps(model, shape, LoweringOf(shape, impl));
   for (const SavedTensor& t : ops.saved()) {
     const bool kept = KeptUnder(t, recompute);
     (kept ? out.saved : out.recomputed) += t.bytes();
@@ -71,7 +71,7 @@ BlockTensorBytes BlockTensorTotals(const ModelSpec& model, const RankShape& shap
 
 SavedTensorList BlockBackwardStepWorkspace(const ModelSpec& model, const RankShape& sh,
                                            AttentionImpl impl, BlockHalf half) {
-  const bool ring = RunsRingAttention(sh, DefaultLowering(model.block, impl)), naive = impl == AttentionImpl::kNaive && !ring;
+  const bool ring = RunsRingAttention(sh, LoweringOf(sh, impl)), naive = impl == AttentionImpl::kNaive && !ring;
   const double A = sh.act_bytes, b = double(sh.b), Sc = double(sh.s_local);
   const double Skv = Sc;
   const double q = b * Sc * sh.heads * sh.head_dim;

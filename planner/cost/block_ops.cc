@@ -7,11 +7,8 @@
 
 namespace meshplan {
 
-Lowering DefaultLowering(BlockKind block, AttentionImpl resolved_attention) {
-  Lowering out;
-  out.kernels = block == BlockKind::kGpt ? KernelSet::kMegatron2021 : KernelSet::kExecutor;
-  out.attention = resolved_attention;
-  return out;
+Lowering LoweringOf(const RankShape& shape, AttentionImpl resolved_attention) {
+  return {shape.kernels, resolved_attention};
 }
 
 bool KeptUnder(const SavedTensor& t, Recompute recompute) {
@@ -56,6 +53,7 @@ class BlockOpsBuilder {
                   BlockOps* out)
       : m_(m), sh_(sh), lowering_(lowering), out_(*out),
         megatron_(lowering.kernels == KernelSet::kMegatron2021),
+        fused_(lowering.kernels == KernelSet::kFused),
         E_(static_cast<double>(m.hidden)), tp_(static_cast<double>(sh.tp)), a_(sh.act_bytes) {
     out_.linears_ = BlockLinearsOf(m, sh.experts > 0);
   }
@@ -117,11 +115,15 @@ class BlockOpsBuilder {
   // A norm saves its input and its per-row statistics (RMSNorm: rstd; LayerNorm: mean,
   // rstd). Megatron's fused LayerNorm: forward read + write (Tn, E), 1 kernel; backward
   // cuComputePartGradGammaBeta reads dy and x, cuComputeGradInput reads dy and x and writes
-  // dx, 3 kernels. The executor's RMSNorm: RmsNormLaunches.
+  // dx, 3 kernels. A one-kernel norm (Transformer Engine's, PyTorch's nn.LayerNorm): forward
+  // read + write, backward reads dy and x and writes dx in one kernel, then reduces the
+  // weight's partial gradients in a second. The executor's RMSNorm: RmsNormLaunches.
   void Norm(const char* name, bool layer_input) {
     const double bytes = 2 * sh_.Tn * E_ * a_;
     if (megatron_) {
       Memory(name, G::kNorm, {bytes, 1}, {5 * a_ * sh_.Tn * E_, 3});
+    } else if (fused_ || m_.block == BlockKind::kGpt) {
+      Memory(name, G::kNorm, {bytes, 1}, {3 * a_ * sh_.Tn * E_, 2});
     } else {
       const NormLaunches launches = RmsNormLaunches(sh_);
       Elementwise(name, G::kNorm, bytes, launches.fwd, launches.bwd);
@@ -157,6 +159,10 @@ class BlockOpsBuilder {
     }
   }
 
+  // The q, k, v split (split_tensor_along_last_dim = torch.split) of the (T, qkv) output:
+  // its backward cats the three gradients into one tensor.
+  void QkvSplit(double qkv) { Memory("qkv.split", G::kLayout, {0, 0}, {2 * a_ * qkv, 1}); }
+
   void AttentionHalf();
   void AttentionCore();
   void MlpHalf();
@@ -170,7 +176,7 @@ class BlockOpsBuilder {
   const RankShape& sh_;
   const Lowering& lowering_;
   BlockOps& out_;
-  const bool megatron_;
+  const bool megatron_, fused_;
   const double E_, tp_, a_;
   int next_linear_ = 0;  // the next of out_.linears_ (forward order) to add
   bool mlp_ = false;
@@ -227,16 +233,17 @@ void BlockOpsBuilder::AttentionHalf() {
   Norm("attention_norm", /*layer_input=*/true);
   Linear();  // wq, wq_a or gpt's qkv: reads the normed input, saved once for q, k, v
   Save({"wq/wk/wv", "input: normed x (B,Sn,E)", normed, L});
-  if (gpt) {
+  if (gpt && !fused_) {
     // Megatron-LM's QKV bias: ColumnParallelLinear without skip_bias_add calls F.linear on
     // the 3-D [s, b, h] input, which PyTorch runs as matmul + add_(bias)
     // (aten/src/ATen/native/Linear.cpp: only 2-D inputs take the fused addmm); backward the
     // bias gradient, a reduction of the output gradient.
     const double qkv = T * (E_ + 2 * KD) / tp_;
     Memory("qkv.bias", G::kBias, {2 * a * qkv, 1}, {a * qkv, 1});
-    // The q, k, v split (split_tensor_along_last_dim = torch.split): its backward cats the
-    // three gradients into one (T, 3E/tp) tensor.
-    Memory("qkv.split", G::kLayout, {0, 0}, {2 * a * qkv, 1});
+    QkvSplit(qkv);
+  } else if (gpt) {
+    // Transformer Engine adds the bias in the GEMM's epilogue; the split stays.
+    QkvSplit(T * (E_ + 2 * KD) / tp_);
   } else if (m_.mla.enabled()) {
     const double rows = b * Sc;
     if (sh_.q_lora_rank > 0) {
@@ -266,7 +273,11 @@ void BlockOpsBuilder::AttentionHalf() {
     Save(Statistic({"q_norm/k_norm", "rstd (B,Sc,Ht+Kt) fp32", b * Sc * (sh_.heads + sh_.kv_heads),
                     kFp32Bytes}));
   }
-  if (!gpt) {
+  if (!gpt && fused_) {
+    // One fused RoPE kernel per tensor each way (Megatron-Core's apply_rope_fusion); the
+    // fused attention reads q, k, v in the projections' layout: no head split.
+    Elementwise("rope", G::kRope, 2 * T * (QD + KD) / tp_ * a, 2, 2);
+  } else if (!gpt) {
     // RoPE on q (T, H*D/tp) and k (T, KD/tp): 4 launches per tensor each way; saves nothing.
     Elementwise("rope", G::kRope, 2 * T * (QD + KD) / tp_ * a, 2 * 4, 2 * 4);
     // v's head split forward (and the naive output's head merge); backward the output
@@ -319,8 +330,10 @@ void BlockOpsBuilder::MlpHalf() {
     Save({"w_up/w_gate", "input: normed h (B,Sn,E)", normed, L});
     Linear();  // w_up
     // SwiGLU (custom autograd function): read gate, up, write (T, F/tp); it saves the gate
-    // and up outputs and recomputes silu(gate) in backward.
-    Elementwise("swiglu", G::kActivation, 3 * T * static_cast<double>(m_.ffn_hidden) / tp_ * a, 2, 10);
+    // and up outputs and recomputes silu(gate) in backward. Fused (Megatron-Core's
+    // bias_swiglu_impl, torch.compile): one kernel each way.
+    Elementwise("swiglu", G::kActivation, 3 * T * static_cast<double>(m_.ffn_hidden) / tp_ * a,
+                fused_ ? 1 : 2, fused_ ? 1 : 10);
     Save({"swiglu", "gate output (B,Sc,Ft)", inner, a});
     Save({"swiglu", "up output (B,Sc,Ft)", inner, a});
     Linear();  // w_down
@@ -376,7 +389,7 @@ void BlockOpsBuilder::ExpertSwiGlu(const ExpertNames& n, double elements) {
 }
 
 bool RunsRingAttention(const RankShape& shape, const Lowering& lowering) {
-  return shape.cp > 1 && lowering.kernels == KernelSet::kExecutor;
+  return shape.cp > 1 && lowering.kernels == KernelSet::kEager;
 }
 
 NormLaunches RmsNormLaunches(const RankShape& shape) {

@@ -7,8 +7,7 @@
 // (backward mirrored: a linear's two GEMMs, a memory-bound op's backward pass), the tensors
 // it saves for backward (with the recompute policies' flags), and a fusion group. The step's
 // work (planner/cost/block_work.h) and the activation memory (activation_memory.h) read it.
-// The default Lowering reproduces the kernels of each block kind (docs/cost_model.md
-// section 5). Fixed capacity, no allocation: the search builds one per candidate.
+// The framework profile chooses the Lowering (docs/cost_model.md section 5). Fixed capacity, no allocation: the search builds one per candidate.
 #pragma once
 
 #include <cstddef>
@@ -22,19 +21,14 @@
 
 namespace meshplan {
 
-// The kernels a block's ops run as (issue 31's framework profiles will choose these).
-enum class KernelSet : uint8_t {
-  kMegatron2021,  // Megatron-LM 2021-2022: fused LayerNorm, fused causal softmax, jit-fused
-                  // bias-dropout-add and bias-GeLU, unfused 3-D bias adds
-  kExecutor,      // meshplan's executor (executor/model/ops.cc): one launch per PyTorch op
-};
-
+// Which kernels run a block's ops: the framework's kernel set (planner/framework_spec.h) and
+// the resolved attention kernel.
 struct Lowering {
-  KernelSet kernels = KernelSet::kExecutor;
+  KernelSet kernels = KernelSet::kEager;
   AttentionImpl attention = AttentionImpl::kFused;  // resolved: fused or naive
 };
-// Today's software for each block kind: gpt => Megatron-LM 2021, llama => the executor.
-Lowering DefaultLowering(BlockKind block, AttentionImpl resolved_attention);
+// The lowering of a rank: its framework's kernels (RankShape::kernels) and `resolved_attention`.
+Lowering LoweringOf(const RankShape& shape, AttentionImpl resolved_attention);
 
 enum class OpKind : uint8_t {
   kLinear,         // a weight GEMM (and its FP8 casts in fp8 runs)

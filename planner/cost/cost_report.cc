@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <iterator>
 
+#include "planner/config/framework_yaml.h"
 #include "planner/names.h"
 #include "planner/units_format.h"
 
@@ -83,6 +84,8 @@ nlohmann::json SetupToJson(const PlanFile& s) {
           {"global_batch", s.training.global_batch},
           {"seq_len", s.training.seq_len},
           {"precision", ToString(s.training.precision)},
+          {"framework", s.training.framework.name},
+          {"framework_version", s.training.framework.version},
           {"plan", ToPlanString(s.plan)}};
 }
 
@@ -102,9 +105,9 @@ std::string FormatCostTable(const PlanFile& s, const PlanCost& c) {
   const StepTimeBreakdown& t = c.time;
   const double capacity = static_cast<double>(s.cluster.gpu.memory_bytes);
 
-  Line(out, "{} on {} ({} x {}), global batch {} x {} tokens, {}", s.model.name, s.cluster.name,
-       s.cluster.world_size(), s.cluster.gpu.name, s.training.global_batch, s.training.seq_len,
-       ToString(s.training.precision));
+  Line(out, "{} on {} ({} x {}), global batch {} x {} tokens, {}, {}", s.model.name,
+       s.cluster.name, s.cluster.world_size(), s.cluster.gpu.name, s.training.global_batch,
+       s.training.seq_len, ToString(s.training.precision), FrameworkLabel(s.training.framework));
   Line(out, "plan: {}", ToPlanString(s.plan));
   out += '\n';
   Line(out, "Parameters");

@@ -147,7 +147,7 @@ ZeroLayout MakeZeroLayout(const ModelSpec& model, const TrainingSpec& training,
   z.zero = z.weight_replicas > 1 ? plan.zero_stage : 0;
   z.expert_replicas = plan.expert_weight_replicas();
   z.expert_zero = z.zero;
-  z.bytes = BytesPerParamFor(training.precision);
+  z.bytes = BytesPerParamFor(training);
   z.groups = StageParamGroups(model, plan, stage, z.weight_replicas, z.expert_replicas);
   const StageLayers split = SplitLayers(model.layers, plan);
   z.stage_layers = double(split.Of(stage));
@@ -307,8 +307,8 @@ double OptimizerTransientBytes(const Stage& s) {
   double largest = z.stage_layers > 0 ? z.groups.block : 0.0;
   largest = std::max({largest, z.groups.embed, z.groups.head});
   if (z.zero >= 1) largest /= double(z.weight_replicas);
-  const bool mixed = s.training.precision == Precision::kMixed;
-  return largest * ((s.fused_adamw ? 0.0 : z.bytes.state) + (mixed ? 4.0 : 0.0));
+  const bool fp32_copy = s.training.precision == Precision::kMixed && z.bytes.grad < 4;
+  return largest * ((s.fused_adamw ? 0.0 : z.bytes.state) + (fp32_copy ? 4.0 : 0.0));
 }
 
 // The update. ZeRO-1/2 all-gather the updated shard in place. offload_opt: the step and its
@@ -335,10 +335,12 @@ double Fp8ResidentBytes(const Stage& s) {
 MemoryBreakdown Breakdown(const Stage& s, const Phase& peak) {
   const ZeroLayout& z = s.zero;
   const double padded_params = z.groups.embed + z.groups.blocks + z.groups.head;
-  ModelStateBytes states = ExecutorModelStates(padded_params, z.bytes, z.zero, z.weight_replicas);
+  const auto model_states = s.training.framework.zero1_gradient_shard ? ExecutorModelStates
+                                                                        : ShardedModelStates;
+  ModelStateBytes states = model_states(padded_params, z.bytes, z.zero, z.weight_replicas);
   if (z.groups.expert_blocks > 0) {
     const ModelStateBytes experts =
-        ExecutorModelStates(z.groups.expert_blocks, z.bytes, z.expert_zero, z.expert_replicas);
+        model_states(z.groups.expert_blocks, z.bytes, z.expert_zero, z.expert_replicas);
     states.params_bytes += experts.params_bytes;
     states.grads_bytes += experts.grads_bytes;
     states.optimizer_bytes += experts.optimizer_bytes;
@@ -380,7 +382,7 @@ MemoryBreakdown Breakdown(const Stage& s, const Phase& peak) {
 DetailedBlockTerms DetailedBlockTermsOf(const ModelSpec& model, const TrainingSpec& training,
                                         const ParallelPlan& plan, const MemoryOptions& options) {
   DetailedBlockTerms b;
-  b.impl = ResolveAttentionImpl(options.attention, model, training.precision);
+  b.impl = ResolveAttentionImpl(options.attention, training.framework, training.precision);
   b.shape = MakeRankShape(model, training, plan);
   b.tensors = BlockTensorTotals(model, b.shape, b.impl, plan.recompute);
   if (b.shape.experts > 0) {
@@ -423,7 +425,7 @@ MemoryBreakdown DetailedStageMemory(const ModelSpec& model, const TrainingSpec& 
       std::max_element(phases, phases + num_phases,
                        [](const Phase& a, const Phase& b) { return a.sum() < b.sum(); });
   MemoryBreakdown out = Breakdown(s, *peak);
-  AddRuntimeMemory(options.runtime, plan, &out);
+  AddRuntimeMemory(WithFramework(options.runtime, training.framework), plan, &out);
   return out;
 }
 

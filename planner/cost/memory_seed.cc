@@ -46,7 +46,7 @@ MemoryBreakdown SeedStageMemory(const ModelSpec& model, const TrainingSpec& trai
   // (planner/cost/step_work.h); the routed experts with ep > 1: dp/ep x cp.
   const bool split = plan.ep > 1 && params.routed_experts > 0;
   const double routed = split ? double(params.routed_experts) : 0.0;
-  const BytesPerParam bytes = BytesPerParamFor(training.precision);
+  const BytesPerParam bytes = BytesPerParamFor(training);
   ModelStateBytes states = ShardedModelStates(double(params.total()) - routed, bytes,
                                               plan.zero_stage, plan.weight_replicas());
   if (split) {

@@ -11,18 +11,24 @@
 
 namespace meshplan {
 
-// Bytes each parameter costs in each model-state tensor.
+// Bytes each parameter costs in each model-state tensor, for the precision as the framework
+// (TrainingSpec::framework) keeps it:
 //   bf16:  2 (bf16 weight) + 2 (bf16 grad) + 4 (bf16 Adam m, v)     =  8 (docs/cost_model.md 2(a))
-//   mixed: 2 (bf16 weight) + 2 (bf16 grad) + 12 (fp32 master, m, v) = 16 (docs/cost_model.md 2(b))
+//   mixed: 2 (bf16 weight) + 2 (bf16 grad) + 12 (fp32 master, m, v) = 16 (docs/cost_model.md 2(b));
+//          fp32 main gradients (FrameworkSpec::main_grads): 2 + 4 + 12 = 18
 //   fp32:  4 (fp32 weight) + 4 (fp32 grad) + 8 (fp32 Adam m, v)     = 16
-//   fp8:   as bf16 (bf16 master weights); its FP8 weight copies are not model states
-//          (planner/cost/fp8_convention.h, counted by the detailed memory model)
+//   fp8:   as bf16, or as mixed when the framework keeps fp32 states (FrameworkSpec::fp8_states);
+//          its FP8 weight copies are not model states (planner/cost/fp8_convention.h, counted
+//          by the detailed memory model)
 struct BytesPerParam {
   double param = 0;      // the weights the model computes with
   double grad = 0;       // gradient storage
   double optimizer = 0;  // fp32 master (mixed only) + Adam m + v
   double state = 0;      // one optimizer-state element (the dtype of m, v and Adam's temporaries)
 };
+BytesPerParam BytesPerParamFor(const TrainingSpec& training);
+// The same with the default framework's dtypes (16-bit gradients, bf16 fp8 states): the
+// documents' counts.
 BytesPerParam BytesPerParamFor(Precision precision);
 
 // Bytes of the activations (and logits) the model computes in: 2 for bf16, mixed and fp8

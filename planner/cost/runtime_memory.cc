@@ -18,10 +18,17 @@ int64_t CountNcclCommunicators(const ParallelPlan& plan) {
   return communicators;
 }
 
+RuntimeMemorySpec WithFramework(RuntimeMemorySpec spec, const FrameworkSpec& framework) {
+  if (framework.allocator_fragmentation >= 0 && spec != RuntimeMemorySpec{})
+    spec.allocator_fragmentation = framework.allocator_fragmentation;
+  return spec;
+}
+
 void AddRuntimeMemory(const RuntimeMemorySpec& spec, const ParallelPlan& plan,
                       MemoryBreakdown* breakdown) {
   MemoryBreakdown& b = *breakdown;
-  const double tensor_bytes = b.total_bytes;
+  // The model states, allocated once before the first step, leave no free fragments.
+  const double tensor_bytes = b.total_bytes - b.params_bytes - b.grads_bytes - b.optimizer_bytes;
   b.cuda_context_bytes = spec.cuda_context_bytes;
   b.nccl_buffers_bytes =
       double(CountNcclCommunicators(plan)) * spec.nccl_buffer_bytes_per_communicator;

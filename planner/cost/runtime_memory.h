@@ -4,7 +4,9 @@
 // last, the seed model never does.
 //
 // For one rank, one process per rank (as the executor launches), with S = the spec
-// (planner/runtime_memory_spec.h) and T = the bytes of the breakdown's tensor lines:
+// (planner/runtime_memory_spec.h) and T = the bytes of the breakdown's tensor lines that the
+// step allocates and frees (all but the parameters, gradients and optimizer states, which are
+// allocated once before the first step and fragment nothing):
 //   cuda_context_bytes       = S.cuda_context_bytes
 //   nccl_buffers_bytes       = CountNcclCommunicators(plan) * S.nccl_buffer_bytes_per_communicator
 //   workspace_bytes          = S.cublas_workspace_bytes * kCublasWorkspaces
@@ -19,6 +21,7 @@
 
 #include <cstdint>
 
+#include "planner/framework_spec.h"
 #include "planner/parallel_plan.h"
 #include "planner/plan_cost.h"
 #include "planner/runtime_memory_spec.h"
@@ -37,8 +40,12 @@ inline constexpr int64_t kCublasWorkspaces = 1;
 // group's.
 int64_t CountNcclCommunicators(const ParallelPlan& plan);
 
+// `spec` with the framework's allocator_fragmentation, when it sets one and the spec is a
+// GPU's (a zero spec, the CPU profile's, stays zero).
+RuntimeMemorySpec WithFramework(RuntimeMemorySpec spec, const FrameworkSpec& framework);
+
 // Fills the runtime lines of `breakdown` and adds them to its total_bytes. The tensor
-// lines already in it are T. `spec.allocator_fragmentation` must be in [0, 1).
+// lines already in it give T. `spec.allocator_fragmentation` must be in [0, 1).
 void AddRuntimeMemory(const RuntimeMemorySpec& spec, const ParallelPlan& plan,
                       MemoryBreakdown* breakdown);
 

@@ -106,10 +106,10 @@ void HeadWork(const StepShape& s, const StepWork& w, PartWork* part) {
   // (T, E) x (E, V/tp); the lm_head stays bf16 in fp8 runs.
   AddLinearGemms({s.T, s.Vl, s.E, 1, false, /*fp8=*/false}, part);
   part->forward.memory_bytes = norm_bytes + s.T * s.Vl * loss.fwd_bytes;
-  // The final norm's launches: Megatron-LM's fused LayerNorm 1 forward, 2 backward; the
-  // executor's RMSNorm as in a llama block.
-  const NormLaunches norm =
-      s.model.block == BlockKind::kGpt ? NormLaunches{1, 2} : RmsNormLaunches(s.rank);
+  // The final norm's launches: a fused norm kernel 1 forward, 2 backward; an eager RMSNorm
+  // as in a llama block.
+  const bool eager_rms = s.model.block == BlockKind::kLlama && s.lowering.kernels == KernelSet::kEager;
+  const NormLaunches norm = eager_rms ? RmsNormLaunches(s.rank) : NormLaunches{1, 2};
   part->forward.kernels = norm.fwd + 1 + loss.fwd_kernels;
   part->backward_input.memory_bytes = 2 * norm_bytes + s.T * s.Vl * loss.bwd_bytes;
   part->backward_input.kernels = norm.bwd + 1 + loss.bwd_kernels;
@@ -137,7 +137,7 @@ void HeadWork(const StepShape& s, const StepWork& w, PartWork* part) {
 }
 
 // Bytes the optimizer step moves per parameter it updates.
-// gpt blocks in mixed precision: Megatron-LM's fp16 step (megatron/optimizer/optimizer.py,
+// OptimizerStep::kMegatronFp16 in mixed precision: Megatron-LM 2021's fp16 step (megatron/optimizer/optimizer.py,
 // Float16OptimizerWithFloat16Params.step), one pass each: _copy_model_grads_to_main_grads,
 // main_grad.float() of the fp16 gradient (read 2, write 4); _unscale_main_grads_and_check_
 // for_nan, torch._amp_foreach_non_finite_check_and_unscale_ (read 4, write 4; it runs with
@@ -145,18 +145,16 @@ void HeadWork(const StepShape& s, const StepWork& w, PartWork* part) {
 // multi_tensor_scale that clips runs only when the norm exceeds the limit: not counted);
 // apex FusedAdam on the fp32 main params (read grad, param, m, v, write param, m, v: 28);
 // _copy_main_params_to_model_params, multi_tensor_scale by 1 (read 4, write 2).
-double OptimizerBytesPerParam(Precision precision, BlockKind block) {
-  switch (precision) {
-    case Precision::kMixed:  // read bf16 grad + fp32 master, m, v; write master, m, v, bf16 param
-      if (block == BlockKind::kGpt) return 6 + 8 + 4 + 28 + 6;
-      return 2 + 12 + 12 + 2;
-    case Precision::kBf16:   // read grad, param, m, v; write param, m, v (all bf16)
-    case Precision::kFp8:    // the same bf16 states (the FP8 weight casts: OptimizerWork)
-      return 8 + 6;
-    case Precision::kFp32:   // read grad, param, m, v; write param, m, v (all fp32)
-      return 16 + 12;
-  }
-  return 0;
+double OptimizerBytesPerParam(const TrainingSpec& training) {
+  const BytesPerParam bytes = BytesPerParamFor(training);
+  const bool megatron_fp16 = training.framework.optimizer == OptimizerStep::kMegatronFp16;
+  if (training.precision == Precision::kMixed && megatron_fp16) return 6 + 8 + 4 + 28 + 6;
+  // One fused pass: read the gradient, the weights it updates and m, v; write them back,
+  // and with a master copy the 16-bit weights too (mixed: read grad + fp32 master, m, v,
+  // write master, m, v and the bf16 param: 2 + 12 + 12 + 2; bf16: 2 + 6 + 6).
+  const bool master = bytes.optimizer > 2 * bytes.state;  // master + m + v
+  const double updated = master ? bytes.optimizer : bytes.param + bytes.optimizer;
+  return bytes.grad + 2 * updated + (master ? bytes.param : 0.0);
 }
 
 }  // namespace
@@ -168,7 +166,7 @@ StepWork BuildStepWork(const ModelSpec& model, const TrainingSpec& training,
   return w;
 }
 
-// TrainingSpec::grad_accumulation separate: every micro-batch after the first adds its weight
+// FrameworkSpec::grad_accumulation separate: every micro-batch after the first adds its weight
 // gradients into the accumulator in one memory-bound pass (read both, write the sum: 3 x the
 // gradient element size), over the gradient this rank accumulates (ZeRO-2/3 reduce-scatter
 // each micro-batch's gradients and accumulate the shard). Each part's weight-gradient pass
@@ -200,7 +198,8 @@ void BuildStepWork(const ModelSpec& model, const TrainingSpec& training, const P
   w.recompute = plan.recompute;
   w.schedule = plan.schedule;
   w.zero_stage = plan.zero_stage;
-  w.param_bytes = w.grad_bytes = w.activation_bytes = ElementBytes(training.precision);
+  w.param_bytes = w.activation_bytes = ElementBytes(training.precision);
+  w.grad_bytes = static_cast<int64_t>(BytesPerParamFor(training).grad);
 
   StepShape s{model, plan, MakeRankShape(model, training, plan), {}};
   s.T = s.rank.T;
@@ -213,8 +212,8 @@ void BuildStepWork(const ModelSpec& model, const TrainingSpec& training, const P
   s.KD = static_cast<double>(model.kv_hidden());
   s.Vl = static_cast<double>(PaddedVocab(model, plan.tp) / plan.tp);
   s.a = static_cast<double>(w.activation_bytes);
-  s.attention = ResolveAttentionImpl(attention, model, training.precision);
-  s.lowering = DefaultLowering(model.block, s.attention);
+  s.attention = ResolveAttentionImpl(attention, training.framework, training.precision);
+  s.lowering = LoweringOf(s.rank, s.attention);
   s.fp8 = s.rank.fp8;
   s.ep = s.rank.expert_work;
   w.experts = s.ep;
@@ -260,11 +259,12 @@ void BuildStepWork(const ModelSpec& model, const TrainingSpec& training, const P
                        CollectivePosition::kAfterPart, Cadence::kPerMicrobatch, bytes, pp, false);
   }
 
-  w.optimizer_bytes_per_param = OptimizerBytesPerParam(training.precision, model.block);
+  w.optimizer_bytes_per_param = OptimizerBytesPerParam(training);
   w.zero_shards = plan.zero_stage >= 1 ? plan.weight_replicas() : 1;
   w.expert_zero_shards = plan.zero_stage >= 1 ? plan.expert_weight_replicas() : 1;
-  if (training.grad_accumulation == GradAccumulation::kSeparate) AddSeparateGradAccumulation(w);
-  w.offload.host_state_bytes_per_param = HostUpdatedBytesPerParam(BytesPerParamFor(training.precision));
+  if (training.framework.grad_accumulation == GradAccumulation::kSeparate)
+    AddSeparateGradAccumulation(w);
+  w.offload.host_state_bytes_per_param = HostUpdatedBytesPerParam(BytesPerParamFor(training));
   if (plan.offload_activations)
     w.offload.activation_bytes_per_block = OffloadedBytesPerBlock(model, training, plan, attention);
   SetPlanKnobs(plan, &w);
@@ -273,7 +273,7 @@ void BuildStepWork(const ModelSpec& model, const TrainingSpec& training, const P
 double OffloadedBytesPerBlock(const ModelSpec& model, const TrainingSpec& training,
                               const ParallelPlan& plan, AttentionImpl attention) {
   const RankShape shape = MakeRankShape(model, training, plan);
-  const AttentionImpl impl = ResolveAttentionImpl(attention, model, training.precision);
+  const AttentionImpl impl = ResolveAttentionImpl(attention, training.framework, training.precision);
   return BlockSavedTensors(model, shape, impl, plan.recompute).TotalBytes();
 }
 

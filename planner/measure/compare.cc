@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include "planner/config/framework_yaml.h"
 #include "planner/cost/cost_model.h"
 #include "planner/cost/memory_model.h"
 #include "planner/figure_check.h"
@@ -146,9 +147,12 @@ bool HardwareDescribesDevice(const GpuSpec& gpu, const std::string& device) {
   return !family.empty() && dev.find(family) != std::string::npos;
 }
 
-Comparison ComparePlan(const PlanFile& p, const Measurement& m, double tolerance_pct,
+Comparison ComparePlan(const PlanFile& plan_file, const Measurement& m, double tolerance_pct,
                        const std::string& measured_source) {
-  CheckSamePlan(p, m, measured_source);
+  CheckSamePlan(plan_file, m, measured_source);
+  // meshplan's executor ran it, whatever framework the plan was searched for.
+  PlanFile p = plan_file;
+  p.training.framework = LoadFramework(kExecutorFramework);
   Comparison c;
   c.tolerance_pct = tolerance_pct;
   c.device = m.environment.device;

@@ -1,5 +1,7 @@
 #include "planner/search/knob_variants.h"
 
+#include "planner/cost/runtime_memory.h"
+
 #include "planner/cost/plan_evaluator.h"
 
 namespace meshplan {
@@ -36,8 +38,8 @@ void TryFlip(bool ParallelPlan::*flag, ParallelPlan* plan, PlanEvaluator* evalua
 
 // The allocator's overhead on top of `bytes` of tensors (runtime_memory.h: reserved =
 // tensors / (1 - fragmentation)), an upper bound on what freeing them saves.
-double WithAllocator(double bytes, const ClusterSpec& cluster) {
-  const double f = cluster.gpu.runtime_memory.allocator_fragmentation;
+double WithAllocator(double bytes, const ClusterSpec& cluster, const FrameworkSpec& framework) {
+  const double f = WithFramework(cluster.gpu.runtime_memory, framework).allocator_fragmentation;
   return f < 1 ? bytes / (1 - f) : bytes;
 }
 
@@ -66,7 +68,7 @@ void EvaluateKnobVariants(const KnobSearch& s, const ParallelPlan& base, KnobTal
 
   const double usable = UsableBytes(s.cluster.gpu, s.estimate.memory_headroom);
   const auto could_fit = [&](double saving) {
-    return m.total_bytes - WithAllocator(saving, s.cluster) <= usable;
+    return m.total_bytes - WithAllocator(saving, s.cluster, s.training.framework) <= usable;
   };
   const bool zero3 = plan.zero_stage == 3 && plan.weight_replicas() > 1;
 

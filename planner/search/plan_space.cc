@@ -213,9 +213,12 @@ PlanSpace::PlanSpace(const ModelSpec& model, const TrainingSpec& training,
     zero_single_ = {0};
     zero_multi_ = {0, 1, 2, 3};
   }
-  recomputes_ = pin_recompute ? std::vector<Recompute>{*pin_recompute}
-                               : std::vector<Recompute>{Recompute::kNone, Recompute::kSelective,
-                                                        Recompute::kFull};
+  // The policies the framework offers (a pinned one it does not offer is the user's error,
+  // refused by Validate's recompute_offered).
+  recomputes_.clear();
+  for (const Recompute r : {Recompute::kNone, Recompute::kSelective, Recompute::kFull})
+    if (pin_recompute ? *pin_recompute == r : Offers(training.framework.recompute, r))
+      recomputes_.push_back(r);
 
   offsets_.reserve(meshes_.size());
   for (const MeshShape& m : meshes_) {

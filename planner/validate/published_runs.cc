@@ -7,6 +7,7 @@
 
 #include "planner/config/config_loader.h"
 #include "planner/config/config_loader_internal.h"
+#include "planner/config/framework_yaml.h"
 #include "planner/config/yaml_fields.h"
 #include "planner/limits.h"
 #include "planner/names.h"
@@ -67,7 +68,8 @@ ClusterSpec ClusterOf(const RowFields& f, int64_t gpus) {
   }
 }
 
-TrainingSpec TrainingOf(const RowFields& f) {
+// `gpu` picks the framework when neither the row nor its table names one.
+TrainingSpec TrainingOf(const RowFields& f, const GpuSpec& gpu) {
   TrainingSpec t;
   t.global_batch = f.For("global_batch").Int("global_batch", {1, 1'000'000'000});
   t.seq_len = f.For("seq_len").Int("seq_len", {1, 1'000'000'000});
@@ -75,9 +77,17 @@ TrainingSpec TrainingOf(const RowFields& f) {
   if (!ParsePrecision(precision, &t.precision))
     f.For("precision").Fail("precision", "expected one of: " + std::string(AllowedPrecisions()) +
                                              "; got '" + precision + "'");
+  const YamlFields& software = f.For("framework");
+  try {
+    t.framework = LoadFramework(software.String("framework", DefaultFrameworkName(gpu)));
+  } catch (const InputError& e) {
+    if (e.where().file != "<command line>") throw;  // an error inside the profile
+    software.Fail("framework", e.message());
+  }
   const YamlFields& where = f.For("grad_accumulation");
-  const std::string accumulation = where.String("grad_accumulation", ToString(t.grad_accumulation));
-  if (!ParseGradAccumulation(accumulation, &t.grad_accumulation))
+  GradAccumulation& mode = t.framework.grad_accumulation;
+  const std::string accumulation = where.String("grad_accumulation", ToString(mode));
+  if (!ParseGradAccumulation(accumulation, &mode))
     where.Fail("grad_accumulation", "expected one of: " +
                                         std::string(AllowedGradAccumulations()) + "; got '" +
                                         accumulation + "'");
@@ -120,15 +130,15 @@ PublishedRow RowOf(const YamlFields& row, const YamlFields& common, PublishedFig
   // The row's own keys, then the shared keys it may take from its table's common.
   row.AllowOnly({"name", "params_B", "heads", "hidden", "layers", "gpus", "global_batch", "plan",
                  "published", "block", "vocab_size", "seq_len", "tied_embeddings",
-                 "ffn_multiplier", "gpu", "precision", "grad_accumulation"});
+                 "ffn_multiplier", "gpu", "precision", "framework", "grad_accumulation"});
   const RowFields f(row, common);
   PublishedRow out;
   out.where = row.Where();
   out.name = row.String("name");
   out.params_billion = row.Number("params_B", {0, true, 1e6}, 0.0);
-  out.setup.training = TrainingOf(f);
-  out.setup.model = ModelOf(f, out.name, out.setup.training.seq_len);
   out.setup.cluster = ClusterOf(f, row.Int("gpus", {1, kMaxGpus}));
+  out.setup.training = TrainingOf(f, out.setup.cluster.gpu);
+  out.setup.model = ModelOf(f, out.name, out.setup.training.seq_len);
   // What estimate refuses, validate refuses too: fp8 needs FP8 tensor cores.
   if (const std::string why = WhyPrecisionUnsupported(out.setup.cluster.gpu,
                                                       out.setup.training.precision);
@@ -152,7 +162,7 @@ PublishedTable TableOf(const YamlFields& t) {
                          figure + "'");
   const YamlFields common = t.Map("common");
   common.AllowOnly({"block", "vocab_size", "seq_len", "tied_embeddings", "ffn_multiplier", "gpu",
-                    "precision", "grad_accumulation"});  // the shared keys
+                    "precision", "framework", "grad_accumulation"});  // the shared keys
   const YAML::Node rows = t.Get("rows");
   if (!rows.IsSequence() || rows.size() == 0)
     t.Fail("rows", "expected a non-empty list of rows, got " + DescribeNode(rows));

@@ -19,6 +19,7 @@
 
 #include "gui/palette.h"
 #include "planner/config/config_loader.h"
+#include "planner/config/framework_yaml.h"
 #include "planner/cost/cost_model.h"
 #include "planner/cost/memory_model.h"
 #include "tests/planner/test_util.h"
@@ -127,6 +128,7 @@ TEST_CASE("gui --screenshot draws the memory bars and the capacity line", "[gui]
   TrainingSpec training;
   training.global_batch = 64;
   training.seq_len = 4096;
+  training.framework = LoadFramework("megatron-core");  // the GUI's default on a GPU
   const ModelSpec model = LoadModel("llama2-7b");
   const ParallelPlan p = ParsePlanString(plan);
   const PlanCost cost = Estimate(model, LoadCluster("8xH100"), training, p);

@@ -37,8 +37,12 @@ std::vector<std::string> Names(const BlockOps& ops) {
   return out;
 }
 
-BlockOps Build(const ModelSpec& m, const ParallelPlan& plan, AttentionImpl impl) {
-  return BuildBlockOps(m, MakeRankShape(m, Training(), plan), DefaultLowering(m.block, impl));
+BlockOps Build(const ModelSpec& m, const ParallelPlan& plan, AttentionImpl impl,
+               KernelSet kernels = KernelSet::kEager) {
+  TrainingSpec training = Training();
+  training.framework.kernels = kernels;
+  const RankShape shape = MakeRankShape(m, training, plan);
+  return BuildBlockOps(m, shape, LoweringOf(shape, impl));
 }
 
 TEST_CASE("block ops: a llama block's ops in forward order", "[planner][block_ops]") {
@@ -60,25 +64,43 @@ TEST_CASE("block ops: a llama block's ops in forward order", "[planner][block_op
           "shared.w_up", "shared.swiglu", "shared.w_down", "mlp.residual"});
 }
 
-TEST_CASE("block ops: gpt and llama get their default kernels", "[planner][block_ops]") {
-  CHECK(DefaultLowering(BlockKind::kGpt, AttentionImpl::kNaive).kernels ==
-        KernelSet::kMegatron2021);
-  CHECK(DefaultLowering(BlockKind::kLlama, AttentionImpl::kFused).kernels == KernelSet::kExecutor);
+TEST_CASE("block ops: the framework's kernels, not the block kind, lower the ops",
+          "[planner][block_ops]") {
   ModelSpec gpt = Llama();
   gpt.block = BlockKind::kGpt;
   gpt.kv_heads = gpt.heads;
   using V = std::vector<std::string>;
-  CHECK(Names(Build(gpt, ParallelPlan{}, AttentionImpl::kNaive)) ==
+  // Megatron-LM 2021: the QKV bias as its own add, the unfused core's scale and transpose.
+  CHECK(Names(Build(gpt, ParallelPlan{}, AttentionImpl::kNaive, KernelSet::kMegatron2021)) ==
         V{"attention_norm", "wqkv", "qkv.bias", "qkv.split", "attention", "attention.scale",
           "attention.context", "wo", "attention.residual", "ffn_norm", "fc1", "bias_gelu", "fc2",
           "mlp.residual"});
+  // Transformer Engine: the bias in the GEMM's epilogue, a fused attention kernel.
+  CHECK(Names(Build(gpt, ParallelPlan{}, AttentionImpl::kFused, KernelSet::kFused)) ==
+        V{"attention_norm", "wqkv", "qkv.split", "attention", "wo", "attention.residual",
+          "ffn_norm", "fc1", "bias_gelu", "fc2", "mlp.residual"});
+  // A llama block under fused kernels: no head transposes around the fused attention, one
+  // RoPE kernel per tensor and one SwiGLU kernel each way.
+  const BlockOps fused = Build(Llama(), ParallelPlan{}, AttentionImpl::kFused, KernelSet::kFused);
+  CHECK(Names(fused) == V{"attention_norm", "wq", "wk", "wv", "rope", "attention", "wo",
+                          "attention.residual", "ffn_norm", "w_gate", "w_up", "swiglu",
+                          "w_down", "mlp.residual"});
+  const BlockOp& rope = *(fused.begin() + 4);
+  CHECK(rope.forward.kernels == 2);
+  CHECK(rope.backward.kernels == 2);
+  const BlockOp& swiglu = *(fused.begin() + 11);
+  CHECK(swiglu.forward.kernels == 1);
+  CHECK(swiglu.backward.kernels == 1);
+  // What is saved is the architecture's and the attention kernel's, not the kernel set's.
+  CHECK(fused.saved().TotalBytes() ==
+        Build(Llama(), ParallelPlan{}, AttentionImpl::kFused).saved().TotalBytes());
 }
 
 TEST_CASE("block ops: the lowering is an input of its own", "[planner][block_ops]") {
   const ModelSpec m = Llama();
   const RankShape shape = MakeRankShape(m, Training(), ParallelPlan{});
   const BlockOps executor =
-      BuildBlockOps(m, shape, {KernelSet::kExecutor, AttentionImpl::kFused});
+      BuildBlockOps(m, shape, {KernelSet::kEager, AttentionImpl::kFused});
   const BlockOps megatron =
       BuildBlockOps(m, shape, {KernelSet::kMegatron2021, AttentionImpl::kFused});
   // The same architecture (its linears and what they save), other kernels: Megatron's fused
@@ -117,7 +139,7 @@ TEST_CASE("block ops: the linears' GEMMs are the FLOP count's matrices", "[plann
   plan.tp = 2;
   plan.dp = 1;
   const RankShape shape = MakeRankShape(m, Training(), plan);
-  const BlockOps ops = BuildBlockOps(m, shape, DefaultLowering(m.block, AttentionImpl::kFused));
+  const BlockOps ops = BuildBlockOps(m, shape, LoweringOf(shape, AttentionImpl::kFused));
   double flops = 0;
   for (const BlockOp& op : ops)
     if (op.kind == OpKind::kLinear) flops += op.gemm.flops();

@@ -11,6 +11,7 @@
 #include <set>
 #include <sstream>
 
+#include "planner/config/framework_yaml.h"
 #include "planner/config/config_loader.h"
 #include "planner/config/yaml_fields.h"
 #include "planner/cost/param_count.h"
@@ -462,8 +463,9 @@ TEST_CASE("plan files round-trip awkward values exactly", "[planner][config][pla
   p.training.seq_len = 512;
   p.training.learning_rate = 0.1 + 0.2;
   p.training.moe_aux_loss_coef = 1.0 / 3.0;
-  p.training.grad_accumulation = GradAccumulation::kSeparate;
-  p.plan = ParsePlanString("dp=3,tp=2,pp=1,sp=1,recompute=selective");
+  p.training.framework = LoadFramework("torchtitan");  // separate by default: fused is written
+  p.training.framework.grad_accumulation = GradAccumulation::kFused;
+  p.plan = ParsePlanString("dp=3,tp=2,pp=1,sp=1,recompute=full");
   const fs::path path = dir.path / "awkward.yaml";
   SavePlanFile(path.string(), p);
   const PlanFile back = LoadPlanFile(path.string());
@@ -504,14 +506,16 @@ TEST_CASE("the MoE aux loss coefficient: a training key, 0.01 by default, 0 to 1
   }
 }
 
-TEST_CASE("grad_accumulation: a training key, fused by default, fused or separate",
+TEST_CASE("grad_accumulation: a training key, the framework's by default, fused or separate",
           "[planner][config][plan]") {
   const std::string head = "model: tiny-llama\ncluster: 2xa40\ntraining:\n  global_batch: 8\n"
                            "  seq_len: 64\n";
-  CHECK(PlanFileFromText(head + "plan:\n  dp: 2\n", "a.yaml").training.grad_accumulation ==
-        GradAccumulation::kFused);
+  // A GPU cluster's default framework, megatron-core, fuses it.
+  const PlanFile plain = PlanFileFromText(head + "plan:\n  dp: 2\n", "a.yaml");
+  CHECK(plain.training.framework.name == "megatron-core");
+  CHECK(plain.training.framework.grad_accumulation == GradAccumulation::kFused);
   CHECK(PlanFileFromText(head + "  grad_accumulation: separate\nplan:\n  dp: 2\n", "b.yaml")
-            .training.grad_accumulation == GradAccumulation::kSeparate);
+            .training.framework.grad_accumulation == GradAccumulation::kSeparate);
   const InputError e = ErrorOf([&] {
     PlanFileFromText(head + "  grad_accumulation: sometimes\nplan:\n  dp: 2\n", "c.yaml");
   });

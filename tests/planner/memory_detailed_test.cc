@@ -5,6 +5,7 @@
 #include <cmath>
 #include <cstdio>
 
+#include "planner/config/framework_yaml.h"
 #include "planner/cost/activation_memory.h"
 #include "planner/cost/memory_model.h"
 #include "planner/cost/model_state_memory.h"
@@ -70,13 +71,14 @@ TEST_CASE("GPT op list sums to Megatron's formula", "[planner][memory][megatron]
   const Recompute recompute = GENERATE(Recompute::kNone, Recompute::kSelective, Recompute::kFull);
   CAPTURE(t, sp, ToString(recompute));
   TrainingSpec training{.global_batch = 8, .seq_len = 2048, .precision = Precision::kBf16};
+  training.framework = LoadFramework("megatron-lm-2022");  // the paper's unfused attention
   ParallelPlan plan;
   plan.tp = t;
   plan.sequence_parallel = sp && t > 1;
   plan.micro_batch = 4;
   plan.recompute = recompute;
   const RankShape shape = MakeRankShape(m, training, plan);
-  REQUIRE(ResolveAttentionImpl(AttentionImpl::kAuto, m, training.precision) ==
+  REQUIRE(ResolveAttentionImpl(AttentionImpl::kAuto, training.framework, training.precision) ==
           AttentionImpl::kNaive);
   const SavedTensorList saved = BlockSavedTensors(m, shape, AttentionImpl::kNaive, recompute);
   CHECK_THAT(saved.MegatronBytes(),
@@ -96,6 +98,7 @@ TEST_CASE("GPT op list sums to Megatron's formula", "[planner][memory][megatron]
 TEST_CASE("detailed model stores L layers of the op list on one GPU", "[planner][memory]") {
   const ModelSpec m = Gpt(2048, 16, 24);
   TrainingSpec training{.global_batch = 4, .seq_len = 2048, .precision = Precision::kBf16};
+  training.framework = LoadFramework("megatron-lm-2022");  // the paper's unfused attention
   ParallelPlan plan;
   plan.micro_batch = 4;
   const MemoryBreakdown b = Detailed(m, training, plan, 0);
@@ -140,8 +143,9 @@ TEST_CASE("Llama op list: RMSNorm, GQA, SwiGLU, naive vs fused attention", "[pla
   CHECK(BlockSavedTensors(m, sh32, AttentionImpl::kNaive, Recompute::kNone).TotalBytes() ==
         2 * (naive - 2 * 4 * b * s) + 2 * 4 * b * s);
   // Auto: naive on fp32 (the CPU executor), fused in bf16 / mixed.
-  CHECK(ResolveAttentionImpl(AttentionImpl::kAuto, m, Precision::kFp32) == AttentionImpl::kNaive);
-  CHECK(ResolveAttentionImpl(AttentionImpl::kAuto, m, Precision::kMixed) == AttentionImpl::kFused);
+  const FrameworkSpec executor;  // attention auto
+  CHECK(ResolveAttentionImpl(AttentionImpl::kAuto, executor, Precision::kFp32) == AttentionImpl::kNaive);
+  CHECK(ResolveAttentionImpl(AttentionImpl::kAuto, executor, Precision::kMixed) == AttentionImpl::kFused);
 }
 
 TEST_CASE("context parallel splits the sequence, ring attention keeps no probabilities",

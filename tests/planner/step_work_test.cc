@@ -3,6 +3,7 @@
 
 #include <algorithm>
 
+#include "planner/config/framework_yaml.h"
 #include "planner/cost/flops.h"
 #include "planner/cost/step_time.h"
 #include "planner/cost/step_work.h"
@@ -114,7 +115,7 @@ TEST_CASE("separate gradient accumulation: 3 gradient bytes per accumulated elem
           "[planner][step_work]") {
   const ModelSpec m = Spec7b();
   TrainingSpec fused = Training(16, 2048), separate = fused;
-  separate.grad_accumulation = GradAccumulation::kSeparate;
+  separate.framework.grad_accumulation = GradAccumulation::kSeparate;
   ParallelPlan p;
   p.dp = 2;
   p.tp = 2;
@@ -143,13 +144,19 @@ ModelSpec SmallGpt() {
   return m;
 }
 
+// The software of the gpt tests below: Megatron-LM 2022's kernels, attention and optimizer.
+TrainingSpec Megatron2022(TrainingSpec t) {
+  t.framework = LoadFramework("megatron-lm-2022");
+  return t;
+}
+
 TEST_CASE("gpt block: Megatron-LM's memory-bound kernels op by op, the backward its own",
           "[planner][step_work]") {
   // tp = 2 without SP: T = 2 x 512 tokens, fp16 activations (a = 2), bytes in units of T*E.
   ParallelPlan p;
   p.tp = 2;
   p.micro_batch = 2;
-  const StepWork w = BuildStepWork(SmallGpt(), Training(2, 512), p);
+  const StepWork w = BuildStepWork(SmallGpt(), Megatron2022(Training(2, 512)), p);
   const double TE = 1024.0 * 1024.0;
   // Forward: 2 LayerNorms 2 x 2a, the QKV bias add_ 2a x 3E/tp, the context's
   // permute-contiguous copy 2a x E/tp, 2 bias-dropout-adds 2 x (3a + 1), bias-GeLU 2a x 4E/tp.
@@ -181,12 +188,12 @@ TEST_CASE("gpt attention core: Megatron-LM's fused causal softmax reads the lowe
   ParallelPlan p;
   p.tp = 2;
   p.micro_batch = 2;
-  const StepWork w = BuildStepWork(SmallGpt(), Training(2, 512), p, AttentionImpl::kNaive);
+  const StepWork w = BuildStepWork(SmallGpt(), Megatron2022(Training(2, 512)), p, AttentionImpl::kNaive);
   const double scores = 2.0 * 8 * 512 * 512, read = 513.0 / 1024;
   CHECK(w.block.attention_forward.memory_bytes == Approx(scores * ((read + 1) * 2 + 5)));
   CHECK(w.block.attention_backward.memory_bytes == Approx(scores * ((2 * read + 1) * 2 + 5)));
   // fp32 scores take PyTorch's softmax, which reads every score.
-  const StepWork f = BuildStepWork(SmallGpt(), Training(2, 512, Precision::kFp32), p);
+  const StepWork f = BuildStepWork(SmallGpt(), Megatron2022(Training(2, 512, Precision::kFp32)), p);
   CHECK(f.block.attention_forward.memory_bytes == Approx(scores * (2 * 4 + 9)));
   CHECK(f.block.attention_backward.memory_bytes == Approx(scores * (3 * 4 + 9)));
 }
@@ -197,14 +204,14 @@ TEST_CASE("the head's loss: Megatron-LM's (and the executor's) cross-entropy on 
   p.tp = 2;
   p.micro_batch = 2;
   const double T = 1024, logits = T * 512, norm = 2 * T * 1024 * 2;
-  const StepWork w = BuildStepWork(SmallGpt(), Training(2, 512), p);
+  const StepWork w = BuildStepWork(SmallGpt(), Megatron2022(Training(2, 512)), p);
   // Forward: cast 2 + 4, max 4, sub_ 8, exp 8, sum 4, div_ 8; backward: mul_ 8, cast 4 + 2.
   CHECK(w.head.forward.memory_bytes == Approx(norm + logits * 38));
   CHECK(w.head.backward_input.memory_bytes == Approx(2 * norm + logits * 14));
   CHECK(w.head.forward.kernels == 1 + 1 + 6);
   CHECK(w.head.backward_input.kernels == 2 + 1 + 2);
   // fp32 logits need no cast.
-  const StepWork f = BuildStepWork(SmallGpt(), Training(2, 512, Precision::kFp32), p);
+  const StepWork f = BuildStepWork(SmallGpt(), Megatron2022(Training(2, 512, Precision::kFp32)), p);
   CHECK(f.head.forward.memory_bytes == Approx(2 * norm + logits * 32));
   CHECK(f.head.backward_input.memory_bytes == Approx(4 * norm + logits * 8));
   // A llama head runs the same loss: the executor's CrossEntropyForward / Backward (and
@@ -224,12 +231,12 @@ TEST_CASE("gpt in mixed precision: Megatron-LM's fp16 optimizer step moves 52 by
   // Gradient to fp32 6, unscale 8, grad-norm 4, Adam 28, fp32 -> fp16 params 6.
   ParallelPlan p;
   p.dp = 2;
-  const StepWork gpt = BuildStepWork(SmallGpt(), Training(2, 512), p);
+  const StepWork gpt = BuildStepWork(SmallGpt(), Megatron2022(Training(2, 512)), p);
   const StageParts all = PartsOfStage(gpt, 0);
   const double params = static_cast<double>(2 * gpt.block.params + gpt.embedding.params + gpt.head.params);
   CHECK(OptimizerWork(gpt, all).memory_bytes == Approx(52 * params));
   p.zero_stage = 1;  // the dp shard
-  CHECK(OptimizerWork(BuildStepWork(SmallGpt(), Training(2, 512), p), all).memory_bytes ==
+  CHECK(OptimizerWork(BuildStepWork(SmallGpt(), Megatron2022(Training(2, 512)), p), all).memory_bytes ==
         Approx(52 * params / 2));
   // A llama block keeps the fused mixed-precision step: 28 bytes.
   p.zero_stage = 0;
@@ -237,7 +244,7 @@ TEST_CASE("gpt in mixed precision: Megatron-LM's fp16 optimizer step moves 52 by
   const StepWork l = BuildStepWork(llama, Training(2, 512), p);
   const double lparams = static_cast<double>(2 * l.block.params + l.embedding.params + l.head.params);
   CHECK(OptimizerWork(l, PartsOfStage(l, 0)).memory_bytes == Approx(28 * lparams));
-  CHECK(BuildStepWork(SmallGpt(), Training(2, 512, Precision::kBf16), p).optimizer_bytes_per_param == 14);
+  CHECK(BuildStepWork(SmallGpt(), Megatron2022(Training(2, 512, Precision::kBf16)), p).optimizer_bytes_per_param == 14);
 }
 
 TEST_CASE("the busiest block fits the fixed collective list", "[planner][step_work]") {

@@ -4,6 +4,7 @@
 #include <catch2/catch.hpp>
 
 #include "planner/config/config_loader.h"
+#include "planner/config/framework_yaml.h"
 #include "planner/cost/cost_model.h"
 #include "planner/cost/memory_model.h"
 #include "planner/cost/param_count.h"
@@ -276,7 +277,8 @@ TEST_CASE("meshplan estimate: Llama 3.1 405B on 16384 H100 with 7 + 14 x 8 + 7 s
   for (int64_t s = 0; s < p.pp; ++s) sum += CountStageParams(model, p, s).total();
   CHECK(sum == CountParams(model));
   p.tp = 8;
-  const TrainingSpec t = Training(2048, 8192);
+  TrainingSpec t = Training(2048, 8192);
+  t.framework = LoadFramework("megatron-core");  // estimate's default on a GPU
   const MemoryBreakdown first = DetailedStageMemory(model, t, p, 0);
   const MemoryBreakdown middle = DetailedStageMemory(model, t, p, 1);
   CHECK(middle.activations_bytes > 0);

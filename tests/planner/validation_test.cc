@@ -67,7 +67,7 @@ TEST_CASE("the published runs file holds every row of both papers", "[planner][v
       CHECK(s.training.precision == Precision::kMixed);
       // Megatron-LM 2021 summed micro-batch gradients with a separate add; the 2022 code in
       // the wgrad GEMM (docs/validation/README.md).
-      CHECK(s.training.grad_accumulation == (t.id == "narayanan2021-table1"
+      CHECK(s.training.framework.grad_accumulation == (t.id == "narayanan2021-table1"
                                                  ? GradAccumulation::kSeparate
                                                  : GradAccumulation::kFused));
       // The 2021 pipelined rows ran the local DDP, which all-reduces after the backward.

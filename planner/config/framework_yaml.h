@@ -1,0 +1,46 @@
+// Loading configs/frameworks/<name>.yaml into a FrameworkSpec (planner/framework_spec.h).
+//
+// Schema (every key required but allocator_fragmentation; docs/frameworks.md):
+//   name              the file stem (optional; defaults to it)
+//   version           the version the profile's values were read from (a string)
+//   kernels           megatron-2021 | eager | fused
+//   attention         fused | naive | auto
+//   main_grads        param | fp32     (gradients of 16-bit weights with an fp32 master)
+//   fp8_states        bf16 | fp32      (master weights and Adam states under precision fp8)
+//   grad_accumulation fused | separate
+//   optimizer         fused-adam | megatron-fp16
+//   recompute         a list of: none, selective, full, op, every
+//   zero1_gradients   in-place | shard-copy (ZeRO-1's reduce-scattered gradient shard)
+//   allocator_fragmentation  in [0, 1) (optional: the hardware file's when absent)
+// Errors are InputError at file:line:column with the field and the allowed values.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "planner/framework_spec.h"
+#include "planner/hardware_spec.h"
+
+namespace meshplan {
+
+// A name from configs/frameworks/ (any case) or a YAML path. The spec's name is the file
+// stem for a profile in configs/frameworks/, else the path as given (so that a plan file
+// that records it loads the same file again).
+FrameworkSpec LoadFramework(const std::string& name_or_path);
+// The same reader on text in memory; `file` names it in errors and gives the default name.
+FrameworkSpec FrameworkFromYamlText(const std::string& text, const std::string& file);
+// Profiles in configs/frameworks/ (file stems, sorted).
+std::vector<std::string> ListFrameworks();
+
+// The profile of meshplan's own executor: `run` and `compare` of its runs always use it.
+inline constexpr const char* kExecutorFramework = "meshplan";
+
+// The framework predicted when the user names none: meshplan's executor on a CPU profile
+// (sm_count 0), Megatron-Core on a GPU (what most large runs use).
+const char* DefaultFrameworkName(const GpuSpec& gpu);
+
+const char* ToString(KernelSet kernels);  // megatron-2021 | eager | fused
+// "megatron-core core_r0.8.0": the name and version, for output headers.
+std::string FrameworkLabel(const FrameworkSpec& framework);
+
+}  // namespace meshplan

@@ -1,0 +1,87 @@
+// FrameworkSpec: the software that runs a plan (Megatron-Core, torchtitan, plain PyTorch,
+// DeepSpeed, meshplan's own executor), as a configs/frameworks/<name>.yaml profile gives it.
+//
+// The architecture (planner/model_spec.h) says which ops a block has; the framework says
+// which kernels run them, what dtypes the model states are kept in, how the optimizer steps,
+// how micro-batch gradients are summed, which recompute policies it offers and how its
+// allocator wastes memory. Plain data; planner/config/framework_yaml.h loads it with located
+// errors, and every value is cited in the YAML files. The cost model reads it through
+// TrainingSpec::framework. docs/frameworks.md says what each field changes and why.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+namespace meshplan {
+
+// How the attention core is computed, which sets what it keeps for backward and which kernel
+// runs it. naive: QK^T, softmax and P@V as separate ops (the executor on CPU); fused: flash
+// attention (FlashAttention 2/3, cuDNN, SDPA); auto: naive in fp32, fused otherwise
+// (planner/attention_impl.h resolves it).
+enum class AttentionImpl { kAuto, kNaive, kFused };
+
+// The kernels a block's memory-bound ops run as (planner/cost/block_ops.h lowers them).
+enum class KernelSet : uint8_t {
+  kMegatron2021,  // Megatron-LM 2021-2022: fused LayerNorm, fused causal softmax, jit-fused
+                  // bias-dropout-add and bias-GeLU, unfused 3-D bias adds
+  kEager,         // PyTorch eager, one launch per op: meshplan's executor (executor/model/ops.cc)
+  kFused,         // one kernel per fusion group each way: Transformer Engine's fused norms,
+                  // fused RoPE, SwiGLU and bias-dropout-add (Megatron-Core), torch.compile
+};
+
+// How the optimizer steps (planner/cost/step_work.cc counts its bytes).
+enum class OptimizerStep : uint8_t {
+  kFusedAdam,     // one multi-tensor AdamW pass over the states (apex / TE FusedAdam,
+                  // torch.optim.AdamW foreach or fused, meshplan's executor)
+  kMegatronFp16,  // Megatron-LM 2021's Float16OptimizerWithFloat16Params chain: copy the
+                  // 16-bit gradients to fp32, unscale, clip norm, Adam, copy back
+};
+
+// Activation recompute policies (ParallelPlan::recompute) a framework offers, as a bit set.
+struct RecomputeOffer {  // the default: meshplan's executor's
+  bool none = true, selective = true, full = true;
+  bool op = false;     // torchtitan's op-level selective checkpointing
+  bool every = false;  // every N-th block checkpointed (every:N)
+  bool operator==(const RecomputeOffer&) const = default;
+};
+
+// Whether gradients of 16-bit parameters are accumulated in 16 bits or fp32.
+enum class GradDtype : uint8_t { kParam, kFp32 };
+// The dtype of master weights and Adam states in fp8 runs.
+enum class Fp8StateDtype : uint8_t { kBf16, kFp32 };
+
+// How micro-batches' weight gradients are summed (docs/cost_model.md "Gradient accumulation"):
+// fused:    inside the weight-gradient GEMM (its epilogue adds to the accumulator):
+//           Megatron-Core's gradient_accumulation_fusion, meshplan's executor (addmm_).
+// separate: one add kernel per parameter per micro-batch after the first, reading the new
+//           gradient and the accumulator and writing the accumulator: PyTorch autograd's
+//           AccumulateGrad (DDP, FSDP), Megatron-LM 2021's local DDP main_grad hook.
+enum class GradAccumulation : uint8_t { kFused, kSeparate };
+
+// A default-constructed spec is meshplan's executor, exactly as configs/frameworks/meshplan.yaml
+// gives it (a test checks the two agree): what a TrainingSpec built in code predicts for.
+struct FrameworkSpec {
+  std::string name = "meshplan";      // file stem: megatron-core, torchtitan, ...
+  std::string version = "this build";  // the version its values were read from ("core_r0.8.0")
+  KernelSet kernels = KernelSet::kEager;
+  // fused (flash), naive, or auto (naive in fp32, fused otherwise: the executor's choice).
+  AttentionImpl attention = AttentionImpl::kAuto;
+  // Gradients of 16-bit weights whose optimizer keeps an fp32 master copy (mixed; fp8 with
+  // fp32 states): in the weights' dtype, or fp32 (Megatron's main_grad).
+  GradDtype main_grads = GradDtype::kParam;
+  Fp8StateDtype fp8_states = Fp8StateDtype::kBf16;   // `fp8`: master weights, Adam m and v
+  GradAccumulation grad_accumulation = GradAccumulation::kFused;
+  OptimizerStep optimizer = OptimizerStep::kFusedAdam;
+  RecomputeOffer recompute;
+  // ZeRO-1 reduce-scatters the gradients into a separate shard beside the full gradient
+  // buffer (meshplan's executor, executor/parallel/zero_engine.h), rather than in place in
+  // that buffer (Megatron-Core's distributed optimizer, DeepSpeed, FSDP).
+  bool zero1_gradient_shard = true;
+  // < 0: the hardware file's runtime_memory.allocator_fragmentation; else this share of
+  // the allocator's reserved memory that no live tensor holds (expandable segments: less).
+  double allocator_fragmentation = -1;
+
+  bool operator==(const FrameworkSpec&) const = default;
+};
+
+}  // namespace meshplan

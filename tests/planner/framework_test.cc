@@ -1,0 +1,194 @@
+// Framework profiles (planner/framework_spec.h, configs/frameworks/): loading with located
+// errors, what each field changes in the prediction, and --framework on the commands.
+#include <catch2/catch.hpp>
+
+#include <nlohmann/json.hpp>
+#include <string>
+
+#include "planner/config/config_loader.h"
+#include "planner/config/framework_yaml.h"
+#include "planner/cost/cost_model.h"
+#include "planner/cost/model_state_memory.h"
+#include "planner/cost/step_work.h"
+#include "tests/planner/test_util.h"
+
+namespace meshplan {
+namespace {
+
+using test::ErrorOf;
+
+// A valid profile, one key per line, so that a test can break one line.
+const char* kProfile =
+    "version: \"1.0\"\n"
+    "kernels: fused\n"
+    "attention: fused\n"
+    "main_grads: fp32\n"
+    "fp8_states: fp32\n"
+    "grad_accumulation: fused\n"
+    "optimizer: fused-adam\n"
+    "recompute: [none, full]\n"
+    "zero1_gradients: in-place\n";
+
+std::string Replace(std::string text, const std::string& from, const std::string& to) {
+  text.replace(text.find(from), from.size(), to);
+  return text;
+}
+
+TEST_CASE("every shipped profile loads, and meshplan's is the default spec",
+          "[planner][framework]") {
+  const std::vector<std::string> names = ListFrameworks();
+  for (const char* name : {"megatron-core", "megatron-lm-2021", "megatron-lm-2022", "torchtitan",
+                           "pytorch", "deepspeed", "meshplan"}) {
+    INFO(name);
+    CHECK(std::find(names.begin(), names.end(), name) != names.end());
+    const FrameworkSpec f = LoadFramework(name);
+    CHECK(f.name == name);
+    CHECK(!f.version.empty());
+    CHECK(f.recompute.none);
+  }
+  CHECK(LoadFramework("meshplan") == FrameworkSpec{});
+  CHECK(LoadFramework("MEGATRON-CORE").name == "megatron-core");  // any case, as other configs
+}
+
+TEST_CASE("the default framework: megatron-core on a GPU, meshplan on a CPU profile",
+          "[planner][framework]") {
+  CHECK(std::string(DefaultFrameworkName(LoadGpu("h100-sxm"))) == "megatron-core");
+  CHECK(std::string(DefaultFrameworkName(LoadGpu("cpu-ci"))) == "meshplan");
+}
+
+TEST_CASE("a hostile profile is refused with file, line, field and the allowed values",
+          "[planner][framework][hostile]") {
+  CHECK(FrameworkFromYamlText(kProfile, "ok.yaml").name == "ok");
+  struct Case {
+    std::string text, field, expect;
+    int line;
+  };
+  const Case cases[] = {
+      {Replace(kProfile, "kernels: fused", "kernels: turbo"), "kernels",
+       "megatron-2021, eager, fused", 2},
+      {Replace(kProfile, "attention: fused", "attention: sparse"), "attention",
+       "fused, naive, auto", 3},
+      {Replace(kProfile, "main_grads: fp32", "main_grads: fp16"), "main_grads", "param, fp32", 4},
+      {Replace(kProfile, "grad_accumulation: fused", "grad_accumulation: lazy"),
+       "grad_accumulation", "fused, separate", 6},
+      {Replace(kProfile, "recompute: [none, full]", "recompute: [full]"), "recompute",
+       "must offer 'none'", 8},
+      {Replace(kProfile, "recompute: [none, full]", "recompute: [none, half]"), "recompute",
+       "none, selective, full, op, every", 8},
+      {Replace(kProfile, "zero1_gradients: in-place", "zero1_gradients: both"),
+       "zero1_gradients", "in-place, shard-copy", 9},
+      {std::string(kProfile) + "allocator_fragmentation: 1.5\n", "allocator_fragmentation",
+       "[0, 1)", 10},
+      {std::string(kProfile) + "turbo: true\n", "turbo", "", 10},
+      {Replace(kProfile, "optimizer: fused-adam\n", ""), "optimizer", "missing", 0},
+  };
+  for (const Case& c : cases) {
+    INFO(c.text);
+    const InputError e = ErrorOf([&] { FrameworkFromYamlText(c.text, "bad.yaml"); });
+    CHECK(e.field() == c.field);
+    CHECK_THAT(e.what(), Catch::Contains("bad.yaml") && Catch::Contains(c.expect));
+    if (c.line > 0) CHECK(e.where().line == c.line);
+  }
+  const InputError unknown = ErrorOf([] { LoadFramework("jax"); });
+  CHECK(unknown.field() == "framework");
+  CHECK_THAT(unknown.what(), Catch::Contains("megatron-core") && Catch::Contains("torchtitan"));
+}
+
+TEST_CASE("main_grads fp32: 18 bytes of model state per parameter and fp32 gradient traffic",
+          "[planner][framework]") {
+  TrainingSpec t;
+  t.precision = Precision::kMixed;
+  CHECK(BytesPerParamFor(t).grad == 2);
+  t.framework = LoadFramework("megatron-core");
+  const BytesPerParam megatron = BytesPerParamFor(t);
+  CHECK(megatron.param + megatron.grad + megatron.optimizer == 18);
+  t.precision = Precision::kFp8;  // Transformer Engine: fp32 master and Adam states
+  CHECK(BytesPerParamFor(t).optimizer == 12);
+  t.framework = FrameworkSpec{};
+  CHECK(BytesPerParamFor(t).optimizer == 4);  // the executor's bf16 states
+
+  const ModelSpec model = LoadModel("llama2-7b");
+  TrainingSpec mixed{.global_batch = 16, .seq_len = 4096, .precision = Precision::kMixed};
+  ParallelPlan plan;
+  plan.dp = 8;
+  const StepWork executor = BuildStepWork(model, mixed, plan);
+  mixed.framework = LoadFramework("megatron-core");
+  const StepWork megatron_work = BuildStepWork(model, mixed, plan);
+  CHECK(executor.grad_bytes == 2);
+  CHECK(megatron_work.grad_bytes == 4);
+  // The optimizer reads the fp32 gradient: 2 bytes more than the bf16 one.
+  CHECK(megatron_work.optimizer_bytes_per_param == executor.optimizer_bytes_per_param + 2);
+}
+
+TEST_CASE("the framework's recompute offer: the search tries it, estimate refuses the rest",
+          "[planner][framework][cli]") {
+  const test::CliResult refused = test::RunMeshplan(
+      "estimate --model llama2-7b --cluster 8xH100 --framework megatron-lm-2021 "
+      "--plan dp=8,recompute=selective");
+  CHECK(refused.exit_code == 2);
+  CHECK_THAT(refused.output, Catch::Contains("recompute=selective is not offered by "
+                                             "megatron-lm-2021; allowed: none, full"));
+  const test::CliResult search = test::RunMeshplan(
+      "search --model llama2-7b --cluster 8xH100 --framework megatron-lm-2021 --format json "
+      "--top 50");
+  REQUIRE(search.exit_code == 0);
+  const nlohmann::json j = nlohmann::json::parse(search.output);
+  CHECK(j["setup"]["framework"] == "megatron-lm-2021");
+  REQUIRE(!j["top"].empty());
+  for (const auto& p : j["top"])
+    CHECK(p["plan"].get<std::string>().find("recompute=selective") == std::string::npos);
+}
+
+TEST_CASE("estimate --framework: named in the header and the JSON, changes the prediction",
+          "[planner][framework][cli]") {
+  const std::string setup = "--model llama2-7b --cluster 8xH100 --plan dp=8,zero=1 ";
+  const test::CliResult table = test::RunMeshplan("estimate " + setup);
+  REQUIRE(table.exit_code == 0);
+  CHECK_THAT(table.output, Catch::Contains("megatron-core core_r0.8.0"));  // the GPU default
+  const auto json = [&](const std::string& framework) {
+    const test::CliResult r =
+        test::RunMeshplan("estimate --format json " + setup + "--framework " + framework);
+    INFO(r.output);
+    REQUIRE(r.exit_code == 0);
+    return nlohmann::json::parse(r.output);
+  };
+  const nlohmann::json megatron = json("megatron-core"), executor = json("meshplan");
+  CHECK(megatron["setup"]["framework"] == "megatron-core");
+  CHECK(executor["setup"]["framework"] == "meshplan");
+  // fp32 main gradients: 2 more bytes per parameter than the executor's bf16 ones, less the
+  // executor's ZeRO-1 gradient shard copy (2 bytes / 8 ranks).
+  const double params = 6'738'415'616.0;
+  CHECK(megatron["memory"]["breakdown"]["grads_bytes"].get<double>() -
+            executor["memory"]["breakdown"]["grads_bytes"].get<double>() ==
+        Approx(params * (4 - 2 - 2.0 / 8)).epsilon(1e-3));
+  // A profile file by path works as a name does; a bad one exits 2 naming it.
+  test::TempDir dir;
+  const std::string path = dir.Write("mine.yaml", kProfile);
+  CHECK(json(path)["setup"]["framework"] == path);
+  const test::CliResult bad = test::RunMeshplan(
+      "estimate " + setup + "--framework " + dir.Write("bad.yaml", "kernels: [1]\n"));
+  CHECK(bad.exit_code == 2);
+  CHECK_THAT(bad.output, Catch::Contains("bad.yaml:1"));
+}
+
+TEST_CASE("a plan file records its framework and loads it back", "[planner][framework]") {
+  PlanFile p;
+  p.model = LoadModel("tiny-llama");
+  p.cluster = LoadCluster("8xH100");
+  p.training.global_batch = 8;
+  p.training.seq_len = 128;
+  p.training.framework = LoadFramework("torchtitan");
+  p.plan.dp = 8;
+  const std::string text = PlanFileToYaml(p);
+  CHECK_THAT(text, Catch::Contains("framework: torchtitan"));
+  CHECK(PlanFileFromText(text, "p.yaml") == p);
+  // No framework key: the cluster's default.
+  const std::string head = "model: tiny-llama\ntraining:\n  global_batch: 8\n  seq_len: 64\n";
+  CHECK(PlanFileFromText(head + "cluster: 2xa40\nplan:\n  dp: 2\n", "g.yaml").training.framework.name ==
+        "megatron-core");
+  CHECK(PlanFileFromText(head + "cluster: cpu-1x\nplan:\n  dp: 1\n", "c.yaml").training.framework ==
+        FrameworkSpec{});
+}
+
+}  // namespace
+}  // namespace meshplan
