@@ -290,15 +290,21 @@ TEST_CASE("NeMo 24.07's DGX-H100 table and torchtitan's A100 rows, as published"
 }
 
 TEST_CASE("the new tables' models are the published architectures", "[planner][validation]") {
-  // NeMo's GPT3 recipes: 4h MLP, 50,304-token padded vocabulary, 2,048 learned positions;
-  // their names are their parameter counts.
-  const std::pair<const char*, double> gpt3[] = {
-      {"GPT3-5B", 5e9}, {"GPT3-20B", 20e9}, {"GPT3-175B 128 GPUs", 175e9}};
+  // NeMo's GPT3 recipes: 4h MLP, 2,048 learned positions, GPT-2 BPE's 50,257 tokens padded
+  // to a multiple of 128 * TP (make_vocab_size_divisible_by); the names are the parameters.
+  const std::pair<const char*, double> gpt3[] = {{"GPT3-5B", 5e9},
+                                                 {"GPT3-20B", 20e9},
+                                                 {"GPT3-175B 128 GPUs", 175e9},
+                                                 {"GPT3-175B 512 GPUs", 175e9}};
   for (const auto& [name, params] : gpt3) {
     CAPTURE(name);
-    const ModelSpec& m = Row("nemo2407-dgxh100-fp8", name).setup.model;
+    const PublishedRow& r = Row("nemo2407-dgxh100-fp8", name);
+    const ModelSpec& m = r.setup.model;
     CHECK(m.block == BlockKind::kGpt);
-    CHECK(m.vocab_size == 50304);
+    const int64_t multiple = 128 * r.setup.plan.tp;
+    CHECK(m.vocab_size % multiple == 0);
+    CHECK(m.vocab_size - 50257 < multiple);
+    CHECK(m.vocab_size >= 50257);
     CHECK(m.max_seq == 2048);
     CHECK(m.ffn_hidden == 4 * m.hidden);
     CHECK_THAT(double(CountParams(m)), WithinRel(params, 0.02));
