@@ -10,6 +10,7 @@
 #include <fstream>
 #include <string>
 
+#include "planner/config/config_loader.h"
 #include "planner/cost/flops.h"
 #include "planner/cost/memory_model.h"
 #include "planner/cost/param_count.h"
@@ -229,7 +230,7 @@ TEST_CASE("NeMo 24.07's DGX-H100 table and torchtitan's A100 rows, as published"
   CHECK(nemo.framework == "megatron-core");
   CHECK(titan.framework == "torchtitan");
   REQUIRE(nemo.rows.size() == 12);  // every row of the table, Nemotron's included
-  REQUIRE(titan.rows.size() == 9);  // 8 published rows and the out-of-memory one
+  REQUIRE(titan.rows.size() == 10);  // 8 published rows and the 2 out-of-memory ones
   for (const PublishedTable* t : {&nemo, &titan}) {
     for (const PublishedRow& r : t->rows) {
       CAPTURE(t->id, r.name, r.skip_reason);
@@ -272,7 +273,8 @@ TEST_CASE("NeMo 24.07's DGX-H100 table and torchtitan's A100 rows, as published"
     CAPTURE(r.name);
     if (!r.fits) {
       ++out_of_memory;
-      CHECK(r.name == "Llama 2 70B selective op local batch 2");
+      CHECK(r.name.starts_with("Llama 2 70B selective"));
+      CHECK(r.name.ends_with("local batch 2"));
       CHECK_FALSE(r.published.has_value());  // it never ran, so it published no figure
     }
     // torchtitan's selective checkpointing waits for recompute=op and every:2.
@@ -285,8 +287,8 @@ TEST_CASE("NeMo 24.07's DGX-H100 table and torchtitan's A100 rows, as published"
       CHECK(r.skip_reason.find(op ? "recompute=op" : "recompute=every:2") != std::string::npos);
     }
   }
-  CHECK(skipped == 6);
-  CHECK(out_of_memory == 1);
+  CHECK(skipped == 7);
+  CHECK(out_of_memory == 2);
 }
 
 TEST_CASE("the new tables' models are the published architectures", "[planner][validation]") {
@@ -334,6 +336,35 @@ TEST_CASE("the new tables' models are the published architectures", "[planner][v
   }
 }
 
+TEST_CASE("torchtitan's MFU follows from its WPS", "[planner][validation]") {
+  // torchtitan's train.py and utils.py (April 2024): MFU = (6 * N + 12 * l * h * q * t) * WPS
+  // / 312 TFLOP/s on an A100, N every parameter of the model, l layers, h heads, q head dim,
+  // t sequence. Checks the transcribed WPS against the page's own MFU (printed to 0.1%).
+  struct Published {
+    const char* row;
+    const char* model;
+    double seq;
+    double mfu;
+  };
+  const Published rows[] = {{"Llama 3 8B selective layer", "llama3-8b", 8192, 0.568},
+                            {"Llama 3 8B selective op", "llama3-8b", 8192, 0.582},
+                            {"Llama 3 70B full", "llama3-70b", 8192, 0.517},
+                            {"Llama 2 13B none", "llama2-13b", 4096, 0.611},
+                            {"Llama 2 13B selective layer", "llama2-13b", 4096, 0.541},
+                            {"Llama 2 13B selective op", "llama2-13b", 4096, 0.538},
+                            {"Llama 2 70B selective op", "llama2-70b", 4096, 0.508},
+                            {"Llama 2 70B full", "llama2-70b", 4096, 0.505}};
+  for (const Published& p : rows) {
+    CAPTURE(p.row);
+    const PublishedRow& r = Row("torchtitan2024-a100-fsdp2", p.row);
+    const ModelSpec m = LoadModel(p.model);
+    const double per_token = 6.0 * double(CountParams(m)) +
+                             12.0 * double(m.layers * m.heads * m.head_dim()) * p.seq;
+    REQUIRE(r.published.has_value());
+    CHECK_THAT(per_token * *r.published / 312e12, WithinAbs(p.mfu, 0.0006));
+  }
+}
+
 TEST_CASE("tokens/s per GPU is Estimate()'s throughput over the GPUs; every row has a fit",
           "[planner][validation]") {
   const PublishedRow& r = Row("nemo2407-dgxh100-fp8", "LLAMA2-7B");
@@ -347,7 +378,7 @@ TEST_CASE("tokens/s per GPU is Estimate()'s throughput over the GPUs; every row 
   // Skipped rows are listed, not predicted; the MAPE is over the rows with a figure.
   const ValidatedTable t = PredictPublishedTable(Table("torchtitan2024-a100-fsdp2"));
   CHECK(t.rows.size() == 3);
-  CHECK(t.skipped.size() == 6);
+  CHECK(t.skipped.size() == 7);
   CHECK(t.figure_rows == 3);
   double sum = 0;
   int64_t disagreements = 0;
