@@ -59,7 +59,7 @@ struct PublishedRow {
   std::string plan_text;    // the plan as written in the file
   // The figure, in UnitOf(table.figure); absent only for a run that did not fit.
   std::optional<double> published;
-  bool fits = true;         // false: the publication says the run ran out of memory
+  bool fits = true;         // false: the source says (or its figures show) it did not fit
   std::string skip_reason;  // non-empty: not predicted (what meshplan cannot model yet)
   InputLocation where;      // the row in the file
 

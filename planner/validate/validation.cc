@@ -94,7 +94,7 @@ ValidatedTable PredictPublishedTable(const PublishedTable& table) {
   double sum_abs = 0;
   for (const PublishedRow& row : table.rows) {
     if (row.skipped()) {
-      out.skipped.push_back({row.name, row.plan_text, row.skip_reason});
+      out.skipped.push_back({row.name, row.plan_text, row.published, row.fits, row.skip_reason});
       continue;
     }
     const ValidatedRow& v = out.rows.emplace_back(PredictPublishedRow(row, table.figure));
@@ -140,7 +140,11 @@ nlohmann::json ValidationToJson(const ValidationReport& report) {
     }
     nlohmann::json skipped = nlohmann::json::array();
     for (const SkippedRow& r : t.skipped)
-      skipped.push_back({{"name", r.name}, {"plan", r.plan}, {"reason", r.reason}});
+      skipped.push_back({{"name", r.name},
+                         {"plan", r.plan},
+                         {"published", r.published ? nlohmann::json(*r.published) : nullptr},
+                         {"published_fits", r.published_fits},
+                         {"reason", r.reason}});
     tables.push_back({{"id", t.id},
                       {"paper", t.paper},
                       {"source", t.source},
@@ -196,8 +200,12 @@ std::string FormatValidationTable(const ValidationReport& report) {
                ? fmt::format("  fit: as published in all {} rows\n", t.rows.size())
                : fmt::format("  fit: {} of {} rows predicted otherwise than published ({})\n",
                              t.fit_disagreements, t.rows.size(), disagree);
-    for (const SkippedRow& r : t.skipped)
-      out += fmt::format("  skipped: {} ({}): {}\n", r.name, r.plan, r.reason);
+    for (const SkippedRow& r : t.skipped) {
+      std::string published;
+      if (r.published) published = fmt::format("; published {:.{}f}", *r.published, decimals);
+      if (!r.published_fits) published += "; ran out of memory";
+      out += fmt::format("  skipped: {} ({}{}): {}\n", r.name, r.plan, published, r.reason);
+    }
   }
   return out;
 }

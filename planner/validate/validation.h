@@ -19,6 +19,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -53,6 +54,8 @@ struct ValidatedRow {
 struct SkippedRow {
   std::string name;
   std::string plan;    // as written in the file
+  std::optional<double> published;  // the figure, when the run published one
+  bool published_fits = true;
   std::string reason;  // the row's `skip`
 };
 

@@ -391,7 +391,9 @@ TEST_CASE("tokens/s per GPU is Estimate()'s throughput over the GPUs; every row 
   const std::string text = FormatValidationTable({"", {t}});
   CHECK(text.find("framework: torchtitan") != std::string::npos);
   CHECK(text.find("skipped: Llama 2 70B selective op local batch 2 (dp=64,zero=3,mbs=2,"
-                  "recompute=op): recompute=op") != std::string::npos);
+                  "recompute=op; ran out of memory): recompute=op") != std::string::npos);
+  CHECK(text.find("skipped: Llama 3 8B selective op (dp=64,zero=3,mbs=1,recompute=op; "
+                  "published 2973): recompute=op") != std::string::npos);
 }
 
 // A runs file of one table, `rows` under a valid heading; `table_keys` replace its defaults.
