@@ -1,7 +1,8 @@
 // `meshplan validate`: the cost model against published training runs
 // (docs/validation/, configs/validation/published_runs.yaml; planner/validate/validation.h).
 // Every row of every table predicted with Estimate()'s defaults, beside the published
-// figure, with the error per row and the mean absolute percentage error per table.
+// figure, with the error per row, the predicted fit against the published one, and the mean
+// absolute percentage error per table; rows meshplan cannot model yet are listed with why.
 //
 //   meshplan validate [--runs FILE] [--table ID] [--format table|json]
 //
@@ -56,15 +57,16 @@ int RunValidate(const ValidateCommandOptions& options) {
 void AddValidateCommand(CLI::App& app, int* exit_code) {
   auto options = std::make_shared<ValidateCommandOptions>();
   CLI::App* command = app.add_subcommand(
-      "validate", "predict published training runs (Megatron-LM papers: TFLOP/s per GPU, "
-                  "time per iteration, activation memory) and print predicted, published, "
-                  "error % and the MAPE per table");
+      "validate", "predict published training runs (Megatron-LM papers, NeMo 24.07 on DGX-H100, "
+                  "torchtitan FSDP2 on A100: TFLOP/s or tokens/s per GPU, time per iteration, "
+                  "activation memory, fit) and print predicted, published, error % and the MAPE "
+                  "per table");
   command->add_option("--runs", options->runs_file,
                       "the published runs file (default: configs/validation/published_runs.yaml)")
       ->check(NonEmptyText("a published runs file"));
   command->add_option("--table", options->table,
                       "only this table (an id: narayanan2021-table1, korthikanti2022-table5, "
-                      "korthikanti2022-figure1)")
+                      "korthikanti2022-figure1, nemo2407-dgxh100-fp8, torchtitan2024-a100-fsdp2)")
       ->check(NonEmptyText("a table id"));
   AddFormatOption(command, &options->format);
   command->callback([options, exit_code] { *exit_code = RunValidate(*options); });

@@ -5,6 +5,11 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
+#include <iterator>
+#include <string_view>
+#include <vector>
+
 #include "planner/config/config_loader.h"
 #include "planner/config/config_loader_internal.h"
 #include "planner/config/framework_yaml.h"
@@ -31,7 +36,31 @@ class RowFields {
   const YamlFields& common_;
 };
 
-ModelSpec ModelOf(const RowFields& f, const std::string& name, int64_t seq_len) {
+// The keys of a model given inline (without `model`).
+constexpr std::string_view kInlineModelKeys[] = {"block",      "vocab_size", "hidden",
+                                                 "layers",     "heads",      "kv_heads",
+                                                 "ffn_hidden", "ffn_multiplier",
+                                                 "tied_embeddings"};
+
+// A configs/models file by name: its shape, as estimate --model NAME reads it.
+ModelSpec NamedModelOf(const RowFields& f) {
+  for (std::string_view key : kInlineModelKeys)
+    if (f.For(std::string(key)).Has(std::string(key)))
+      f.For(std::string(key)).Fail(std::string(key),
+                                   "the model comes from `model: " +
+                                       f.For("model").String("model") + "`; remove " +
+                                       std::string(key) + " or `model`");
+  const std::string name = f.For("model").String("model");
+  try {
+    return LoadModel(name);
+  } catch (const InputError& e) {
+    f.For("model").Fail("model", e.message());
+  }
+}
+
+// A model written out: a gpt (multi-head, F = ffn_multiplier * hidden) or a llama-style
+// shape (kv_heads, ffn_hidden), whose positions are the sequence the run trained on.
+ModelSpec InlineModelOf(const RowFields& f, const std::string& name, int64_t seq_len) {
   ModelSpec m;
   m.name = name;
   const std::string block = f.For("block").String("block");
@@ -43,19 +72,29 @@ ModelSpec ModelOf(const RowFields& f, const std::string& name, int64_t seq_len) 
   m.hidden = f.For("hidden").Int("hidden", {1, kMaxModelWidth});
   m.layers = f.For("layers").Int("layers", {1, kMaxModelCount});
   m.heads = f.For("heads").Int("heads", {1, kMaxModelCount});
-  m.kv_heads = m.heads;  // GPT: multi-head attention
-  const int64_t multiplier = f.For("ffn_multiplier").Int("ffn_multiplier", {1, 64});
-  m.ffn_hidden = multiplier * m.hidden;
+  m.kv_heads = f.For("kv_heads").Int("kv_heads", {1, kMaxModelCount}, m.heads);
+  const bool by_multiplier = f.For("ffn_multiplier").Has("ffn_multiplier");
+  if (by_multiplier == f.For("ffn_hidden").Has("ffn_hidden"))
+    f.For("ffn_hidden").Fail("ffn_hidden", "expected exactly one of ffn_hidden (elements) and "
+                                           "ffn_multiplier (F = ffn_multiplier * hidden)");
+  m.ffn_hidden = by_multiplier
+                     ? f.For("ffn_multiplier").Int("ffn_multiplier", {1, 64}) * m.hidden
+                     : f.For("ffn_hidden").Int("ffn_hidden", {1, kMaxModelWidth});
   m.tied_embeddings = f.For("tied_embeddings").Bool("tied_embeddings");
   m.max_seq = seq_len;  // learned positions for the sequence the run trained on
   if (m.hidden % m.heads != 0)
     f.For("heads").Fail("heads", fmt::format("hidden {} is not divisible by heads {}", m.hidden,
                                              m.heads));
   if (auto problem = config_internal::CheckModelShape(m)) {
-    const std::string key = problem->field == "ffn_hidden" ? "ffn_multiplier" : problem->field;
+    const std::string key = problem->field == "ffn_hidden" && by_multiplier ? "ffn_multiplier"
+                                                                           : problem->field;
     f.For(key).Fail(key, problem->message);
   }
   return m;
+}
+
+ModelSpec ModelOf(const RowFields& f, const std::string& name, int64_t seq_len) {
+  return f.For("model").Has("model") ? NamedModelOf(f) : InlineModelOf(f, name, seq_len);
 }
 
 // "N x gpu": nodes of the hardware file's network block (LoadCluster's shorthand).
@@ -68,8 +107,8 @@ ClusterSpec ClusterOf(const RowFields& f, int64_t gpus) {
   }
 }
 
-// `gpu` picks the framework when neither the row nor its table names one.
-TrainingSpec TrainingOf(const RowFields& f, const GpuSpec& gpu) {
+// The training of a row run under `framework` (a configs/frameworks profile).
+TrainingSpec TrainingOf(const RowFields& f, const FrameworkSpec& framework) {
   TrainingSpec t;
   t.global_batch = f.For("global_batch").Int("global_batch", {1, 1'000'000'000});
   t.seq_len = f.For("seq_len").Int("seq_len", {1, 1'000'000'000});
@@ -77,13 +116,7 @@ TrainingSpec TrainingOf(const RowFields& f, const GpuSpec& gpu) {
   if (!ParsePrecision(precision, &t.precision))
     f.For("precision").Fail("precision", "expected one of: " + std::string(AllowedPrecisions()) +
                                              "; got '" + precision + "'");
-  const YamlFields& software = f.For("framework");
-  try {
-    t.framework = LoadFramework(software.String("framework", DefaultFrameworkName(gpu)));
-  } catch (const InputError& e) {
-    if (e.where().file != "<command line>") throw;  // an error inside the profile
-    software.Fail("framework", e.message());
-  }
+  t.framework = framework;
   const YamlFields& where = f.For("grad_accumulation");
   GradAccumulation& mode = t.framework.grad_accumulation;
   const std::string accumulation = where.String("grad_accumulation", ToString(mode));
@@ -121,23 +154,57 @@ NumberRange PublishedRange(PublishedFigure figure) {
   switch (figure) {
     case PublishedFigure::kTflopsPerGpu: return {kMinFlops / 1e12, true, 1e6};
     case PublishedFigure::kStepTime: return {kMinStepTimeS, true, kMaxStepTimeS};
+    case PublishedFigure::kTokensPerGpu: return {kMinTokensPerS, true, kMaxTokensPerS};
     case PublishedFigure::kActivationMemory: break;
   }
   return {kMinMemoryBytes / (1024.0 * 1024 * 1024), true, 1e9};  // GiB
 }
 
-PublishedRow RowOf(const YamlFields& row, const YamlFields& common, PublishedFigure figure) {
-  // The row's own keys, then the shared keys it may take from its table's common.
-  row.AllowOnly({"name", "params_B", "heads", "hidden", "layers", "gpus", "global_batch", "plan",
-                 "published", "block", "vocab_size", "seq_len", "tied_embeddings",
-                 "ffn_multiplier", "gpu", "precision", "framework", "grad_accumulation"});
+// The keys a table's `common` may give for all its rows (a row may repeat one).
+constexpr std::string_view kSharedKeys[] = {
+    "model",      "block",          "vocab_size", "seq_len",   "tied_embeddings",  "kv_heads",
+    "ffn_hidden", "ffn_multiplier", "gpu",        "precision", "grad_accumulation"};
+// The keys only a row gives (`framework` overrides the table's own key).
+constexpr std::string_view kRowKeys[] = {"name",         "params_B", "heads",     "hidden",
+                                         "layers",       "gpus",     "framework", "global_batch",
+                                         "plan",         "published", "fits",     "skip"};
+
+std::string FrameworkOf(const YamlFields& where) {
+  const std::string name = where.String("framework");
+  try {
+    LoadFramework(name);
+  } catch (const InputError& e) {
+    if (e.where().file != "<command line>") throw;  // an error inside the profile
+    where.Fail("framework", e.message());
+  }
+  return name;
+}
+
+PublishedRow RowOf(const YamlFields& row, const YamlFields& common, const PublishedTable& table) {
+  std::vector<std::string_view> allowed(std::begin(kSharedKeys), std::end(kSharedKeys));
+  allowed.insert(allowed.end(), std::begin(kRowKeys), std::end(kRowKeys));
+  row.AllowOnly(allowed);
   const RowFields f(row, common);
   PublishedRow out;
   out.where = row.Where();
   out.name = row.String("name");
   out.params_billion = row.Number("params_B", {0, true, 1e6}, 0.0);
+  out.framework = row.Has("framework") ? FrameworkOf(row) : table.framework;
+  out.plan_text = row.String("plan");
+  out.fits = row.Bool("fits", true);
+  // A run that ran out of memory may publish no figure; every run that fitted publishes one.
+  if (out.fits || row.Has("published"))
+    out.published = row.Number("published", PublishedRange(table.figure));
+  if (row.Has("skip")) {
+    out.skip_reason = row.String("skip");
+    if (out.skip_reason.find_first_not_of(" \t") == std::string::npos)
+      row.Fail("skip", "expected the reason the row is not predicted, got an empty text");
+    return out;  // the rest is read when meshplan can model the row
+  }
   out.setup.cluster = ClusterOf(f, row.Int("gpus", {1, kMaxGpus}));
-  out.setup.training = TrainingOf(f, out.setup.cluster.gpu);
+  // Neither the row nor its table names the software: the command line's default.
+  if (out.framework.empty()) out.framework = DefaultFrameworkName(out.setup.cluster.gpu);
+  out.setup.training = TrainingOf(f, LoadFramework(out.framework));
   out.setup.model = ModelOf(f, out.name, out.setup.training.seq_len);
   // What estimate refuses, validate refuses too: fp8 needs FP8 tensor cores.
   if (const std::string why = WhyPrecisionUnsupported(out.setup.cluster.gpu,
@@ -145,33 +212,33 @@ PublishedRow RowOf(const YamlFields& row, const YamlFields& common, PublishedFig
       !why.empty())
     f.For("precision").Fail("precision", why);
   out.setup.plan = PlanOf(f, out.setup);
-  out.published = row.Number("published", PublishedRange(figure));
   return out;
 }
 
 PublishedTable TableOf(const YamlFields& t) {
-  t.AllowOnly({"id", "paper", "source", "page", "figure", "common", "rows"});
+  t.AllowOnly({"id", "paper", "source", "page", "figure", "framework", "common", "rows"});
   PublishedTable out;
   out.id = t.String("id");
   out.paper = t.String("paper");
   out.source = t.String("source");
   out.page = t.String("page");
+  if (t.Has("framework")) out.framework = FrameworkOf(t);
   const std::string figure = t.String("figure");
   if (!ParsePublishedFigure(figure, &out.figure))
-    t.Fail("figure", "expected one of: tflops_per_gpu, step_time_s, activation_GiB; got '" +
-                         figure + "'");
+    t.Fail("figure", "expected one of: tflops_per_gpu, step_time_s, activation_GiB, "
+                     "tokens_per_s_per_gpu; got '" + figure + "'");
   const YamlFields common = t.Map("common");
-  common.AllowOnly({"block", "vocab_size", "seq_len", "tied_embeddings", "ffn_multiplier", "gpu",
-                    "precision", "framework", "grad_accumulation"});  // the shared keys
+  common.AllowOnly(kSharedKeys);
   const YAML::Node rows = t.Get("rows");
   if (!rows.IsSequence() || rows.size() == 0)
     t.Fail("rows", "expected a non-empty list of rows, got " + DescribeNode(rows));
   for (size_t i = 0; i < rows.size(); ++i) {
     const YamlFields row(rows[i], t.file(), t.Field("rows") + fmt::format("[{}]", i));
-    out.rows.push_back(RowOf(row, common, out.figure));
+    out.rows.push_back(RowOf(row, common, out));
   }
   return out;
 }
+
 
 }  // namespace
 
@@ -180,13 +247,14 @@ const char* ToString(PublishedFigure figure) {
     case PublishedFigure::kTflopsPerGpu: return "tflops_per_gpu";
     case PublishedFigure::kStepTime: return "step_time_s";
     case PublishedFigure::kActivationMemory: return "activation_GiB";
+    case PublishedFigure::kTokensPerGpu: return "tokens_per_s_per_gpu";
   }
   return "?";
 }
 
 bool ParsePublishedFigure(const std::string& name, PublishedFigure* out) {
   for (PublishedFigure f : {PublishedFigure::kTflopsPerGpu, PublishedFigure::kStepTime,
-                            PublishedFigure::kActivationMemory}) {
+                            PublishedFigure::kActivationMemory, PublishedFigure::kTokensPerGpu}) {
     if (name == ToString(f)) {
       *out = f;
       return true;
@@ -200,6 +268,7 @@ const char* UnitOf(PublishedFigure figure) {
     case PublishedFigure::kTflopsPerGpu: return "TFLOP/s per GPU";
     case PublishedFigure::kStepTime: return "s";
     case PublishedFigure::kActivationMemory: return "GiB";
+    case PublishedFigure::kTokensPerGpu: return "tokens/s per GPU";
   }
   return "?";
 }

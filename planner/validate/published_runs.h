@@ -1,22 +1,28 @@
 // Published training runs: the rows `meshplan validate` predicts (docs/validation/).
 //
-// Each table is one figure of one paper (Narayanan et al. 2021 Table 1, Korthikanti et al.
-// 2022 Table 5 and Figure 1). Each row is a complete setup (model, cluster, training, plan)
-// and the published figure. The rows are test data for the physics of the cost model,
-// never its input: nothing here is read by Estimate(), and nothing in them is fitted.
+// Each table is one figure of one publication (Narayanan et al. 2021 Table 1, Korthikanti
+// et al. 2022 Table 5 and Figure 1, NeMo 24.07's DGX-H100 table, torchtitan's A100 FSDP2
+// rows). Each row is a complete setup (model, cluster, training, plan), the framework that
+// ran it, the published figure and whether the run fitted in memory. The rows are test data
+// for the physics of the cost model, never its input: nothing here is read by Estimate(),
+// and nothing in them is fitted.
 //
 // File schema (configs/validation/published_runs.yaml documents every key):
-//   tables: a list of {id, paper, source, page, figure, common, rows}
-//     common: the keys every row shares (block, vocab_size, seq_len, tied_embeddings,
-//             ffn_multiplier, gpu, precision); a row may repeat one to override it
-//     rows:   {name, params_B (optional), heads, hidden, layers, gpus, global_batch,
-//              plan (ParsePlanString syntax), published (in the figure's unit)}
+//   tables: a list of {id, paper, source, page, figure, framework, common, rows}
+//     common: the keys every row shares (model or block, vocab_size, ..., gpu, precision);
+//             a row may repeat one to override it
+//     rows:   {name, params_B (optional), the model (`model: <configs/models name>`, or
+//              its shape inline), gpus, global_batch, plan (ParsePlanString syntax),
+//              published (in the figure's unit), fits (default true), skip (a reason)}
 // The cluster of a row is the "NxGPU" shorthand of LoadCluster(): gpus of the
 // configs/hardware file in nodes of its network block, with that block's two tiers.
 // LoadPublishedRuns validates every field and every plan (Validate() against the row's
-// GPUs and the placement rule) and throws InputError with file, line and column.
+// GPUs and the placement rule) and throws InputError with file, line and column. A row
+// with `skip: <reason>` (what meshplan cannot model yet) is kept with its name, figure,
+// fits, plan text and reason, and nothing else of it is read: it is listed, not predicted.
 #pragma once
 
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -30,19 +36,30 @@ enum class PublishedFigure {
   kTflopsPerGpu,      // achieved TFLOP/s per GPU, counted with Narayanan et al.'s formula
   kStepTime,          // seconds per iteration
   kActivationMemory,  // activation memory per GPU of the first pipeline stage, GiB (2^30 bytes)
+  kTokensPerGpu,      // training throughput, tokens per second per GPU (global tokens per
+                      // step / step time / GPUs)
 };
-// The YAML spelling: tflops_per_gpu | step_time_s | activation_GiB.
+// The YAML spelling: tflops_per_gpu | step_time_s | activation_GiB | tokens_per_s_per_gpu.
 const char* ToString(PublishedFigure figure);
 bool ParsePublishedFigure(const std::string& name, PublishedFigure* out);
-// The unit as printed: "TFLOP/s per GPU" | "s" | "GiB".
+// The unit as printed: "TFLOP/s per GPU" | "s" | "GiB" | "tokens/s per GPU".
 const char* UnitOf(PublishedFigure figure);
 
 struct PublishedRow {
   std::string name;         // "1.7B", "175B full recompute"
   double params_billion = 0;  // the paper's parameter count (0 when it publishes none)
-  PlanFile setup;           // model, cluster, training and plan of the run
-  double published = 0;     // the figure, in UnitOf(table.figure)
+  // The configs/frameworks profile the row is predicted under: its own `framework`, else its
+  // table's, else the default for its GPU (DefaultFrameworkName; "" for a skipped row).
+  std::string framework;
+  PlanFile setup;           // model, cluster, training and plan of the run (empty when skipped)
+  std::string plan_text;    // the plan as written in the file
+  // The figure, in UnitOf(table.figure); absent only for a run that did not fit.
+  std::optional<double> published;
+  bool fits = true;         // false: the source says (or its figures show) it did not fit
+  std::string skip_reason;  // non-empty: not predicted (what meshplan cannot model yet)
   InputLocation where;      // the row in the file
+
+  bool skipped() const { return !skip_reason.empty(); }
 };
 
 struct PublishedTable {
@@ -50,6 +67,7 @@ struct PublishedTable {
   std::string paper;   // authors, year and title
   std::string source;  // venue / arXiv id and the table or figure
   std::string page;    // docs/validation/<paper>.md
+  std::string framework;  // the table's `framework` ("" when not given; a row may override it)
   PublishedFigure figure = PublishedFigure::kStepTime;
   std::vector<PublishedRow> rows;
 };

@@ -19,7 +19,13 @@ constexpr double kBytesPerGiB = 1024.0 * 1024.0 * 1024.0;
 
 // Decimals a figure is printed with (the papers publish 3 or 4 significant digits).
 int DecimalsOf(PublishedFigure figure) {
-  return figure == PublishedFigure::kTflopsPerGpu ? 1 : 2;
+  switch (figure) {
+    case PublishedFigure::kTflopsPerGpu: return 1;
+    case PublishedFigure::kTokensPerGpu: return 0;
+    case PublishedFigure::kStepTime:
+    case PublishedFigure::kActivationMemory: break;
+  }
+  return 2;
 }
 
 // What the figure is, for the table's heading.
@@ -29,6 +35,7 @@ const char* DescriptionOf(PublishedFigure figure) {
     case PublishedFigure::kStepTime: return "time per iteration";
     case PublishedFigure::kActivationMemory:
       return "activation memory per GPU, first pipeline stage";
+    case PublishedFigure::kTokensPerGpu: return "training throughput per GPU";
   }
   return "?";
 }
@@ -46,9 +53,12 @@ ValidatedRow PredictPublishedRow(const PublishedRow& row, PublishedFigure figure
   const PlanFile& r = row.setup;
   ValidatedRow out;
   out.name = row.name;
+  out.framework = row.framework;
   out.plan = ToShortPlanString(r.plan);
   out.gpus = r.cluster.world_size();
-  out.published = row.published;
+  out.has_published = row.published.has_value();
+  out.published = row.published.value_or(0.0);
+  out.published_fits = row.fits;
   out.cost = Estimate(r.model, r.cluster, r.training, r.plan);
   out.first_stage_activations_bytes =
       EstimateStageMemory(r.model, r.training, r.plan, EstimateOptions{}.memory_model, /*stage=*/0)
@@ -62,8 +72,11 @@ ValidatedRow PredictPublishedRow(const PublishedRow& row, PublishedFigure figure
     case PublishedFigure::kActivationMemory:
       out.predicted = out.first_stage_activations_bytes / kBytesPerGiB;
       break;
+    case PublishedFigure::kTokensPerGpu:
+      out.predicted = out.cost.tokens_per_s / double(out.gpus);
+      break;
   }
-  out.error_pct = (out.predicted - out.published) / out.published * 100.0;
+  if (out.has_published) out.error_pct = (out.predicted - out.published) / out.published * 100.0;
   const std::string inputs = DescribeInputs(r);
   CheckFigures(out.cost, inputs);
   CheckFigure(out.predicted, "predicted figure", inputs);
@@ -76,18 +89,25 @@ ValidatedTable PredictPublishedTable(const PublishedTable& table) {
   out.paper = table.paper;
   out.source = table.source;
   out.page = table.page;
+  out.framework = table.framework;
   out.figure = table.figure;
   double sum_abs = 0;
   for (const PublishedRow& row : table.rows) {
-    out.rows.push_back(PredictPublishedRow(row, table.figure));
-    const double abs_error = std::abs(out.rows.back().error_pct);
+    if (row.skipped()) {
+      out.skipped.push_back({row.name, row.plan_text, row.published, row.fits, row.skip_reason});
+      continue;
+    }
+    const ValidatedRow& v = out.rows.emplace_back(PredictPublishedRow(row, table.figure));
+    if (v.fit_disagrees()) ++out.fit_disagreements;
+    if (!v.has_published) continue;
+    const double abs_error = std::abs(v.error_pct);
     sum_abs += abs_error;
-    if (out.rows.size() == 1 || abs_error > out.max_abs_error_pct) {
+    if (++out.figure_rows == 1 || abs_error > out.max_abs_error_pct) {
       out.max_abs_error_pct = abs_error;
       out.worst_row = row.name;
     }
   }
-  if (!out.rows.empty()) out.mape_pct = sum_abs / double(out.rows.size());
+  if (out.figure_rows > 0) out.mape_pct = sum_abs / double(out.figure_rows);
   return out;
 }
 
@@ -105,22 +125,36 @@ nlohmann::json ValidationToJson(const ValidationReport& report) {
     nlohmann::json rows = nlohmann::json::array();
     for (const ValidatedRow& r : t.rows) {
       rows.push_back({{"name", r.name},
+                      {"framework", r.framework},
                       {"gpus", r.gpus},
                       {"plan", r.plan},
                       {"predicted", r.predicted},
-                      {"published", r.published},
-                      {"error_pct", r.error_pct},
+                      {"published", r.has_published ? nlohmann::json(r.published) : nullptr},
+                      {"error_pct", r.has_published ? nlohmann::json(r.error_pct) : nullptr},
+                      {"fits", r.cost.fits},
+                      {"published_fits", r.published_fits},
+                      {"fit_reason", r.cost.reason},
                       {"step_time_s", r.cost.time.total_s},
                       {"time", StepTimeToJson(r.cost.time)},
                       {"first_stage_activations_bytes", r.first_stage_activations_bytes}});
     }
+    nlohmann::json skipped = nlohmann::json::array();
+    for (const SkippedRow& r : t.skipped)
+      skipped.push_back({{"name", r.name},
+                         {"plan", r.plan},
+                         {"published", r.published ? nlohmann::json(*r.published) : nullptr},
+                         {"published_fits", r.published_fits},
+                         {"reason", r.reason}});
     tables.push_back({{"id", t.id},
                       {"paper", t.paper},
                       {"source", t.source},
                       {"page", t.page},
+                      {"framework", t.framework},
                       {"figure", ToString(t.figure)},
                       {"unit", UnitOf(t.figure)},
                       {"rows", std::move(rows)},
+                      {"skipped", std::move(skipped)},
+                      {"fit_disagreements", t.fit_disagreements},
                       {"mape_pct", t.mape_pct},
                       {"max_abs_error_pct", t.max_abs_error_pct},
                       {"worst_row", t.worst_row}});
@@ -132,23 +166,45 @@ std::string FormatValidationTable(const ValidationReport& report) {
   std::string out;
   for (const ValidatedTable& t : report.tables) {
     if (!out.empty()) out += "\n";
-    out += fmt::format("{} [{}]\n  {}: {} ({})\n", t.paper, t.id, t.source,
-                       DescriptionOf(t.figure), UnitOf(t.figure));
+    out += fmt::format("{} [{}]\n  {}: {} ({})\n  framework: {} (configs/frameworks)\n",
+                       t.paper, t.id, t.source, DescriptionOf(t.figure), UnitOf(t.figure),
+                       t.framework.empty() ? "not given: each GPU's default" : t.framework);
     size_t name_width = 3, plan_width = 4;
     for (const ValidatedRow& r : t.rows) {
       name_width = std::max(name_width, r.name.size());
       plan_width = std::max(plan_width, r.plan.size());
     }
-    out += fmt::format("  {:<{}}  {:>5}  {:<{}}  {:>9}  {:>9}  {:>7}\n", "row", name_width, "GPUs",
-                       "plan", plan_width, "predicted", "published", "error");
+    out += fmt::format("  {:<{}}  {:>5}  {:<{}}  {:>9}  {:>9}  {:>7}  {}\n", "row", name_width,
+                       "GPUs", "plan", plan_width, "predicted", "published", "error", "fits");
     const int decimals = DecimalsOf(t.figure);
     for (const ValidatedRow& r : t.rows) {
-      out += fmt::format("  {:<{}}  {:>5}  {:<{}}  {:>9.{}f}  {:>9.{}f}  {:>+6.1f}%\n", r.name,
-                         name_width, r.gpus, r.plan, plan_width, r.predicted, decimals,
-                         r.published, decimals, r.error_pct);
+      const std::string published =
+          r.has_published ? fmt::format("{:>9.{}f}", r.published, decimals) : fmt::format("{:>9}", "-");
+      const std::string error =
+          r.has_published ? fmt::format("{:>+6.1f}%", r.error_pct) : fmt::format("{:>7}", "-");
+      std::string fits = r.cost.fits ? "yes" : "no";
+      if (r.fit_disagrees())
+        fits += r.published_fits ? "  <- the run fitted" : "  <- the run ran out of memory";
+      out += fmt::format("  {:<{}}  {:>5}  {:<{}}  {:>9.{}f}  {}  {}  {}\n", r.name, name_width,
+                         r.gpus, r.plan, plan_width, r.predicted, decimals, published, error,
+                         fits);
     }
-    out += fmt::format("  MAPE {:.1f}% over {} rows; max |error| {:.1f}% ({})\n", t.mape_pct,
-                       t.rows.size(), t.max_abs_error_pct, t.worst_row);
+    if (t.figure_rows > 0)
+      out += fmt::format("  MAPE {:.1f}% over {} rows; max |error| {:.1f}% ({})\n", t.mape_pct,
+                         t.figure_rows, t.max_abs_error_pct, t.worst_row);
+    std::string disagree;
+    for (const ValidatedRow& r : t.rows)
+      if (r.fit_disagrees()) disagree += (disagree.empty() ? "" : ", ") + r.name;
+    out += t.fit_disagreements == 0
+               ? fmt::format("  fit: as published in all {} rows\n", t.rows.size())
+               : fmt::format("  fit: {} of {} rows predicted otherwise than published ({})\n",
+                             t.fit_disagreements, t.rows.size(), disagree);
+    for (const SkippedRow& r : t.skipped) {
+      std::string published;
+      if (r.published) published = fmt::format("; published {:.{}f}", *r.published, decimals);
+      if (!r.published_fits) published += "; ran out of memory";
+      out += fmt::format("  skipped: {} ({}{}): {}\n", r.name, r.plan, published, r.reason);
+    }
   }
   return out;
 }

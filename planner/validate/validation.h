@@ -9,12 +9,17 @@
 //   step_time_s      Estimate().time.total_s
 //   activation_GiB   the detailed model's activations of pipeline stage 0 (EstimateStageMemory,
 //                    stage 0: what that stage holds at its peak phase), / 2^30
+//   tokens_per_s_per_gpu  Estimate().tokens_per_s / GPUs
 // error_pct = (predicted - published) / published * 100 (positive: the model predicts more).
+// Every predicted row also has a fit judgement: Estimate().fits against the publication's
+// (`fits`, true unless the publication says the run ran out of memory). Skipped rows are
+// listed with their reason, never predicted; MAPE is over the rows with a published figure.
 // The command reports; it never judges (no tolerance, exit 0 whenever it ran).
 #pragma once
 
 #include <nlohmann/json.hpp>
 
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -32,13 +37,26 @@ double MegatronFlopsPerIteration(const ModelSpec& model, const TrainingSpec& tra
 
 struct ValidatedRow {
   std::string name;
+  std::string framework;
   std::string plan;  // ToShortPlanString
   int64_t gpus = 0;
   double predicted = 0;  // in the table's unit
+  bool has_published = true;  // false: a run that ran out of memory, with no figure
   double published = 0;
-  double error_pct = 0;  // (predicted - published) / published * 100
+  double error_pct = 0;  // (predicted - published) / published * 100; 0 without a figure
+  bool published_fits = true;  // what the publication says
+  bool fit_disagrees() const { return cost.fits != published_fits; }
   PlanCost cost;         // Estimate() of the row: the step-time breakdown behind `predicted`
   double first_stage_activations_bytes = 0;  // the detailed model, stage 0
+};
+
+// A row the file keeps but meshplan cannot model yet.
+struct SkippedRow {
+  std::string name;
+  std::string plan;    // as written in the file
+  std::optional<double> published;  // the figure, when the run published one
+  bool published_fits = true;
+  std::string reason;  // the row's `skip`
 };
 
 struct ValidatedTable {
@@ -46,9 +64,13 @@ struct ValidatedTable {
   std::string paper;
   std::string source;
   std::string page;
+  std::string framework;
   PublishedFigure figure = PublishedFigure::kStepTime;
-  std::vector<ValidatedRow> rows;
-  double mape_pct = 0;           // mean of |error_pct| over the rows
+  std::vector<ValidatedRow> rows;      // the predicted rows, in file order
+  std::vector<SkippedRow> skipped;     // the others, in file order
+  int64_t figure_rows = 0;       // rows with a published figure (the MAPE's)
+  int64_t fit_disagreements = 0;  // rows whose predicted fit is not the publication's
+  double mape_pct = 0;           // mean of |error_pct| over the rows with a figure
   double max_abs_error_pct = 0;  // the largest |error_pct|
   std::string worst_row;         // the row with that error
 };
@@ -64,8 +86,10 @@ ValidatedTable PredictPublishedTable(const PublishedTable& table);
 ValidationReport PredictPublishedRuns(const PublishedRuns& runs);
 
 nlohmann::json ValidationToJson(const ValidationReport& report);
-// Per table: a heading (paper, source, unit), one line per row (GPUs, plan, predicted,
-// published, error), then the table's MAPE and max |error| with its row.
+// Per table: a heading (paper, source, unit, framework), one line per row (GPUs, plan,
+// predicted, published, error, predicted fit, marked where the publication disagrees), the
+// table's MAPE and max |error| with its row, the fit disagreements, and the skipped rows
+// with their reasons.
 std::string FormatValidationTable(const ValidationReport& report);
 
 }  // namespace meshplan

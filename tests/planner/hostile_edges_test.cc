@@ -254,7 +254,8 @@ TEST_CASE("2. validate rows take the shared limits and estimate's precision chec
   CHECK_THAT(fp8.message(), Catch::Contains("FP8 tensor cores"));
   CHECK_NOTHROW(load(PublishedRuns("tflops_per_gpu", "h100-sxm", "fp8", kRowModel, "100")));
   // A published value below its quantity's bound.
-  for (const char* figure : {"tflops_per_gpu", "step_time_s", "activation_GiB"}) {
+  for (const char* figure :
+       {"tflops_per_gpu", "step_time_s", "activation_GiB", "tokens_per_s_per_gpu"}) {
     INFO(figure);
     CHECK(ErrorOf([&] {
             load(PublishedRuns(figure, "a100-80gb", "mixed", kRowModel, "1e-320"));

@@ -7,6 +7,7 @@
 #include <string>
 
 #include "tests/cli_run.h"
+#include "tests/planner/test_util.h"
 
 namespace meshplan {
 namespace {
@@ -37,11 +38,22 @@ TEST_CASE("validate prints every published row and the MAPE per table",
     CHECK(Count(r.output, "  " + m + " no recompute ") == 1);
     CHECK(Count(r.output, "  " + m + " seq+selective ") == 2);  // time and memory
   }
-  CHECK(Count(r.output, "MAPE ") == 3);
-  CHECK(Count(r.output, "max |error| ") == 3);
+  for (const char* row : {"GPT3-5B", "GPT3-175B 512 GPUs", "LLAMA2-70B", "LLAMA3-8B CP2",
+                          "Llama 3 70B full", "Llama 2 13B none", "Llama 2 70B full"})
+    CHECK(Count(r.output, std::string("  ") + row + " ") == 1);
+  // Rows meshplan cannot model yet are listed with their reason.
+  CHECK(Count(r.output, "  skipped: Nemotron-") == 3);
+  CHECK(Count(r.output, "  skipped: Llama ") == 7);
+  CHECK(Count(r.output, "MAPE ") == 5);
+  CHECK(Count(r.output, "max |error| ") == 5);
+  CHECK(Count(r.output, "  fit: ") == 5);
   for (const char* id :
-       {"narayanan2021-table1", "korthikanti2022-table5", "korthikanti2022-figure1"})
+       {"narayanan2021-table1", "korthikanti2022-table5", "korthikanti2022-figure1",
+        "nemo2407-dgxh100-fp8", "torchtitan2024-a100-fsdp2"})
     CHECK(r.output.find(id) != std::string::npos);
+  for (const char* framework : {"megatron-lm-2021", "megatron-lm-2022", "megatron-core",
+                                "torchtitan"})
+    CHECK(r.output.find(std::string("framework: ") + framework) != std::string::npos);
   for (const char* heading : {"predicted", "published", "error", "arXiv:2104.04473",
                               "arXiv:2205.05198"})
     CHECK(r.output.find(heading) != std::string::npos);
@@ -52,16 +64,21 @@ TEST_CASE("validate --format json: rows, errors and MAPEs", "[planner][cli][vali
   INFO(r.output);
   REQUIRE(r.exit_code == 0);
   const nlohmann::json j = nlohmann::json::parse(r.output);
-  REQUIRE(j["tables"].size() == 3);
-  const size_t sizes[] = {10, 8, 8};
-  const char* units[] = {"TFLOP/s per GPU", "s", "GiB"};
-  for (size_t i = 0; i < 3; ++i) {
+  REQUIRE(j["tables"].size() == 5);
+  const size_t sizes[] = {10, 8, 8, 9, 3}, skipped[] = {0, 0, 0, 3, 7};
+  const char* units[] = {"TFLOP/s per GPU", "s", "GiB", "tokens/s per GPU", "tokens/s per GPU"};
+  for (size_t i = 0; i < 5; ++i) {
     const nlohmann::json& t = j["tables"][i];
     CAPTURE(t["id"]);
     REQUIRE(t["rows"].size() == sizes[i]);
+    CHECK(t["skipped"].size() == skipped[i]);
+    for (const nlohmann::json& s : t["skipped"]) CHECK(!s["reason"].get<std::string>().empty());
     CHECK(t["unit"] == units[i]);
+    CHECK(t["framework"].is_string());
+    int64_t disagreements = 0;
     double sum = 0, worst = 0;
     for (const nlohmann::json& row : t["rows"]) {
+      disagreements += row["fits"] != row["published_fits"];
       const double predicted = row["predicted"], published = row["published"];
       const double error = row["error_pct"];
       CHECK(predicted > 0);
@@ -72,8 +89,9 @@ TEST_CASE("validate --format json: rows, errors and MAPEs", "[planner][cli][vali
       sum += std::abs(error);
       worst = std::max(worst, std::abs(error));
     }
-    CHECK(t["mape_pct"].get<double>() == Approx(sum / double(sizes[i])));
+    CHECK(t["mape_pct"].get<double>() == Approx(sum / double(sizes[i])));  // all have a figure
     CHECK(t["max_abs_error_pct"].get<double>() == Approx(worst));
+    CHECK(t["fit_disagreements"] == disagreements);
     CHECK(t["worst_row"].is_string());
   }
 }
@@ -95,6 +113,20 @@ TEST_CASE("validate --table, --help and bad input", "[planner][cli][validation]"
   CHECK(unknown.exit_code == 2);
   CHECK(unknown.output.find("narayanan2021-table1") != std::string::npos);  // lists the ids
   CHECK(test::RunMeshplan("validate --runs /nonexistent/runs.yaml").exit_code == 2);
+  // A hostile table: exit 2 with its file, line and field.
+  test::TempDir dir;
+  const std::string runs = dir.Write("runs.yaml",
+                                     "tables:\n"
+                                     "  - id: t\n"
+                                     "    paper: p\n"
+                                     "    source: s\n"
+                                     "    page: x.md\n"
+                                     "    framework: nemo\n");
+  const Result hostile = test::RunMeshplan("validate --runs " + runs);
+  CHECK(hostile.exit_code == 2);
+  CHECK(hostile.output.find(runs + ":6:") != std::string::npos);
+  CHECK(hostile.output.find("tables[0].framework") != std::string::npos);
+  CHECK(hostile.output.find("megatron-core") != std::string::npos);
   CHECK(test::RunMeshplan("validate --format csv").exit_code == 2);
 }
 

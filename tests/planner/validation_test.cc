@@ -10,12 +10,15 @@
 #include <fstream>
 #include <string>
 
+#include "planner/config/config_loader.h"
 #include "planner/cost/flops.h"
 #include "planner/cost/memory_model.h"
 #include "planner/cost/param_count.h"
 #include "planner/input_error.h"
+#include "planner/parallel_plan.h"
 #include "planner/validate/published_runs.h"
 #include "planner/validate/validation.h"
+#include "tests/planner/test_util.h"
 
 namespace meshplan {
 namespace {
@@ -45,15 +48,24 @@ const PublishedRow& Row(const std::string& table, const std::string& name) {
 
 constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
 
+// The tables of the two Megatron-LM papers (GPT on A100, 2021-2022 software).
+bool IsMegatronPaper(const PublishedTable& t) {
+  return t.id.starts_with("narayanan2021") || t.id.starts_with("korthikanti2022");
+}
+
 TEST_CASE("the published runs file holds every row of both papers", "[planner][validation]") {
-  REQUIRE(Runs().tables.size() == 3);
+  REQUIRE(Runs().tables.size() == 5);
   CHECK(Table("narayanan2021-table1").rows.size() == 10);   // GPT 1.7B .. 1T
   CHECK(Table("korthikanti2022-table5").rows.size() == 8);  // 4 models x (full, seq+selective)
   CHECK(Table("korthikanti2022-figure1").rows.size() == 8); // 4 models x (none, seq+selective)
   CHECK(Table("narayanan2021-table1").figure == PublishedFigure::kTflopsPerGpu);
   CHECK(Table("korthikanti2022-table5").figure == PublishedFigure::kStepTime);
   CHECK(Table("korthikanti2022-figure1").figure == PublishedFigure::kActivationMemory);
+  CHECK(Table("narayanan2021-table1").framework == "megatron-lm-2021");
+  CHECK(Table("korthikanti2022-table5").framework == "megatron-lm-2022");
+  CHECK(Table("korthikanti2022-figure1").framework == "megatron-lm-2022");
   for (const PublishedTable& t : Runs().tables) {
+    if (!IsMegatronPaper(t)) continue;
     for (const PublishedRow& r : t.rows) {
       CAPTURE(t.id, r.name);
       const PlanFile& s = r.setup;
@@ -78,7 +90,12 @@ TEST_CASE("the published runs file holds every row of both papers", "[planner][v
       CHECK(s.cluster.gpu.peak_flops_bf16 == 312e12);
       CHECK(s.cluster.world_size() == s.plan.world_size());
       CHECK(s.plan.tp <= 8);
-      CHECK(r.published > 0);
+      CHECK(r.framework == t.framework);
+      CHECK_FALSE(r.skipped());
+      // Figure 1: without recompute, state + activations exceed 80 GB (never run).
+      CHECK(r.fits == (r.name.find("no recompute") == std::string::npos));
+      REQUIRE(r.published.has_value());
+      CHECK(*r.published > 0);
     }
   }
   // Spot checks against the papers.
@@ -132,7 +149,7 @@ TEST_CASE("Korthikanti et al.'s MFU follows from their time per iteration",
     const PublishedRow& r = Row("korthikanti2022-table5", name);
     const double model_flops = StepFlopsOf(r.setup.model, r.setup.training, Recompute::kNone).model;
     const double gpus = double(r.setup.cluster.world_size());
-    CHECK_THAT(model_flops / (gpus * 312e12 * r.published), WithinAbs(published_mfu, 0.003));
+    CHECK_THAT(model_flops / (gpus * 312e12 * *r.published), WithinAbs(published_mfu, 0.003));
   }
 }
 
@@ -158,7 +175,7 @@ TEST_CASE("Figure 1 is Korthikanti et al.'s closed form, with 3 virtual stages f
   // parallel without sequence parallel; 175B and 530B interleave v = 3 chunks; 1T runs 1F1B.
   for (const PublishedRow& r : Table("korthikanti2022-figure1").rows) {
     CAPTURE(r.name);
-    CHECK_THAT(ClosedFormFirstStageBytes(r.setup) / kGiB, WithinRel(r.published, 0.001));
+    CHECK_THAT(ClosedFormFirstStageBytes(r.setup) / kGiB, WithinRel(*r.published, 0.001));
   }
 }
 
@@ -204,6 +221,291 @@ TEST_CASE("predictions use Estimate(): TFLOP/s is the paper's FLOPs over its ste
   CHECK(table.max_abs_error_pct == worst);
 }
 
+TEST_CASE("NeMo 24.07's DGX-H100 table and torchtitan's A100 rows, as published",
+          "[planner][validation]") {
+  const PublishedTable& nemo = Table("nemo2407-dgxh100-fp8");
+  const PublishedTable& titan = Table("torchtitan2024-a100-fsdp2");
+  CHECK(nemo.figure == PublishedFigure::kTokensPerGpu);
+  CHECK(titan.figure == PublishedFigure::kTokensPerGpu);
+  CHECK(nemo.framework == "megatron-core");
+  CHECK(titan.framework == "torchtitan");
+  REQUIRE(nemo.rows.size() == 12);  // every row of the table, Nemotron's included
+  REQUIRE(titan.rows.size() == 10);  // 8 published rows and the 2 out-of-memory ones
+  for (const PublishedTable* t : {&nemo, &titan}) {
+    for (const PublishedRow& r : t->rows) {
+      CAPTURE(t->id, r.name, r.skip_reason);
+      CHECK(r.framework == t->framework);
+      if (r.skipped()) continue;  // only name, figure, fits, plan text and reason are read
+      const PlanFile& s = r.setup;
+      CHECK(s.cluster.world_size() == s.plan.world_size());
+      CHECK(s.cluster.gpus_per_node == 8);
+      CHECK(ToShortPlanString(s.plan).size() > 0);
+      if (t == &nemo) {
+        // DGX-H100, FP8, the distributed optimizer over dp x cp, no recompute.
+        CHECK(s.cluster.gpu.name == "h100-sxm");
+        CHECK(s.training.precision == Precision::kFp8);
+        CHECK(s.plan.zero_stage == 1);
+        CHECK(s.plan.recompute == Recompute::kNone);
+        CHECK(s.plan.sequence_parallel == (s.plan.tp > 1));
+      } else {
+        // FSDP2 over all 64 A100s, bf16 compute over fp32 parameters, the local batch as
+        // the one micro-batch of a step.
+        CHECK(s.cluster.gpu.name == "a100-80gb");
+        CHECK(s.training.precision == Precision::kMixed);
+        CHECK(s.plan.zero_stage == 3);
+        CHECK(s.plan.dp == 64);
+        CHECK(s.training.global_batch == 64 * s.plan.micro_batch);
+      }
+    }
+  }
+  // Spot checks against the sources, and each skipped row's reason.
+  CHECK(Row("nemo2407-dgxh100-fp8", "GPT3-5B").published == 22521);
+  CHECK(Row("nemo2407-dgxh100-fp8", "LLAMA3-70B CP2").published == 1533);
+  CHECK(Row("nemo2407-dgxh100-fp8", "LLAMA3-8B CP2").setup.plan.cp == 2);
+  CHECK(Row("nemo2407-dgxh100-fp8", "GPT3-175B 512 GPUs").setup.plan.virtual_stages == 6);
+  for (const char* name : {"Nemotron-8B", "Nemotron-22B", "Nemotron-340B"})
+    CHECK(Row("nemo2407-dgxh100-fp8", name).skip_reason.find("squared-ReLU") != std::string::npos);
+  CHECK(Row("torchtitan2024-a100-fsdp2", "Llama 2 13B none").published == 2162);
+  CHECK(Row("torchtitan2024-a100-fsdp2", "Llama 3 70B full").setup.plan.recompute ==
+        Recompute::kFull);
+  int skipped = 0, out_of_memory = 0;
+  for (const PublishedRow& r : titan.rows) {
+    CAPTURE(r.name);
+    if (!r.fits) {
+      ++out_of_memory;
+      CHECK(r.name.starts_with("Llama 2 70B selective"));
+      CHECK(r.name.ends_with("local batch 2"));
+      CHECK_FALSE(r.published.has_value());  // it never ran, so it published no figure
+    }
+    // torchtitan's selective checkpointing waits for recompute=op and every:2.
+    const bool selective = r.name.find("selective") != std::string::npos;
+    CHECK(r.skipped() == selective);
+    if (selective) {
+      ++skipped;
+      const bool op = r.name.find("selective op") != std::string::npos;
+      CHECK(r.plan_text.find(op ? "recompute=op" : "recompute=every:2") != std::string::npos);
+      CHECK(r.skip_reason.find(op ? "recompute=op" : "recompute=every:2") != std::string::npos);
+    }
+  }
+  CHECK(skipped == 7);
+  CHECK(out_of_memory == 2);
+}
+
+TEST_CASE("the new tables' models are the published architectures", "[planner][validation]") {
+  // NeMo's GPT3 recipes: 4h MLP, 2,048 learned positions, GPT-2 BPE's 50,257 tokens padded
+  // to a multiple of 128 * TP (make_vocab_size_divisible_by); the names are the parameters.
+  const std::pair<const char*, double> gpt3[] = {{"GPT3-5B", 5e9},
+                                                 {"GPT3-20B", 20e9},
+                                                 {"GPT3-175B 128 GPUs", 175e9},
+                                                 {"GPT3-175B 512 GPUs", 175e9}};
+  for (const auto& [name, params] : gpt3) {
+    CAPTURE(name);
+    const PublishedRow& r = Row("nemo2407-dgxh100-fp8", name);
+    const ModelSpec& m = r.setup.model;
+    CHECK(m.block == BlockKind::kGpt);
+    const int64_t multiple = 128 * r.setup.plan.tp;
+    CHECK(m.vocab_size % multiple == 0);
+    CHECK(m.vocab_size - 50257 < multiple);
+    CHECK(m.vocab_size >= 50257);
+    CHECK(m.max_seq == 2048);
+    CHECK(m.ffn_hidden == 4 * m.hidden);
+    CHECK_THAT(double(CountParams(m)), WithinRel(params, 0.02));
+  }
+  // The llama rows read configs/models: Touvron et al. 2023 and Meta's Llama 3 config.json
+  // (NeMo-Framework-Launcher 24.07's llama recipes and torchtitan's flavors agree).
+  struct Shape {
+    const char* row;
+    int64_t hidden, layers, heads, kv_heads, ffn, vocab;
+  };
+  const Shape shapes[] = {{"LLAMA2-7B", 4096, 32, 32, 32, 11008, 32000},
+                          {"LLAMA2-13B", 5120, 40, 40, 40, 13824, 32000},
+                          {"LLAMA2-70B", 8192, 80, 64, 8, 28672, 32000},
+                          {"LLAMA3-8B CP2", 4096, 32, 32, 8, 14336, 128256},
+                          {"LLAMA3-70B CP2", 8192, 80, 64, 8, 28672, 128256}};
+  for (const Shape& s : shapes) {
+    CAPTURE(s.row);
+    const ModelSpec& m = Row("nemo2407-dgxh100-fp8", s.row).setup.model;
+    CHECK(m.block == BlockKind::kLlama);
+    CHECK_FALSE(m.tied_embeddings);
+    CHECK(m.hidden == s.hidden);
+    CHECK(m.layers == s.layers);
+    CHECK(m.heads == s.heads);
+    CHECK(m.kv_heads == s.kv_heads);
+    CHECK(m.ffn_hidden == s.ffn);
+    CHECK(m.vocab_size == s.vocab);
+  }
+}
+
+TEST_CASE("torchtitan's MFU follows from its WPS", "[planner][validation]") {
+  // torchtitan's train.py and utils.py (April 2024): MFU = (6 * N + 12 * l * h * q * t) * WPS
+  // / 312 TFLOP/s on an A100, N every parameter of the model, l layers, h heads, q head dim,
+  // t sequence. Checks the transcribed WPS against the page's own MFU (printed to 0.1%).
+  struct Published {
+    const char* row;
+    const char* model;
+    double seq;
+    double mfu;
+  };
+  const Published rows[] = {{"Llama 3 8B selective layer", "llama3-8b", 8192, 0.568},
+                            {"Llama 3 8B selective op", "llama3-8b", 8192, 0.582},
+                            {"Llama 3 70B full", "llama3-70b", 8192, 0.517},
+                            {"Llama 2 13B none", "llama2-13b", 4096, 0.611},
+                            {"Llama 2 13B selective layer", "llama2-13b", 4096, 0.541},
+                            {"Llama 2 13B selective op", "llama2-13b", 4096, 0.538},
+                            {"Llama 2 70B selective op", "llama2-70b", 4096, 0.508},
+                            {"Llama 2 70B full", "llama2-70b", 4096, 0.505}};
+  for (const Published& p : rows) {
+    CAPTURE(p.row);
+    const PublishedRow& r = Row("torchtitan2024-a100-fsdp2", p.row);
+    const ModelSpec m = LoadModel(p.model);
+    const double per_token = 6.0 * double(CountParams(m)) +
+                             12.0 * double(m.layers * m.heads * m.head_dim()) * p.seq;
+    REQUIRE(r.published.has_value());
+    CHECK_THAT(per_token * *r.published / 312e12, WithinAbs(p.mfu, 0.0006));
+  }
+}
+
+TEST_CASE("tokens/s per GPU is Estimate()'s throughput over the GPUs; every row has a fit",
+          "[planner][validation]") {
+  const PublishedRow& r = Row("nemo2407-dgxh100-fp8", "LLAMA2-7B");
+  const ValidatedRow v = PredictPublishedRow(r, PublishedFigure::kTokensPerGpu);
+  CHECK(v.framework == "megatron-core");
+  CHECK(v.gpus == 8);
+  // 128 sequences of 4,096 tokens over the step time and 8 GPUs.
+  CHECK_THAT(v.predicted, WithinRel(128.0 * 4096 / v.cost.time.total_s / 8, 1e-12));
+  CHECK(v.error_pct == Approx((v.predicted - 16847) / 16847 * 100));
+  CHECK(v.fit_disagrees() == !v.cost.fits);  // the run fitted
+  // Skipped rows are listed, not predicted; the MAPE is over the rows with a figure.
+  const ValidatedTable t = PredictPublishedTable(Table("torchtitan2024-a100-fsdp2"));
+  CHECK(t.rows.size() == 3);
+  CHECK(t.skipped.size() == 7);
+  CHECK(t.figure_rows == 3);
+  double sum = 0;
+  int64_t disagreements = 0;
+  for (const ValidatedRow& row : t.rows) {
+    sum += std::abs(row.error_pct);
+    disagreements += row.fit_disagrees();
+  }
+  CHECK(t.mape_pct == Approx(sum / 3));
+  CHECK(t.fit_disagreements == disagreements);
+  const std::string text = FormatValidationTable({"", {t}});
+  CHECK(text.find("framework: torchtitan") != std::string::npos);
+  CHECK(text.find("skipped: Llama 2 70B selective op local batch 2 (dp=64,zero=3,mbs=2,"
+                  "recompute=op; ran out of memory): recompute=op") != std::string::npos);
+  CHECK(text.find("skipped: Llama 3 8B selective op (dp=64,zero=3,mbs=1,recompute=op; "
+                  "published 2973): recompute=op") != std::string::npos);
+}
+
+// A runs file of one table, `rows` under a valid heading; `table_keys` replace its defaults.
+std::string OneTable(const std::string& rows, const std::string& table_keys =
+                                                  "    framework: megatron-core\n"
+                                                  "    figure: tokens_per_s_per_gpu\n") {
+  return "tables:\n"
+         "  - id: t\n"
+         "    paper: p\n"
+         "    source: s\n"
+         "    page: x.md\n" +
+         table_keys +
+         "    common: {gpu: h100-sxm, precision: bf16, seq_len: 2048}\n"
+         "    rows:\n" +
+         rows;
+}
+
+TEST_CASE("a fit the publication contradicts is reported", "[planner][validation]") {
+  test::TempDir dir;
+  // A 1.2B llama on one H100 fits easily; the row claims the run ran out of memory.
+  const std::string path = dir.Write(
+      "oom.yaml",
+      OneTable("      - {name: tiny, block: llama, vocab_size: 32000, heads: 16, hidden: 2048,\n"
+               "         layers: 20, ffn_hidden: 5632, tied_embeddings: false, gpus: 1,\n"
+               "         global_batch: 8, plan: \"dp=1,mbs=1\", fits: false}\n"));
+  const PublishedRuns runs = LoadPublishedRuns(path);
+  REQUIRE(runs.tables[0].rows.size() == 1);
+  CHECK_FALSE(runs.tables[0].rows[0].published.has_value());
+  const ValidationReport report = PredictPublishedRuns(runs);
+  const ValidatedTable& t = report.tables[0];
+  REQUIRE(t.rows.size() == 1);
+  CHECK(t.rows[0].cost.fits);
+  CHECK(t.rows[0].fit_disagrees());
+  CHECK(t.fit_disagreements == 1);
+  CHECK(t.figure_rows == 0);
+  const std::string text = FormatValidationTable(report);
+  CHECK(text.find("<- the run ran out of memory") != std::string::npos);
+  CHECK(text.find("fit: 1 of 1 rows predicted otherwise than published (tiny)") !=
+        std::string::npos);
+  CHECK(text.find("MAPE") == std::string::npos);  // no figure, no MAPE
+  CHECK(ValidationToJson(report)["tables"][0]["rows"][0]["published"].is_null());
+}
+
+TEST_CASE("a hostile runs file is an InputError at its file, line and field",
+          "[planner][validation]") {
+  test::TempDir dir;
+  const std::string good_row =
+      "      - {name: r, model: llama2-7b, gpus: 8, global_batch: 8, plan: \"dp=8,mbs=1\",\n"
+      "         published: 100}\n";
+  struct Case {
+    const char* what;
+    std::string text;
+    const char* field;
+    int line;
+    const char* says;
+  };
+  const Case cases[] = {
+      {"unknown framework", OneTable(good_row, "    framework: megatron\n"
+                                               "    figure: tokens_per_s_per_gpu\n"),
+       "tables[0].framework", 6, "megatron-core, megatron-lm-2021"},
+      {"unknown row framework",
+       OneTable("      - {name: r, model: llama2-7b, gpus: 8, global_batch: 8, framework: nemo,\n"
+                "         plan: \"dp=8,mbs=1\", published: 100}\n"),
+       "tables[0].rows[0].framework", 10, "torchtitan"},
+      {"bad figure", OneTable(good_row, "    framework: torchtitan\n"
+                                        "    figure: tokens_per_second\n"),
+       "tables[0].figure", 7, "tokens_per_s_per_gpu"},
+      {"negative figure",
+       OneTable("      - {name: r, model: llama2-7b, gpus: 8, global_batch: 8, plan: \"dp=8\",\n"
+                "         published: -3}\n"),
+       "tables[0].rows[0].published", 11, ""},
+      {"fits: maybe",
+       OneTable("      - {name: r, model: llama2-7b, gpus: 8, global_batch: 8, plan: \"dp=8\",\n"
+                "         published: 100, fits: maybe}\n"),
+       "tables[0].rows[0].fits", 11, ""},
+      {"a run that fitted without its figure",
+       OneTable("      - {name: r, model: llama2-7b, gpus: 8, global_batch: 8, plan: \"dp=8\"}\n"),
+       "tables[0].rows[0].published", 10, "missing"},
+      {"an empty skip reason",
+       OneTable("      - {name: r, plan: \"dp=8\", published: 100, skip: \" \"}\n"),
+       "tables[0].rows[0].skip", 10, "reason"},
+      {"an unknown model",
+       OneTable("      - {name: r, model: llama9-1t, gpus: 8, global_batch: 8, plan: \"dp=8\",\n"
+                "         published: 100}\n"),
+       "tables[0].rows[0].model", 10, "llama9-1t"},
+      {"a model given twice",
+       OneTable("      - {name: r, model: llama2-7b, hidden: 4096, gpus: 8, global_batch: 8,\n"
+                "         plan: \"dp=8\", published: 100}\n"),
+       "tables[0].rows[0].hidden", 10, "model: llama2-7b"},
+      {"an unknown key",
+       OneTable("      - {name: r, model: llama2-7b, gpus: 8, global_batch: 8, plan: \"dp=8\",\n"
+                "         published: 100, fit: false}\n"),
+       "tables[0].rows[0].fit", 11, "fits"},
+  };
+  // A table may leave its framework out: its rows get their GPU's default, as on the
+  // command line.
+  CHECK(LoadPublishedRuns(dir.Write("no_framework.yaml",
+                                    OneTable(good_row, "    figure: tokens_per_s_per_gpu\n")))
+            .tables[0]
+            .rows[0]
+            .framework == "megatron-core");
+  for (const Case& c : cases) {
+    CAPTURE(c.what, c.text);
+    const std::string path = dir.Write("hostile.yaml", c.text);
+    const InputError e = test::ErrorOf([&] { LoadPublishedRuns(path); });
+    CHECK(e.where().file == path);
+    CHECK(e.field() == c.field);
+    CHECK(e.where().line == c.line);
+    CHECK(std::string(e.what()).find(c.says) != std::string::npos);
+  }
+}
+
 TEST_CASE("a bad runs file is an InputError at its line", "[planner][validation]") {
   const auto path = std::filesystem::temp_directory_path() / "meshplan_bad_published_runs.yaml";
   {
@@ -213,6 +515,7 @@ TEST_CASE("a bad runs file is an InputError at its line", "[planner][validation]
            "    paper: p\n"
            "    source: s\n"
            "    page: x.md\n"
+           "    framework: megatron-lm-2022\n"
            "    figure: step_time_s\n"
            "    common: {block: gpt, vocab_size: 51200, seq_len: 2048, tied_embeddings: true,\n"
            "             ffn_multiplier: 4, gpu: a100-80gb, precision: mixed}\n"
@@ -225,7 +528,7 @@ TEST_CASE("a bad runs file is an InputError at its line", "[planner][validation]
     FAIL("expected an InputError");
   } catch (const InputError& e) {
     CHECK(e.field() == "tables[0].rows[0].plan");
-    CHECK(e.where().line == 11);
+    CHECK(e.where().line == 12);
     CHECK(std::string(e.what()).find("world_size") != std::string::npos);
   }
   std::filesystem::remove(path);
