@@ -30,6 +30,21 @@ const char* ConstraintId(PlanConstraint constraint) {
   return i >= 0 && i < kNumPlanConstraints ? kIds[i] : "?";
 }
 
+Recompute BlockRecompute(const RecomputePolicy& policy, int64_t ordinal) {
+  if (policy.kind != Recompute::kEvery) return policy.kind;
+  // A period below 1 never parses (ParseRecompute); it checkpoints nothing.
+  return policy.every >= 1 && (ordinal + 1) % policy.every == 0 ? Recompute::kFull
+                                                                 : Recompute::kNone;
+}
+
+int64_t CheckpointedBlocks(const RecomputePolicy& policy, int64_t blocks) {
+  switch (policy.kind) {
+    case Recompute::kFull: return blocks;
+    case Recompute::kEvery: return policy.every >= 1 ? blocks / policy.every : 0;
+    default: return 0;
+  }
+}
+
 int64_t TpGroupLimit(const ClusterSpec& cluster, bool allow_tp_across_nodes) {
   return allow_tp_across_nodes ? 0 : cluster.gpus_per_node;
 }

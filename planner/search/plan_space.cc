@@ -118,7 +118,7 @@ PlanSpace::PlanSpace(const ModelSpec& model, const TrainingSpec& training,
   const std::optional<bool> pin_sp = pins.Get<bool>(F::kSp);
   const std::optional<PipelineSchedule> pin_schedule = pins.Get<PipelineSchedule>(F::kSchedule);
   const std::optional<int> pin_zero = pins.Get<int>(F::kZero);
-  const std::optional<Recompute> pin_recompute = pins.Get<Recompute>(F::kRecompute);
+  const std::optional<int64_t> pin_recompute = pins[F::kRecompute];
 
   // Meshes: tp, then pp, then cp ascending; dp takes the rest.
   for (int64_t tp : Divisors(world_size_)) {
@@ -213,9 +213,10 @@ PlanSpace::PlanSpace(const ModelSpec& model, const TrainingSpec& training,
     zero_single_ = {0};
     zero_multi_ = {0, 1, 2, 3};
   }
-  recomputes_ = pin_recompute ? std::vector<Recompute>{*pin_recompute}
-                               : std::vector<Recompute>{Recompute::kNone, Recompute::kSelective,
-                                                        Recompute::kFull};
+  if (pin_recompute)
+    recomputes_ = {RecomputeOfCode(*pin_recompute)};
+  else
+    recomputes_ = options.recomputes.empty() ? DefaultRecomputes() : options.recomputes;
 
   offsets_.reserve(meshes_.size());
   for (const MeshShape& m : meshes_) {
@@ -235,6 +236,10 @@ MeshAxes PlanSpace::axes(const MeshShape& mesh) const {
   a.zero_stage = mesh.weight_replicas() > 1 ? zero_multi_ : zero_single_;
   a.recompute = recomputes_;
   return a;
+}
+
+std::vector<RecomputePolicy> DefaultRecomputes() {
+  return {Recompute::kNone, Recompute::kSelective, Recompute::kFull};
 }
 
 void PlanPins::SetKnobs(ParallelPlan* plan) const {
@@ -284,7 +289,8 @@ std::optional<int64_t> PlanSpace::OrdinalOf(const ParallelPlan& plan) const {
              v.split == StageSplitOf(plan);
     });
     const auto zero = IndexOf(a.zero_stage, [&](int v) { return v == plan.zero_stage; });
-    const auto rc = IndexOf(a.recompute, [&](Recompute v) { return v == plan.recompute; });
+    const auto rc =
+        IndexOf(a.recompute, [&](const RecomputePolicy& v) { return v == plan.recompute; });
     if (!sp || !mbs || !sched || !zero || !rc) return std::nullopt;
     const int64_t structure =
         (*sp * static_cast<int64_t>(a.micro_batch.size()) + *mbs) *
