@@ -36,7 +36,9 @@ TEST_CASE("a single GPU: analytic and simulated step times agree", "[simulator][
   const ModelSpec model = LoadModel("llama2-7b");
   const ClusterSpec cluster = LoadCluster("1xH100");
   ParallelPlan plan;
-  plan.recompute = GENERATE(Recompute::kNone, Recompute::kSelective, Recompute::kFull);
+  plan.recompute = GENERATE(as<RecomputePolicy>{}, Recompute::kNone, Recompute::kSelective,
+                            Recompute::kFull, Recompute::kOp, RecomputePolicy::Every(2),
+                            RecomputePolicy::Every(3));
   plan.micro_batch = GENERATE(1, 2);
   RequireAgree(model, cluster, test::Training(8, 4096), plan);
 }
@@ -48,7 +50,9 @@ TEST_CASE("tp=2 with exposed TP communication: analytic and simulated agree",
   ParallelPlan plan;
   plan.tp = 2;
   plan.sequence_parallel = GENERATE(false, true);
-  plan.recompute = GENERATE(Recompute::kNone, Recompute::kSelective, Recompute::kFull);
+  plan.recompute = GENERATE(as<RecomputePolicy>{}, Recompute::kNone, Recompute::kSelective,
+                            Recompute::kFull, Recompute::kOp, RecomputePolicy::Every(2),
+                            RecomputePolicy::Every(3));
   RequireAgree(model, cluster, test::Training(4, 4096), plan);
 }
 
