@@ -34,6 +34,13 @@ ModelSpec SmallLlama() {
   return m;
 }
 constexpr double E = 1024, KD = 2 * 128, F = 1536, H = 8, A = 2;
+// One micro-batch of B = 2 sequences of S = 512 in bf16: T = B*S tokens.
+constexpr double b = 2, s = 512, T = b * s;
+ParallelPlan OneMicroBatch() {
+  ParallelPlan p;
+  p.micro_batch = 2;
+  return p;
+}
 
 double Kept(const ModelSpec& m, const TrainingSpec& t, const ParallelPlan& p, Recompute r,
             AttentionImpl impl = AttentionImpl::kFused) {
@@ -44,9 +51,7 @@ TEST_CASE("op keeps the block input, the odd-numbered matmuls' outputs and the a
           "[planner][memory][recompute]") {
   const ModelSpec m = SmallLlama();
   const TrainingSpec t = Training(2, 512, Precision::kBf16);
-  ParallelPlan p;
-  p.micro_batch = 2;
-  const double b = 2, s = 512, T = b * s;
+  const ParallelPlan p = OneMicroBatch();
   // torchtitan's _apply_op_sac over wq, wk, wv, wo, w_gate, w_up, w_down: mm 1, 3, 5, 7 kept
   // (wq (T,QD = E), wv (T,KD), w_gate (T,F), w_down (T,E)); the flash kernel's output (T,E)
   // and logsumexp (B,H,S) fp32; and the block input (T,E).
@@ -70,11 +75,9 @@ TEST_CASE("op with tp and sequence parallel keeps the row-parallel partial sums 
           "[planner][memory][recompute]") {
   const ModelSpec m = SmallLlama();
   const TrainingSpec t = Training(2, 512, Precision::kBf16);
-  ParallelPlan p;
-  p.micro_batch = 2;
+  ParallelPlan p = OneMicroBatch();
   p.tp = 2;
   p.sequence_parallel = true;
-  const double b = 2, s = 512, T = b * s;
   // Per rank: the input (T/2,E); wq (T,E/2), wv (T,KD/2), the attention output (T,E/2), w_gate
   // (T,F/2); w_down's output before its reduce-scatter (T,E); the two reduce-scatters (T/2,E);
   // the logsumexp of H/2 heads.
@@ -118,8 +121,7 @@ TEST_CASE("every:N checkpoints the rank's k-th block when k % N == 0", "[planner
 TEST_CASE("every:2 keeps half the blocks whole and half as under full", "[planner][memory][recompute]") {
   const ModelSpec m = SmallLlama();
   const TrainingSpec t = Training(2, 512, Precision::kBf16);
-  ParallelPlan p;
-  p.micro_batch = 2;
+  ParallelPlan p = OneMicroBatch();
   // The peak is the lm_head's backward under each (the 50,257-wide logits): every block's
   // tensors are alive.
   auto activations = [&](RecomputePolicy r) {
