@@ -56,6 +56,7 @@ Recompute BlockRecompute(const RecomputePolicy& policy, int64_t ordinal);
 // Of a rank's first `blocks` blocks, how many replay their forward in backward: every:N
 // blocks / N, full all, the others none (they replay parts of every block).
 int64_t CheckpointedBlocks(const RecomputePolicy& policy, int64_t blocks);
+
 // gpipe: all forwards then all backwards; 1f1b: one-forward-one-backward;
 // interleaved: 1F1B with virtual_stages model chunks per rank; zb_h1: zero-bubble H1.
 enum class PipelineSchedule { kGpipe, k1F1B, kInterleaved, kZeroBubbleH1 };
