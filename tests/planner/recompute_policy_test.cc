@@ -105,6 +105,44 @@ TEST_CASE("op replays the even-numbered matmuls: its FLOPs and the block's recom
   CHECK(rec.memory_bytes == w.block.forward.memory_bytes);  // every memory-bound op replays
 }
 
+// The recompute pass's collectives of one block, by kind.
+int Replayed(const StepWork& w, CollectiveKind kind) {
+  int n = 0;
+  for (const Collective& c : w.block.collectives)
+    if (c.phase == StepPhase::kRecompute && c.kind == kind) n += c.count;
+  return n;
+}
+
+TEST_CASE("op re-runs the TP all-gathers and all-reduces, not the reduce-scatters nor the ring",
+          "[planner][step_work][recompute]") {
+  const ModelSpec m = SmallLlama();
+  const TrainingSpec t = Training(8, 512, Precision::kBf16);
+  ParallelPlan p;
+  p.tp = 2;
+  p.cp = 2;
+  p.recompute = Recompute::kOp;
+  const StepWork plain = BuildStepWork(m, t, p);
+  CHECK(Replayed(plain, CollectiveKind::kAllReduce) == 2);
+  CHECK(Replayed(plain, CollectiveKind::kRingExchange) == 0);
+  p.sequence_parallel = true;
+  const StepWork sp = BuildStepWork(m, t, p);
+  CHECK(Replayed(sp, CollectiveKind::kAllGather) == 2);
+  CHECK(Replayed(sp, CollectiveKind::kReduceScatter) == 0);
+  // every:N replays full's on its checkpointed blocks: the stage's TP bytes count them alone.
+  p.recompute = Recompute::kFull;
+  const StepWork full = BuildStepWork(m, t, p);
+  CHECK(Replayed(full, CollectiveKind::kReduceScatter) == 2);
+  CHECK(Replayed(full, CollectiveKind::kRingExchange) == 1);
+  p.recompute = Recompute::kNone;
+  const double none_tp = CommBytesPerStep(BuildStepWork(m, t, p), 0)[MeshDim::kTp];
+  const double full_tp = CommBytesPerStep(full, 0)[MeshDim::kTp];
+  p.recompute = RecomputePolicy::Every(4);  // 4 of 16 blocks
+  const StepWork every = BuildStepWork(m, t, p);
+  CHECK(RecomputedShare(every, 0) == 0.25);
+  CHECK_THAT(CommBytesPerStep(every, 0)[MeshDim::kTp],
+             WithinRel(none_tp + (full_tp - none_tp) / 4, 1e-12));
+}
+
 TEST_CASE("every:N checkpoints the rank's k-th block when k % N == 0", "[planner][recompute]") {
   const RecomputePolicy every2 = RecomputePolicy::Every(2);
   CHECK(BlockRecompute(every2, 0) == Recompute::kNone);
