@@ -109,6 +109,11 @@ std::vector<std::string> ExecutorLimitations(const PlanFile& pf) {
       reasons.push_back(std::string(f.key) + "=" + FormatFieldValue(f, f.get(plan)) + ": " +
                         f.executor_instead + ", so a measurement would not be of this plan; use " +
                         f.key + "=" + FormatFieldValue(f, f.default_value));
+  if (plan.recompute.kind == Recompute::kOp)
+    reasons.push_back("recompute=op: the executor keeps a block's tensors whole or replays the "
+                      "whole block (none, selective, full, every:N), not torchtitan's op-level "
+                      "policy, which the planner and simulator predict; use recompute=none, "
+                      "selective, full or every:N");
   if (plan.pp > 1 && plan.schedule == PipelineSchedule::kZeroBubbleH1)
     reasons.push_back("schedule=zb_h1: the executor runs each weight-gradient pass inside its "
                       "backward (1F1B's timeline), so a measurement would not be of ZB-H1, which "

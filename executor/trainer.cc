@@ -170,6 +170,12 @@ at::Tensor Trainer::ForwardChunk(const ChunkGroups& chunk, MicroBatch& mb, at::T
     x = model_.EmbeddingForward(mb.ids, SlotView(params.params(), layout.groups[emb].slot("wte")));
   }
 
+  // every:N checkpoints by the block's position among the rank's blocks (BlockRecompute).
+  int64_t first_ordinal = 0;
+  for (const ChunkGroups& c : layout.chunks) {
+    if (&c == &chunk) break;
+    first_ordinal += c.num_blocks;
+  }
   mb.blocks.resize(static_cast<size_t>(chunk.num_blocks));
   for (int64_t i = 0; i < chunk.num_blocks; ++i) {
     const int g = chunk.first_block_group + static_cast<int>(i);
@@ -177,7 +183,8 @@ at::Tensor Trainer::ForwardChunk(const ChunkGroups& chunk, MicroBatch& mb, at::T
     BlockWeights w = BlockViews(layout.groups[g], params.params());
     const ParamsLease experts = LeaseExperts(g, w);
     engine_.PrefetchAhead(order, at++);
-    x = model_.BlockForward(w, x, plan_.recompute, &mb.blocks[static_cast<size_t>(i)]);
+    x = model_.BlockForward(w, x, BlockRecompute(plan_.recompute, first_ordinal + i),
+                            &mb.blocks[static_cast<size_t>(i)]);
   }
   if (head < 0) return x;
 

@@ -178,9 +178,11 @@ std::vector<int64_t> CandidateValues(const Ctx& ctx, const ParallelPlan& plan, K
       const int64_t b = ctx.training.global_batch;
       return Divisors(plan.dp > 0 && b % plan.dp == 0 ? b / plan.dp : b);
     }
-    case Knob::kRecompute:
-      return {static_cast<int64_t>(Recompute::kNone), static_cast<int64_t>(Recompute::kSelective),
-              static_cast<int64_t>(Recompute::kFull)};
+    case Knob::kRecompute:  // the plan field's values (RecomputeCode): today's three, then
+                            // torchtitan's op and every:2
+      return {RecomputeCode(Recompute::kNone), RecomputeCode(Recompute::kSelective),
+              RecomputeCode(Recompute::kFull), RecomputeCode(Recompute::kOp),
+              RecomputeCode(RecomputePolicy::Every(2))};
     case Knob::kSchedule:
       return {static_cast<int64_t>(PipelineSchedule::kGpipe),
               static_cast<int64_t>(PipelineSchedule::k1F1B),

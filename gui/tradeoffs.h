@@ -64,8 +64,8 @@ struct KnobOption {
 
 // The candidate values of `knob` (dp/tp/pp/cp: divisors of the GPU count; ep: divisors of
 // dp for a MoE model, 1 for a dense one; zero 0-3;
-// sp off/on; mbs: divisors of the global batch per dp rank; every recompute policy
-// and schedule; vpp: divisors of the layers per stage; stage split: even, and the pp's
+// sp off/on; mbs: divisors of the global batch per dp rank; recompute none, selective,
+// full, op and every:2; every schedule; vpp: divisors of the layers per stage; stage split: even, and the pp's
 // LighterEndsSplit (planner/stage_layers.h)), each with its verdict.
 std::vector<KnobOption> KnobOptions(const ModelSpec& model, const ClusterSpec& cluster,
                                     const TrainingSpec& training, const ParallelPlan& current,

@@ -41,7 +41,7 @@ enum class OptimizerStep : uint8_t {
 struct RecomputeOffer {  // the default: meshplan's executor's
   bool none = true, selective = true, full = true;
   bool op = false;     // torchtitan's op-level selective checkpointing
-  bool every = false;  // every N-th block checkpointed (every:N)
+  bool every = true;   // every N-th block checkpointed (every:N)
   bool operator==(const RecomputeOffer&) const = default;
 };
 

@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <array>
 #include <cctype>
+#include <charconv>
+#include <string_view>
 #include <utility>
 
 namespace meshplan {
@@ -23,8 +25,12 @@ constexpr NameTable<Precision, 4> kPrecisions{{{Precision::kBf16, "bf16"},
                                                {Precision::kMixed, "mixed"},
                                                {Precision::kFp32, "fp32"},
                                                {Precision::kFp8, "fp8"}}};
-constexpr NameTable<Recompute, 3> kRecomputes{
-    {{Recompute::kNone, "none"}, {Recompute::kSelective, "selective"}, {Recompute::kFull, "full"}}};
+constexpr NameTable<Recompute, 5> kRecomputes{{{Recompute::kNone, "none"},
+                                               {Recompute::kSelective, "selective"},
+                                               {Recompute::kFull, "full"},
+                                               {Recompute::kOp, "op"},
+                                               {Recompute::kEvery, "every"}}};
+constexpr std::string_view kEveryPrefix = "every:";
 constexpr NameTable<PipelineSchedule, 4> kSchedules{{{PipelineSchedule::kGpipe, "gpipe"},
                                                      {PipelineSchedule::k1F1B, "1f1b"},
                                                      {PipelineSchedule::kInterleaved, "interleaved"},
@@ -60,7 +66,26 @@ const char* ToString(GradAccumulation mode) { return NameOf(kGradAccumulations, 
 
 bool ParseBlockKind(const std::string& name, BlockKind* out) { return Lookup(kBlockKinds, name, out); }
 bool ParsePrecision(const std::string& name, Precision* out) { return Lookup(kPrecisions, name, out); }
-bool ParseRecompute(const std::string& name, Recompute* out) { return Lookup(kRecomputes, name, out); }
+std::string ToString(const RecomputePolicy& policy) {
+  if (policy.kind == Recompute::kEvery) return std::string(kEveryPrefix) + std::to_string(policy.every);
+  return ToString(policy.kind);
+}
+
+bool ParseRecompute(const std::string& name, RecomputePolicy* out) {
+  if (name.starts_with(kEveryPrefix)) {
+    const char* begin = name.data() + kEveryPrefix.size();
+    const char* end = name.data() + name.size();
+    int64_t n = 0;
+    const auto [ptr, ec] = std::from_chars(begin, end, n);
+    if (ec != std::errc() || ptr != end || begin == end || n < 2) return false;
+    *out = RecomputePolicy::Every(n);
+    return true;
+  }
+  Recompute kind{};
+  if (!Lookup(kRecomputes, name, &kind) || kind == Recompute::kEvery) return false;
+  *out = kind;
+  return true;
+}
 bool ParsePipelineSchedule(const std::string& name, PipelineSchedule* out) {
   return Lookup(kSchedules, name, out);
 }
@@ -70,7 +95,9 @@ bool ParseGradAccumulation(const std::string& name, GradAccumulation* out) {
 
 const char* AllowedBlockKinds() { return "llama, gpt"; }
 const char* AllowedPrecisions() { return "bf16, mixed, fp32, fp8"; }
-const char* AllowedRecomputes() { return "none, selective, full"; }
+const char* AllowedRecomputes() {
+  return "none, selective, full, op, every:N (N an integer >= 2; every:1 is full)";
+}
 const char* AllowedPipelineSchedules() { return "gpipe, 1f1b, interleaved, zb_h1"; }
 const char* AllowedGradAccumulations() { return "fused, separate"; }
 

@@ -14,13 +14,15 @@ namespace meshplan {
 
 const char* ToString(BlockKind kind);            // llama | gpt
 const char* ToString(Precision precision);       // bf16 | mixed | fp32 | fp8
-const char* ToString(Recompute recompute);       // none | selective | full
+const char* ToString(Recompute recompute);       // none | selective | full | op | every
+std::string ToString(const RecomputePolicy& policy);  // the above, every:N for kEvery
 const char* ToString(PipelineSchedule schedule); // gpipe | 1f1b | interleaved | zb_h1
 const char* ToString(GradAccumulation mode);     // fused | separate
 
 bool ParseBlockKind(const std::string& name, BlockKind* out);
 bool ParsePrecision(const std::string& name, Precision* out);
-bool ParseRecompute(const std::string& name, Recompute* out);
+// none | selective | full | op | every:N (N an integer >= 2: every:1 is full, refused).
+bool ParseRecompute(const std::string& name, RecomputePolicy* out);
 bool ParsePipelineSchedule(const std::string& name, PipelineSchedule* out);
 bool ParseGradAccumulation(const std::string& name, GradAccumulation* out);
 

@@ -35,17 +35,34 @@ bool Offers(const RecomputeOffer& offer, Recompute recompute) {
     case Recompute::kNone: return offer.none;
     case Recompute::kSelective: return offer.selective;
     case Recompute::kFull: return offer.full;
+    case Recompute::kOp: return offer.op;
+    case Recompute::kEvery: return offer.every;
   }
   return false;
 }
 
 std::string OfferedRecomputes(const RecomputeOffer& offer) {
   std::string out;
-  for (const Recompute r : {Recompute::kNone, Recompute::kSelective, Recompute::kFull})
-    if (Offers(offer, r)) out += (out.empty() ? "" : ", ") + std::string(ToString(r));
-  if (offer.op) out += (out.empty() ? "" : ", ") + std::string("op");
-  if (offer.every) out += (out.empty() ? "" : ", ") + std::string("every:N");
+  for (const Recompute r : {Recompute::kNone, Recompute::kSelective, Recompute::kFull,
+                            Recompute::kOp, Recompute::kEvery})
+    if (Offers(offer, r))
+      out += (out.empty() ? "" : ", ") + std::string(r == Recompute::kEvery ? "every:N" : ToString(r));
   return out;
+}
+
+Recompute BlockRecompute(const RecomputePolicy& policy, int64_t ordinal) {
+  if (policy.kind != Recompute::kEvery) return policy.kind;
+  // A period below 1 never parses (ParseRecompute); it checkpoints nothing.
+  return policy.every >= 1 && (ordinal + 1) % policy.every == 0 ? Recompute::kFull
+                                                                 : Recompute::kNone;
+}
+
+int64_t CheckpointedBlocks(const RecomputePolicy& policy, int64_t blocks) {
+  switch (policy.kind) {
+    case Recompute::kFull: return blocks;
+    case Recompute::kEvery: return policy.every >= 1 ? blocks / policy.every : 0;
+    default: return 0;
+  }
 }
 
 int64_t TpGroupLimit(const ClusterSpec& cluster, bool allow_tp_across_nodes) {
@@ -103,7 +120,7 @@ PlanConstraintMask CheckPlan(const ParallelPlan& plan, const ModelSpec& model,
   fail_if(plan.offload_params && plan.zero_stage != 3, C::kOffloadParamsNeedsZero3);
   fail_if(plan.offload_params && !plan.offload_optimizer, C::kOffloadParamsNeedsOptimizer);
   fail_if(plan.zero3_prefetch < 0 || plan.zero3_prefetch > kMaxZero3Prefetch, C::kPrefetchRange);
-  fail_if(!Offers(training.framework.recompute, plan.recompute), C::kRecomputeOffered);
+  fail_if(!Offers(training.framework.recompute, plan.recompute.kind), C::kRecomputeOffered);
   return out;
 }
 

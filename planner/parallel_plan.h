@@ -24,7 +24,39 @@ namespace meshplan {
 // The deepest ZeRO-3 prefetch a plan may ask for (the `prefetch` key).
 inline constexpr int64_t kMaxZero3Prefetch = 4;
 
-enum class Recompute { kNone, kSelective, kFull };
+// Activation recomputation (docs/memory_model.md, "Recompute policies"). What one block
+// keeps: none (everything), selective (all but Megatron's attention core), full (its input:
+// the whole forward replays), op (torchtitan's op-level selective checkpointing: its input
+// and the outputs of its save list). kEvery is a plan's policy only, never a block's:
+// every N-th block of a rank runs full, the others none (torchtitan's layer-level
+// selective checkpointing); BlockRecompute says which block runs what.
+enum class Recompute : uint8_t { kNone, kSelective, kFull, kOp, kEvery };
+// The policies one block can run (kNone .. kOp): arrays indexed by a block's Recompute.
+inline constexpr int kNumBlockRecomputes = 4;
+
+// A plan's recompute policy, as plan strings spell it: none | selective | full | op |
+// every:N. Converts from a Recompute that needs no period (every kind but kEvery).
+struct RecomputePolicy {
+  Recompute kind = Recompute::kNone;
+  int64_t every = 0;  // kEvery: N >= 2 (every:1 would be full); 0 otherwise
+
+  RecomputePolicy() = default;
+  RecomputePolicy(Recompute k) : kind(k) {}  // NOLINT(google-explicit-constructor)
+  static RecomputePolicy Every(int64_t n) {
+    RecomputePolicy p(Recompute::kEvery);
+    p.every = n;
+    return p;
+  }
+  bool operator==(const RecomputePolicy&) const = default;
+};
+// What the `ordinal`-th block of a rank (0-based, over its model chunks in order) runs.
+// every:N checkpoints the blocks with (ordinal + 1) % N == 0, as torchtitan's
+// _apply_layer_sac counts them (the 2nd, 4th, ... block of the rank for N = 2).
+Recompute BlockRecompute(const RecomputePolicy& policy, int64_t ordinal);
+// Of a rank's first `blocks` blocks, how many replay their forward in backward: every:N
+// blocks / N, full all, the others none (they replay parts of every block).
+int64_t CheckpointedBlocks(const RecomputePolicy& policy, int64_t blocks);
+
 // gpipe: all forwards then all backwards; 1f1b: one-forward-one-backward;
 // interleaved: 1F1B with virtual_stages model chunks per rank; zb_h1: zero-bubble H1.
 enum class PipelineSchedule { kGpipe, k1F1B, kInterleaved, kZeroBubbleH1 };
@@ -42,7 +74,7 @@ struct ParallelPlan {
   int zero_stage = 0;             // 0 = plain DP, 1/2/3 = ZeRO stage (3 = FSDP full shard)
   bool sequence_parallel = false; // Megatron SP (only meaningful with tp > 1)
   int64_t micro_batch = 1;        // sequences per micro-batch per dp rank
-  Recompute recompute = Recompute::kNone;
+  RecomputePolicy recompute;
   PipelineSchedule schedule = PipelineSchedule::k1F1B;
   int64_t virtual_stages = 1;     // model chunks per pipeline rank (interleaved only)
   bool tp_comm_overlap = false;   // let TP collectives overlap compute (off: exposed)

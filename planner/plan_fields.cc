@@ -62,11 +62,31 @@ PlanFieldSpec Ranged(PlanFieldSpec f, int64_t min, int64_t max, int64_t parse_mi
 template <typename E, bool (*Parse)(const std::string&, E*)>
 PlanFieldSpec Enum(PlanFieldSpec f, const char* allowed) {
   f.allowed = allowed;
-  f.name = [](int64_t v) { return ToString(static_cast<E>(v)); };
+  f.name = [](int64_t v) { return std::string(ToString(static_cast<E>(v))); };
   f.parse = [](const std::string& text, int64_t* v) {
     E e{};
     if (!Parse(text, &e)) return false;
     *v = static_cast<int64_t>(e);
+    return true;
+  };
+  return f;
+}
+
+// The recompute field: a policy, every:N carrying its period (RecomputeCode).
+PlanFieldSpec RecomputeField() {
+  PlanFieldSpec f{PlanField::kRecompute, "recompute", "activation recomputation in the backward",
+                  PlanFieldKind::kEnum, PlanFieldRole::kAxis, /*always_printed=*/true,
+                  [](const ParallelPlan& p) { return RecomputeCode(p.recompute); },
+                  [](ParallelPlan& p, int64_t v) { p.recompute = RecomputeOfCode(v); }};
+  f.help = "none; selective: Megatron's attention core; full: every block from its input; op: "
+           "torchtitan's op-level selective checkpointing; every:N: every N-th block full, the "
+           "others none (torchtitan's layer-level, every:2 its default)";
+  f.allowed = AllowedRecomputes();
+  f.name = [](int64_t v) { return ToString(RecomputeOfCode(v)); };
+  f.parse = [](const std::string& text, int64_t* v) {
+    RecomputePolicy policy;
+    if (!ParseRecompute(text, &policy)) return false;
+    *v = RecomputeCode(policy);
     return true;
   };
   return f;
@@ -109,10 +129,7 @@ std::array<PlanFieldSpec, kNumPlanFields> MakeTable() {
       Always(Bounded(Field<&P::micro_batch>(F::kMbs, "mbs", kInt, kAxis,
                                             "sequences per micro-batch per dp rank"),
                      1, kMaxGlobalBatch, "kMaxGlobalBatch")),
-      Always(Enum<Recompute, ParseRecompute>(
-          Field<&P::recompute>(F::kRecompute, "recompute", kEnum, kAxis,
-                               "activation recomputation in the backward"),
-          AllowedRecomputes())),
+      RecomputeField(),
       Always(Enum<PipelineSchedule, ParsePipelineSchedule>(
           Field<&P::schedule>(F::kSchedule, "schedule", kEnum, kAxis, "pipeline schedule (pp > 1)"),
           AllowedPipelineSchedules())),
@@ -161,6 +178,16 @@ std::array<PlanFieldSpec, kNumPlanFields> MakeTable() {
 }
 
 }  // namespace
+
+int64_t RecomputeCode(const RecomputePolicy& policy) {
+  return static_cast<int64_t>(policy.kind) + kRecomputePeriodUnit * policy.every;
+}
+
+RecomputePolicy RecomputeOfCode(int64_t code) {
+  RecomputePolicy policy(static_cast<Recompute>(code % kRecomputePeriodUnit));
+  policy.every = code / kRecomputePeriodUnit;
+  return policy;
+}
 
 std::span<const PlanFieldSpec> PlanFields() {
   static const std::array<PlanFieldSpec, kNumPlanFields> kTable = [] {

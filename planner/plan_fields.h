@@ -57,7 +57,7 @@ struct PlanFieldSpec {
   const char* limit = nullptr;
   std::string allowed{};  // kInt: the range in words; kEnum: the names ("none, selective, full")
   // kEnum: the name of a value, and the value of a name (false: unknown).
-  const char* (*name)(int64_t) = nullptr;
+  std::string (*name)(int64_t) = nullptr;
   bool (*parse)(const std::string&, int64_t*) = nullptr;
   ExecutorSupport executor = ExecutorSupport::kHonoured;
   // kRefusedUnlessDefault: what the executor does instead, for the refusal's message.
@@ -67,6 +67,12 @@ struct PlanFieldSpec {
 
   bool is_default(const ParallelPlan& plan) const { return get(plan) == default_value; }
 };
+
+// The recompute field's value as the table reads it (one int64_t, what PlanPins and the
+// GUI's choices hold): the kind's enumerator, plus kRecomputePeriodUnit x N for every:N.
+inline constexpr int64_t kRecomputePeriodUnit = 256;
+int64_t RecomputeCode(const RecomputePolicy& policy);
+RecomputePolicy RecomputeOfCode(int64_t code);
 
 // Every field, indexed by PlanField.
 std::span<const PlanFieldSpec> PlanFields();

@@ -73,6 +73,7 @@ double AttentionShare(const ModelSpec& model) {
 struct PartRun {
   SimPart part = SimPart::kBlock;
   int32_t layer = -1;
+  int32_t ordinal = -1;  // a block's position among its rank's blocks (over its chunks)
   int32_t microbatch = 0;
   int16_t chunk = 0;
   int32_t virtual_stage = 0;
@@ -171,6 +172,12 @@ class GraphBuilder {
   void EmitTiedSync();
   void EmitOptimizer(RankState& rank);
   PassWork WorkOf(const PartWork& part, StepPhase phase) const;
+  // Whether the run's backward replays its forward first: every:N on its checkpointed
+  // blocks only (BlockRecompute), the other policies on every part but under none.
+  bool Replays(const PartRun& run) const {
+    if (work_.recompute.kind != Recompute::kEvery) return work_.recompute != Recompute::kNone;
+    return run.part == SimPart::kBlock && BlockRecompute(work_.recompute, run.ordinal) == Recompute::kFull;
+  }
 
   const StepWork& work_;
   const ClusterSpec& cluster_;
@@ -196,7 +203,7 @@ PassWork GraphBuilder::WorkOf(const PartWork& part, StepPhase phase) const {
   };
   switch (phase) {
     case StepPhase::kForward: add(part.forward); break;
-    case StepPhase::kRecompute: add(part.recompute[static_cast<int>(work_.recompute)]); break;
+    case StepPhase::kRecompute: add(RecomputeWork(part, work_.recompute)); break;
     case StepPhase::kBackward:
       add(part.backward_input);
       if (!split_w_) add(part.backward_weight);
@@ -253,13 +260,19 @@ std::vector<PartRun> GraphBuilder::StageRuns(int64_t stage) const {
     };
     const int64_t blocks = split.ChunkOf(stage, item.chunk);
     const int64_t first_layer = split.FirstBlockOfChunk(stage, item.chunk);
+    int64_t first_ordinal = 0;  // the rank's blocks in its earlier chunks
+    for (int64_t c = 0; c < item.chunk; ++c) first_ordinal += split.ChunkOf(stage, c);
+    auto push_block = [&](int64_t j) {
+      push(SimPart::kBlock, first_layer + j);
+      runs.back().ordinal = static_cast<int32_t>(first_ordinal + j);
+    };
     if (item.pass == PipelinePass::kForward) {
       if (vs == 0) push(SimPart::kEmbedding, -1);
-      for (int64_t j = 0; j < blocks; ++j) push(SimPart::kBlock, first_layer + j);
+      for (int64_t j = 0; j < blocks; ++j) push_block(j);
       if (vs == V - 1) push(SimPart::kHead, -1);
     } else {
       if (vs == V - 1) push(SimPart::kHead, -1);
-      for (int64_t j = blocks - 1; j >= 0; --j) push(SimPart::kBlock, first_layer + j);
+      for (int64_t j = blocks - 1; j >= 0; --j) push_block(j);
       if (vs == 0) push(SimPart::kEmbedding, -1);
     }
     if (item.pass == PipelinePass::kBackward) input_items.push_back(begin);
@@ -529,7 +542,7 @@ void GraphBuilder::RunPart(RankState& rank, const std::vector<PartRun>& runs, si
       EmitPass(rank, run, StepPhase::kForward);
       break;
     case PipelinePass::kBackward:
-      if (work_.recompute != Recompute::kNone) EmitPass(rank, run, StepPhase::kRecompute);
+      if (Replays(run)) EmitPass(rank, run, StepPhase::kRecompute);
       EmitPass(rank, run, StepPhase::kBackward);
       rank.input_end[k] = rank.critical;
       grads = rank.critical;

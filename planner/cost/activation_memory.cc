@@ -34,38 +34,46 @@ void AddNorm(SavedTensorList& out, const ModelSpec& model, const RankShape& sh,
   out.Add(rstd);
 }
 
-// Every tensor one block keeps with no recompute: its op list's, as `impl` runs it.
-SavedTensorList AllBlockTensors(const ModelSpec& model, const RankShape& sh, AttentionImpl impl) {
-  return BuildBlockOps(model, sh, LoweringOf(sh, impl)).saved();
+// One block's op list, as `impl` runs it.
+BlockOps BlockOpsOf(const ModelSpec& model, const RankShape& sh, AttentionImpl impl) {
+  return BuildBlockOps(model, sh, LoweringOf(sh, impl));
 }
 
 }  // namespace
 
 SavedTensorList BlockSavedTensors(const ModelSpec& model, const RankShape& shape,
                                   AttentionImpl impl, Recompute recompute) {
+  const BlockOps ops = BlockOpsOf(model, shape, impl);
   SavedTensorList out;
-  for (const SavedTensor& t : AllBlockTensors(model, shape, impl))
+  for (const SavedTensor& t : ops.saved())
     if (KeptUnder(t, recompute)) out.Add(t);
+  if (recompute == Recompute::kOp)
+    for (const SavedTensor& t : ops.op_outputs()) out.Add(t);
   return out;
 }
 
 SavedTensorList BlockRecomputedTensors(const ModelSpec& model, const RankShape& shape,
                                        AttentionImpl impl, Recompute recompute) {
   SavedTensorList out;
-  for (const SavedTensor& t : AllBlockTensors(model, shape, impl))
-    if (!KeptUnder(t, recompute)) out.Add(t);
+  for (const SavedTensor& t : BlockOpsOf(model, shape, impl).saved())
+    if (FateUnder(t, recompute) == TensorFate::kRecomputed) out.Add(t);
   return out;
 }
 
 BlockTensorBytes BlockTensorTotals(const ModelSpec& model, const RankShape& shape,
                                    AttentionImpl impl, Recompute recompute) {
   BlockTensorBytes out;
-  const BlockOps ops = BuildBlockOps(model, shape, LoweringOf(shape, impl));
-  for (const SavedTensor& t : ops.saved()) {
-    const bool kept = KeptUnder(t, recompute);
+  const BlockOps ops = BlockOpsOf(model, shape, impl);
+  auto add = [&out](const SavedTensor& t, bool kept) {
     (kept ? out.saved : out.recomputed) += t.bytes();
     if (t.mlp_half) (kept ? out.saved_mlp : out.recomputed_mlp) += t.bytes();
+  };
+  for (const SavedTensor& t : ops.saved()) {
+    const TensorFate fate = FateUnder(t, recompute);
+    if (fate != TensorFate::kInOpOutputs) add(t, fate == TensorFate::kKept);
   }
+  if (recompute == Recompute::kOp)
+    for (const SavedTensor& t : ops.op_outputs()) add(t, true);
   return out;
 }
 

@@ -21,11 +21,13 @@
 namespace meshplan {
 
 // One block (layer), one micro-batch: the tensors kept from forward to backward
-// under the recompute policy. `impl` must be resolved (naive or fused).
+// under the block's recompute policy (kNone .. kOp: BlockRecompute resolves every:N; op:
+// the kept saved tensors, then the op outputs). `impl` must be resolved (naive or fused).
 SavedTensorList BlockSavedTensors(const ModelSpec& model, const RankShape& shape,
                                   AttentionImpl impl, Recompute recompute);
 // What the backward of one block rematerialises under the policy (full: every
-// tensor but the layer input; selective: the core-attention entries; none: nothing).
+// tensor but the layer input; selective: the core-attention entries; op: every saved
+// tensor but the layer input and those its op outputs hold; none: nothing).
 SavedTensorList BlockRecomputedTensors(const ModelSpec& model, const RankShape& shape,
                                        AttentionImpl impl, Recompute recompute);
 // BlockSavedTensors' and BlockRecomputedTensors' bytes, in one pass over the block's

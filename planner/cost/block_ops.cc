@@ -1,5 +1,6 @@
 #include "planner/cost/block_ops.h"
 
+#include <cassert>
 #include <cstdlib>
 #include <utility>
 
@@ -11,13 +12,23 @@ Lowering LoweringOf(const RankShape& shape, AttentionImpl resolved_attention) {
   return {shape.kernels, resolved_attention};
 }
 
-bool KeptUnder(const SavedTensor& t, Recompute recompute) {
+TensorFate FateUnder(const SavedTensor& t, Recompute recompute) {
+  bool kept = true;
   switch (recompute) {
-    case Recompute::kNone: return true;
-    case Recompute::kSelective: return !t.core_attention;
-    case Recompute::kFull: return t.layer_input;
+    case Recompute::kNone: break;
+    case Recompute::kSelective: kept = !t.core_attention; break;
+    case Recompute::kFull: kept = t.layer_input; break;
+    case Recompute::kOp:
+      if (t.op_output && !t.layer_input) return TensorFate::kInOpOutputs;
+      kept = t.layer_input;
+      break;
+    case Recompute::kEvery: assert(false && "a plan's policy: BlockRecompute resolves it"); break;
   }
-  return true;
+  return kept ? TensorFate::kKept : TensorFate::kRecomputed;
+}
+
+bool KeptUnder(const SavedTensor& t, Recompute recompute) {
+  return FateUnder(t, recompute) == TensorFate::kKept;
 }
 
 void SavedTensorList::Add(const SavedTensor& tensor) {
@@ -94,11 +105,22 @@ class BlockOpsBuilder {
     out_.saved_.Add(t);
     (out_.ops_.end() - 1)->saved_end = static_cast<uint8_t>(out_.saved_.size());
   }
+  // The same, when it is the output of an op the op policy saves (`saved_by_op`).
+  void SaveOutputOf(bool saved_by_op, SavedTensor t) {
+    t.op_output = saved_by_op;
+    Save(t);
+  }
+  // An output the op policy keeps (BlockOps::op_outputs).
+  void OpOutput(SavedTensor t) {
+    t.mlp_half = mlp_;
+    out_.op_outputs_.Add(t);
+  }
 
   // The next linear: its GEMM on this rank. A matrix with copies > 1 (experts) is a grouped
   // GEMM of `copies` products, each over the tokens of one copy: the rank's X/ep routed
   // experts share the rows it computes, T*r*u (expert_parallel.h), a shared expert all T.
-  void Linear() {
+  // Returns whether the op policy saves its output (OpPolicySavesOutput; then in op_outputs).
+  bool Linear() {
     const int index = next_linear_++;
     const BlockLinear& l = out_.linears_[index];
     BlockOp& op = Add(l.name, OpKind::kLinear, G::kNone);
@@ -110,6 +132,10 @@ class BlockOpsBuilder {
     op.gemm = {rows, static_cast<double>(l.out_per_rank(sh_.tp)),
                static_cast<double>(l.in_per_rank(sh_.tp)), copies, false,
                sh_.fp8 && l.role != LinearRole::kRouter};  // the router stays bf16
+    op.output_saved_by_op = OpPolicySavesOutput(l, &matmuls_);
+    if (op.output_saved_by_op)
+      OpOutput({l.name, "matmul output (T, out/tp)", op.gemm.m * op.gemm.n * op.gemm.batch, a_});
+    return op.output_saved_by_op;
   }
 
   // A norm saves its input and its per-row statistics (RMSNorm: rstd; LayerNorm: mean,
@@ -150,6 +176,9 @@ class BlockOpsBuilder {
   // gradients (torch/csrc/autograd/input_buffer.cpp: read 2, write 1)).
   void Residual(const char* name, const char* mask_op) {
     const double TnE = sh_.Tn * E_;
+    // Sequence parallel: the branch output's reduce-scatter, on the op policy's save list.
+    if (sh_.tp > 1 && sh_.s_norm != sh_.s_local)
+      OpOutput({"reduce_scatter", "output (B,Sn,E)", double(sh_.b) * sh_.s_norm * sh_.hidden, a_});
     if (m_.block == BlockKind::kGpt) {
       Memory(name, G::kBiasDropoutAdd, {(3 * a_ + 1) * TnE, 1},
              {(3 * a_ + 1) * TnE + 3 * a_ * TnE, 2 + 1});
@@ -164,7 +193,8 @@ class BlockOpsBuilder {
   void QkvSplit(double qkv) { Memory("qkv.split", G::kLayout, {0, 0}, {2 * a_ * qkv, 1}); }
 
   void AttentionHalf();
-  void AttentionCore();
+  // `v_saved_by_op`: v is the output of a matmul the op policy saves.
+  void AttentionCore(bool v_saved_by_op);
   void MlpHalf();
   void MoeFfn();
   struct ExpertNames {
@@ -179,10 +209,11 @@ class BlockOpsBuilder {
   const bool megatron_, fused_;
   const double E_, tp_, a_;
   int next_linear_ = 0;  // the next of out_.linears_ (forward order) to add
+  int matmuls_ = 0;      // the block's aten.mm calls so far (Linear)
   bool mlp_ = false;
 };
 
-void BlockOpsBuilder::AttentionCore() {
+void BlockOpsBuilder::AttentionCore(bool v_saved_by_op) {
   const bool ring = RunsRingAttention(sh_, lowering_);
   const bool naive = lowering_.attention == AttentionImpl::kNaive && !ring;
   const double A = a_, b = double(sh_.b), Sc = double(sh_.s_local), Skv = Sc;
@@ -191,7 +222,14 @@ void BlockOpsBuilder::AttentionCore() {
   const double v = b * Skv * sh_.kv_heads * sh_.v_head_dim;
   const double probs = b * sh_.heads * Sc * Skv;  // (B,Ht,Sc,Skv)
   const bool dropout = m_.block == BlockKind::kGpt;
-  Add("attention", OpKind::kAttentionCore, G::kSoftmax);
+  BlockOp& op = Add("attention", OpKind::kAttentionCore, G::kSoftmax);
+  // The op policy saves the flash (SDPA) kernel's outputs; naive attention runs as bmm,
+  // softmax and bmm, none of which its save list holds (aten.bmm is not aten.mm).
+  op.output_saved_by_op = !naive;
+  if (!naive) {
+    OpOutput({"attention", "output (B,Sc,Ht*Dv)", b * Sc * sh_.heads * sh_.v_head_dim, A});
+    OpOutput({"attention", "logsumexp (B,Ht,Sc) fp32", b * sh_.heads * Sc, kFp32Bytes});
+  }
   out_.core_ = {static_cast<double>(sh_.b) * static_cast<double>(m_.heads) / tp_,
              static_cast<double>(sh_.s) / static_cast<double>(sh_.cp),
              static_cast<double>(sh_.s), static_cast<double>(m_.head_dim()),
@@ -204,21 +242,22 @@ void BlockOpsBuilder::AttentionCore() {
       Save(Core({"attention.dropout", "mask (B,Ht,Sc,Skv) 1 byte", probs, kMaskBytes}));
       Save(Core({"attention.dropout", "output (B,Ht,Sc,Skv)", probs, A}));
     }
-    Save({"attention.pv", "v (B,Kt,Skv,Dv)", v, A});
+    SaveOutputOf(v_saved_by_op, {"attention.pv", "v (B,Kt,Skv,Dv)", v, A});
   } else if (ring) {
     // executor/parallel/ring_attention.h: the logsumexp is kept in every mode but full
     // recompute (the backward recomputes each ring step's probabilities from it): nothing
     // is recomputed under selective.
     Save({"attention.ring", "q (B,Ht,Sc,D)", q, A});
     Save({"attention.ring", "k (B,Kt,Sc,D)", kv, A});
-    Save({"attention.ring", "v (B,Kt,Sc,Dv)", v, A});
-    Save(Statistic({"attention.ring", "logsumexp (B,Ht,Sc) fp32", b * sh_.heads * Sc, kFp32Bytes}));
+    SaveOutputOf(v_saved_by_op, {"attention.ring", "v (B,Kt,Sc,Dv)", v, A});
+    SaveOutputOf(true, Statistic({"attention.ring", "logsumexp (B,Ht,Sc) fp32", b * sh_.heads * Sc,
+                                  kFp32Bytes}));
   } else {
     Save({"attention.flash", "q (B,Sc,Ht,D)", q, A});
     Save({"attention.flash", "k (B,Sc,Kt,D)", kv, A});
-    Save({"attention.flash", "v (B,Sc,Kt,Dv)", v, A});
-    Save(Core(Statistic(
-        {"attention.flash", "logsumexp (B,Ht,Sc) fp32", b * sh_.heads * Sc, kFp32Bytes})));
+    SaveOutputOf(v_saved_by_op, {"attention.flash", "v (B,Sc,Kt,Dv)", v, A});
+    SaveOutputOf(true, Core(Statistic({"attention.flash", "logsumexp (B,Ht,Sc) fp32",
+                                       b * sh_.heads * Sc, kFp32Bytes})));
   }
 }
 
@@ -231,7 +270,9 @@ void BlockOpsBuilder::AttentionHalf() {
   const double normed = b * sh_.s_norm * sh_.hidden;  // (B,Sn,E)
   const bool gpt = m_.block == BlockKind::kGpt;
   Norm("attention_norm", /*layer_input=*/true);
-  Linear();  // wq, wq_a or gpt's qkv: reads the normed input, saved once for q, k, v
+  // wq, wq_a or gpt's qkv: reads the normed input, saved once for q, k, v
+  const bool q_saved = Linear();
+  bool k_saved = false, v_saved = false;  // by the op policy (gpt's qkv: q's)
   Save({"wq/wk/wv", "input: normed x (B,Sn,E)", normed, L});
   if (gpt && !fused_) {
     // Megatron-LM's QKV bias: ColumnParallelLinear without skip_bias_add calls F.linear on
@@ -249,27 +290,27 @@ void BlockOpsBuilder::AttentionHalf() {
     if (sh_.q_lora_rank > 0) {
       // The latent norms' own kernels are not counted in the step's work (they were not).
       Memory("q_a_norm", G::kNorm, {}, {});
-      Save({"q_a_norm", "input (B,Sc,Rq)", rows * sh_.q_lora_rank, a});
+      SaveOutputOf(q_saved, {"q_a_norm", "input (B,Sc,Rq)", rows * sh_.q_lora_rank, a});
       Save(Statistic({"q_a_norm", "rstd (B,Sc) fp32", rows, kFp32Bytes}));
       Linear();  // wq_b
       Save({"wq_b", "input: normed q latent (B,Sc,Rq)", rows * sh_.q_lora_rank, a});
     }
-    Linear();  // wkv_a (reads x, as wq(_a))
+    const bool kv_a_saved = Linear();  // wkv_a (reads x, as wq(_a))
     Memory("kv_a_norm", G::kNorm, {}, {});
-    Save({"kv_a_norm", "input (B,Sc,Rkv)", rows * sh_.kv_lora_rank, a});
+    SaveOutputOf(kv_a_saved, {"kv_a_norm", "input (B,Sc,Rkv)", rows * sh_.kv_lora_rank, a});
     Save(Statistic({"kv_a_norm", "rstd (B,Sc) fp32", rows, kFp32Bytes}));
     Linear();  // wkv_b
     Save({"wkv_b", "input: normed kv latent (B,Sc,Rkv)", rows * sh_.kv_lora_rank, a});
   } else {
-    Linear();  // wk
-    Linear();  // wv
+    k_saved = Linear();  // wk
+    v_saved = Linear();  // wv
   }
   const double QD = static_cast<double>(m_.q_hidden());
   if (m_.qk_norm) {  // q_norm, k_norm: read + write q and k; RMSNorm over each head
     Elementwise("q_norm/k_norm", G::kNorm, 2 * T * (QD + KD) / tp_ * a, 2, 2);
     const double q = b * Sc * sh_.heads * sh_.head_dim, kv = b * Sc * sh_.kv_heads * sh_.head_dim;
-    Save({"q_norm", "input q (B,Sc,Ht*D)", q, a});
-    Save({"k_norm", "input k (B,Skv,Kt*D)", kv, a});
+    SaveOutputOf(q_saved && !m_.mla.enabled(), {"q_norm", "input q (B,Sc,Ht*D)", q, a});
+    SaveOutputOf(k_saved, {"k_norm", "input k (B,Skv,Kt*D)", kv, a});
     Save(Statistic({"q_norm/k_norm", "rstd (B,Sc,Ht+Kt) fp32", b * Sc * (sh_.heads + sh_.kv_heads),
                     kFp32Bytes}));
   }
@@ -285,7 +326,7 @@ void BlockOpsBuilder::AttentionHalf() {
     Elementwise("attention.heads", G::kLayout, 0,
              1 + (lowering_.attention != AttentionImpl::kFused ? 1 : 0), 2);
   }
-  AttentionCore();
+  AttentionCore(v_saved);
   if (megatron_) {
     // baddbmm's backward multiplies the q and k gradients by alpha = 1/norm_factor in a
     // kernel each (PyTorch derivatives.yaml, baddbmm: grad.bmm(batch2^T) * alpha).
@@ -299,7 +340,8 @@ void BlockOpsBuilder::AttentionHalf() {
   const bool naive = lowering_.attention == AttentionImpl::kNaive && !RunsRingAttention(sh_, lowering_);
   const double out_heads = b * Sc * sh_.heads * sh_.v_head_dim;  // (B,Sc,Ht*Dv)
   Linear();  // wo
-  Save({"wo", "input: attention output (B,Sc,Ht*Dv)", out_heads, naive ? L : a});
+  // The flash and ring kernels' output, which the op policy saves.
+  SaveOutputOf(!naive, {"wo", "input: attention output (B,Sc,Ht*Dv)", out_heads, naive ? L : a});
   if (!naive && L != a) Save({"wo", "input: FP8 copy of the attention output (B,Sc,Ht*Dv)", out_heads, L});
   Residual("attention.residual", "attention.residual_dropout");
 }
@@ -312,12 +354,12 @@ void BlockOpsBuilder::MlpHalf() {
   const bool gpt = m_.block == BlockKind::kGpt;
   if (gpt) {
     const double ffn = T * static_cast<double>(m_.ffn_hidden) / tp_;
-    Linear();  // fc1
+    const bool fc1_saved = Linear();  // fc1
     Save({"fc1", "input: normed h (B,Sn,E)", normed, L});
     // bias-GeLU (jit-fused): read + write (T, F/tp); backward bias_gelu_back reads dy and x,
     // writes dx; the bias gradient reduces dx.
     Memory("bias_gelu", G::kActivation, {2 * a * ffn, 1}, {4 * a * ffn, 2});
-    Save({"gelu", "input: fc1 output (B,Sc,Ft)", inner, a});
+    SaveOutputOf(fc1_saved, {"gelu", "input: fc1 output (B,Sc,Ft)", inner, a});
     Linear();  // fc2
     Save({"fc2", "input: GeLU output (B,Sc,Ft)", inner, L});
     Residual("mlp.residual", "mlp.residual_dropout");
@@ -326,16 +368,16 @@ void BlockOpsBuilder::MlpHalf() {
   if (sh_.experts > 0) {
     MoeFfn();
   } else {
-    Linear();  // w_gate
+    const bool gate_saved = Linear();  // w_gate
     Save({"w_up/w_gate", "input: normed h (B,Sn,E)", normed, L});
-    Linear();  // w_up
+    const bool up_saved = Linear();  // w_up
     // SwiGLU (custom autograd function): read gate, up, write (T, F/tp); it saves the gate
     // and up outputs and recomputes silu(gate) in backward. Fused (Megatron-Core's
     // bias_swiglu_impl, torch.compile): one kernel each way.
     Elementwise("swiglu", G::kActivation, 3 * T * static_cast<double>(m_.ffn_hidden) / tp_ * a,
                 fused_ ? 1 : 2, fused_ ? 1 : 10);
-    Save({"swiglu", "gate output (B,Sc,Ft)", inner, a});
-    Save({"swiglu", "up output (B,Sc,Ft)", inner, a});
+    SaveOutputOf(gate_saved, {"swiglu", "gate output (B,Sc,Ft)", inner, a});
+    SaveOutputOf(up_saved, {"swiglu", "up output (B,Sc,Ft)", inner, a});
     Linear();  // w_down
     Save({"w_down", "input: silu(gate)*up (B,Sc,Ft)", inner, L});
   }
@@ -379,13 +421,18 @@ void BlockOpsBuilder::MoeFfn() {
 // The gate and up linears of a MoE layer's experts, their SwiGLU (one launch each way; its
 // bytes are the routing op's) and the down linear, each saved tensor `elements` large.
 void BlockOpsBuilder::ExpertSwiGlu(const ExpertNames& n, double elements) {
-  Linear();  // w_gate
-  Linear();  // w_up
+  const bool gate_saved = Linear();  // w_gate
+  const bool up_saved = Linear();    // w_up
   Elementwise(n.swiglu, G::kActivation, 0, 1, 1);
-  Save({n.swiglu, n.gate_output, elements, a_});
-  Save({n.swiglu, n.up_output, elements, a_});
+  SaveOutputOf(gate_saved, {n.swiglu, n.gate_output, elements, a_});
+  SaveOutputOf(up_saved, {n.swiglu, n.up_output, elements, a_});
   Linear();  // w_down
   Save({n.down, n.down_input, elements, a_});
+}
+
+bool OpPolicySavesOutput(const BlockLinear& linear, int* matmuls) {
+  if (linear.role == LinearRole::kRouter || linear.role == LinearRole::kRoutedExpert) return false;
+  return ++*matmuls % 2 == 1;
 }
 
 bool RunsRingAttention(const RankShape& shape, const Lowering& lowering) {

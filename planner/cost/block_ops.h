@@ -58,9 +58,20 @@ struct SavedTensor {
   bool row_statistic = false;   // a per-row norm/softmax statistic (Megatron's formula omits it)
   bool mlp_half = false;        // saved by the FFN half of the block (ffn_norm onward): freed
                                 // once the backward reaches the attention half
+  bool op_output = false;       // the same tensor as an entry of BlockOps::op_outputs():
+                                // under the op policy that entry holds it
   double bytes() const { return elements * bytes_per_element; }
 };
-// Whether `recompute` keeps the tensor from forward to backward (else it is recomputed).
+// What a block's recompute policy does with one of its saved() tensors between the block's
+// forward and its backward. `recompute` is a block's policy (kNone .. kOp: BlockRecompute
+// resolves every:N).
+enum class TensorFate : uint8_t {
+  kKept,        // held from the forward to the block's backward
+  kRecomputed,  // freed after the forward, rebuilt (and alive) during the block's backward
+  kInOpOutputs, // the op policy: one of its op_outputs(), counted there
+};
+TensorFate FateUnder(const SavedTensor& tensor, Recompute recompute);
+// FateUnder(tensor, recompute) == kKept.
 bool KeptUnder(const SavedTensor& tensor, Recompute recompute);
 
 // A short fixed-capacity list (no allocation: the search evaluates millions of plans).
@@ -93,6 +104,9 @@ struct BlockOp {
   FusionGroup group = FusionGroup::kNone;
   bool attention_half = true;  // before ffn_norm
   int8_t linear = -1;          // kLinear: its matrix, BlockOps::linears()[linear]
+  // The op policy saves this op's output(s): kLinear, an odd-numbered matmul of the block;
+  // kAttentionCore, a flash or ring kernel (its output and logsumexp). Else it replays.
+  bool output_saved_by_op = false;
   uint8_t saved_begin = 0, saved_end = 0;  // its tensors: BlockOps::saved()[begin, end)
   // kLinear: the forward GEMM on this rank, (rows, in) x (in, out) per copy; backward
   // mirrors it: input (rows, out) x (out, in), weight (in, rows) x (rows, out).
@@ -111,6 +125,11 @@ class BlockOps {
   const AttentionCoreShape& core() const { return core_; }
   // Every tensor the block's ops save, in op order, with no recompute.
   const SavedTensorList& saved() const { return saved_; }
+  // What torchtitan's op-level policy (Recompute::kOp) keeps besides the block's input: the
+  // outputs of the ops on its save list, in op order (docs/memory_model.md "Recompute
+  // policies"): the odd-numbered matmuls', the flash or ring attention kernel's (output and
+  // logsumexp) and, with sequence parallel, the reduce-scatters'.
+  const SavedTensorList& op_outputs() const { return op_outputs_; }
 
  private:
   friend class BlockOpsBuilder;
@@ -118,7 +137,15 @@ class BlockOps {
   BlockLinears linears_;
   AttentionCoreShape core_;
   SavedTensorList saved_;
+  SavedTensorList op_outputs_;
 };
+
+// torchtitan's op-level rule for a block's linears in forward order: whether the op policy
+// saves `linear`'s output, *matmuls counting the block's aten.mm calls so far (start at 0).
+// _apply_op_sac saves every odd-numbered mm ("mm_count % 2"); it force-recomputes the
+// router's by its shape and does not count it; the routed experts run a grouped GEMM, not
+// aten.mm (docs/memory_model.md "Recompute policies").
+bool OpPolicySavesOutput(const BlockLinear& linear, int* matmuls);
 
 // Context parallel on the executor runs its ring attention (flash-style: no probabilities
 // kept; executor/parallel/ring_attention.h), whatever the single-rank attention would be.

@@ -81,10 +81,13 @@ void AddAttentionCore(const StepShape& s, const AttentionCoreShape& c, PartWork*
 
 // Forward, backward and recompute work of one transformer block: its ops' GEMMs (in FP8 with
 // their casts in fp8 runs), then the memory-bound ops' bytes and launches summed in op order,
-// then the attention core.
+// then the attention core. The op policy replays the forward but for the ops whose outputs
+// it saves (BlockOp::output_saved_by_op): the other GEMMs (with their forward FP8 casts),
+// every memory-bound op, and the attention core unless its kernel is saved.
 void BlockCompute(const StepShape& s, PartWork* part) {
   const BlockOps ops = BuildBlockOps(s.model, s.rank, s.lowering);
   OpPass fwd, bwd;
+  ComputeWork op_replay;
   for (const BlockOp& op : ops) {
     switch (op.kind) {
       case OpKind::kLinear:
@@ -92,6 +95,14 @@ void BlockCompute(const StepShape& s, PartWork* part) {
         if (op.gemm.fp8)
           AddFp8Cast(op.gemm.m * op.gemm.batch, op.gemm.k, op.gemm.n,
                      ops.linears()[op.linear].shares_input, part);
+        if (!op.output_saved_by_op) {
+          op_replay.AddGemm(op.gemm);
+          op_replay.kernels += 1;
+          if (op.gemm.fp8 && !ops.linears()[op.linear].shares_input) {
+            op_replay.memory_bytes += kFp8CastBytesPerElement * op.gemm.m * op.gemm.batch * op.gemm.k;
+            op_replay.kernels += 1;
+          }
+        }
         break;
       case OpKind::kMemoryBound:
         fwd.bytes += op.forward.bytes;
@@ -110,9 +121,14 @@ void BlockCompute(const StepShape& s, PartWork* part) {
   part->backward_input.kernels += matmuls + bwd.kernels;
   part->backward_weight.kernels += matmuls;
   AddAttentionCore(s, ops.core(), part);
-  part->recompute[static_cast<int>(Recompute::kNone)] = {};
-  part->recompute[static_cast<int>(Recompute::kSelective)] = part->attention_forward;
-  part->recompute[static_cast<int>(Recompute::kFull)] = part->forward;
+  op_replay.memory_bytes += fwd.bytes;
+  op_replay.kernels += fwd.kernels;
+  for (const BlockOp& op : ops)
+    if (op.kind == OpKind::kAttentionCore && !op.output_saved_by_op) op_replay += part->attention_forward;
+  part->recompute[static_cast<size_t>(Recompute::kNone)] = {};
+  part->recompute[static_cast<size_t>(Recompute::kSelective)] = part->attention_forward;
+  part->recompute[static_cast<size_t>(Recompute::kFull)] = part->forward;
+  part->recompute[static_cast<size_t>(Recompute::kOp)] = op_replay;
 }
 
 }  // namespace meshplan

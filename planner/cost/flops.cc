@@ -1,7 +1,9 @@
 #include "planner/cost/flops.h"
 
 #include "planner/cost/block_linears.h"
+#include "planner/cost/block_ops.h"
 #include "planner/cost/param_count.h"
+#include "planner/stage_layers.h"
 
 namespace meshplan {
 
@@ -45,9 +47,37 @@ StepFlops StepFlopsOf(const ModelSpec& m, const TrainingSpec& training, Recomput
     case Recompute::kFull:
       out.recompute = tokens * (2.0 * static_cast<double>(BlocksActiveParams(m)) + attention_fwd);
       break;
+    case Recompute::kOp: {
+      const int64_t moe = m.moe_layers();
+      out.recompute = tokens * 2.0 *
+                      static_cast<double>((m.layers - moe) * OpReplayedParams(m, false) +
+                                          moe * OpReplayedParams(m, true));
+      break;
+    }
+    case Recompute::kEvery: break;  // a plan's policy: the overload below
   }
   out.hardware = out.model + out.recompute;
   return out;
+}
+
+StepFlops StepFlopsOf(const ModelSpec& m, const TrainingSpec& training, const ParallelPlan& plan) {
+  if (plan.recompute.kind != Recompute::kEvery) return StepFlopsOf(m, training, plan.recompute.kind);
+  StepFlops out = StepFlopsOf(m, training, Recompute::kFull);
+  const StageLayers split = SplitLayers(m.layers, plan);
+  int64_t checkpointed = 0;
+  for (int64_t stage = 0; stage < split.pp; ++stage)
+    checkpointed += CheckpointedBlocks(plan.recompute, split.Of(stage));
+  out.recompute *= m.layers > 0 ? static_cast<double>(checkpointed) / static_cast<double>(m.layers) : 0.0;
+  out.hardware = out.model + out.recompute;
+  return out;
+}
+
+int64_t OpReplayedParams(const ModelSpec& m, bool moe) {
+  int64_t replayed = 0;
+  int matmuls = 0;
+  for (const BlockLinear& l : BlockLinearsOf(m, moe))
+    if (!OpPolicySavesOutput(l, &matmuls)) replayed += l.active_params();
+  return replayed;
 }
 
 double Utilization(double flops, int64_t gpus, double peak_flops, double seconds) {

@@ -17,7 +17,10 @@
 //    D = Dv = E/H), three times that forward + backward.
 //  * Hardware FLOPs add the recompute: full recompute replays the blocks' forward
 //    (2*P_blocks + the attention core per token, the lm_head is not replayed; P_blocks
-//    counts active experts only); selective replays the attention core.
+//    counts active experts only); selective replays the attention core; op replays the
+//    linears whose outputs it does not save (2 x OpReplayedParams per token and block; the
+//    attention kernel's outputs are saved); every:N replays full's forward on its
+//    checkpointed blocks only (docs/memory_model.md "Recompute policies").
 // Pure functions, no allocation.
 #pragma once
 
@@ -52,7 +55,14 @@ struct StepFlops {
   double recompute = 0;           // the replayed forward (per Recompute mode)
   double hardware = 0;            // model + recompute
 };
+// `recompute` is a block's policy (kNone .. kOp), the same on every block.
 StepFlops StepFlopsOf(const ModelSpec& model, const TrainingSpec& training, Recompute recompute);
+// The plan's policy, every:N's checkpointed blocks counted on each pipeline rank.
+StepFlops StepFlopsOf(const ModelSpec& model, const TrainingSpec& training,
+                      const ParallelPlan& plan);
+// Weight elements per token of one block's linears whose outputs the op policy does not
+// save (OpPolicySavesOutput): the matmuls it replays (the MoE block's when `moe`).
+int64_t OpReplayedParams(const ModelSpec& model, bool moe);
 
 // flops / (gpus * peak_flops * seconds): MFU with model FLOPs, HFU with hardware FLOPs.
 // Returns 0 when any of gpus, peak or seconds is not positive.

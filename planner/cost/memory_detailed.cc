@@ -174,6 +174,13 @@ struct StageActivations {
   double host_bytes = 0;            // offload_act: the saved tensors kept on the host
 };
 
+// every:N: the checkpointed blocks of a stage of `stage_layers` blocks (0 under the other
+// policies, whose blocks all keep DetailedBlockTerms::tensors).
+double StageCheckpoints(const ParallelPlan& plan, double stage_layers) {
+  if (plan.recompute.kind != Recompute::kEvery) return 0;
+  return double(CheckpointedBlocks(plan.recompute, static_cast<int64_t>(stage_layers)));
+}
+
 // The activations of one rank of `stage`, with the stage's blocks (stage_layers).
 StageActivations CountStageActivations(const ModelSpec& model, const TrainingSpec& training,
                                        const ParallelPlan& plan, int64_t stage,
@@ -187,14 +194,19 @@ StageActivations CountStageActivations(const ModelSpec& model, const TrainingSpe
   a.in_flight = CountMicrobatchesInFlight(plan, model.layers, microbatches, stage);
   // Dense and MoE layers keep different FFNs: weigh the two blocks by the stage's share
   // of MoE layers (its first dense_layers keep the dense FFN: executor/model/moe_block.h).
-  double per_layer = block.tensors.saved;
-  if (block.shape.experts > 0) {
-    const double layers = double(LayersOfStage(model, plan, stage));
-    const double moe_share =
-        layers > 0 ? double(MoeLayersOfStage(model, plan, stage)) / layers : 1.0;
-    per_layer = moe_share * per_layer + (1.0 - moe_share) * block.dense_saved;
-  }
-  a.per_microbatch = stage_layers * per_layer;
+  const double layers = double(LayersOfStage(model, plan, stage));
+  const double moe_share =
+      block.shape.experts > 0 && layers > 0 ? double(MoeLayersOfStage(model, plan, stage)) / layers
+                                            : 1.0;
+  auto per_layer = [&](double moe_saved, double dense_saved) {
+    return block.shape.experts > 0 ? moe_share * moe_saved + (1.0 - moe_share) * dense_saved
+                                   : moe_saved;
+  };
+  // every:N: the stage's checkpointed blocks keep their input only (StageCheckpoints).
+  const double checkpointed = StageCheckpoints(plan, stage_layers);
+  a.per_microbatch =
+      (stage_layers - checkpointed) * per_layer(block.tensors.saved, block.dense_saved) +
+      checkpointed * per_layer(block.checkpointed.saved, block.dense_checkpointed_saved);
   a.total = a.in_flight.blocks * a.per_microbatch +
             double(a.in_flight.first_stage) * a.first_bytes +
             double(a.in_flight.last_stage) * a.last_bytes;
@@ -229,16 +241,17 @@ struct Stage {
   bool last() const { return index == plan.pp - 1; }
 };
 
-// The backward of the stage's last block in the last micro-batch in flight. The current
+// The backward of the stage's last block in the last micro-batch in flight, whose tensors
+// are `t` (every:N: a checkpointed block's or another's, LayerBackwardPhase). The current
 // micro-batch's final-norm / lm_head tensors and logits are freed by now. Two steps: the
 // FFN backward (all recomputed tensors alive) and the attention backward (the FFN half's
 // saved and recomputed tensors freed); the phase is the larger.
-Phase LayerBackwardPhase(const Stage& s) {
+Phase BlockBackwardPhase(const Stage& s, const BlockTensorBytes& t) {
   const StageActivations& a = s.act;
   const ZeroLayout& z = s.zero;
-  const double saved_mlp = s.block.tensors.saved_mlp;
-  const double recomputed_mlp = s.block.tensors.recomputed_mlp;
-  const double recomputed = s.block.tensors.recomputed;
+  const double saved_mlp = t.saved_mlp;
+  const double recomputed_mlp = t.recomputed_mlp;
+  const double recomputed = t.recomputed;
   const double mlp_step = recomputed + s.block.mlp_workspace;
   const double attention_step = recomputed - recomputed_mlp + s.block.attention_workspace;
   const bool attention_peak = attention_step - saved_mlp > mlp_step;
@@ -252,6 +265,15 @@ Phase LayerBackwardPhase(const Stage& s) {
   p.gathered_params_bytes = z.gathered_block() + z.prefetched_block();
   p.transient_bytes = attention_peak ? attention_step : mlp_step;
   return p;
+}
+
+// The layer backward phase: every:N with checkpointed blocks on the stage, the larger of a
+// checkpointed block's backward (its recomputed tensors alive) and another's.
+Phase LayerBackwardPhase(const Stage& s) {
+  const Phase plain = BlockBackwardPhase(s, s.block.tensors);
+  if (StageCheckpoints(s.plan, s.zero.stage_layers) == 0) return plain;
+  const Phase checkpointed = BlockBackwardPhase(s, s.block.checkpointed);
+  return checkpointed.sum() > plain.sum() ? checkpointed : plain;
 }
 
 // The last stage's lm_head backward: the logits buffer holds their gradient (in place).
@@ -384,11 +406,17 @@ DetailedBlockTerms DetailedBlockTermsOf(const ModelSpec& model, const TrainingSp
   DetailedBlockTerms b;
   b.impl = ResolveAttentionImpl(options.attention, training.framework, training.precision);
   b.shape = MakeRankShape(model, training, plan);
-  b.tensors = BlockTensorTotals(model, b.shape, b.impl, plan.recompute);
-  if (b.shape.experts > 0) {
-    RankShape dense = b.shape;
-    dense.experts = 0;  // the dense FFN of width F/tp
-    b.dense_saved = BlockTensorTotals(model, dense, b.impl, plan.recompute).saved;
+  // every:N: the blocks that keep everything, and (below) the checkpointed ones.
+  const Recompute kept =
+      plan.recompute.kind == Recompute::kEvery ? Recompute::kNone : plan.recompute.kind;
+  b.tensors = BlockTensorTotals(model, b.shape, b.impl, kept);
+  RankShape dense = b.shape;
+  dense.experts = 0;  // the dense FFN of width F/tp
+  if (b.shape.experts > 0) b.dense_saved = BlockTensorTotals(model, dense, b.impl, kept).saved;
+  if (plan.recompute.kind == Recompute::kEvery) {
+    b.checkpointed = BlockTensorTotals(model, b.shape, b.impl, Recompute::kFull);
+    if (b.shape.experts > 0)
+      b.dense_checkpointed_saved = BlockTensorTotals(model, dense, b.impl, Recompute::kFull).saved;
   }
   b.mlp_workspace =
       BlockBackwardStepWorkspace(model, b.shape, b.impl, BlockHalf::kMlp).TotalBytes();

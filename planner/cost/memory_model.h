@@ -56,6 +56,10 @@ struct DetailedBlockTerms {
   RankShape shape;
   BlockTensorBytes tensors;        // one block's saved and recomputed bytes, one micro-batch
   double dense_saved = 0;          // MoE models: the saved bytes of a dense-FFN block
+  // every:N: `tensors` and dense_saved are the blocks that keep everything; these the
+  // checkpointed ones (full recompute), CheckpointedBlocks of each stage's.
+  BlockTensorBytes checkpointed;
+  double dense_checkpointed_saved = 0;
   double mlp_workspace = 0;        // BlockBackwardStepWorkspace(kMlp).TotalBytes()
   double attention_workspace = 0;  // ... (kAttention)
 };

@@ -2,9 +2,27 @@
 
 namespace meshplan {
 
+namespace {
+
+// Whether a block's recompute pass replays a forward collective of `kind`: full and
+// every:N (on its checkpointed blocks) replay each one; the op policy each but the
+// reduce-scatters, whose outputs its save list holds (docs/memory_model.md "Recompute
+// policies"); none and selective none.
+bool Replays(const RecomputePolicy& policy, CollectiveKind kind) {
+  switch (policy.kind) {
+    case Recompute::kFull:
+    case Recompute::kEvery: return true;
+    case Recompute::kOp: return kind != CollectiveKind::kReduceScatter;
+    default: return false;
+  }
+}
+
+}  // namespace
+
 // TP (and SP) collectives of one block: 2 all-reduces forward and 2 backward, or with SP
 // an all-gather + reduce-scatter pair in place of each (same volume) plus the backward's
-// re-gather of each saved sharded input; full recompute replays the forward ones.
+// re-gather of each saved sharded input; the recompute pass replays the forward ones that
+// Replays says.
 void BlockTpCollectives(const StepShape& s, PartWork* part) {
   if (s.plan.tp <= 1) return;
   const CommGroup tp = MeshGroup(s.plan, MeshDim::kTp);
@@ -12,13 +30,12 @@ void BlockTpCollectives(const StepShape& s, PartWork* part) {
   const bool overlap = s.plan.tp_comm_overlap;
   using P = CollectivePosition;
   auto add = [&](CollectiveKind kind, StepPhase phase, P position, int32_t count = 1) {
+    if (phase == StepPhase::kRecompute && !Replays(s.plan.recompute, kind)) return;
     part->collectives.push_back(MakeCollective(MeshDim::kTp, kind, phase, position,
                                                Cadence::kPerMicrobatch, bytes, tp, overlap, count));
   };
-  const bool full = s.plan.recompute == Recompute::kFull;
   if (!s.plan.sequence_parallel) {
     for (StepPhase phase : {StepPhase::kForward, StepPhase::kRecompute}) {
-      if (phase == StepPhase::kRecompute && !full) continue;
       add(CollectiveKind::kAllReduce, phase, P::kAfterAttention);
       add(CollectiveKind::kAllReduce, phase, P::kAfterMlp);
     }
@@ -27,7 +44,6 @@ void BlockTpCollectives(const StepShape& s, PartWork* part) {
     return;
   }
   for (StepPhase phase : {StepPhase::kForward, StepPhase::kRecompute}) {
-    if (phase == StepPhase::kRecompute && !full) continue;
     add(CollectiveKind::kAllGather, phase, P::kBeforeAttention);
     add(CollectiveKind::kReduceScatter, phase, P::kAfterAttention);
     add(CollectiveKind::kAllGather, phase, P::kBeforeMlp);
@@ -44,8 +60,9 @@ void BlockTpCollectives(const StepShape& s, PartWork* part) {
 
 // CP ring attention (executor/parallel/ring_attention.h): every rank's K and V pass around the ring
 // (cp-1 steps) in the forward; the backward passes K, V and their gradients (two
-// exchanges). The ring keeps its logsumexp, so only full recompute replays the forward
-// exchange (selective recomputes nothing of it).
+// exchanges). The ring keeps its logsumexp, so only full recompute (and every:N's
+// checkpointed blocks) replays the forward exchange: selective recomputes nothing of it,
+// and the op policy saves the ring kernel's outputs.
 void BlockCpCollectives(const StepShape& s, PartWork* part) {
   if (s.plan.cp <= 1) return;
   const CommGroup cp = MeshGroup(s.plan, MeshDim::kCp);
@@ -59,7 +76,8 @@ void BlockCpCollectives(const StepShape& s, PartWork* part) {
                                                kv_bytes, cp, /*overlappable=*/true, count));
   };
   add(StepPhase::kForward, 1);
-  if (s.plan.recompute == Recompute::kFull) add(StepPhase::kRecompute, 1);
+  if (s.plan.recompute.kind == Recompute::kFull || s.plan.recompute.kind == Recompute::kEvery)
+    add(StepPhase::kRecompute, 1);
   add(StepPhase::kBackward, 2);
 }
 
@@ -77,17 +95,18 @@ void BlockEpCollectives(const StepShape& s, PartWork* part) {
   using P = CollectivePosition;
   using K = CollectiveKind;
   auto a2a_at = [&](StepPhase phase, P position) {
+    if (phase == StepPhase::kRecompute && !Replays(s.plan.recompute, K::kAllToAll)) return;
     part->collectives.push_back(MakeCollective(MeshDim::kEp, K::kAllToAll, phase, position,
                                                Cadence::kPerMicrobatch, a2a, ep,
                                                /*overlappable=*/false));
   };
   auto tp_at = [&](K kind, StepPhase phase, P position) {
+    if (phase == StepPhase::kRecompute && !Replays(s.plan.recompute, kind)) return;
     if (regather)
       part->collectives.push_back(MakeCollective(MeshDim::kTp, kind, phase, position,
                                                  Cadence::kPerMicrobatch, rows, tp, tp_overlap));
   };
   for (StepPhase phase : {StepPhase::kForward, StepPhase::kRecompute}) {
-    if (phase == StepPhase::kRecompute && s.plan.recompute != Recompute::kFull) continue;
     a2a_at(phase, P::kExpertDispatch);
     tp_at(K::kAllGather, phase, P::kExpertDispatch);
     tp_at(K::kReduceScatter, phase, P::kExpertCombine);

@@ -93,7 +93,7 @@ PlanCost PlanEvaluator::EstimateBase(const ParallelPlan& plan) {
       cost.comm_bytes_per_step[d] = std::max(cost.comm_bytes_per_step[d], bytes[d]);
   }
 
-  const StepFlops flops = StepFlopsOf(model_, training_, plan.recompute);
+  const StepFlops flops = StepFlopsOf(model_, training_, plan);
   cost.model_flops_per_step = flops.model;
   cost.model_flops_no_attention = flops.model_no_attention;
   cost.hardware_flops_per_step = flops.hardware;

@@ -130,7 +130,7 @@ StepWorkTimes::Part TimePartWork(const PartWork& part, const StepWork& work,
   t.fwd = TimeOf(part.forward, rates);
   t.bwd_in = TimeOf(part.backward_input, rates);
   t.bwd_w = TimeOf(part.backward_weight, rates);
-  t.rec = TimeOf(part.recompute[static_cast<int>(work.recompute)], rates);
+  t.rec = TimeOf(RecomputeWork(part, work.recompute), rates);
   for (const Collective& c : part.collectives)
     t.collectives.push_back(static_cast<double>(c.count) *
                             CollectiveTime(c.kind, c.bytes, c.group, cluster));
@@ -278,9 +278,26 @@ int DistinctStages(const StepWork& work, int64_t out[3]) {
   return work.pp > 2 ? 3 : work.pp == 2 ? 2 : 1;
 }
 
+// A block's times with `share` of its replayed forward (RecomputedShare: every:N's
+// checkpointed blocks among the stage's): the recompute and its communication scale by it,
+// so n such blocks sum to what the checkpointed and the other blocks run (Exposed is
+// linear in the communication and its window together).
+PartTimes WithRecomputeShare(PartTimes t, double share) {
+  if (share == 1) return t;
+  t.rec.matmul_s *= share;
+  t.rec.attention_s *= share;
+  t.rec.memory_s *= share;
+  t.rec.overhead_s *= share;
+  t.tp[2] *= share;
+  t.cp[2] *= share;
+  t.ep[2] *= share;
+  return t;
+}
+
 StageTimes TimeStage(const StepWork& work, int64_t stage, const PartTimes& emb,
-                     const PartTimes& blk, const PartTimes& head, double optimizer_s,
+                     const PartTimes& all_blocks, const PartTimes& head, double optimizer_s,
                      const ClusterSpec& cluster) {
+  const PartTimes blk = WithRecomputeShare(all_blocks, RecomputedShare(work, stage));
   const StageParts parts = PartsOfStage(work, stage);
   const double n = static_cast<double>(parts.blocks);
   const double e = parts.embedding ? 1 : 0, h = parts.head ? 1 : 0;

@@ -274,7 +274,23 @@ double OffloadedBytesPerBlock(const ModelSpec& model, const TrainingSpec& traini
                               const ParallelPlan& plan, AttentionImpl attention) {
   const RankShape shape = MakeRankShape(model, training, plan);
   const AttentionImpl impl = ResolveAttentionImpl(attention, training.framework, training.precision);
-  return BlockSavedTensors(model, shape, impl, plan.recompute).TotalBytes();
+  // every:N: the blocks that keep everything (the most a block offloads).
+  const Recompute block =
+      plan.recompute.kind == Recompute::kEvery ? Recompute::kNone : plan.recompute.kind;
+  return BlockSavedTensors(model, shape, impl, block).TotalBytes();
+}
+
+const ComputeWork& RecomputeWork(const PartWork& part, const RecomputePolicy& policy) {
+  const Recompute block = policy.kind == Recompute::kEvery ? Recompute::kFull : policy.kind;
+  return part.recompute[static_cast<size_t>(block)];
+}
+
+double RecomputedShare(const StepWork& work, int64_t stage) {
+  if (work.recompute.kind != Recompute::kEvery) return 1;
+  const int64_t blocks = work.stage_layers.Of(stage);
+  return blocks > 0 ? static_cast<double>(CheckpointedBlocks(work.recompute, blocks)) /
+                          static_cast<double>(blocks)
+                    : 0.0;
 }
 
 void SerializeCommunication(StepWork* work) {
@@ -322,10 +338,13 @@ int64_t PpGradientSends(const StepWork& work, int64_t stage) {
 
 namespace {
 
-void AddPartBytes(const PartWork& part, double instances, double micro_batches, PerMeshDim* out) {
+// `recomputed`: the share of the instances that replay their forward (RecomputedShare).
+void AddPartBytes(const PartWork& part, double instances, double micro_batches, double recomputed,
+                  PerMeshDim* out) {
   for (const Collective& c : part.collectives) {
     const double per_step = c.cadence == Cadence::kPerMicrobatch ? micro_batches : 1.0;
-    (*out)[c.dim] += instances * per_step * static_cast<double>(c.count) *
+    const double share = c.phase == StepPhase::kRecompute ? recomputed : 1.0;
+    (*out)[c.dim] += share * instances * per_step * static_cast<double>(c.count) *
                      BytesSentPerRank(c.kind, c.bytes, c.group.size());
   }
 }
@@ -336,9 +355,9 @@ PerMeshDim CommBytesPerStep(const StepWork& work, int64_t stage) {
   const StageParts parts = PartsOfStage(work, stage);
   const double m = static_cast<double>(work.micro_batches);
   PerMeshDim out;
-  AddPartBytes(work.block, static_cast<double>(parts.blocks), m, &out);
-  if (parts.embedding) AddPartBytes(work.embedding, 1, m, &out);
-  if (parts.head) AddPartBytes(work.head, 1, m, &out);
+  AddPartBytes(work.block, static_cast<double>(parts.blocks), m, RecomputedShare(work, stage), &out);
+  if (parts.embedding) AddPartBytes(work.embedding, 1, m, 1, &out);
+  if (parts.head) AddPartBytes(work.head, 1, m, 1, &out);
   const double sends = static_cast<double>(PpActivationSends(work, stage)) * work.pp_activation.bytes +
                        static_cast<double>(PpGradientSends(work, stage)) * work.pp_gradient.bytes;
   out[MeshDim::kPp] += m * sends;

@@ -117,14 +117,17 @@ struct PartWork {
   ComputeWork forward;
   ComputeWork backward_input;   // gradients of the inputs (zero-bubble "B")
   ComputeWork backward_weight;  // gradients of the weights (zero-bubble "W")
-  // The forward work replayed in backward, indexed by Recompute (none is empty).
-  std::array<ComputeWork, 3> recompute;
+  // The forward work replayed in backward, indexed by a block's Recompute (none is empty;
+  // every:N replays full's on its checkpointed blocks: RecomputeWork).
+  std::array<ComputeWork, kNumBlockRecomputes> recompute;
   // The attention core alone (blocks only), already counted in forward / backward_input.
   ComputeWork attention_forward, attention_backward;
   int64_t params = 0;  // this rank's parameters of the part (tp shard, before ZeRO)
   int64_t expert_params = 0;  // of params: the X/ep routed experts' (ep > 1 only; their
                               // gradients sync over the expert-data-parallel group)
-  FixedList<Collective, kMaxCollectivesPerPart> collectives;  // of the plan's recompute mode
+  // Of the plan's recompute policy; every:N: full's, whose kRecompute ones run on the
+  // checkpointed blocks only (RecomputedShare).
+  FixedList<Collective, kMaxCollectivesPerPart> collectives;
 };
 
 struct StepWork {
@@ -134,7 +137,7 @@ struct StepWork {
   int64_t micro_batches = 1;     // per dp rank per step
   StageLayers stage_layers;      // blocks per pipeline rank (all its virtual chunks)
   int64_t tokens_per_microbatch = 0;  // T = B*S/cp on this rank
-  Recompute recompute = Recompute::kNone;
+  RecomputePolicy recompute;
   PipelineSchedule schedule = PipelineSchedule::k1F1B;
   int zero_stage = 0;
   int64_t param_bytes = 2;        // element size of parameters as communicated
@@ -204,6 +207,13 @@ void SerializeCommunication(StepWork* work);
 // *storage with SerializeCommunication applied. The one rule for the analytic model and the
 // simulator.
 const StepWork& WorkAsRun(const StepWork& work, const GpuSpec& gpu, StepWork* storage);
+
+// What one block of `part` replays in its backward when it replays: the policy's work
+// (every:N: full's).
+const ComputeWork& RecomputeWork(const PartWork& part, const RecomputePolicy& policy);
+// The share of `stage`'s blocks that replay it: every:N CheckpointedBlocks / blocks (0 on a
+// stage without blocks), 1 under the other policies (every block replays its part).
+double RecomputedShare(const StepWork& work, int64_t stage);
 
 // Which parts pipeline stage `stage` holds.
 struct StageParts {

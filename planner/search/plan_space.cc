@@ -118,7 +118,7 @@ PlanSpace::PlanSpace(const ModelSpec& model, const TrainingSpec& training,
   const std::optional<bool> pin_sp = pins.Get<bool>(F::kSp);
   const std::optional<PipelineSchedule> pin_schedule = pins.Get<PipelineSchedule>(F::kSchedule);
   const std::optional<int> pin_zero = pins.Get<int>(F::kZero);
-  const std::optional<Recompute> pin_recompute = pins.Get<Recompute>(F::kRecompute);
+  const std::optional<int64_t> pin_recompute = pins[F::kRecompute];
 
   // Meshes: tp, then pp, then cp ascending; dp takes the rest.
   for (int64_t tp : Divisors(world_size_)) {
@@ -213,12 +213,14 @@ PlanSpace::PlanSpace(const ModelSpec& model, const TrainingSpec& training,
     zero_single_ = {0};
     zero_multi_ = {0, 1, 2, 3};
   }
-  // The policies the framework offers (a pinned one it does not offer is the user's error,
-  // refused by Validate's recompute_offered).
-  recomputes_.clear();
-  for (const Recompute r : {Recompute::kNone, Recompute::kSelective, Recompute::kFull})
-    if (pin_recompute ? *pin_recompute == r : Offers(training.framework.recompute, r))
-      recomputes_.push_back(r);
+  // A pinned policy; else the caller's list; else what the framework offers (every:N as
+  // torchtitan's "selective layer", every:2). A pinned policy the framework does not offer
+  // is refused by Validate's recompute_offered.
+  if (pin_recompute)
+    recomputes_ = {RecomputeOfCode(*pin_recompute)};
+  else
+    recomputes_ = options.recomputes.empty() ? OfferedRecomputePolicies(training.framework.recompute)
+                                             : options.recomputes;
 
   offsets_.reserve(meshes_.size());
   for (const MeshShape& m : meshes_) {
@@ -239,6 +241,15 @@ MeshAxes PlanSpace::axes(const MeshShape& mesh) const {
   a.recompute = recomputes_;
   return a;
 }
+
+std::vector<RecomputePolicy> OfferedRecomputePolicies(const RecomputeOffer& offer) {
+  std::vector<RecomputePolicy> out;
+  for (const Recompute r : {Recompute::kNone, Recompute::kSelective, Recompute::kFull, Recompute::kOp})
+    if (Offers(offer, r)) out.push_back(r);
+  if (offer.every) out.push_back(RecomputePolicy::Every(2));
+  return out;
+}
+
 
 void PlanPins::SetKnobs(ParallelPlan* plan) const {
   for (const PlanFieldSpec& f : PlanFields())
@@ -287,7 +298,8 @@ std::optional<int64_t> PlanSpace::OrdinalOf(const ParallelPlan& plan) const {
              v.split == StageSplitOf(plan);
     });
     const auto zero = IndexOf(a.zero_stage, [&](int v) { return v == plan.zero_stage; });
-    const auto rc = IndexOf(a.recompute, [&](Recompute v) { return v == plan.recompute; });
+    const auto rc =
+        IndexOf(a.recompute, [&](const RecomputePolicy& v) { return v == plan.recompute; });
     if (!sp || !mbs || !sched || !zero || !rc) return std::nullopt;
     const int64_t structure =
         (*sp * static_cast<int64_t>(a.micro_batch.size()) + *mbs) *

@@ -23,7 +23,8 @@
 //                     docs/benchmarks.md)
 //   zero              0, and 1, 2, 3 when dp*cp > 1 (ZeRO shards over the dp x cp ranks
 //                     that hold the same weights; over one rank it shards nothing)
-//   recompute         none, selective, full
+//   recompute         PlanSpaceOptions::recomputes, by default none, selective, full (a
+//                     framework offers its own: torchtitan none, op, every:2, full)
 // A candidate's ordinal is its index in this order (zero and recompute innermost):
 // the search breaks ties by it, so results do not depend on the number of threads.
 // Pins (--only "tp=1,zero=3") replace an axis by the pinned value, enumerated as
@@ -93,7 +94,12 @@ struct PlanSpaceOptions {
   bool allow_tp_across_nodes = false;  // else tp must divide gpus_per_node
   bool uneven_stages = true;           // also try LighterEndsSplit on pp > 1 (above)
   PlanPins pins;
+  // The recompute policies to try, in grid order; empty: the framework's
+  // (OfferedRecomputePolicies). A recompute pin replaces them.
+  std::vector<RecomputePolicy> recomputes;
 };
+// The policies a framework offers, in grid order (every:N tried as every:2).
+std::vector<RecomputePolicy> OfferedRecomputePolicies(const RecomputeOffer& offer);
 
 struct MeshShape {
   int64_t dp = 1, tp = 1, pp = 1, cp = 1;
@@ -114,7 +120,7 @@ struct MeshAxes {
   std::span<const int64_t> micro_batch;
   std::span<const ScheduleChoice> schedule;
   std::span<const int> zero_stage;
-  std::span<const Recompute> recompute;
+  std::span<const RecomputePolicy> recompute;
 
   // Candidates that differ only in zero and recompute (neither enters a constraint).
   int64_t inner_size() const { return static_cast<int64_t>(zero_stage.size() * recompute.size()); }
@@ -166,7 +172,7 @@ class PlanSpace {
   // Per distinct pp > 1 of the meshes: the schedule choices (the stage split depends on pp).
   std::vector<std::pair<int64_t, std::vector<ScheduleChoice>>> pipelined_schedules_;
   std::vector<int> zero_single_, zero_multi_;  // dp*cp == 1, > 1
-  std::vector<Recompute> recomputes_;
+  std::vector<RecomputePolicy> recomputes_;
 };
 
 // The uneven split the grid tries on pp stages: LighterEndsSplit when pp does not divide

@@ -205,7 +205,7 @@ void SearchMesh(const Job& job, int64_t mesh_index, WorkerState& state) {
         }
         for (int zero : axes.zero_stage) {
           plan.zero_stage = zero;
-          for (Recompute recompute : axes.recompute) {
+          for (const RecomputePolicy& recompute : axes.recompute) {
             plan.recompute = recompute;
             EvaluateCandidate(job, plan, ordinal++, state, rows);
           }

@@ -69,7 +69,7 @@ std::vector<std::string> LeversUsed(const ParallelPlan& p) {
   if (p.zero_stage == 3) levers.push_back("ZeRO-3 (parameters, gradients and optimizer sharded)");
   else if (p.zero_stage > 0) levers.push_back("ZeRO-" + std::to_string(p.zero_stage));
   if (p.recompute != Recompute::kNone)
-    levers.push_back(std::string(ToString(p.recompute)) + " recompute");
+    levers.push_back(ToString(p.recompute) + " recompute");
   if (p.micro_batch == 1) levers.push_back("micro-batch 1");
   if (p.tp > 1) levers.push_back("tp=" + std::to_string(p.tp));
   if (p.pp > 1) levers.push_back("pp=" + std::to_string(p.pp));

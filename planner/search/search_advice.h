@@ -5,7 +5,7 @@
 // kind (doubling, up to 64x or 65,536 GPUs), a shorter sequence (halving, down to
 // 1/64), pure bf16 precision (when training in mixed or fp32), no memory headroom.
 // Each suggestion carries the command-line change and the best plan that then fits.
-// The exhaustive search already tried every recompute mode, micro-batch and ZeRO
+// The exhaustive search already tried its recompute policies, every micro-batch and ZeRO
 // stage; `levers` says which of them the smallest plan uses.
 #pragma once
 

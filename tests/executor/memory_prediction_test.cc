@@ -36,7 +36,7 @@ struct MemoryCase {
   int zero;
   int64_t mbs;
   int64_t microbatches;
-  Recompute recompute;
+  RecomputePolicy recompute;
 };
 
 ModelSpec TinyLlamaLike() {
@@ -170,6 +170,21 @@ TEST_CASE("the detailed memory model predicts a head_dim of its own within 2%",
     plans.push_back(pf);
   }
   CheckPredictions(plans, "Detailed memory model vs measured peak (head_dim 64 on E/H = 32):");
+}
+
+TEST_CASE("the detailed memory model predicts every:N ranks within 2%",
+          "[executor][memory_prediction][recompute]") {
+  // 4 blocks: every:2 checkpoints the 2nd and 4th (2 of 4), every:3 the 3rd (1 of 4). On
+  // pp=2 (2 blocks a stage) stage 0 peaks in the backward of its 2nd block, the checkpointed
+  // one, its replayed tensors alive.
+  std::vector<PlanFile> plans;
+  for (const MemoryCase& c : {MemoryCase{1, 0, 2, 1, RecomputePolicy::Every(2)},
+                              MemoryCase{2, 1, 2, 2, RecomputePolicy::Every(3)},
+                              MemoryCase{2, 0, 1, 2, RecomputePolicy::Every(2)}})
+    plans.push_back(MakePlanFile(c));
+  plans.back().plan.dp = 1;
+  plans.back().plan.pp = 2;
+  CheckPredictions(plans, "Detailed memory model vs measured peak (every:N):");
 }
 
 // Tensor, sequence, context and pipeline parallelism: each pipeline stage is

@@ -80,5 +80,14 @@ TEST_CASE("meshplan run honours every plan field or refuses it with exit 2 namin
   }
 }
 
+TEST_CASE("meshplan run checkpoints every:N's blocks and refuses the op policy naming it",
+          "[executor][plan_fields][recompute]") {
+  CHECK(ExecutorLimitations(test::OneStepPlan("tiny-llama", "recompute=every:2")).empty());
+  const std::vector<std::string> op =
+      ExecutorLimitations(test::OneStepPlan("tiny-llama", "recompute=op"));
+  REQUIRE(op.size() == 1);
+  CHECK_THAT(op.front(), Catch::StartsWith("recompute=op: ") && Catch::Contains("every:N"));
+}
+
 }  // namespace
 }  // namespace meshplan

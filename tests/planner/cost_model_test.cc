@@ -154,7 +154,7 @@ TEST_CASE("every field is filled from the shared functions", "[planner][cost]") 
   CHECK(cost.params_total == CountParams(m));
   CHECK(cost.params_per_rank == std::max(CountStageParams(m, p, 0).total(),
                                          CountStageParams(m, p, 1).total()));
-  const StepFlops flops = StepFlopsOf(m, t, p.recompute);
+  const StepFlops flops = StepFlopsOf(m, t, p);
   CHECK(cost.model_flops_per_step == flops.model);
   CHECK(cost.model_flops_no_attention == flops.model_no_attention);
   CHECK(cost.hardware_flops_per_step == flops.hardware);

@@ -15,6 +15,7 @@
 
 #include "planner/checked_math.h"
 #include "planner/config/config_loader.h"
+#include "planner/config/framework_yaml.h"
 #include "planner/input_error.h"
 #include "planner/input_file.h"
 #include "planner/json_input.h"
@@ -351,7 +352,8 @@ TEST_CASE("a search grid above kMaxSearchCandidates is refused before it is walk
   const ModelSpec model = LoadModel("llama3-70b");
   const ClusterSpec cluster = LoadCluster("1024xH100");
   // 1,344 divisors: 78.5M candidates (with the uneven-stage 1f1b and interleaved ones)
-  const TrainingSpec training = testing::Training(735134400, 1);
+  TrainingSpec training = testing::Training(735134400, 1);
+  training.framework = LoadFramework("megatron-core");  // none, selective, full
   const auto start = std::chrono::steady_clock::now();
   const InputError e = ErrorOf([&] { Search(model, cluster, training, SearchOptions{}); });
   CHECK(std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count() < 5);

@@ -135,7 +135,9 @@ BruteForce CountNaively(const ModelSpec& model, const ClusterSpec& cluster,
   const PipelineSchedule schedules[] = {PipelineSchedule::kGpipe, PipelineSchedule::k1F1B,
                                         PipelineSchedule::kInterleaved,
                                         PipelineSchedule::kZeroBubbleH1};
-  const Recompute recomputes[] = {Recompute::kNone, Recompute::kSelective, Recompute::kFull};
+  // The policies the framework offers (the search tries nothing else).
+  const std::vector<RecomputePolicy> recomputes =
+      OfferedRecomputePolicies(training.framework.recompute);
   ParallelPlan p;
   for (p.dp = 1; p.dp <= world; ++p.dp)
     for (p.tp = 1; p.tp <= world; ++p.tp)
@@ -151,7 +153,7 @@ BruteForce CountNaively(const ModelSpec& model, const ClusterSpec& cluster,
                 for (p.virtual_stages = 1; p.virtual_stages <= model.layers; ++p.virtual_stages)
                   for (const StageSplit& split : SplitsTried(model, p, schedule, options))
                   for (p.zero_stage = 0; p.zero_stage <= 3; ++p.zero_stage)
-                    for (Recompute recompute : recomputes) {
+                    for (const RecomputePolicy& recompute : recomputes) {
                       SetStageSplit(&p, split);
                       p.sequence_parallel = sp == 1;
                       p.schedule = schedule;
@@ -162,7 +164,7 @@ BruteForce CountNaively(const ModelSpec& model, const ClusterSpec& cluster,
                         continue;
                       if (p.dp * p.cp == 1 && p.zero_stage != 0 && !pins[PlanField::kZero]) continue;
                       if (off_pin(PlanField::kZero, p.zero_stage) ||
-                          off_pin(PlanField::kRecompute, static_cast<int64_t>(recompute)) ||
+                          off_pin(PlanField::kRecompute, RecomputeCode(recompute)) ||
                           off_pin(PlanField::kMbs, p.micro_batch) ||
                           off_pin(PlanField::kSp, p.sequence_parallel))
                         continue;

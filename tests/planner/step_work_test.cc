@@ -37,18 +37,19 @@ TEST_CASE("the work of every rank adds up to the step's hardware FLOPs", "[plann
   p.pp = GENERATE(1, 4);
   p.dp = 2;
   p.micro_batch = 2;
-  p.recompute = GENERATE(Recompute::kNone, Recompute::kSelective, Recompute::kFull);
+  p.recompute = GENERATE(Recompute::kNone, Recompute::kSelective, Recompute::kFull, Recompute::kOp);
   const StepWork w = BuildStepWork(m, t, p);
   CHECK(w.micro_batches == 4);
   CHECK(w.tokens_per_microbatch == 2 * 2048 / p.cp);
   // Sum over stages of one rank's work, times the ranks that split each stage's tokens
   // and weights (dp * cp * tp) and the micro-batches.
-  const double per_replica = static_cast<double>(m.layers) * PartFlops(w.block, p.recompute) +
-                             PartFlops(w.embedding, p.recompute) + PartFlops(w.head, p.recompute);
+  const Recompute r = p.recompute.kind;
+  const double per_replica = static_cast<double>(m.layers) * PartFlops(w.block, r) +
+                             PartFlops(w.embedding, r) + PartFlops(w.head, r);
   const double total = per_replica * static_cast<double>(p.dp * p.cp * p.tp * w.micro_batches);
   // The FLOPs convention also counts 6 per norm weight (not a matmul) and the unpadded
   // vocabulary: a relative difference far below 1e-3.
-  CHECK_THAT(total, Catch::Matchers::WithinRel(StepFlopsOf(m, t, p.recompute).hardware, 1e-3));
+  CHECK_THAT(total, Catch::Matchers::WithinRel(StepFlopsOf(m, t, p).hardware, 1e-3));
 }
 
 TEST_CASE("TP: two all-reduces per block forward and two backward, SP swaps each for AG + RS and re-gathers in backward",

@@ -160,7 +160,7 @@ double ClosedFormFirstStageBytes(const PlanFile& s) {
   const ParallelPlan& p = s.plan;
   const double per_layer = MegatronActivationBytesPerLayer(
       s.training.seq_len, p.micro_batch, s.model.hidden, s.model.heads, p.tp,
-      p.sequence_parallel, p.recompute);
+      p.sequence_parallel, p.recompute.kind);
   const double interleave =
       p.schedule == PipelineSchedule::kInterleaved
           ? 1.0 + double(p.pp - 1) / double(p.pp * p.virtual_stages)

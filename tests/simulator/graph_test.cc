@@ -70,7 +70,7 @@ TEST_CASE("simulated steps respect streams and dependencies and add up",
   auto part_s = [&](const PartWork& p) {
     return TimeOf(p.forward, rates).total() + TimeOf(p.backward_input, rates).total() +
            TimeOf(p.backward_weight, rates).total() +
-           TimeOf(p.recompute[static_cast<int>(plan.recompute)], rates).total();
+           TimeOf(RecomputeWork(p, plan.recompute), rates).total();
   };
   for (const SimStage& st : sim.stages) {
     const StageParts parts = PartsOfStage(work, st.stage);
