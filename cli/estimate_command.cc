@@ -8,6 +8,8 @@
 //
 // Bad input (unknown model, malformed --plan, a plan that breaks a rule of Validate())
 // is an InputError: message on stderr, exit code 2.
+#include <fmt/format.h>
+
 #include <CLI/CLI.hpp>
 #include <iostream>
 #include <memory>
@@ -21,6 +23,7 @@
 #include "planner/figure_check.h"
 #include "planner/input_error.h"
 #include "planner/parallel_plan.h"
+#include "planner/validate/error_band.h"
 
 namespace meshplan {
 namespace {
@@ -44,14 +47,19 @@ int RunEstimate(const CLI::App& command, const EstimateCommandOptions& options) 
   const PlanCost cost =
       Estimate(input.model, input.cluster, input.training, input.plan, estimate_options);
   CheckFigures(cost, DescribeInputs(input));
+  // How far validate finds this framework on this GPU generation from published runs.
+  const ErrorBand band = ErrorBandFor(input.training.framework, input.cluster.gpu);
   if (options.format == "json") {
     nlohmann::json out = CostToJson(cost);
     out["setup"] = SetupToJson(input);
     out["memory_model"] = options.memory_model;
     out["memory_headroom"] = options.headroom;
+    out["error_band"] = ErrorBandToJson(band);
     std::cout << ToJsonText(out) << "\n";
   } else {
     std::cout << FormatCostTable(input, cost);
+    std::cout << fmt::format("step time {:.4g} s, {} (meshplan validate)\n", cost.time.total_s,
+                             DescribeBand(band));
   }
   return 0;
 }

@@ -27,6 +27,7 @@
 #include "planner/search/search_advice.h"
 #include "planner/search/search_benchmarks.h"
 #include "planner/units_format.h"
+#include "planner/validate/error_band.h"
 #include "cli/search_simulate.h"
 
 namespace meshplan {
@@ -202,6 +203,7 @@ void PrintSearchJson(const SearchCommandOptions& o, const TrainingSetup& s,
   const SearchResult& r = out.result;
   nlohmann::json j = ResultToJson(r, s, options);
   if (out.advice) j["no_fit"] = AdviceToJson(*out.advice);
+  j["error_band"] = ErrorBandToJson(ErrorBandFor(s.training.framework, s.cluster.gpu));
   if (o.simulate_top > 0) j["simulated"] = SimulatedRankingToJson(out.simulated);
   if (!o.out.empty() && !r.top.empty()) j["out"] = o.out;
   if (!o.dump.empty()) j["dump"] = {{"path", o.dump}, {"rows", out.dump_rows}};
@@ -226,6 +228,8 @@ void PrintSearchTables(const SearchCommandOptions& o, const TrainingSetup& s,
     const std::vector<RankedPlan> shown(
         r.top.begin(), r.top.begin() + std::min<size_t>(r.top.size(), static_cast<size_t>(o.top)));
     PrintPlanTable(shown, s.cluster, "rank", true);
+    fmt::print("Step times {} (meshplan validate).\n",
+               DescribeBand(ErrorBandFor(s.training.framework, s.cluster.gpu)));
     if (s.training.precision == Precision::kFp8)  // name both peaks (docs/cost_model.md 4)
       fmt::print("MFU is against the dense bf16 peak ({:.1f} TFLOP/s); against the dense FP8 peak "
                  "({:.1f} TFLOP/s) the best plan's is {:.1f}%.\n",

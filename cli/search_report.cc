@@ -52,10 +52,11 @@ void PrintPlanTable(const std::vector<RankedPlan>& plans, const ClusterSpec& clu
   for (const RankedPlan& r : plans) plan_width = std::max(plan_width, ToShortPlanString(r.plan).size());
   const double capacity = static_cast<double>(cluster.gpu.memory_bytes);
   fmt::print("{:>4}  {:<{}}  {:>16}  {:>8}  {:>8}  {:>8}  {:>8}  {:>9}  {:>9}  {:>9}  {:>9}  {:>9}  "
-             "{:>9}  {:>9}  {:>11}  {:>5}\n",
+             "{:>9}  {:>9}  {:>11}  {:>10}  {:>5}\n",
              first_column, "plan", plan_width, "memory/GPU", "states", "activ.", "other", "host",
              "compute", "exp.comm", "bubble", "optim.", "offload", "slowdown", "step", "tokens/s",
-             "MFU");
+             "tok/s/GPU", "MFU");
+  const double gpus = static_cast<double>(cluster.world_size());
   int row = 0;
   for (const RankedPlan& r : plans) {
     ++row;
@@ -66,14 +67,14 @@ void PrintPlanTable(const std::vector<RankedPlan>& plans, const ClusterSpec& clu
     const double host = m.host_total_bytes();
     fmt::print(
         "{:>4}  {:<{}}  {:>16}  {:>8}  {:>8}  {:>8}  {:>8}  {:>9}  {:>9}  {:>9}  {:>9}  {:>9}  {:>9}  "
-        "{:>9}  {:>11}  {:>4.1f}%\n",
+        "{:>9}  {:>11}  {:>10}  {:>4.1f}%\n",
         number_rows ? std::to_string(row) : std::string(""), ToShortPlanString(r.plan), plan_width,
         memory, FormatGB(StatesBytes(m), 1), FormatGB(m.activations_bytes, 1),
         FormatGB(OtherBytes(m), 1), host > 0 ? FormatGB(host, 1) : std::string("0"),
         TimeCell(t.compute_s), TimeCell(t.exposed_comm_s.sum()), TimeCell(t.bubble_s),
         TimeCell(t.optimizer_s), TimeCell(t.offload_s), TimeCell(t.overlap_slowdown_s),
         TimeCell(t.total_s), GroupDigits(static_cast<int64_t>(r.cost.tokens_per_s)),
-        100 * r.cost.mfu);
+        GroupDigits(static_cast<int64_t>(r.cost.tokens_per_s / gpus)), 100 * r.cost.mfu);
   }
 }
 

@@ -54,6 +54,7 @@ ValidatedRow PredictPublishedRow(const PublishedRow& row, PublishedFigure figure
   ValidatedRow out;
   out.name = row.name;
   out.framework = row.framework;
+  out.gpu = r.cluster.gpu.name;
   out.plan = ToShortPlanString(r.plan);
   out.gpus = r.cluster.world_size();
   out.has_published = row.published.has_value();

@@ -38,6 +38,7 @@ double MegatronFlopsPerIteration(const ModelSpec& model, const TrainingSpec& tra
 struct ValidatedRow {
   std::string name;
   std::string framework;
+  std::string gpu;   // the hardware's name (h100-sxm)
   std::string plan;  // ToShortPlanString
   int64_t gpus = 0;
   double predicted = 0;  // in the table's unit

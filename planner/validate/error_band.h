@@ -1,0 +1,40 @@
+// ErrorBand: how far `meshplan validate` finds the step-time predictions for one framework on
+// one GPU generation from the published runs it reproduces, to print beside a prediction
+// ("12.99 s, +-7%: megatron-core on h100, 12 published runs"), or that no run backs it.
+//
+// The band is the mean |error| of the rows whose figure is a time or a throughput
+// (step_time_s, tflops_per_gpu, tokens_per_s_per_gpu), not memory. A generation is the GPU
+// name up to its first '-' (h100-sxm and h100-pcie are h100). Nothing is fitted: the band
+// only reports what validate measured.
+#pragma once
+
+#include <nlohmann/json.hpp>
+
+#include <cstdint>
+#include <string>
+
+#include "planner/framework_spec.h"
+#include "planner/hardware_spec.h"
+#include "planner/validate/validation.h"
+
+namespace meshplan {
+
+struct ErrorBand {
+  std::string framework;   // the profile's name
+  std::string generation;  // "h100"
+  int64_t runs = 0;        // published runs behind the band (0: none)
+  double mape_pct = 0;     // their mean |error|, percent
+};
+
+std::string GpuGeneration(const std::string& gpu_name);  // "h100-sxm" -> "h100"
+ErrorBand ErrorBandOf(const ValidationReport& report, const std::string& framework,
+                      const std::string& generation);
+// The band from the project's own published runs (DefaultPublishedRunsPath()); a runs file
+// that cannot be read gives a band of 0 runs.
+ErrorBand ErrorBandFor(const FrameworkSpec& framework, const GpuSpec& gpu);
+// "+-7%: megatron-core on h100, 12 published runs" | "no published run of torchtitan on h100
+// backs this prediction".
+std::string DescribeBand(const ErrorBand& band);
+nlohmann::json ErrorBandToJson(const ErrorBand& band);  // framework, generation, runs, mape_pct
+
+}  // namespace meshplan
