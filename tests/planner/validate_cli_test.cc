@@ -43,7 +43,8 @@ TEST_CASE("validate prints every published row and the MAPE per table",
     CHECK(Count(r.output, std::string("  ") + row + " ") == 1);
   // Rows meshplan cannot model yet are listed with their reason.
   CHECK(Count(r.output, "  skipped: Nemotron-") == 3);
-  CHECK(Count(r.output, "  skipped: Llama ") == 7);
+  CHECK(Count(r.output, "  skipped: Llama ") == 0);  // op and every:2 are modelled
+  CHECK(Count(r.output, "  Llama 2 70B selective op local batch 2 ") == 1);
   CHECK(Count(r.output, "MAPE ") == 5);
   CHECK(Count(r.output, "max |error| ") == 5);
   CHECK(Count(r.output, "  fit: ") == 5);
@@ -65,7 +66,7 @@ TEST_CASE("validate --format json: rows, errors and MAPEs", "[planner][cli][vali
   REQUIRE(r.exit_code == 0);
   const nlohmann::json j = nlohmann::json::parse(r.output);
   REQUIRE(j["tables"].size() == 5);
-  const size_t sizes[] = {10, 8, 8, 9, 3}, skipped[] = {0, 0, 0, 3, 7};
+  const size_t sizes[] = {10, 8, 8, 9, 10}, skipped[] = {0, 0, 0, 3, 0};
   const char* units[] = {"TFLOP/s per GPU", "s", "GiB", "tokens/s per GPU", "tokens/s per GPU"};
   for (size_t i = 0; i < 5; ++i) {
     const nlohmann::json& t = j["tables"][i];
@@ -77,8 +78,11 @@ TEST_CASE("validate --format json: rows, errors and MAPEs", "[planner][cli][vali
     CHECK(t["framework"].is_string());
     int64_t disagreements = 0;
     double sum = 0, worst = 0;
+    int64_t figures = 0;
     for (const nlohmann::json& row : t["rows"]) {
       disagreements += row["fits"] != row["published_fits"];
+      if (row["published"].is_null()) continue;  // ran out of memory: no figure
+      ++figures;
       const double predicted = row["predicted"], published = row["published"];
       const double error = row["error_pct"];
       CHECK(predicted > 0);
@@ -89,7 +93,7 @@ TEST_CASE("validate --format json: rows, errors and MAPEs", "[planner][cli][vali
       sum += std::abs(error);
       worst = std::max(worst, std::abs(error));
     }
-    CHECK(t["mape_pct"].get<double>() == Approx(sum / double(sizes[i])));  // all have a figure
+    CHECK(t["mape_pct"].get<double>() == Approx(sum / double(figures)));
     CHECK(t["max_abs_error_pct"].get<double>() == Approx(worst));
     CHECK(t["fit_disagreements"] == disagreements);
     CHECK(t["worst_row"].is_string());

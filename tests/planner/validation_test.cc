@@ -268,7 +268,7 @@ TEST_CASE("NeMo 24.07's DGX-H100 table and torchtitan's A100 rows, as published"
   CHECK(Row("torchtitan2024-a100-fsdp2", "Llama 2 13B none").published == 2162);
   CHECK(Row("torchtitan2024-a100-fsdp2", "Llama 3 70B full").setup.plan.recompute ==
         Recompute::kFull);
-  int skipped = 0, out_of_memory = 0;
+  int selective_rows = 0, out_of_memory = 0;
   for (const PublishedRow& r : titan.rows) {
     CAPTURE(r.name);
     if (!r.fits) {
@@ -277,17 +277,16 @@ TEST_CASE("NeMo 24.07's DGX-H100 table and torchtitan's A100 rows, as published"
       CHECK(r.name.ends_with("local batch 2"));
       CHECK_FALSE(r.published.has_value());  // it never ran, so it published no figure
     }
-    // torchtitan's selective checkpointing waits for recompute=op and every:2.
-    const bool selective = r.name.find("selective") != std::string::npos;
-    CHECK(r.skipped() == selective);
-    if (selective) {
-      ++skipped;
+    // torchtitan's selective checkpointing: recompute=op and every:2, predicted like the rest.
+    CHECK_FALSE(r.skipped());
+    if (r.name.find("selective") != std::string::npos) {
+      ++selective_rows;
       const bool op = r.name.find("selective op") != std::string::npos;
-      CHECK(r.plan_text.find(op ? "recompute=op" : "recompute=every:2") != std::string::npos);
-      CHECK(r.skip_reason.find(op ? "recompute=op" : "recompute=every:2") != std::string::npos);
+      CHECK(r.setup.plan.recompute ==
+            (op ? RecomputePolicy(Recompute::kOp) : RecomputePolicy::Every(2)));
     }
   }
-  CHECK(skipped == 7);
+  CHECK(selective_rows == 7);
   CHECK(out_of_memory == 2);
 }
 
@@ -375,25 +374,25 @@ TEST_CASE("tokens/s per GPU is Estimate()'s throughput over the GPUs; every row 
   CHECK_THAT(v.predicted, WithinRel(128.0 * 4096 / v.cost.time.total_s / 8, 1e-12));
   CHECK(v.error_pct == Approx((v.predicted - 16847) / 16847 * 100));
   CHECK(v.fit_disagrees() == !v.cost.fits);  // the run fitted
-  // Skipped rows are listed, not predicted; the MAPE is over the rows with a figure.
+  // The MAPE is over the rows with a figure: the two runs that ran out of memory have none.
   const ValidatedTable t = PredictPublishedTable(Table("torchtitan2024-a100-fsdp2"));
-  CHECK(t.rows.size() == 3);
-  CHECK(t.skipped.size() == 7);
-  CHECK(t.figure_rows == 3);
+  CHECK(t.rows.size() == 10);
+  CHECK(t.skipped.empty());
+  CHECK(t.figure_rows == 8);
   double sum = 0;
   int64_t disagreements = 0;
   for (const ValidatedRow& row : t.rows) {
-    sum += std::abs(row.error_pct);
+    sum += std::abs(row.error_pct);  // 0 for a row without a figure
     disagreements += row.fit_disagrees();
   }
-  CHECK(t.mape_pct == Approx(sum / 3));
+  CHECK(t.mape_pct == Approx(sum / 8));
   CHECK(t.fit_disagreements == disagreements);
   const std::string text = FormatValidationTable({"", {t}});
   CHECK(text.find("framework: torchtitan") != std::string::npos);
-  CHECK(text.find("skipped: Llama 2 70B selective op local batch 2 (dp=64,zero=3,mbs=2,"
-                  "recompute=op; ran out of memory): recompute=op") != std::string::npos);
-  CHECK(text.find("skipped: Llama 3 8B selective op (dp=64,zero=3,mbs=1,recompute=op; "
-                  "published 2973): recompute=op") != std::string::npos);
+  // Skipped rows are listed with their reason, not predicted (Nemotron's block).
+  const ValidatedTable nemo = PredictPublishedTable(Table("nemo2407-dgxh100-fp8"));
+  CHECK(nemo.skipped.size() == 3);
+  CHECK(FormatValidationTable({"", {nemo}}).find("skipped: Nemotron-8B (") != std::string::npos);
 }
 
 // A runs file of one table, `rows` under a valid heading; `table_keys` replace its defaults.
