@@ -17,7 +17,10 @@
 
 #include "cli/commands.h"
 #include "cli/setup_options.h"
+#include "planner/config/framework_yaml.h"
 #include "planner/input_error.h"
+#include "planner/names.h"
+#include "planner/parallel_plan.h"
 #include "planner/validate/published_runs.h"
 #include "planner/validate/validation.h"
 
@@ -27,8 +30,25 @@ namespace {
 struct ValidateCommandOptions {
   std::string runs_file;  // empty: DefaultPublishedRunsPath()
   std::string table;      // empty: every table
+  std::string framework;  // empty: each row's own
   std::string format = "table";
 };
+
+// --framework: every row predicted under `framework` instead of the software that ran it; a
+// row whose recompute policy it does not offer is listed as skipped, with that reason.
+void PredictUnder(const FrameworkSpec& framework, PublishedRuns* runs) {
+  for (PublishedTable& table : runs->tables) {
+    table.framework = framework.name;
+    for (PublishedRow& row : table.rows) {
+      if (row.skipped()) continue;
+      row.framework = framework.name;
+      row.setup.training.framework = framework;
+      if (!Offers(framework.recompute, row.setup.plan.recompute.kind))
+        row.skip_reason = "recompute=" + ToString(row.setup.plan.recompute) +
+                          " is not offered by " + framework.name;
+    }
+  }
+}
 
 int RunValidate(const ValidateCommandOptions& options) {
   const std::string file =
@@ -46,6 +66,9 @@ int RunValidate(const ValidateCommandOptions& options) {
     PublishedTable only = *chosen;
     runs.tables.assign(1, std::move(only));
   }
+  if (!options.framework.empty())
+    PredictUnder(NamingFlag("--framework", [&] { return LoadFramework(options.framework); }),
+                 &runs);
   const ValidationReport report = PredictPublishedRuns(runs);
   if (options.format == "json") std::cout << ValidationToJson(report).dump(2) << "\n";
   else std::cout << FormatValidationTable(report);
@@ -68,6 +91,11 @@ void AddValidateCommand(CLI::App& app, int* exit_code) {
                       "only this table (an id: narayanan2021-table1, korthikanti2022-table5, "
                       "korthikanti2022-figure1, nemo2407-dgxh100-fp8, torchtitan2024-a100-fsdp2)")
       ->check(NonEmptyText("a table id"));
+  command->add_option("--framework", options->framework,
+                      "predict every row under this framework (a configs/frameworks name or a "
+                      "YAML file) instead of the one that ran it: how far another profile is "
+                      "from these runs")
+      ->check(NonEmptyText("a framework"));
   AddFormatOption(command, &options->format);
   command->callback([options, exit_code] { *exit_code = RunValidate(*options); });
 }

@@ -134,5 +134,21 @@ TEST_CASE("validate --table, --help and bad input", "[planner][cli][validation]"
   CHECK(test::RunMeshplan("validate --format csv").exit_code == 2);
 }
 
+TEST_CASE("validate --framework predicts every row under another profile",
+          "[planner][cli][validation][framework]") {
+  const Result core = test::RunMeshplan("validate --table korthikanti2022-table5 --framework megatron-core");
+  INFO(core.output);
+  REQUIRE(core.exit_code == 0);
+  CHECK(core.output.find("framework: megatron-core") != std::string::npos);
+  CHECK(Count(core.output, "  skipped: ") == 0);
+  // Megatron-LM 2021 had no selective recompute: those rows are listed, not predicted.
+  const Result old = test::RunMeshplan("validate --table korthikanti2022-table5 --framework megatron-lm-2021");
+  REQUIRE(old.exit_code == 0);
+  CHECK(Count(old.output, "is not offered by megatron-lm-2021") == 4);
+  const Result bad = test::RunMeshplan("validate --framework jax");
+  CHECK(bad.exit_code == 2);
+  CHECK(bad.output.find("unknown framework 'jax'") != std::string::npos);
+}
+
 }  // namespace
 }  // namespace meshplan
