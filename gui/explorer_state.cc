@@ -170,6 +170,9 @@ void RecomputeDerived(ExplorerState& state) {
       d.error = e.what();
     }
   }
+  if (state.band.framework != in.training.framework.name ||
+      state.band.generation != GpuGeneration(in.cluster.gpu.name))
+    state.band = ErrorBandFor(in.training.framework, in.cluster.gpu);
   UpdateComparison(state);
   state.computed_setup_revision = state.setup_revision;
   state.computed_plan_revision = state.plan_revision;

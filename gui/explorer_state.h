@@ -38,6 +38,7 @@
 #include "planner/plan_cost.h"
 #include "planner/search/search.h"
 #include "planner/training_setup.h"
+#include "planner/validate/error_band.h"
 
 namespace meshplan {
 
@@ -121,6 +122,9 @@ struct ExplorerState {
   uint64_t computed_plan_revision = 0;
   int64_t recompute_count = 0;  // how many times RecomputeDerived ran (tests, debugging)
   ExplorerDerived derived;
+  // validate's error band for the framework on the cluster's GPU generation: recomputed by
+  // RecomputeDerived only when either changes (it predicts every published run).
+  ErrorBand band;
 
   std::vector<std::string> model_names;    // configs/models/
   std::vector<std::string> cluster_names;  // configs/clusters/

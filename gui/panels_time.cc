@@ -59,6 +59,7 @@ void DrawTimePanel(ExplorerState& state) {
               FormatSeconds(c.time.total_s).c_str(), FormatTokensPerS(c.tokens_per_s).c_str(),
               FormatPercent(c.mfu).c_str(), FormatPercent(c.mfu_no_attention).c_str(),
               FormatPercent(c.hfu).c_str());
+  ImGui::TextDisabled("step time %s (meshplan validate)", DescribeBand(state.band).c_str());
   if (c.mfu_fp8_peak > 0)  // fp8: the MFU above is against the bf16 peak; name both
     ImGui::TextDisabled("MFU and HFU against the dense bf16 peak; MFU against the FP8 peak %s",
                         FormatPercent(c.mfu_fp8_peak).c_str());

@@ -49,6 +49,11 @@ TEST_CASE("a state recomputes once per change and not on idle frames", "[gui][st
         Approx(EstimateMemory(in.model, in.training, in.plan, MemoryModel::kSeed).total_bytes));
   CHECK(state.derived.zero_rows.size() == 4);
   CHECK(state.derived.tp_rows.size() == 4);
+  // The step time's band: validate's rows of this framework on this GPU generation.
+  CHECK(state.band.framework == in.training.framework.name);
+  CHECK(state.band.generation == GpuGeneration(in.cluster.gpu.name));
+  CHECK(state.band.runs ==
+        ErrorBandFor(in.training.framework, in.cluster.gpu).runs);
 
   // Setting the same plan again changes nothing.
   SetPlan(state, in.plan);
