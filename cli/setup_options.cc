@@ -37,7 +37,8 @@ void AddSetupOptions(CLI::App* command, SetupOptions* options) {
   command->add_option("--framework", options->framework,
                       "the software that runs the plan: a name from configs/frameworks/ (megatron-core, "
                       "megatron-lm-2021, megatron-lm-2022, torchtitan, pytorch, deepspeed, meshplan) "
-                      "or a YAML file; default: megatron-core on GPUs, meshplan on CPU profiles");
+                      "or a YAML file; default: megatron-core on GPUs, meshplan on CPU profiles")
+      ->check(NonEmptyText("a framework"));
   command->add_option("--grad-accumulation", options->grad_accumulation,
                       "fused | separate: how micro-batches' weight gradients are summed (fused: in "
                       "the GEMM, Megatron-Core and meshplan's executor; separate: an add kernel per "

@@ -169,6 +169,9 @@ TEST_CASE("estimate --framework: named in the header and the JSON, changes the p
       "estimate " + setup + "--framework " + dir.Write("bad.yaml", "kernels: [1]\n"));
   CHECK(bad.exit_code == 2);
   CHECK_THAT(bad.output, Catch::Contains("bad.yaml:1"));
+  const test::CliResult empty = test::RunMeshplan("estimate " + setup + "--framework ''");
+  CHECK(empty.exit_code == 2);
+  CHECK_THAT(empty.output, Catch::Contains("--framework"));
 }
 
 TEST_CASE("a plan file records its framework and loads it back", "[planner][framework]") {
