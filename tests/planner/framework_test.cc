@@ -174,6 +174,27 @@ TEST_CASE("estimate --framework: named in the header and the JSON, changes the p
   CHECK_THAT(empty.output, Catch::Contains("--framework"));
 }
 
+TEST_CASE("simulate and search --framework predict for the profile they name",
+          "[planner][framework][cli]") {
+  const std::string setup = "--model llama2-7b --cluster 8xH100 --global-batch 16 --seq 2048 ";
+  const test::CliResult sim =
+      test::RunMeshplan("simulate " + setup + "--plan dp=8 --framework torchtitan");
+  INFO(sim.output);
+  REQUIRE(sim.exit_code == 0);
+  CHECK_THAT(sim.output, Catch::Contains("torchtitan 2024"));
+  // The same plan under two profiles: different step times (kernels, gradient dtype).
+  const auto step = [&](const char* framework) {
+    const test::CliResult r = test::RunMeshplan("search --format json --top 1 " + setup +
+                                                "--only dp=8,zero=0,mbs=1,recompute=none "
+                                                "--framework " + std::string(framework));
+    REQUIRE(r.exit_code == 0);
+    const nlohmann::json j = nlohmann::json::parse(r.output);
+    CHECK(j["setup"]["framework"] == framework);
+    return j["top"][0]["cost"]["step_time_s"].get<double>();
+  };
+  CHECK(step("torchtitan") != step("megatron-core"));
+}
+
 TEST_CASE("a plan file records its framework and loads it back", "[planner][framework]") {
   PlanFile p;
   p.model = LoadModel("tiny-llama");
