@@ -1,52 +1,10 @@
-// StepGraph: the ops of one training step on each distinct rank, with their streams,
-// sizes and dependencies, built from the cost model's StepWork (planner/cost/step_work.h)
-// so the analytic estimate and the simulation time the same work.
-//
-// Ranks: the ranks of one pipeline stage are symmetric (same work, same collectives),
-// so the graph holds one simulated rank per stage, 0..pp-1 (the stage's first global
-// rank, stage * tp * cp, places it in the cluster). Streams per rank, as on a GPU:
-// one compute stream and one communication stream per mesh dimension (SimStream).
-// Each stream runs its ops in issue order; an op starts when its stream is free and
-// every op it depends on has finished (event_sim.h). Compute ops take TimeOf() of
-// their work; communication ops are Transfers (network.h) that take CollectiveTime()
-// when alone on their tier.
-//
-// What the graph encodes (one stage, in its schedule's order, pipeline_schedule.h):
-//  * forward, backward (input + weight gradients; zb_h1: weight gradients as separate
-//    W ops where its order puts them), recompute (before a part's backward), optimizer
-//    (one op per part, after every gradient sync of the stage).
-//  * a block's compute is an attention op and an MLP op; the split of the non-core work
-//    between them follows the matmul weights, AttentionMatmulParams / BlockMatmulParams:
-//    it only places the TP collectives, the totals are the StepWork's.
-//  * blocking communication (Collective::overlappable false: TP unless tp_comm_overlap,
-//    pipeline send/recv, the tied-embedding sync) sits on the data path: the next op
-//    that needs its result waits for it. Pipeline sends block the sender for the
-//    transfer (Megatron's non-overlapped p2p) and release the receiver's pass.
-//  * overlaps: TP with tp_comm_overlap runs beside the compute of its part's pass, the
-//    next part waits for it (the cost model's rule), and that pass computes
-//    OverlapStretch() times longer (planner/cost/step_time.h: the GPU's
-//    comm_overlap_slowdown). CP's ring exchange runs behind the
-//    attention core, split into cp steps: step j's K/V arrive while step j-1 computes.
-//    DP: DDP / ZeRO-1 gradient buckets (one per part) start when the part's last
-//    backward (zb_h1: its last W) ends; ZeRO-2 reduce-scatters after every micro-batch's;
-//    with dp_overlap=0 every gradient sync waits for the stage's last backward.
-//    ZeRO-3 all-gathers a part's parameters before each forward and backward, prefetched
-//    `prefetch` parts ahead (issued when the current part starts; FSDP's default is one;
-//    0: each gather on the data path), and reduce-scatters its gradient behind the
-//    following backward. While a rank's dp op runs, its compute runs
-//    (1 + StepGraph::dp_comm_slowdown) times slower (event_sim.h).
-//  * offload (offload_opt, offload_act, offload_params) is not drawn yet: the graph runs
-//    such a plan as if nothing were offloaded (`simulate` says so). ZeRO-1/2 all-gather
-//    each part's updated parameters after its optimizer op, behind the remaining
-//    optimizer ops (the step ends when the last gather does).
-//  * expert parallel (ep > 1): a MoE block's dispatch all-to-all (then its tp all-gather)
-//    runs after the block's attention and before its MLP op, the combine (after the tp
-//    reduce-scatter) after the MLP op, on the ep stream and on the data path (no overlap:
-//    the experts wait for their rows, the next op for their outputs); the backward runs
-//    the combine's gradient exchange first. The router's compute is part of the MLP op.
-//  * every op of a mesh dimension runs on that dimension's stream, one at a time; the
-//    gradient sync of context-parallel ranks (dp x cp) counts as dp.
-// The graph is plain data; building allocates it (no global state).
+// StepGraph: the ops of one training step on each distinct rank (one per pipeline stage),
+// with their streams (compute, one per mesh dimension), sizes and dependencies, built from
+// the cost model's StepWork (planner/cost/step_work.h) so the analytic estimate and the
+// simulation time the same work. Compute ops take TimeOf() of their work; communication ops
+// are Transfers (network.h). What the graph encodes (schedules, blocking and overlapped
+// collectives, ZeRO-3 prefetch, expert parallel, what offload does not draw yet):
+// docs/simulator.md. The graph is plain data; building allocates it (no global state).
 #pragma once
 
 #include <cstdint>

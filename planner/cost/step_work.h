@@ -13,33 +13,9 @@
 // memory count them exactly. Every number is for ONE rank and ONE micro-batch unless its
 // Cadence says per step. Shapes: the legend of docs/architecture.md (T, Tn, a).
 //
-// Assumptions (documented once, here):
-//  * attention runs as planner/attention_impl.h resolves it (the memory model's choice):
-//    fused, one causal flash kernel (forward 1 pass, backward 2.5); naive, QK^T and P@V
-//    as batched GEMMs with the S x S scores, softmax (and gpt's dropout) as memory traffic.
-//    Nominal attention FLOPs stay the full S x S matrix (planner/cost/flops.h convention);
-//    the kernels' shapes set the time (planner/cost/compute_work.h).
-//  * every linear layer is a GEMM of its shape: forward (T, in) x (in, out); backward
-//    input (T, out) x (out, in); backward weight (in, T) x (T, out).
-//  * a block is its op list (planner/cost/block_ops.h) as the default lowering runs it:
-//    memory-bound ops move (read + write) the bytes each op carries; the executor's
-//    backward moves twice the forward bytes, Megatron-LM's kernels are listed op by op.
-//  * gradients sync in the parameter element size (bf16 for bf16 and mixed,
-//    docs/cost_model.md 2(b)-(c)).
-//  * expert parallelism (ep > 1, planner/cost/expert_parallel.h): a MoE block's routed
-//    experts are the rank's X/ep (their GEMMs run the busiest ep rank's rows, load
-//    imbalance included); four all-to-alls per micro-batch (dispatch and combine, forward
-//    and backward; two more when full recompute replays the forward) on the ep group, with
-//    a tp all-gather / reduce-scatter of the dispatched rows when tp > 1; all blocking,
-//    between the router and the experts. The routed experts' gradients sync, and ZeRO
-//    shards their states, over the expert-data-parallel group (dp/ep x cp); the rest of
-//    the block over dp x cp (Megatron-Core's distributed optimizer does the same).
-//  * plain DP and ZeRO-1 accumulate gradients locally and sync once per step (during
-//    the last micro-batch's backward, one bucket per block); ZeRO-2/3 keep only a
-//    gradient shard, so they reduce-scatter every micro-batch. ZeRO-3 all-gathers
-//    each part before its forward and again before its backward, every micro-batch
-//    (FSDP reshard-after-forward). ZeRO shards over dp x cp (the ranks that hold the
-//    same weights; Megatron's distributed optimizer and torchtitan do the same).
+// What the work assumes (attention kernels, GEMM shapes, the op list's lowering, gradient
+// sync dtype, expert parallel, when DP / ZeRO sync): docs/cost_model.md section 5, "What the
+// step's work assumes".
 //
 // BuildStepWork allocates nothing (fixed-capacity lists): the search calls it per candidate.
 #pragma once

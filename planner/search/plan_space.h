@@ -1,42 +1,10 @@
-// PlanSpace: the grid of candidate plans the search walks, in a fixed order.
-//
-// Calculon style: every axis holds only values that can make sense (divisors),
-// and CheckPlan() (planner/parallel_plan.h) then judges each candidate. The grid:
-//   (dp, tp, pp, cp)  every ordered factorisation of the world size (tp, then pp,
-//                     then cp ascending; dp = world / (tp*pp*cp))
-//   ep                per mesh, ascending: MoE models every divisor of dp that divides the
-//                     X routed experts (ep_divides_dp, ep_divides_experts hold by
-//                     construction); dense models 1 only, so their grid is unchanged
-//   sp                off, and on when tp > 1
-//   mbs               every divisor of the global batch
-//   (schedule, vpp,   pp == 1: one entry (1f1b, vpp 1): a single stage has no schedule.
-//    stage split)     Pinned, the pins as given (the constraints judge them).
-//                     pp > 1: gpipe, 1f1b, zb_h1 (vpp 1), and interleaved with every
-//                     vpp >= 2 that divides the layers, all on even stages; then (unless
-//                     options.uneven_stages is off) 1f1b on UnevenSplitWorthTrying: the
-//                     first and last stage lighter (planner/stage_layers.h), where pp does
-//                     not divide the layers (126 on pp=16: 7 + 14 x 8 + 7) or where that
-//                     lowers the largest stage; and interleaved on UnevenInterleavedChoices
-//                     (126 on pp=16: vpp 2 and 8, the last Llama 3's 405B run). Not
-//                     gpipe or zb_h1: gpipe has 1f1b's time and more memory, and the two
-//                     would add as many uneven candidates again (the search must stay fast,
-//                     docs/benchmarks.md)
-//   zero              0, and 1, 2, 3 when dp*cp > 1 (ZeRO shards over the dp x cp ranks
-//                     that hold the same weights; over one rank it shards nothing)
-//   recompute         PlanSpaceOptions::recomputes, by default none, selective, full (a
-//                     framework offers its own: torchtitan none, op, every:2, full)
-// A candidate's ordinal is its index in this order (zero and recompute innermost):
-// the search breaks ties by it, so results do not depend on the number of threads.
-// Pins (--only "tp=1,zero=3") replace an axis by the pinned value, enumerated as
-// given even where the grid would leave it out (the constraints then judge it), on every
-// mesh: every plan the search lists has every pinned value. A pinned stage split (the
-// first and last stage's layers) runs every schedule (and vpp) on that split (an unpinned
-// one of the two stays 0, the even share) in place of the grid's splits. The overlap and
-// offload choices (PlanFieldRole::kChoice: tp_overlap, dp_overlap, prefetch, offload_opt,
-// offload_act, offload_params) are not grid axes: the search tries them on each grid point
-// (planner/search/knob_variants.h); a pin fixes one on every candidate, and an
-// offload_params=1 pin narrows the zero axis to 3 (its only stage).
-// Immutable after construction: safe to share between threads.
+// PlanSpace: the grid of candidate plans the search walks, in a fixed order: every ordered
+// factorisation of the world size into (dp, tp, pp, cp), then ep, sp, mbs, (schedule, vpp,
+// stage split), zero and recompute, each axis holding only values that can make sense and
+// CheckPlan() judging each candidate; pins replace an axis; the recompute axis is the
+// framework's offer. The axes, their order and the pins' rules: docs/cost_model.md section 8.
+// A candidate's ordinal is its index in this order (ties break by it, so results do not
+// depend on the thread count). Immutable after construction: safe to share between threads.
 #pragma once
 
 #include <array>
