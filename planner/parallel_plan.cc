@@ -41,12 +41,19 @@ bool Offers(const RecomputeOffer& offer, Recompute recompute) {
   return false;
 }
 
+std::vector<RecomputePolicy> OfferedRecomputePolicies(const RecomputeOffer& offer) {
+  std::vector<RecomputePolicy> out;
+  for (const Recompute r : {Recompute::kNone, Recompute::kSelective, Recompute::kFull, Recompute::kOp})
+    if (Offers(offer, r)) out.push_back(r);
+  if (offer.every) out.push_back(RecomputePolicy::Every(2));
+  return out;
+}
+
 std::string OfferedRecomputes(const RecomputeOffer& offer) {
   std::string out;
-  for (const Recompute r : {Recompute::kNone, Recompute::kSelective, Recompute::kFull,
-                            Recompute::kOp, Recompute::kEvery})
-    if (Offers(offer, r))
-      out += (out.empty() ? "" : ", ") + std::string(r == Recompute::kEvery ? "every:N" : ToString(r));
+  for (const RecomputePolicy& p : OfferedRecomputePolicies(offer))
+    out += (out.empty() ? "" : ", ") +
+           std::string(p.kind == Recompute::kEvery ? "every:N" : ToString(p.kind));
   return out;
 }
 

@@ -124,6 +124,8 @@ struct ParallelPlan {
 // the policies it offers as a list ("none, selective, full").
 bool Offers(const RecomputeOffer& offer, Recompute recompute);
 std::string OfferedRecomputes(const RecomputeOffer& offer);
+// The policies a framework offers, in the search's grid order (every:N tried as every:2).
+std::vector<RecomputePolicy> OfferedRecomputePolicies(const RecomputeOffer& offer);
 
 // The rules a plan can break, in the order they are checked (outer mesh factors
 // first, then sequence, batch and schedule). The search counts rejections by them.

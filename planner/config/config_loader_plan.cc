@@ -52,12 +52,8 @@ TrainingSpec TrainingFromYaml(const YamlFields& f, const GpuSpec& gpu) {
   t.steps = f.Int("steps", {1, kMaxConfigInt}, t.steps);
   t.learning_rate = f.Number("learning_rate", {0, false, 10}, t.learning_rate);
   t.moe_aux_loss_coef = f.Number("moe_aux_loss_coef", {0, true, 10}, t.moe_aux_loss_coef);
-  try {
-    t.framework = LoadFramework(f.String("framework", DefaultFrameworkName(gpu)));
-  } catch (const InputError& e) {
-    if (e.where().file != "<command line>") throw;  // an error inside the profile
-    f.Fail("framework", e.message());
-  }
+  t.framework = LoadFrameworkAt(f.String("framework", DefaultFrameworkName(gpu)),
+                                f.Where("framework"), f.Field("framework"));
   GradAccumulation& mode = t.framework.grad_accumulation;
   const std::string accumulation = f.String("grad_accumulation", ToString(mode));
   if (!ParseGradAccumulation(accumulation, &mode))

@@ -102,13 +102,18 @@ FrameworkSpec FrameworkFromYamlText(const std::string& text, const std::string& 
 }
 
 FrameworkSpec LoadFramework(const std::string& name_or_path) {
+  return LoadFrameworkAt(name_or_path, {"<command line>"}, "framework");
+}
+
+FrameworkSpec LoadFrameworkAt(const std::string& name_or_path, const InputLocation& where,
+                              const std::string& field) {
   if (ci::LooksLikePath(name_or_path)) {
     FrameworkSpec spec = FrameworkFromYamlText(ReadInputFile(name_or_path), name_or_path);
     spec.name = name_or_path;
     return spec;
   }
   const auto path = ci::FindConfig(ci::ConfigKind::kFramework, name_or_path);
-  if (!path) ci::ThrowUnknownName(ci::ConfigKind::kFramework, name_or_path, {"<command line>"}, "framework");
+  if (!path) ci::ThrowUnknownName(ci::ConfigKind::kFramework, name_or_path, where, field);
   FrameworkSpec spec = FrameworkFromYamlText(ReadInputFile(path->string()), path->string());
   spec.name = path->stem().string();
   return spec;

@@ -20,6 +20,7 @@
 
 #include "planner/framework_spec.h"
 #include "planner/hardware_spec.h"
+#include "planner/input_error.h"
 
 namespace meshplan {
 
@@ -27,6 +28,10 @@ namespace meshplan {
 // stem for a profile in configs/frameworks/, else the path as given (so that a plan file
 // that records it loads the same file again).
 FrameworkSpec LoadFramework(const std::string& name_or_path);
+// The same where a file names the framework: an unknown name is an InputError at `where`
+// with `field` (LoadFramework: the command line's "framework").
+FrameworkSpec LoadFrameworkAt(const std::string& name_or_path, const InputLocation& where,
+                              const std::string& field);
 // The same reader on text in memory; `file` names it in errors and gives the default name.
 FrameworkSpec FrameworkFromYamlText(const std::string& text, const std::string& file);
 // Profiles in configs/frameworks/ (file stems, sorted).

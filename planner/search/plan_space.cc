@@ -242,13 +242,6 @@ MeshAxes PlanSpace::axes(const MeshShape& mesh) const {
   return a;
 }
 
-std::vector<RecomputePolicy> OfferedRecomputePolicies(const RecomputeOffer& offer) {
-  std::vector<RecomputePolicy> out;
-  for (const Recompute r : {Recompute::kNone, Recompute::kSelective, Recompute::kFull, Recompute::kOp})
-    if (Offers(offer, r)) out.push_back(r);
-  if (offer.every) out.push_back(RecomputePolicy::Every(2));
-  return out;
-}
 
 
 void PlanPins::SetKnobs(ParallelPlan* plan) const {

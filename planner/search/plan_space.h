@@ -66,8 +66,6 @@ struct PlanSpaceOptions {
   // (OfferedRecomputePolicies). A recompute pin replaces them.
   std::vector<RecomputePolicy> recomputes;
 };
-// The policies a framework offers, in grid order (every:N tried as every:2).
-std::vector<RecomputePolicy> OfferedRecomputePolicies(const RecomputeOffer& offer);
 
 struct MeshShape {
   int64_t dp = 1, tp = 1, pp = 1, cp = 1;

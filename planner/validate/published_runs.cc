@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <iterator>
+#include <optional>
 #include <string_view>
 #include <vector>
 
@@ -169,18 +170,15 @@ constexpr std::string_view kRowKeys[] = {"name",         "params_B", "heads",   
                                          "layers",       "gpus",     "framework", "global_batch",
                                          "plan",         "published", "fits",     "skip"};
 
-std::string FrameworkOf(const YamlFields& where) {
-  const std::string name = where.String("framework");
-  try {
-    LoadFramework(name);
-  } catch (const InputError& e) {
-    if (e.where().file != "<command line>") throw;  // an error inside the profile
-    where.Fail("framework", e.message());
-  }
-  return name;
+// The framework a table or row names (an unknown one is an error at its key).
+FrameworkSpec FrameworkOf(const YamlFields& where) {
+  return LoadFrameworkAt(where.String("framework"), where.Where("framework"),
+                         where.Field("framework"));
 }
 
-PublishedRow RowOf(const YamlFields& row, const YamlFields& common, const PublishedTable& table) {
+// `framework`: the table's own (loaded once for all its rows), when it names one.
+PublishedRow RowOf(const YamlFields& row, const YamlFields& common, const PublishedTable& table,
+                   std::optional<FrameworkSpec> framework) {
   std::vector<std::string_view> allowed(std::begin(kSharedKeys), std::end(kSharedKeys));
   allowed.insert(allowed.end(), std::begin(kRowKeys), std::end(kRowKeys));
   row.AllowOnly(allowed);
@@ -189,7 +187,8 @@ PublishedRow RowOf(const YamlFields& row, const YamlFields& common, const Publis
   out.where = row.Where();
   out.name = row.String("name");
   out.params_billion = row.Number("params_B", {0, true, 1e6}, 0.0);
-  out.framework = row.Has("framework") ? FrameworkOf(row) : table.framework;
+  if (row.Has("framework")) framework = FrameworkOf(row);
+  if (framework) out.framework = framework->name;
   out.plan_text = row.String("plan");
   out.fits = row.Bool("fits", true);
   // A run that ran out of memory may publish no figure; every run that fitted publishes one.
@@ -203,8 +202,9 @@ PublishedRow RowOf(const YamlFields& row, const YamlFields& common, const Publis
   }
   out.setup.cluster = ClusterOf(f, row.Int("gpus", {1, kMaxGpus}));
   // Neither the row nor its table names the software: the command line's default.
-  if (out.framework.empty()) out.framework = DefaultFrameworkName(out.setup.cluster.gpu);
-  out.setup.training = TrainingOf(f, LoadFramework(out.framework));
+  if (!framework) framework = LoadFramework(DefaultFrameworkName(out.setup.cluster.gpu));
+  out.framework = framework->name;
+  out.setup.training = TrainingOf(f, *framework);
   out.setup.model = ModelOf(f, out.name, out.setup.training.seq_len);
   // What estimate refuses, validate refuses too: fp8 needs FP8 tensor cores.
   if (const std::string why = WhyPrecisionUnsupported(out.setup.cluster.gpu,
@@ -222,7 +222,11 @@ PublishedTable TableOf(const YamlFields& t) {
   out.paper = t.String("paper");
   out.source = t.String("source");
   out.page = t.String("page");
-  if (t.Has("framework")) out.framework = FrameworkOf(t);
+  std::optional<FrameworkSpec> framework;
+  if (t.Has("framework")) {
+    framework = FrameworkOf(t);
+    out.framework = framework->name;
+  }
   const std::string figure = t.String("figure");
   if (!ParsePublishedFigure(figure, &out.figure))
     t.Fail("figure", "expected one of: tflops_per_gpu, step_time_s, activation_GiB, "
@@ -234,7 +238,7 @@ PublishedTable TableOf(const YamlFields& t) {
     t.Fail("rows", "expected a non-empty list of rows, got " + DescribeNode(rows));
   for (size_t i = 0; i < rows.size(); ++i) {
     const YamlFields row(rows[i], t.file(), t.Field("rows") + fmt::format("[{}]", i));
-    out.rows.push_back(RowOf(row, common, out));
+    out.rows.push_back(RowOf(row, common, out, framework));
   }
   return out;
 }
