@@ -3,7 +3,7 @@
 //
 //   meshplan estimate --model llama2-7b --cluster 8xH100 --plan "dp=2,tp=4,sp=1"
 //       --global-batch 64 --seq 4096 [--precision mixed] [--memory-model detailed]
-//       [--headroom 0.1] [--format table|json]
+//       [--headroom 0.05] [--format table|json]
 //   meshplan estimate --plan-file plan.yaml      (model, cluster, training and plan from the file)
 //
 // Bad input (unknown model, malformed --plan, a plan that breaks a rule of Validate())
@@ -32,7 +32,7 @@ struct EstimateCommandOptions {
   SetupOptions setup;
   PlanInputOptions input;      // --plan / --plan-file
   std::string memory_model = "detailed";
-  double headroom = 0.0;
+  double headroom = kDefaultMemoryHeadroom;
   std::string format = "table";
 };
 

@@ -41,7 +41,7 @@ struct SearchCommandOptions {
   bool explain = false;
   std::string explain_plan;
   bool pareto = false;
-  double headroom = 0.05;
+  double headroom = kDefaultMemoryHeadroom;
   std::string memory_model = "detailed";
   int threads = 0;
   bool bench = false;
@@ -106,7 +106,7 @@ int RunBench(const SearchCommandOptions& o, const SearchOptions& base) {
       fmt::print("  best: {} ({} tokens/s, MFU {:.1f}%, {} per GPU)\n\n",
                  ToShortPlanString(r.top.front().plan),
                  GroupDigits(static_cast<int64_t>(r.top.front().cost.tokens_per_s)),
-                 100 * r.top.front().cost.mfu, FormatGB(r.top.front().cost.memory.total_bytes, 1));
+                 100 * r.top.front().cost.mfu, FormatGiB(r.top.front().cost.memory.total_bytes, 1));
   }
   if (json) std::cout << ToJsonText(nlohmann::json{{"benchmarks", results}}) << "\n";
   return 0;
@@ -216,11 +216,12 @@ void PrintSearchTables(const SearchCommandOptions& o, const TrainingSetup& s,
                        const SearchOptions& options, const SearchOutcome& out) {
   const SearchResult& r = out.result;
   fmt::print("meshplan search: {}\n", SetupLine(s, options));
-  fmt::print("{} candidates, {} valid{}, {} fit in {} per GPU; {:.3f} s on {} thread{} ({} plans/s)\n",
+  fmt::print("{} candidates, {} valid{}, {} fit in {} per GPU ({:.0f}% headroom); {:.3f} s on {} "
+             "thread{} ({} plans/s)\n",
              GroupDigits(r.candidates), GroupDigits(r.valid),
              r.variants > 0 ? " + " + GroupDigits(r.variants) + " prefetch / offload variants" : "",
-             GroupDigits(r.fitting),
-             FormatGB(UsableBytes(s.cluster.gpu, options.memory_headroom), 1), r.wall_s, r.threads,
+             GroupDigits(r.fitting), FormatGiB(UsableBytes(s.cluster.gpu, options.memory_headroom), 1),
+             100 * options.memory_headroom, r.wall_s, r.threads,
              r.threads == 1 ? "" : "s", GroupDigits(static_cast<int64_t>(r.evaluations_per_s)));
   if (!r.top.empty()) {
     fmt::print("\n");

@@ -36,13 +36,12 @@ double OtherBytes(const MemoryBreakdown& m) {
 }  // namespace
 
 std::string SetupLine(const TrainingSetup& s, const SearchOptions& options) {
-  std::string line = fmt::format(
-      "{} on {} ({} x {}, {} each), global batch {} x {} tokens, {} precision, {}",
-      s.model.name, s.cluster.name, s.cluster.world_size(), s.cluster.gpu.name,
-      FormatGB(static_cast<double>(s.cluster.gpu.memory_bytes), 1), s.training.global_batch,
-      s.training.seq_len, ToString(s.training.precision), FrameworkLabel(s.training.framework));
+  std::string line = fmt::format("{} on {}, global batch {} x {} tokens, {} precision, {}",
+                                 s.model.name, s.cluster.name, s.training.global_batch,
+                                 s.training.seq_len, ToString(s.training.precision),
+                                 FrameworkLabel(s.training.framework));
   if (!options.space.pins.empty()) line += ", only " + options.space.pins.ToString();
-  return line;
+  return line + "\ncluster: " + DescribeCluster(s.cluster);
 }
 
 // The ranked plans as a table: memory with its main parts, the step time split, speed.
@@ -63,14 +62,14 @@ void PrintPlanTable(const std::vector<RankedPlan>& plans, const ClusterSpec& clu
     const MemoryBreakdown& m = r.cost.memory;
     const StepTimeBreakdown& t = r.cost.time;
     const std::string memory =
-        fmt::format("{} {:>3.0f}%", FormatGB(m.total_bytes, 1), PercentOf(m.total_bytes, capacity));
+        fmt::format("{} {:>3.0f}%", FormatGiB(m.total_bytes, 1), PercentOf(m.total_bytes, capacity));
     const double host = m.host_total_bytes();
     fmt::print(
         "{:>4}  {:<{}}  {:>16}  {:>8}  {:>8}  {:>8}  {:>8}  {:>9}  {:>9}  {:>9}  {:>9}  {:>9}  {:>9}  "
         "{:>9}  {:>11}  {:>10}  {:>4.1f}%\n",
         number_rows ? std::to_string(row) : std::string(""), ToShortPlanString(r.plan), plan_width,
-        memory, FormatGB(StatesBytes(m), 1), FormatGB(m.activations_bytes, 1),
-        FormatGB(OtherBytes(m), 1), host > 0 ? FormatGB(host, 1) : std::string("0"),
+        memory, FormatGiB(StatesBytes(m), 1), FormatGiB(m.activations_bytes, 1),
+        FormatGiB(OtherBytes(m), 1), host > 0 ? FormatGiB(host, 1) : std::string("0"),
         TimeCell(t.compute_s), TimeCell(t.exposed_comm_s.sum()), TimeCell(t.bubble_s),
         TimeCell(t.optimizer_s), TimeCell(t.offload_s), TimeCell(t.overlap_slowdown_s),
         TimeCell(t.total_s), GroupDigits(static_cast<int64_t>(r.cost.tokens_per_s)),
@@ -140,12 +139,12 @@ void PrintExplain(const SearchResult& r, const TrainingSetup& s, const SearchOpt
                "variants", "+" + GroupDigits(r.variants));
   fmt::print("  {:<26} {:>14}  (peak memory above {} usable{})\n", "memory_limit",
              "-" + GroupDigits(r.removed_by_memory - r.removed_by_host_memory),
-             FormatGB(UsableBytes(s.cluster.gpu, options.memory_headroom), 1),
+             FormatGiB(UsableBytes(s.cluster.gpu, options.memory_headroom), 1),
              r.removed_by_host_memory > 0 ? "" : "");
   if (r.removed_by_host_memory > 0)
     fmt::print("  {:<26} {:>14}  (offloaded bytes above the node's {} of host memory)\n",
                kHostMemoryExceeded, "-" + GroupDigits(r.removed_by_host_memory),
-               FormatGB(static_cast<double>(s.cluster.host.memory_bytes_per_node), 0));
+               FormatGiB(static_cast<double>(s.cluster.host.memory_bytes_per_node), 0));
   fmt::print("  {:<26} {:>14}\n", "fitting", GroupDigits(r.fitting));
   PrintKnobExplain(r.knobs, s, options);
 }
@@ -176,26 +175,26 @@ void PrintProbe(const ProbeReport& p, const SearchResult& r, const TrainingSetup
   if (!cost.fits) {
     const MemoryBreakdown& m = cost.memory;
     fmt::print("  does not fit: needs {}, has {} ({} minus {:.0f}% headroom)\n",
-               FormatGB(m.total_bytes, 1),
-               FormatGB(UsableBytes(s.cluster.gpu, options.memory_headroom), 1),
-               FormatGB(static_cast<double>(s.cluster.gpu.memory_bytes), 1),
+               FormatGiB(m.total_bytes, 1),
+               FormatGiB(UsableBytes(s.cluster.gpu, options.memory_headroom), 1),
+               FormatGiB(static_cast<double>(s.cluster.gpu.memory_bytes), 1),
                100 * options.memory_headroom);
     fmt::print(
         "  memory: states {} (params {}, grads {}, optimizer {}), activations {}, other {}"
         " (peak in {})\n",
-        FormatGB(StatesBytes(m), 1), FormatGB(m.params_bytes, 1), FormatGB(m.grads_bytes, 1),
-        FormatGB(m.optimizer_bytes, 1), FormatGB(m.activations_bytes, 1),
-        FormatGB(OtherBytes(m), 1), m.peak_phase);
+        FormatGiB(StatesBytes(m), 1), FormatGiB(m.params_bytes, 1), FormatGiB(m.grads_bytes, 1),
+        FormatGiB(m.optimizer_bytes, 1), FormatGiB(m.activations_bytes, 1),
+        FormatGiB(OtherBytes(m), 1), m.peak_phase);
     return;
   }
   if (p.rank) {
     fmt::print("  fits ({} of {} usable); rank {} of {} fitting plans: {} tokens/s, MFU {:.1f}%\n",
-               FormatGB(cost.memory.total_bytes, 1),
-               FormatGB(UsableBytes(s.cluster.gpu, options.memory_headroom), 1),
+               FormatGiB(cost.memory.total_bytes, 1),
+               FormatGiB(UsableBytes(s.cluster.gpu, options.memory_headroom), 1),
                GroupDigits(*p.rank), GroupDigits(r.fitting),
                GroupDigits(static_cast<int64_t>(cost.tokens_per_s)), 100 * cost.mfu);
   } else {
-    fmt::print("  fits ({}): {} tokens/s, MFU {:.1f}%\n", FormatGB(cost.memory.total_bytes, 1),
+    fmt::print("  fits ({}): {} tokens/s, MFU {:.1f}%\n", FormatGiB(cost.memory.total_bytes, 1),
                GroupDigits(static_cast<int64_t>(cost.tokens_per_s)), 100 * cost.mfu);
   }
   if (!r.top.empty() && !(r.top.front().plan == p.candidate))
@@ -210,14 +209,14 @@ void PrintNoFit(const FitAdvice& advice, const SearchResult& r, const TrainingSe
   fmt::print(
       "\nNo plan fits: all {} valid plans need more than the {} usable per GPU ({} "
       "minus {:.0f}% headroom).\n",
-      GroupDigits(r.valid), FormatGB(advice.usable_bytes, 1),
-      FormatGB(static_cast<double>(s.cluster.gpu.memory_bytes), 1), 100 * options.memory_headroom);
+      GroupDigits(r.valid), FormatGiB(advice.usable_bytes, 1),
+      FormatGiB(static_cast<double>(s.cluster.gpu.memory_bytes), 1), 100 * options.memory_headroom);
   if (advice.smallest) {
     const MemoryBreakdown& m = advice.smallest->cost.memory;
     fmt::print("The smallest is {}: {} per GPU (states {}, activations {}, other {})",
-               ToShortPlanString(advice.smallest->plan), FormatGB(m.total_bytes, 1),
-               FormatGB(StatesBytes(m), 1), FormatGB(m.activations_bytes, 1),
-               FormatGB(OtherBytes(m), 1));
+               ToShortPlanString(advice.smallest->plan), FormatGiB(m.total_bytes, 1),
+               FormatGiB(StatesBytes(m), 1), FormatGiB(m.activations_bytes, 1),
+               FormatGiB(OtherBytes(m), 1));
     if (!advice.levers.empty()) {
       std::string levers;
       for (const std::string& l : advice.levers) levers += (levers.empty() ? "" : ", ") + l;

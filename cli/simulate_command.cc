@@ -91,6 +91,7 @@ void PrintTable(const PlanFile& in, const PlanCost& cost, const SimResult& sim, 
              in.cluster.world_size(), ToShortPlanString(in.plan).empty()
                                           ? std::string("(defaults)")
                                           : ToShortPlanString(in.plan));
+  fmt::print("cluster: {}\n", DescribeCluster(in.cluster));
   fmt::print("global batch {} x {} tokens, {}, {}; simulated {} ops on {} stage{}, {} events\n\n",
              in.training.global_batch, in.training.seq_len, ToString(in.training.precision),
              FrameworkLabel(in.training.framework), sim.ops, sim.stages.size(),

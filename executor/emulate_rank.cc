@@ -88,8 +88,8 @@ void CheckRankFitsDevice(const PlanFile& pf, int rank, const at::Device& device,
     throw InputError(kCommandLine, flag,
                      fmt::format("rank {} (stage {}) needs {} by the detailed memory model, more "
                                  "than the {} of {}: the plan does not fit the device",
-                                 rank, StageOf(pf.plan, rank), FormatGB(needed_bytes, 2),
-                                 FormatGB(static_cast<double>(device_bytes), 2),
+                                 rank, StageOf(pf.plan, rank), FormatGiB(needed_bytes, 2),
+                                 FormatGiB(static_cast<double>(device_bytes), 2),
                                  TrainingDeviceName(device)));
 }
 
@@ -107,9 +107,9 @@ void CheckCpuRanksFitHost(const PlanFile& pf, int nproc, const std::string& plan
                    fmt::format("the {} CPU rank(s) need {} by the detailed memory model (rank {}, "
                                "stage {}: {}), more than the {} of memory available on this host; "
                                "expected a smaller plan.mbs, more recompute, or more ranks",
-                               nproc, FormatGB(needed_bytes, 2), largest,
-                               StageOf(pf.plan, largest), FormatGB(largest_bytes, 2),
-                               FormatGB(static_cast<double>(available_bytes), 2)));
+                               nproc, FormatGiB(needed_bytes, 2), largest,
+                               StageOf(pf.plan, largest), FormatGiB(largest_bytes, 2),
+                               FormatGiB(static_cast<double>(available_bytes), 2)));
 }
 
 RankMeasurement EmulateRank(const PlanFile& pf, const RunOptions& options, int rank,

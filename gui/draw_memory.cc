@@ -55,11 +55,11 @@ void MemoryTooltip(const std::string& title, const MemoryBreakdown& memory,
   for (const MemorySegment& s : MemorySegments(memory)) {
     ColorSwatch(s.color, s.name);
     ImGui::SameLine(ImGui::GetFontSize() * 8);
-    ImGui::TextUnformatted(FormatGB(s.bytes).c_str());
+    ImGui::TextUnformatted(FormatGiB(s.bytes).c_str());
   }
   ImGui::Separator();
-  ImGui::Text("total %s of %s", FormatGB(memory.total_bytes).c_str(),
-              FormatGB(capacity_bytes).c_str());
+  ImGui::Text("total %s of %s", FormatGiB(memory.total_bytes).c_str(),
+              FormatGiB(capacity_bytes).c_str());
   if (!memory.peak_phase.empty()) ImGui::TextDisabled("peak in: %s", memory.peak_phase.c_str());
   ImGui::EndTooltip();
 }

@@ -155,7 +155,8 @@ void RecomputeDerived(ExplorerState& state) {
         KnobOptions(in.model, in.cluster, in.training, in.plan, knob);
   if (d.valid) {
     try {
-      d.cost = Estimate(in.model, in.cluster, in.training, in.plan);
+      d.cost = Estimate(in.model, in.cluster, in.training, in.plan,
+                        {.memory_headroom = kDefaultMemoryHeadroom});
       MemoryOptions memory;
       memory.runtime = in.cluster.gpu.runtime_memory;
       for (int64_t stage = 0; stage < in.plan.pp; ++stage)

@@ -31,6 +31,7 @@
 #include "gui/timeline_view.h"
 #include "gui/tradeoffs.h"
 #include "planner/cluster_spec.h"
+#include "planner/cost/cost_model.h"
 #include "planner/measure/compare.h"
 #include "planner/measure/measurement.h"
 #include "planner/model_spec.h"
@@ -76,7 +77,7 @@ struct SearchProgress {
 
 struct SearchPanelState {
   int top_k = 200;               // plans kept for the table and the scatter
-  float memory_headroom = 0.05f; // SearchOptions::memory_headroom
+  float memory_headroom = static_cast<float>(kDefaultMemoryHeadroom);  // SearchOptions::memory_headroom
   bool allow_tp_across_nodes = false;
   bool running = false;
   std::future<SearchResult> pending;

@@ -15,7 +15,7 @@ namespace meshplan {
 namespace {
 
 std::string FormatValue(const std::string& unit, double value) {
-  if (unit == "bytes") return FormatGB(value);
+  if (unit == "bytes") return FormatGiB(value);
   if (unit == "s") return FormatSeconds(value);
   if (unit == "tokens/s") return FormatTokensPerS(value);
   return fmt::format("{:.4g} {}", value, unit);

@@ -21,9 +21,9 @@ constexpr ImU32 kPlotBackground = IM_COL32(24, 26, 32, 255);
 constexpr ImU32 kGridLine = IM_COL32(70, 74, 84, 255);
 constexpr float kMinChartWidthFraction = 0.45f;  // of the panel; the legend table takes the rest
 
-// A round step for about `lines` grid lines up to `max_gb`.
-double GridStepGB(double max_gb, int lines) {
-  const double raw = max_gb / lines;
+// A round step for about `lines` grid lines up to `max_gib`.
+double GridStepGiB(double max_gib, int lines) {
+  const double raw = max_gib / lines;
   const double magnitude = std::pow(10.0, std::floor(std::log10(raw)));
   for (double m : {1.0, 2.0, 5.0, 10.0})
     if (raw <= m * magnitude) return m * magnitude;
@@ -34,7 +34,7 @@ void DrawHeader(const ExplorerState& state) {
   const PlanCost& cost = state.derived.cost;
   const double capacity = static_cast<double>(state.inputs.cluster.gpu.memory_bytes);
   ImGui::Text("peak %s of %s on the worst GPU (stage %lld, %s)",
-              FormatGB(cost.memory.total_bytes).c_str(), FormatGB(capacity).c_str(),
+              FormatGiB(cost.memory.total_bytes).c_str(), FormatGiB(capacity).c_str(),
               static_cast<long long>(cost.memory.worst_stage), cost.memory.peak_phase.c_str());
   if (cost.fits)
     ColoredText(kColorFits, "fits");
@@ -49,7 +49,7 @@ void DrawChart(ExplorerState& state, ImVec2 size) {
   ImDrawList* draw = ImGui::GetWindowDrawList();
   const ImVec2 origin = ImGui::GetCursorScreenPos();
   const float line = ImGui::GetTextLineHeight();
-  const float axis_w = ImGui::CalcTextSize("000 GB").x + line * 0.4f;
+  const float axis_w = ImGui::CalcTextSize("000 GiB").x + line * 0.4f;
   const ImVec2 plot0(origin.x + axis_w, origin.y + line * 0.5f);
   const ImVec2 plot1(origin.x + size.x, origin.y + size.y - line * 2.4f);
 
@@ -58,11 +58,11 @@ void DrawChart(ExplorerState& state, ImVec2 size) {
   MemoryAxis axis{plot0.y, plot1.y, MemoryAxisMax(totals, capacity)};
 
   draw->AddRectFilled(plot0, plot1, kPlotBackground);
-  const double max_gb = axis.axis_max_bytes / 1e9, step = GridStepGB(max_gb, 5);
-  for (double gb = 0; gb <= max_gb; gb += step) {
-    const float y = axis.Y(gb * 1e9);
+  const double max_gib = ToGiB(axis.axis_max_bytes), step = GridStepGiB(max_gib, 5);
+  for (double gib = 0; gib <= max_gib; gib += step) {
+    const float y = axis.Y(gib * kBytesPerGiB);
     draw->AddLine(ImVec2(plot0.x, y), ImVec2(plot1.x, y), kGridLine);
-    const std::string label = FormatGB(gb * 1e9, 0);
+    const std::string label = FormatGiB(gib * kBytesPerGiB, 0);
     draw->AddText(ImVec2(plot0.x - ImGui::CalcTextSize(label.c_str()).x - line * 0.2f,
                          y - line * 0.5f),
                   ImGui::GetColorU32(ImGuiCol_TextDisabled), label.c_str());
@@ -91,7 +91,7 @@ void DrawChart(ExplorerState& state, ImVec2 size) {
     DrawMemoryBar(draw, x0, x1, axis, m, capacity, &bar);
     rec.bars.push_back(std::move(bar));
     // Labels under the bar: its name and total.
-    const std::string total = FormatGB(m.total_bytes);
+    const std::string total = FormatGiB(m.total_bytes);
     const ImU32 text = m.total_bytes > capacity ? ToImU32(kColorDoesNotFit)
                                                 : ImGui::GetColorU32(ImGuiCol_Text);
     draw->AddText(ImVec2(centre - ImGui::CalcTextSize(label.c_str()).x * 0.5f, plot1.y + 2),
@@ -107,7 +107,7 @@ void DrawChart(ExplorerState& state, ImVec2 size) {
       MemoryTooltip(seed ? "seed model (docs/cost_model.md 2(a)-(b))" : label + " (detailed model)",
                     m, capacity);
   }
-  const std::string cap_label = "capacity " + FormatGB(capacity);
+  const std::string cap_label = "capacity " + FormatGiB(capacity);
   rec.capacity_thickness = DrawCapacityLine(draw, plot0.x, plot1.x, axis, capacity, cap_label);
   rec.capacity_y = axis.Y(capacity) * ImGui::GetIO().DisplayFramebufferScale.y;
   ImGui::SetCursorScreenPos(origin);
@@ -131,17 +131,17 @@ void DrawLegend(const ExplorerState& state) {
     ImGui::TableNextColumn();
     ColorSwatch(detailed[i].color, detailed[i].name);
     ImGui::TableNextColumn();
-    ImGui::TextUnformatted(FormatGB(detailed[i].bytes).c_str());
+    ImGui::TextUnformatted(FormatGiB(detailed[i].bytes).c_str());
     ImGui::TableNextColumn();
-    ImGui::TextUnformatted(FormatGB(seed[i].bytes).c_str());
+    ImGui::TextUnformatted(FormatGiB(seed[i].bytes).c_str());
   }
   ImGui::TableNextRow();
   ImGui::TableNextColumn();
   ImGui::TextUnformatted("total");
   ImGui::TableNextColumn();
-  ImGui::TextUnformatted(FormatGB(d.cost.memory.total_bytes).c_str());
+  ImGui::TextUnformatted(FormatGiB(d.cost.memory.total_bytes).c_str());
   ImGui::TableNextColumn();
-  ImGui::TextUnformatted(FormatGB(d.seed_memory.total_bytes).c_str());
+  ImGui::TextUnformatted(FormatGiB(d.seed_memory.total_bytes).c_str());
   ImGui::EndTable();
   ImGui::TextDisabled("detailed: worst stage %lld", static_cast<long long>(d.cost.memory.worst_stage));
   ImGui::TextDisabled("seed: the documents' formulas");
@@ -159,7 +159,7 @@ void DrawMemoryPanel(ExplorerState& state) {
   // The legend table's natural width: swatch + the longest name, two numbers, padding.
   const ImGuiStyle& style = ImGui::GetStyle();
   const float legend_w = ImGui::GetTextLineHeight() + ImGui::CalcTextSize("activations").x +
-                         2 * ImGui::CalcTextSize("0000.0 GB").x + 6 * style.CellPadding.x +
+                         2 * ImGui::CalcTextSize("0000.0 GiB").x + 6 * style.CellPadding.x +
                          3 * style.ItemSpacing.x;
   const float chart_w = std::max(avail.x * kMinChartWidthFraction,
                                  avail.x - legend_w - style.ItemSpacing.x);

@@ -146,8 +146,8 @@ void DrawScatter(ExplorerState& state, ImVec2 size) {
   const ImU32 dim = ImGui::GetColorU32(ImGuiCol_TextDisabled);
   draw->AddText(ImVec2(origin.x, p0.y), dim, FormatTokensPerS(y_max).c_str());
   draw->AddText(ImVec2(origin.x, p1.y - line), dim, FormatTokensPerS(y_min).c_str());
-  draw->AddText(ImVec2(p0.x, p1.y + 2), dim, "0 GB");
-  const std::string x_label = "memory per GPU (" + FormatGB(x_max) + " at right)";
+  draw->AddText(ImVec2(p0.x, p1.y + 2), dim, "0 GiB");
+  const std::string x_label = "memory per GPU (" + FormatGiB(x_max) + " at right)";
   draw->AddText(ImVec2(p1.x - ImGui::CalcTextSize(x_label.c_str()).x, p1.y + 2), dim,
                 x_label.c_str());
   draw->AddText(ImVec2(p0.x + 4, p0.y + 2), dim,
@@ -165,7 +165,7 @@ void DrawScatter(ExplorerState& state, ImVec2 size) {
     }
     if (nearest) {
       TooltipOnHover(fmt::format("{}\n{} per GPU, {} tokens/s", ToShortPlanString(nearest->plan),
-                                 FormatGB(nearest->cost.memory.total_bytes),
+                                 FormatGiB(nearest->cost.memory.total_bytes),
                                  FormatTokensPerS(nearest->cost.tokens_per_s)));
       if (ImGui::IsItemClicked()) SetPlan(state, nearest->plan);
     }

@@ -7,6 +7,7 @@
 
 #include "gui/imgui_util.h"
 #include "gui/panels.h"
+#include "planner/cost/cost_report.h"
 #include "planner/cost/param_count.h"
 #include "planner/names.h"
 #include "planner/units_format.h"
@@ -41,14 +42,8 @@ void DrawModelSummary(const ModelSpec& m) {
 }
 
 void DrawClusterSummary(const ClusterSpec& c) {
-  ColoredText(kColorDimText,
-              fmt::format("{} x {} {}, {} each, {:.0f} TFLOP/s bf16; {} {:.0f} GB/s, {} {:.0f} "
-                          "GB/s per GPU",
-                          c.nodes, c.gpus_per_node, c.gpu.name,
-                          FormatGB(static_cast<double>(c.gpu.memory_bytes)),
-                          c.gpu.peak_flops_bf16 / 1e12, c.intra_node.name,
-                          c.intra_node.bandwidth_Bps / 1e9, c.inter_node.name,
-                          c.inter_node.bandwidth_Bps / 1e9));
+  ColoredText(kColorDimText, fmt::format("{}; {:.0f} TFLOP/s bf16", DescribeCluster(c),
+                                         c.gpu.peak_flops_bf16 / 1e12));
 }
 
 }  // namespace

@@ -96,7 +96,7 @@ void DrawTimePanel(ExplorerState& state) {
       ImGui::TableNextColumn();
       ImGui::TextUnformatted(ToString(dim));
       ImGui::TableNextColumn();
-      ImGui::TextUnformatted(FormatGB(c.comm_bytes_per_step[dim]).c_str());
+      ImGui::TextUnformatted(FormatGiB(c.comm_bytes_per_step[dim]).c_str());
       ImGui::TableNextColumn();
       ImGui::TextUnformatted(FormatSeconds(c.time.exposed_comm_s[dim]).c_str());
     }

@@ -99,9 +99,9 @@ void DrawRowsTable(const std::vector<TradeoffRow>& zero, const std::vector<Trade
       }
       ImGui::TableNextColumn();
       if (r.cost.fits)
-        ImGui::TextUnformatted(FormatGB(r.cost.memory.total_bytes).c_str());
+        ImGui::TextUnformatted(FormatGiB(r.cost.memory.total_bytes).c_str());
       else
-        ColoredLabel(kColorDoesNotFit, FormatGB(r.cost.memory.total_bytes));
+        ColoredLabel(kColorDoesNotFit, FormatGiB(r.cost.memory.total_bytes));
       ImGui::TableNextColumn();
       ImGui::TextUnformatted(FormatTokensPerS(r.cost.tokens_per_s).c_str());
       ImGui::TableNextColumn();

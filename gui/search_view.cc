@@ -44,7 +44,7 @@ std::string CellText(const RankedPlan& row, size_t rank_index, SearchColumn colu
   const PlanCost& c = row.cost;
   switch (column) {
     case SearchColumn::kRank: return std::to_string(rank_index + 1);
-    case SearchColumn::kMemory: return FormatGB(c.memory.total_bytes);
+    case SearchColumn::kMemory: return FormatGiB(c.memory.total_bytes);
     case SearchColumn::kTokensPerS: return FormatTokensPerS(c.tokens_per_s);
     case SearchColumn::kMfu: return FormatPercent(c.mfu);
     case SearchColumn::kStepTime: return FormatSeconds(c.time.total_s);

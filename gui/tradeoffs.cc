@@ -227,7 +227,8 @@ TradeoffRow MakeRow(const Ctx& ctx, const ParallelPlan& current, Knob knob, int6
     row.plan = *plan;
     row.is_current = *plan == current;
     row.note = ChangesExcept(current, *plan, knob);
-    row.cost = Estimate(ctx.model, ctx.cluster, ctx.training, *plan);
+    row.cost = Estimate(ctx.model, ctx.cluster, ctx.training, *plan,
+                        {.memory_headroom = kDefaultMemoryHeadroom});
   } else {
     row.note = why;
   }

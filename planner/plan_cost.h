@@ -96,6 +96,8 @@ struct PlanCost {
 
   double host_bytes_per_node = 0;  // host_total_bytes() of the node's GPUs (offload), bytes
   bool fits = false;            // within GPU memory and, when it offloads, host memory
+  double usable_bytes = 0;      // the GPU memory it was judged against: the capacity less the
+                                // headroom (UsableBytes, planner/cost/cost_model.h)
   bool fits_host = true;        // within the node's host memory (true when nothing offloads)
   std::string reason;           // why it does not fit (empty when it fits); host memory:
                                 // starts with kHostMemoryExceeded

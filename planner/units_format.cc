@@ -29,14 +29,14 @@ std::string FormatTokensPerS(double tokens_per_s) { return FormatCount(tokens_pe
 
 std::string FormatPercent(double fraction) { return fmt::format("{:.1f}%", fraction * 100); }
 
-std::string FormatGB(double bytes) { return FormatGB(bytes, std::abs(ToGB(bytes)) < 10 ? 2 : 1); }
+std::string FormatGiB(double bytes) { return FormatGiB(bytes, std::abs(ToGiB(bytes)) < 10 ? 2 : 1); }
 
-std::string FormatGB(double bytes, int decimals) {
-  return fmt::format("{:.{}f} GB", ToGB(bytes), decimals);
+std::string FormatGiB(double bytes, int decimals) {
+  return fmt::format("{:.{}f} GiB", ToGiB(bytes), decimals);
 }
 
-std::string FormatMB(double bytes, int decimals) {
-  return fmt::format("{:.{}f} MB", bytes / 1e6, decimals);
+std::string FormatMiB(double bytes, int decimals) {
+  return fmt::format("{:.{}f} MiB", bytes / kBytesPerMiB, decimals);
 }
 
 std::string FormatSeconds(double s) {

@@ -36,6 +36,7 @@
 #include "planner/input_error.h"
 #include "planner/limits.h"
 #include "planner/names.h"
+#include "planner/units_format.h"
 
 namespace meshplan {
 namespace {
@@ -88,9 +89,9 @@ void CheckShapesFit(const std::vector<BenchShape>& shapes, const ModelSpec& m, b
     if (memory > 0 && bytes > static_cast<double>(memory))
       throw InputError(kFlags, "--shapes",
                        fmt::format("{}: its logits, attention scores and FFN activations alone "
-                                   "take {:.3g} GB, more than the {:.3g} GB {}; expected "
-                                   "smaller shapes", s.ToString(), bytes / 1e9,
-                                   static_cast<double>(memory) / 1e9,
+                                   "take {:.3g} GiB, more than the {:.3g} GiB {}; expected "
+                                   "smaller shapes", s.ToString(), ToGiB(bytes),
+                                   ToGiB(static_cast<double>(memory)),
                                    cuda ? "of the GPU" : "available on this host"));
   }
 }

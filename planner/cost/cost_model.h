@@ -20,6 +20,12 @@ struct EstimateOptions {
   double memory_headroom = 0.0;  // fraction of GPU memory kept free (0.1 = plans may use 90%)
 };
 
+// The headroom `estimate`, `search`, `simulate` and the GUI keep free unless told otherwise:
+// memory the cost model does not see (a framework's own extra buffers, fragmentation beyond
+// the allocator model, a longer batch); a planning margin, not a measured quantity, so it
+// is stated beside every verdict. Published runs are judged at 0 (`validate`: they ran).
+inline constexpr double kDefaultMemoryHeadroom = 0.05;
+
 // The GPU memory a plan may use: the capacity less the headroom fraction. A plan fits
 // (PlanCost::fits) when its peak memory per GPU is at most this.
 double UsableBytes(const GpuSpec& gpu, double memory_headroom);

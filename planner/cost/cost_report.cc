@@ -72,6 +72,7 @@ nlohmann::json CostToJson(const PlanCost& c) {
           {"mfu_fp8_peak", c.mfu_fp8_peak},
           {"host_bytes_per_node", c.host_bytes_per_node},
           {"fits", c.fits},
+          {"usable_bytes", c.usable_bytes},
           {"fits_host", c.fits_host},
           {"reason", c.reason}};
 }
@@ -99,15 +100,27 @@ void Line(std::string& out, fmt::format_string<Args...> format, Args&&... args) 
 
 }  // namespace
 
+std::string DescribeCluster(const ClusterSpec& c) {
+  return fmt::format("{} node{} x {} {} ({} each); in a node {} {:.0f} GB/s, between nodes {} "
+                     "{:.0f} GB/s per GPU",
+                     c.nodes, c.nodes == 1 ? "" : "s", c.gpus_per_node, c.gpu.name,
+                     FormatGiB(static_cast<double>(c.gpu.memory_bytes), 1),
+                     c.intra_node.name.empty() ? "link" : c.intra_node.name,
+                     c.intra_node.bandwidth_Bps / 1e9,
+                     c.inter_node.name.empty() ? "network" : c.inter_node.name,
+                     c.inter_node.bandwidth_Bps / 1e9);
+}
+
 std::string FormatCostTable(const PlanFile& s, const PlanCost& c) {
   std::string out;
   const MemoryBreakdown& m = c.memory;
   const StepTimeBreakdown& t = c.time;
   const double capacity = static_cast<double>(s.cluster.gpu.memory_bytes);
 
-  Line(out, "{} on {} ({} x {}), global batch {} x {} tokens, {}, {}", s.model.name,
-       s.cluster.name, s.cluster.world_size(), s.cluster.gpu.name, s.training.global_batch,
-       s.training.seq_len, ToString(s.training.precision), FrameworkLabel(s.training.framework));
+  Line(out, "{} on {}, global batch {} x {} tokens, {}, {}", s.model.name, s.cluster.name,
+       s.training.global_batch, s.training.seq_len, ToString(s.training.precision),
+       FrameworkLabel(s.training.framework));
+  Line(out, "cluster: {}", DescribeCluster(s.cluster));
   Line(out, "plan: {}", ToPlanString(s.plan));
   out += '\n';
   Line(out, "Parameters");
@@ -122,7 +135,7 @@ std::string FormatCostTable(const PlanFile& s, const PlanCost& c) {
                      s.model.moe.experts, s.plan.ep));
   }
   out += '\n';
-  Line(out, "Memory per GPU (stage {}, peak: {}){:>8}", m.worst_stage, m.peak_phase, "GB");
+  Line(out, "Memory per GPU (stage {}, peak: {}){:>8}", m.worst_stage, m.peak_phase, "GiB");
   const std::pair<const char*, double> parts[] = {
       {"parameters", m.params_bytes},       {"gradients", m.grads_bytes},
       {"optimizer states", m.optimizer_bytes}, {"activations", m.activations_bytes},
@@ -139,24 +152,24 @@ std::string FormatCostTable(const PlanFile& s, const PlanCost& c) {
                         : name == parts[3].first ? m.host_activations_bytes
                         : name == parts[0].first ? m.host_params_bytes
                                                  : 0.0;
-    Line(out, "  {:<34}{:>10.2f}{:>10.2f}", name, ToGB(bytes), ToGB(host));
+    Line(out, "  {:<34}{:>10.2f}{:>10.2f}", name, ToGiB(bytes), ToGiB(host));
   }
-  Line(out, "  {:<34}{:>10.2f}{:>10.2f}   of {:.2f} GB ({:.0f}%)", "total", ToGB(m.total_bytes),
-       ToGB(m.host_total_bytes()), ToGB(capacity), PercentOf(m.total_bytes, capacity));
+  Line(out, "  {:<34}{:>10.2f}{:>10.2f}   of {:.2f} GiB ({:.0f}%)", "total", ToGiB(m.total_bytes),
+       ToGiB(m.host_total_bytes()), ToGiB(capacity), PercentOf(m.total_bytes, capacity));
   if (c.host_bytes_per_node > 0)
-    Line(out, "  {:<34}{:>20.2f}   of {:.2f} GB per node", "host, all GPUs of a node",
-         ToGB(c.host_bytes_per_node), ToGB(double(s.cluster.host.memory_bytes_per_node)));
+    Line(out, "  {:<34}{:>20.2f}   of {:.2f} GiB per node", "host, all GPUs of a node",
+         ToGiB(c.host_bytes_per_node), ToGiB(double(s.cluster.host.memory_bytes_per_node)));
   out += '\n';
   Line(out, "FLOPs per step");
   Line(out, "  {:<34}{:>10.3e}", "model (6*P_dense*tokens + attention)", c.model_flops_per_step);
   Line(out, "  {:<34}{:>10.3e}", "model without attention", c.model_flops_no_attention);
   Line(out, "  {:<34}{:>10.3e}", "hardware (with recompute)", c.hardware_flops_per_step);
   out += '\n';
-  Line(out, "Communication per GPU per step{:>15}", "GB");
+  Line(out, "Communication per GPU per step{:>15}", "GiB");
   for (MeshDim d : {MeshDim::kDp, MeshDim::kTp, MeshDim::kCp, MeshDim::kPp})
-    Line(out, "  {:<34}{:>10.3f}", ToString(d), ToGB(c.comm_bytes_per_step[d]));
+    Line(out, "  {:<34}{:>10.3f}", ToString(d), ToGiB(c.comm_bytes_per_step[d]));
   if (s.model.moe.enabled())  // the expert all-to-alls (0 with ep = 1)
-    Line(out, "  {:<34}{:>10.3f}", "ep (all-to-all)", ToGB(c.comm_bytes_per_step[MeshDim::kEp]));
+    Line(out, "  {:<34}{:>10.3f}", "ep (all-to-all)", ToGiB(c.comm_bytes_per_step[MeshDim::kEp]));
   out += '\n';
   Line(out, "Step time{:>35}{:>8}", "s", "share");
   auto time_line = [&](const std::string& name, double seconds) {
@@ -186,7 +199,10 @@ std::string FormatCostTable(const PlanFile& s, const PlanCost& c) {
   Line(out, "  {:<34}{:>13.1f}%", fp8 ? "HFU (with recompute, bf16 peak)" : "HFU (with recompute)",
        100 * c.hfu);
   out += '\n';
-  if (c.fits) Line(out, "fits: yes");
+  if (c.fits)
+    Line(out, "fits: yes, {} of {} usable ({:.0f}% headroom kept free)",
+         FormatGiB(m.total_bytes), FormatGiB(c.usable_bytes, 1),
+         100 * (1 - c.usable_bytes / capacity));
   else Line(out, "fits: no: {}", c.reason);
   return out;
 }

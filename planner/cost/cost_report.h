@@ -30,7 +30,12 @@ nlohmann::json CostToJson(const PlanCost& cost);
 // What was estimated, for the table's header and the JSON's "setup" section.
 nlohmann::json SetupToJson(const PlanFile& setup);  // model, cluster, gpus, batch, seq, plan
 
-// A multi-line breakdown: parameters, memory parts in GB against the GPU's capacity,
+// The cluster in one line, with what the NxGPU shorthand assumes spelled out: "1 node x 8
+// h100-sxm (79.6 GiB each); in a node NVLink4 450 GB/s, between nodes InfiniBand NDR 400G
+// 50 GB/s per GPU". Every command's header and the GUI's Setup panel use it.
+std::string DescribeCluster(const ClusterSpec& cluster);
+
+// A multi-line breakdown: parameters, memory parts in GiB against the GPU's capacity,
 // FLOPs, communication per mesh dimension, the step time split, tokens/s, MFU/HFU, fit.
 std::string FormatCostTable(const PlanFile& setup, const PlanCost& cost);
 

@@ -20,17 +20,17 @@ int DistinctStages(const ParallelPlan& plan, int64_t out[3]) {
   return plan.pp > 2 ? 3 : plan.pp == 2 ? 2 : 1;
 }
 
-// "needs 61.2 GB, GPU has 48.3 GB (headroom 0%)": formatted only for plans that do not fit.
+// "needs 61.2 GiB, GPU has 48.3 GiB (headroom 0%)": formatted only for plans that do not fit.
 std::string NoFitReason(double needed_bytes, double capacity_bytes, double headroom,
                         double usable) {
   char buffer[160];
   const auto end =
       headroom > 0
           ? fmt::format_to_n(buffer, sizeof(buffer) - 1,
-                             "needs {:.1f} GB, GPU has {:.1f} GB (headroom {:.0f}%: {:.1f} GB usable)",
-                             ToGB(needed_bytes), ToGB(capacity_bytes), headroom * 100, ToGB(usable))
-          : fmt::format_to_n(buffer, sizeof(buffer) - 1, "needs {:.1f} GB, GPU has {:.1f} GB (headroom 0%)",
-                             ToGB(needed_bytes), ToGB(capacity_bytes));
+                             "needs {:.1f} GiB, GPU has {:.1f} GiB (headroom {:.0f}%: {:.1f} GiB usable)",
+                             ToGiB(needed_bytes), ToGiB(capacity_bytes), headroom * 100, ToGiB(usable))
+          : fmt::format_to_n(buffer, sizeof(buffer) - 1, "needs {:.1f} GiB, GPU has {:.1f} GiB (headroom 0%)",
+                             ToGiB(needed_bytes), ToGiB(capacity_bytes));
   return std::string(buffer, end.out);
 }
 
@@ -40,6 +40,7 @@ void JudgeFit(const ClusterSpec& cluster, const EstimateOptions& options, PlanCo
   const double capacity = static_cast<double>(cluster.gpu.memory_bytes);
   const double usable = UsableBytes(cluster.gpu, options.memory_headroom);
   cost->fits = cost->memory.total_bytes <= usable;
+  cost->usable_bytes = usable;
   cost->fits_host = true;
   cost->reason.clear();
   if (!cost->fits)
@@ -54,11 +55,11 @@ void JudgeFit(const ClusterSpec& cluster, const EstimateOptions& options, PlanCo
   if (cost->fits_host) return;
   if (cost->fits)
     cost->reason = fmt::format(
-        "{}: needs {:.1f} GB of host memory per node ({} GPUs x {:.1f} GB), node has {:.1f} GB "
-        "({:.1f} GB usable)",
-        kHostMemoryExceeded, ToGB(cost->host_bytes_per_node), cluster.gpus_per_node,
-        ToGB(cost->memory.host_total_bytes()), ToGB(double(cluster.host.memory_bytes_per_node)),
-        ToGB(host_usable));
+        "{}: needs {:.1f} GiB of host memory per node ({} GPUs x {:.1f} GiB), node has {:.1f} GiB "
+        "({:.1f} GiB usable)",
+        kHostMemoryExceeded, ToGiB(cost->host_bytes_per_node), cluster.gpus_per_node,
+        ToGiB(cost->memory.host_total_bytes()), ToGiB(double(cluster.host.memory_bytes_per_node)),
+        ToGiB(host_usable));
   cost->fits = false;
 }
 

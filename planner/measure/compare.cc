@@ -91,7 +91,7 @@ FigureComparison Unpredicted(std::string figure, std::string unit, double measur
 }
 
 std::string Show(double value, const std::string& unit) {
-  if (unit == "bytes") return value >= 1e9 ? FormatGB(value, 3) : FormatMB(value, 2);
+  if (unit == "bytes") return value >= kBytesPerGiB ? FormatGiB(value, 3) : FormatMiB(value, 2);
   if (unit == "s") return value >= 1 ? FormatSeconds(value, 3) : FormatMs(value, 2);
   return fmt::format("{:.0f}", value);
 }

@@ -369,10 +369,10 @@ std::string FormatMeasurementSummary(const Measurement& m) {
   for (size_t i = 0; i < m.peak_memory_bytes.size(); ++i)
     out += fmt::format("  rank {}: peak memory {}{}\n",
                        i < m.ranks.size() ? m.ranks[i].rank : static_cast<int>(i),
-                       FormatMB(static_cast<double>(m.peak_memory_bytes[i]), 3),
+                       FormatMiB(static_cast<double>(m.peak_memory_bytes[i]), 3),
                        i < m.ranks.size() && m.ranks[i].host_optimizer_bytes > 0
                            ? ", host (offloaded optimizer) " +
-                                 FormatMB(static_cast<double>(m.ranks[i].host_optimizer_bytes), 3)
+                                 FormatMiB(static_cast<double>(m.ranks[i].host_optimizer_bytes), 3)
                            : "");
   if (!m.losses.empty())
     out += fmt::format("  loss: step {} {:.4f} -> step {} {:.4f}\n", m.first_step + 1,

@@ -149,7 +149,7 @@ SweepRow SweepRowFromJson(const json& record, const std::string& source) {
 std::string FormatSweepTable(const std::vector<SweepRow>& rows) {
   std::string out =
       "| plan | model | precision | seq | batch | step predicted (ms) | step measured (ms) | "
-      "error | peak predicted (GB) | peak measured (GB) | reserved (GB) | error | MFU measured "
+      "error | peak predicted (GiB) | peak measured (GiB) | reserved (GiB) | error | MFU measured "
       "(predicted) | tokens/s |\n"
       "|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n";
   std::vector<double> step_errors, memory_errors;
@@ -158,9 +158,9 @@ std::string FormatSweepTable(const std::vector<SweepRow>& rows) {
         "| {} | {} | {} | {} | {} | {:.1f} | {:.1f} | {:+.1f}% | {:.2f} | {:.2f} | {} | {:+.1f}% | "
         "{:.1f}% ({:.1f}%) | {:.0f} |\n",
         r.name, r.model, r.precision, r.seq_len, r.global_batch, ToMs(r.predicted_step_s),
-        ToMs(r.measured_step_s), r.step_error_pct, ToGB(r.predicted_peak_bytes),
-        ToGB(r.measured_peak_bytes),
-        r.measured_reserved_bytes > 0 ? fmt::format("{:.2f}", ToGB(r.measured_reserved_bytes)) : "-",
+        ToMs(r.measured_step_s), r.step_error_pct, ToGiB(r.predicted_peak_bytes),
+        ToGiB(r.measured_peak_bytes),
+        r.measured_reserved_bytes > 0 ? fmt::format("{:.2f}", ToGiB(r.measured_reserved_bytes)) : "-",
         r.memory_error_pct, r.measured_mfu * 100, r.predicted_mfu * 100, r.measured_tokens_per_s);
     step_errors.push_back(std::abs(r.step_error_pct));
     memory_errors.push_back(std::abs(r.memory_error_pct));

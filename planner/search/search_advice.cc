@@ -52,7 +52,7 @@ std::optional<SearchResult> TrySearch(const Baseline& base, const ClusterSpec& c
 
 std::string Describe(const RankedPlan& best) {
   return fmt::format("best plan {} uses {} per GPU, {} tokens/s", ToShortPlanString(best.plan),
-                     FormatGB(best.cost.memory.total_bytes, 1),
+                     FormatGiB(best.cost.memory.total_bytes, 1),
                      GroupDigits(static_cast<int64_t>(best.cost.tokens_per_s)));
 }
 
@@ -168,7 +168,7 @@ std::optional<FitSuggestion> SuggestNoHeadroom(const Baseline& base) {
   if (!r) return std::nullopt;
   return Suggestion("--headroom 0",
                     fmt::format("use all {} of the GPU (no safety margin; risky)",
-                                FormatGB(static_cast<double>(base.cluster.gpu.memory_bytes), 1)),
+                                FormatGiB(static_cast<double>(base.cluster.gpu.memory_bytes), 1)),
                     std::move(*r));
 }
 

@@ -57,14 +57,17 @@ TEST_CASE("search table order follows the clicked column, ties in search order",
   // Plan strings sort as text: "dp=1" < "dp=2" < "dp=4" < "dp=8".
   CHECK(SortedOrder(rows, SearchColumn::kPlan, true) == std::vector<size_t>{3, 2, 1, 0});
   CHECK(CellText(rows[1], 1, SearchColumn::kRank) == "2");
-  CHECK(CellText(rows[1], 1, SearchColumn::kMemory) == "10.0 GB");
+  CHECK(CellText(rows[1], 1, SearchColumn::kMemory) == "9.3 GiB");  // 10e9 bytes
   CHECK(CellText(rows[0], 0, SearchColumn::kTokensPerS) == "400.0k");
   CHECK(CellText(rows[0], 0, SearchColumn::kPlan) == "dp=8");
 }
 
 TEST_CASE("number spellings", "[gui][views]") {
-  CHECK(FormatGB(24.9e9) == "24.9 GB");
-  CHECK(FormatGB(3.37e9) == "3.37 GB");
+  // Memory in GiB (2^30 bytes), as PyTorch reports it: an 80 GiB card reads 80.0 GiB.
+  CHECK(FormatGiB(24.9 * kBytesPerGiB) == "24.9 GiB");
+  CHECK(FormatGiB(3.37 * kBytesPerGiB) == "3.37 GiB");
+  CHECK(FormatGiB(80.0 * kBytesPerGiB) == "80.0 GiB");
+  CHECK(FormatMiB(12.5 * kBytesPerMiB, 2) == "12.50 MiB");
   CHECK(FormatSeconds(3.514) == "3.51 s");
   CHECK(FormatSeconds(0.0089) == "8.9 ms");
   CHECK(FormatSeconds(35e-6) == "35 us");

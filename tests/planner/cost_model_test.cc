@@ -178,8 +178,8 @@ TEST_CASE("a plan that does not fit says by how much", "[planner][cost]") {
   const TrainingSpec t = Training(2, 256, Precision::kBf16);
   const PlanCost replicated = Estimate(m, c, t, Plan(2), {MemoryModel::kSeed});
   CHECK_FALSE(replicated.fits);
-  CHECK(replicated.reason == fmt::format("needs {:.1f} GB, GPU has 48.3 GB (headroom 0%)",
-                                         replicated.memory.total_bytes / 1e9));
+  CHECK(replicated.reason == fmt::format("needs {:.1f} GiB, GPU has 45.0 GiB (headroom 0%)",
+                                         replicated.memory.total_bytes / (1024.0 * 1024 * 1024)));
   // Sharding everything over the two cards (ZeRO-3) makes it fit.
   const PlanCost sharded = Estimate(m, c, t, Plan(2, 1, 1, 1, 3), {MemoryModel::kSeed});
   CHECK(sharded.fits);

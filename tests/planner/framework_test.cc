@@ -108,7 +108,7 @@ TEST_CASE("main_grads fp32: 18 bytes of model state per parameter and fp32 gradi
   CHECK(BytesPerParamFor(t).optimizer == 4);  // the executor's bf16 states
 
   const ModelSpec model = LoadModel("llama2-7b");
-  TrainingSpec mixed{.global_batch = 16, .seq_len = 4096, .precision = Precision::kMixed};
+  TrainingSpec mixed{.global_batch = 16, .seq_len = 4096, .precision = Precision::kMixed, .framework = {}};
   ParallelPlan plan;
   plan.dp = 8;
   const StepWork executor = BuildStepWork(model, mixed, plan);
