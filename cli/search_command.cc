@@ -16,6 +16,7 @@
 #include "cli/setup_options.h"
 #include "planner/config/config_loader.h"
 #include "planner/cost/cost_model.h"
+#include "planner/cost/flops.h"
 #include "planner/cost/offload.h"
 #include "planner/figure_check.h"
 #include "planner/input_error.h"
@@ -230,6 +231,7 @@ void PrintSearchTables(const SearchCommandOptions& o, const TrainingSetup& s,
     PrintPlanTable(shown, s.cluster, "rank", true);
     fmt::print("Step times {} (meshplan validate).\n",
                DescribeBand(ErrorBandFor(s.training.framework, s.cluster.gpu)));
+    fmt::print("TFLOP/s/GPU and MFU: {}.\n", kModelFlopsConvention);
     if (s.training.precision == Precision::kFp8)  // name both peaks (docs/cost_model.md 4)
       fmt::print("MFU is against the dense bf16 peak ({:.1f} TFLOP/s); against the dense FP8 peak "
                  "({:.1f} TFLOP/s) the best plan's is {:.1f}%.\n",

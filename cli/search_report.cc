@@ -52,11 +52,10 @@ void PrintPlanTable(const std::vector<RankedPlan>& plans, const ClusterSpec& clu
   for (const RankedPlan& r : plans) plan_width = std::max(plan_width, ToShortPlanString(r.plan).size());
   const double capacity = static_cast<double>(cluster.gpu.memory_bytes);
   fmt::print("{:>4}  {:<{}}  {:>16}  {:>8}  {:>8}  {:>8}  {:>8}  {:>9}  {:>9}  {:>9}  {:>9}  {:>9}  "
-             "{:>9}  {:>9}  {:>11}  {:>10}  {:>5}\n",
+             "{:>9}  {:>9}  {:>11}  {:>10}  {:>11}  {:>5}\n",
              first_column, "plan", plan_width, "memory/GPU", "states", "activ.", "other", "host",
              "compute", "exp.comm", "bubble", "optim.", "offload", "slowdown", "step", "tokens/s",
-             "tok/s/GPU", "MFU");
-  const double gpus = static_cast<double>(cluster.world_size());
+             "tok/s/GPU", "TFLOP/s/GPU", "MFU");
   int row = 0;
   for (const RankedPlan& r : plans) {
     ++row;
@@ -67,14 +66,15 @@ void PrintPlanTable(const std::vector<RankedPlan>& plans, const ClusterSpec& clu
     const double host = m.host_total_bytes();
     fmt::print(
         "{:>4}  {:<{}}  {:>16}  {:>8}  {:>8}  {:>8}  {:>8}  {:>9}  {:>9}  {:>9}  {:>9}  {:>9}  {:>9}  "
-        "{:>9}  {:>11}  {:>10}  {:>4.1f}%\n",
+        "{:>9}  {:>11}  {:>10}  {:>11}  {:>4.1f}%\n",
         number_rows ? std::to_string(row) : std::string(""), ToShortPlanString(r.plan), plan_width,
         memory, FormatGB(StatesBytes(m), 1), FormatGB(m.activations_bytes, 1),
         FormatGB(OtherBytes(m), 1), host > 0 ? FormatGB(host, 1) : std::string("0"),
         TimeCell(t.compute_s), TimeCell(t.exposed_comm_s.sum()), TimeCell(t.bubble_s),
         TimeCell(t.optimizer_s), TimeCell(t.offload_s), TimeCell(t.overlap_slowdown_s),
         TimeCell(t.total_s), GroupDigits(static_cast<int64_t>(r.cost.tokens_per_s)),
-        GroupDigits(static_cast<int64_t>(r.cost.tokens_per_s / gpus)), 100 * r.cost.mfu);
+        GroupDigits(static_cast<int64_t>(r.cost.tokens_per_s_per_gpu)),
+        FormatTflops(r.cost.model_flops_per_s_per_gpu), 100 * r.cost.mfu);
   }
 }
 
@@ -341,6 +341,8 @@ nlohmann::json ResultToJson(const SearchResult& r, const TrainingSetup& s, const
                       {"plan_short", ToShortPlanString(p.plan)},
                       {"memory_bytes", p.cost.memory.total_bytes},
                       {"tokens_per_s", p.cost.tokens_per_s},
+                      {"tokens_per_s_per_gpu", p.cost.tokens_per_s_per_gpu},
+                      {"model_flops_per_s_per_gpu", p.cost.model_flops_per_s_per_gpu},
                       {"mfu", p.cost.mfu}});
   j["pareto"] = std::move(pareto);
   if (r.smallest) j["smallest"] = RankedToJson(*r.smallest);

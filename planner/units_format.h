@@ -20,6 +20,9 @@ std::string GroupDigits(int64_t value);            // 1234567 -> "1,234,567"
 std::string FormatCount(double count);             // "950", "123.4k", "1.23M", "6.74B", "1.20T"
 std::string FormatTokensPerS(double tokens_per_s); // FormatCount of a rate: 74600 -> "74.6k"
 std::string FormatPercent(double fraction);        // 0.4123 -> "41.2%"
+// FLOP/s as a number of TFLOP/s (1e12), the unit left to the caller's header: one decimal
+// from 1 TFLOP/s ("412.3"), three significant digits below ("0.0512", a CPU).
+std::string FormatTflops(double flops_per_s);
 
 // Bytes in GB: 2 decimals below 10 GB, else 1 ("3.37 GB", "24.9 GB"); with `decimals`
 // fixed, for aligned columns (FormatGB(2.54e9, 1) -> "2.5 GB").

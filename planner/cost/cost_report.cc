@@ -6,6 +6,7 @@
 #include <iterator>
 
 #include "planner/config/framework_yaml.h"
+#include "planner/cost/flops.h"
 #include "planner/names.h"
 #include "planner/units_format.h"
 
@@ -66,6 +67,8 @@ nlohmann::json CostToJson(const PlanCost& c) {
           {"step_time_s", c.time.total_s},
           {"time", StepTimeToJson(c.time)},
           {"tokens_per_s", c.tokens_per_s},
+          {"tokens_per_s_per_gpu", c.tokens_per_s_per_gpu},
+          {"model_flops_per_s_per_gpu", c.model_flops_per_s_per_gpu},
           {"mfu", c.mfu},
           {"mfu_no_attention", c.mfu_no_attention},
           {"hfu", c.hfu},
@@ -176,6 +179,8 @@ std::string FormatCostTable(const PlanFile& s, const PlanCost& c) {
   out += '\n';
   Line(out, "Throughput");
   Line(out, "  {:<34}{:>14.0f}", "tokens/s", c.tokens_per_s);
+  Line(out, "  {:<34}{:>14.0f}", "tokens/s per GPU", c.tokens_per_s_per_gpu);
+  Line(out, "  {:<34}{:>14}", "model TFLOP/s per GPU", FormatTflops(c.model_flops_per_s_per_gpu));
   // fp8 runs name the peak: the bf16 one (as every other precision) and the FP8 one.
   const bool fp8 = c.mfu_fp8_peak > 0;
   Line(out, "  {:<34}{:>13.1f}%", fp8 ? "MFU (with attention, bf16 peak)" : "MFU (with attention)",
@@ -185,6 +190,7 @@ std::string FormatCostTable(const PlanFile& s, const PlanCost& c) {
        100 * c.mfu_no_attention);
   Line(out, "  {:<34}{:>13.1f}%", fp8 ? "HFU (with recompute, bf16 peak)" : "HFU (with recompute)",
        100 * c.hfu);
+  Line(out, "  ({})", kModelFlopsConvention);
   out += '\n';
   if (c.fits) Line(out, "fits: yes");
   else Line(out, "fits: no: {}", c.reason);

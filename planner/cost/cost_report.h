@@ -8,7 +8,8 @@
 // allocator_overhead_bytes}, peak_phase, worst_stage}, flops_per_step,
 // flops_per_step_no_attention, hardware_flops_per_step, comm_bytes_per_step {dp, tp, cp,
 // pp}, step_time_s, time {compute_s, recompute_s, exposed_comm_s {dp, tp, cp, pp},
-// bubble_s, optimizer_s, total_s}, tokens_per_s, mfu, mfu_no_attention, hfu, fits, reason.
+// bubble_s, optimizer_s, total_s}, tokens_per_s, tokens_per_s_per_gpu,
+// model_flops_per_s_per_gpu, mfu, mfu_no_attention, hfu, fits, reason.
 // Pure functions; the table never throws.
 #pragma once
 
@@ -31,7 +32,8 @@ nlohmann::json CostToJson(const PlanCost& cost);
 nlohmann::json SetupToJson(const PlanFile& setup);  // model, cluster, gpus, batch, seq, plan
 
 // A multi-line breakdown: parameters, memory parts in GB against the GPU's capacity,
-// FLOPs, communication per mesh dimension, the step time split, tokens/s, MFU/HFU, fit.
+// FLOPs, communication per mesh dimension, the step time split, tokens/s (in all and per
+// GPU), model TFLOP/s per GPU, MFU/HFU with the FLOP convention, fit.
 std::string FormatCostTable(const PlanFile& setup, const PlanCost& cost);
 
 }  // namespace meshplan
