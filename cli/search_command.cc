@@ -50,7 +50,8 @@ struct SearchCommandOptions {
   bool even_stages = false;  // no uneven first / last pipeline stages
   std::string only;
   std::string dump;          // every evaluated candidate to this .csv / .jsonl file
-  bool setup_given = false;  // any of --model, --cluster, --global-batch, --seq, --precision
+  bool setup_given = false;  // any of --model, --cluster, --global-batch, --tokens-per-step,
+                             // --seq, --precision
   int simulate_top = 0;      // re-rank the best K by simulation (cli/search_simulate.h)
 };
 
@@ -343,7 +344,8 @@ void AddSearchCommand(CLI::App& app, int* exit_code) {
   cmd->add_flag("--bench", options->bench,
                 "run the two built-in benchmark searches (530B on 5120 A100, 405B on 16384 H100)");
   cmd->callback([cmd, options, exit_code] {
-    for (const char* flag : {"--model", "--cluster", "--global-batch", "--seq", "--precision"})
+    for (const char* flag :
+         {"--model", "--cluster", "--global-batch", "--tokens-per-step", "--seq", "--precision"})
       if (cmd->count(flag) > 0) options->setup_given = true;
     *exit_code = RunSearch(*options);
   });
