@@ -4,10 +4,12 @@
 
 #include <algorithm>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "planner/config/framework_yaml.h"
+#include "planner/cost/cost_difference.h"
 #include "planner/cost/cost_report.h"
 #include "planner/cost/offload.h"
 #include "planner/limits.h"
@@ -150,8 +152,19 @@ void PrintExplain(const SearchResult& r, const TrainingSetup& s, const SearchOpt
   PrintKnobExplain(r.knobs, s, options);
 }
 
-void PrintProbe(const ProbeReport& p, const SearchResult& r, const TrainingSetup& s,
-                const SearchOptions& options) {
+namespace {
+
+// The probe beside the best plan, term by term; nullopt when it has no cost (a rule removed
+// it), nothing fits, or it is the best plan.
+std::optional<CostDifference> VersusBest(const ProbeReport& p, const SearchResult& r,
+                                         const TrainingSetup& s) {
+  if (!p.cost || r.top.empty() || r.top.front().plan == p.candidate) return std::nullopt;
+  return DiffCosts(RankedPlan{p.candidate, *p.cost}, r.top.front(), s.model);
+}
+
+// Where the probe went: removed by a rule, did not fit, or its rank.
+void PrintProbeFate(const ProbeReport& p, const SearchResult& r, const TrainingSetup& s,
+                    const SearchOptions& options) {
   fmt::print("\nPlan {}:\n", ToShortPlanString(p.plan));
   if (!(p.candidate == p.plan))
     fmt::print("  the search counts it as {} (the same plan: a single stage has no schedule; "
@@ -203,6 +216,17 @@ void PrintProbe(const ProbeReport& p, const SearchResult& r, const TrainingSetup
                ToShortPlanString(r.top.front().plan),
                GroupDigits(static_cast<int64_t>(r.top.front().cost.tokens_per_s)),
                r.top.front().cost.tokens_per_s / cost.tokens_per_s);
+}
+
+}  // namespace
+
+void PrintProbe(const ProbeReport& p, const SearchResult& r, const TrainingSetup& s,
+                const SearchOptions& options) {
+  PrintProbeFate(p, r, s, options);
+  if (const std::optional<CostDifference> d = VersusBest(p, r, s)) {
+    fmt::print("  beside the best plan {}:\n", d->other);
+    fmt::print("{}", FormatCostDifference(*d, "  "));
+  }
 }
 
 void PrintNoFit(const FitAdvice& advice, const SearchResult& r, const TrainingSetup& s,
@@ -361,6 +385,8 @@ nlohmann::json ResultToJson(const SearchResult& r, const TrainingSetup& s, const
       j["probe"]["cost"] = CostToJson(*p.cost);
     }
     if (p.rank) j["probe"]["rank"] = *p.rank;
+    if (const std::optional<CostDifference> d = VersusBest(p, r, s))
+      j["probe"]["versus_best"] = CostDifferenceToJson(*d);
   }
   return j;
 }

@@ -15,11 +15,31 @@
 
 #include <nlohmann/json.hpp>
 #include <string>
+#include <vector>
 
 #include "planner/plan_cost.h"
 #include "planner/training_setup.h"
 
 namespace meshplan {
+
+// One line of the report: a part of the memory peak or of the step time. The one list of
+// these lines that the table, the JSON breakdown and `search --explain-plan` share.
+struct CostTerm {
+  const char* key = "";  // the JSON key: "activations_bytes", "exposed_tp_s", ...
+  std::string name;      // as the table prints it: "activations", "exposed tp communication"
+  double value = 0;      // bytes or seconds
+  double host = 0;       // memory: the part kept in host memory instead (offload)
+  bool shown = true;     // the table prints it (ep: MoE models; offload: plans that offload;
+                         // recompute and the overlap slowdown: when not 0)
+  bool of_which = false; // a share of the line above (recompute of compute), not a part of
+                         // the total of its own
+};
+// The memory parts of MemoryBreakdown (not the total), in the table's order.
+std::vector<CostTerm> MemoryTerms(const MemoryBreakdown& memory);
+// The step time parts of StepTimeBreakdown (not the total), in the table's order, for
+// `plan` of `model`.
+std::vector<CostTerm> TimeTerms(const StepTimeBreakdown& time, const ModelSpec& model,
+                                const ParallelPlan& plan);
 
 nlohmann::json PerMeshDimToJson(const PerMeshDim& values);  // {"dp":..,"tp":..,"cp":..,"pp":..,"ep":..}
 nlohmann::json MemoryToJson(const MemoryBreakdown& memory);
