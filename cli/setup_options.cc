@@ -150,16 +150,19 @@ constexpr const char* kPlanFileReplaces[] = {
 
 }  // namespace
 
+void RefuseSetupFlagsBesidePlanFile(const CLI::App& command) {
+  for (const char* flag : kPlanFileReplaces)
+    if (command.count(flag) > 0)
+      throw InputError({"<command line>"}, flag,
+                       "cannot be combined with --plan-file (the plan file supplies the model, "
+                       "cluster, training and plan)");
+}
+
 PlanFile ResolvePlanInput(const CLI::App& command, const SetupOptions& setup_options,
                           const PlanInputOptions& options) {
-  const InputLocation flags{"<command line>"};
   PlanFile input;
   if (!options.plan_file.empty()) {
-    for (const char* flag : kPlanFileReplaces)
-      if (command.count(flag) > 0)
-        throw InputError(flags, flag,
-                         "cannot be combined with --plan-file (the plan file supplies the model, "
-                         "cluster, training and plan)");
+    RefuseSetupFlagsBesidePlanFile(command);
     input = NamingFlag("--plan-file", [&] { return LoadPlanFile(options.plan_file); });
   } else {
     TrainingSetup setup = ResolveSetup(setup_options);

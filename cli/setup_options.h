@@ -66,6 +66,9 @@ struct PlanInputOptions {
   std::string plan;       // ParsePlanString syntax; empty: all defaults (dp = GPUs)
   std::string plan_file;  // a plan YAML
 };
+// A setup flag (--model .. --grad-accumulation, --plan) given beside --plan-file throws
+// InputError naming it: the plan file supplies them.
+void RefuseSetupFlagsBesidePlanFile(const CLI::App& command);
 // Adds --plan and --plan-file to `command`.
 void AddPlanInputOptions(CLI::App* command, PlanInputOptions* options);
 // The setup and plan the flags name, validated: a setup flag beside --plan-file, a

@@ -85,6 +85,11 @@ TEST_CASE("--tokens-per-step refuses what is not a whole number of sequences, wi
   CHECK(file.exit_code == 2);
   CHECK_THAT(file.output, Catch::Contains("--tokens-per-step") &&
                               Catch::Contains("cannot be combined with --plan-file"));
+  // The GUI refuses it the same way (before any window opens; the timeout only guards).
+  const CliResult gui = test::RunShell(std::string("timeout 20 '") + MESHPLAN_BINARY +
+                                       "' gui --plan-file x.yaml --tokens-per-step 4Mi 2>&1");
+  CHECK(gui.exit_code == 2);
+  CHECK_THAT(gui.output, Catch::Contains("--tokens-per-step: cannot be combined with --plan-file"));
 }
 
 }  // namespace
