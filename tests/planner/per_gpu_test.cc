@@ -117,6 +117,22 @@ TEST_CASE("estimate and search print the per-GPU figures with the FLOP conventio
           Approx(point["tokens_per_s"].get<double>() / 16));
 }
 
+TEST_CASE("search --simulate-top rates the simulated step per GPU", "[planner][cli][per_gpu]") {
+  const CliResult r = test::RunMeshplan(
+      "search --model llama2-7b --cluster 8xH100 --global-batch 32 --top 2 --simulate-top 2 "
+      "--format json",
+      false);
+  REQUIRE(r.exit_code == 0);
+  const nlohmann::json j = nlohmann::json::parse(r.output);
+  REQUIRE(j["simulated"].size() == 2);
+  for (const auto& p : j["simulated"]) {
+    const double step = p["simulated_step_s"];
+    CHECK(p["tokens_per_s_per_gpu"].get<double>() == Approx(32.0 * 4096 / step / 8));
+    CHECK(p["model_flops_per_s_per_gpu"].get<double>() ==
+          Approx(p["mfu"].get<double>() * 989.4e12).epsilon(1e-3));
+  }
+}
+
 TEST_CASE("search --dump has the per-GPU columns", "[planner][cli][per_gpu]") {
   const test::ScratchDir scratch("per_gpu_dump");
   const std::string path = scratch.Path("all.csv");
