@@ -16,6 +16,16 @@ CLI::Validator Uint64InRange(const std::string& why);
 // empty; "nan" and "inf" are numbers here, which callers refuse by range); false when it is
 // not one or is past a double's range.
 bool ParseDecimal(const std::string& text, double* value);
+// A count of tokens as people write it: digits with an optional fraction and an optional
+// suffix, decimal k M G T (10^3 .. 10^12) or binary Ki Mi Gi Ti (2^10 .. 2^40): "4194304",
+// "4M" (4,000,000), "16Mi" (16,777,216), "1.5Mi". Exact: the value must be a whole number
+// of tokens from 1 to `max` ("0.1Ki" is refused). On success *tokens holds it and the
+// result is empty; otherwise the reason, naming the allowed forms.
+std::string ParseTokenCount(const std::string& text, int64_t max, int64_t* tokens);
+// The forms ParseTokenCount reads, for messages and --help.
+inline constexpr const char* kTokenCountForms =
+    "a whole number of tokens, e.g. 4194304, 4M (10^6), 16Mi (2^20); suffixes k M G T (powers "
+    "of 10) or Ki Mi Gi Ti (powers of 2)";
 // A finite number in [min, max], in decimal (no nan, no inf, no hex, not empty).
 CLI::Validator FiniteInRange(double min, double max);
 // A text flag whose empty value would read as "not given" is refused; `what` says what

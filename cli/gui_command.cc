@@ -40,19 +40,12 @@ struct GuiCommandOptions {
   AppOptions app;
 };
 
-constexpr const char* kPlanFileReplaces[] = {"--model", "--cluster", "--global-batch", "--seq",
-                                             "--precision", "--plan"};
-
 int RunGui(const CLI::App& command, const GuiCommandOptions& options) {
-  const InputLocation flags{"<command line>"};
   CheckDistinctOutputs({{"--screenshot", options.app.screenshot_path},
                         {"--layout-out", options.app.layout_path}});
   auto state = std::make_unique<ExplorerState>();  // large; and it owns a std::future
   if (!options.plan_file.empty()) {
-    for (const char* flag : kPlanFileReplaces)
-      if (command.count(flag) > 0)
-        throw InputError(flags, flag, "cannot be combined with --plan-file (the plan file "
-                                      "supplies the model, cluster, training and plan)");
+    RefuseSetupFlagsBesidePlanFile(command);
     PlanFile file = LoadPlanFile(options.plan_file);
     InitExplorerState(*state, file.model, file.model.name, file.cluster, file.cluster.name,
                       file.training, file.plan);

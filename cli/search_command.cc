@@ -16,6 +16,7 @@
 #include "cli/setup_options.h"
 #include "planner/config/config_loader.h"
 #include "planner/cost/cost_model.h"
+#include "planner/cost/flops.h"
 #include "planner/cost/offload.h"
 #include "planner/figure_check.h"
 #include "planner/input_error.h"
@@ -49,7 +50,8 @@ struct SearchCommandOptions {
   bool even_stages = false;  // no uneven first / last pipeline stages
   std::string only;
   std::string dump;          // every evaluated candidate to this .csv / .jsonl file
-  bool setup_given = false;  // any of --model, --cluster, --global-batch, --seq, --precision
+  bool setup_given = false;  // any of --model, --cluster, --global-batch, --tokens-per-step,
+                             // --seq, --precision
   int simulate_top = 0;      // re-rank the best K by simulation (cli/search_simulate.h)
 };
 
@@ -231,6 +233,7 @@ void PrintSearchTables(const SearchCommandOptions& o, const TrainingSetup& s,
     PrintPlanTable(shown, s.cluster, "rank", true);
     fmt::print("Step times {} (meshplan validate).\n",
                DescribeBand(ErrorBandFor(s.training.framework, s.cluster.gpu)));
+    fmt::print("TFLOP/s/GPU and MFU: {}.\n", kModelFlopsConvention);
     if (s.training.precision == Precision::kFp8)  // name both peaks (docs/cost_model.md 4)
       fmt::print("MFU is against the dense bf16 peak ({:.1f} TFLOP/s); against the dense FP8 peak "
                  "({:.1f} TFLOP/s) the best plan's is {:.1f}%.\n",
@@ -342,7 +345,8 @@ void AddSearchCommand(CLI::App& app, int* exit_code) {
   cmd->add_flag("--bench", options->bench,
                 "run the two built-in benchmark searches (530B on 5120 A100, 405B on 16384 H100)");
   cmd->callback([cmd, options, exit_code] {
-    for (const char* flag : {"--model", "--cluster", "--global-batch", "--seq", "--precision"})
+    for (const char* flag :
+         {"--model", "--cluster", "--global-batch", "--tokens-per-step", "--seq", "--precision"})
       if (cmd->count(flag) > 0) options->setup_given = true;
     *exit_code = RunSearch(*options);
   });

@@ -4,10 +4,12 @@
 
 #include <algorithm>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "planner/config/framework_yaml.h"
+#include "planner/cost/cost_difference.h"
 #include "planner/cost/cost_report.h"
 #include "planner/cost/offload.h"
 #include "planner/limits.h"
@@ -51,11 +53,10 @@ void PrintPlanTable(const std::vector<RankedPlan>& plans, const ClusterSpec& clu
   for (const RankedPlan& r : plans) plan_width = std::max(plan_width, ToShortPlanString(r.plan).size());
   const double capacity = static_cast<double>(cluster.gpu.memory_bytes);
   fmt::print("{:>4}  {:<{}}  {:>16}  {:>8}  {:>8}  {:>8}  {:>8}  {:>9}  {:>9}  {:>9}  {:>9}  {:>9}  "
-             "{:>9}  {:>9}  {:>11}  {:>10}  {:>5}\n",
+             "{:>9}  {:>9}  {:>11}  {:>10}  {:>11}  {:>5}\n",
              first_column, "plan", plan_width, "memory/GPU", "states", "activ.", "other", "host",
              "compute", "exp.comm", "bubble", "optim.", "offload", "slowdown", "step", "tokens/s",
-             "tok/s/GPU", "MFU");
-  const double gpus = static_cast<double>(cluster.world_size());
+             "tok/s/GPU", "TFLOP/s/GPU", "MFU");
   int row = 0;
   for (const RankedPlan& r : plans) {
     ++row;
@@ -66,14 +67,15 @@ void PrintPlanTable(const std::vector<RankedPlan>& plans, const ClusterSpec& clu
     const double host = m.host_total_bytes();
     fmt::print(
         "{:>4}  {:<{}}  {:>16}  {:>8}  {:>8}  {:>8}  {:>8}  {:>9}  {:>9}  {:>9}  {:>9}  {:>9}  {:>9}  "
-        "{:>9}  {:>11}  {:>10}  {:>4.1f}%\n",
+        "{:>9}  {:>11}  {:>10}  {:>11}  {:>4.1f}%\n",
         number_rows ? std::to_string(row) : std::string(""), ToShortPlanString(r.plan), plan_width,
         memory, FormatGiB(StatesBytes(m), 1), FormatGiB(m.activations_bytes, 1),
         FormatGiB(OtherBytes(m), 1), host > 0 ? FormatGiB(host, 1) : std::string("0"),
         TimeCell(t.compute_s), TimeCell(t.exposed_comm_s.sum()), TimeCell(t.bubble_s),
         TimeCell(t.optimizer_s), TimeCell(t.offload_s), TimeCell(t.overlap_slowdown_s),
         TimeCell(t.total_s), GroupDigits(static_cast<int64_t>(r.cost.tokens_per_s)),
-        GroupDigits(static_cast<int64_t>(r.cost.tokens_per_s / gpus)), 100 * r.cost.mfu);
+        GroupDigits(static_cast<int64_t>(r.cost.tokens_per_s_per_gpu)),
+        FormatTflops(r.cost.model_flops_per_s_per_gpu), 100 * r.cost.mfu);
   }
 }
 
@@ -149,8 +151,19 @@ void PrintExplain(const SearchResult& r, const TrainingSetup& s, const SearchOpt
   PrintKnobExplain(r.knobs, s, options);
 }
 
-void PrintProbe(const ProbeReport& p, const SearchResult& r, const TrainingSetup& s,
-                const SearchOptions& options) {
+namespace {
+
+// The probe beside the best plan, term by term; nullopt when it has no cost (a rule removed
+// it), nothing fits, or it is the best plan.
+std::optional<CostDifference> VersusBest(const ProbeReport& p, const SearchResult& r,
+                                         const TrainingSetup& s) {
+  if (!p.cost || r.top.empty() || r.top.front().plan == p.candidate) return std::nullopt;
+  return DiffCosts(RankedPlan{p.candidate, *p.cost}, r.top.front(), s.model);
+}
+
+// Where the probe went: removed by a rule, did not fit, or its rank.
+void PrintProbeFate(const ProbeReport& p, const SearchResult& r, const TrainingSetup& s,
+                    const SearchOptions& options) {
   fmt::print("\nPlan {}:\n", ToShortPlanString(p.plan));
   if (!(p.candidate == p.plan))
     fmt::print("  the search counts it as {} (the same plan: a single stage has no schedule; "
@@ -202,6 +215,17 @@ void PrintProbe(const ProbeReport& p, const SearchResult& r, const TrainingSetup
                ToShortPlanString(r.top.front().plan),
                GroupDigits(static_cast<int64_t>(r.top.front().cost.tokens_per_s)),
                r.top.front().cost.tokens_per_s / cost.tokens_per_s);
+}
+
+}  // namespace
+
+void PrintProbe(const ProbeReport& p, const SearchResult& r, const TrainingSetup& s,
+                const SearchOptions& options) {
+  PrintProbeFate(p, r, s, options);
+  if (const std::optional<CostDifference> d = VersusBest(p, r, s)) {
+    fmt::print("  beside the best plan {}:\n", d->other);
+    fmt::print("{}", FormatCostDifference(*d, "  "));
+  }
 }
 
 void PrintNoFit(const FitAdvice& advice, const SearchResult& r, const TrainingSetup& s,
@@ -340,6 +364,8 @@ nlohmann::json ResultToJson(const SearchResult& r, const TrainingSetup& s, const
                       {"plan_short", ToShortPlanString(p.plan)},
                       {"memory_bytes", p.cost.memory.total_bytes},
                       {"tokens_per_s", p.cost.tokens_per_s},
+                      {"tokens_per_s_per_gpu", p.cost.tokens_per_s_per_gpu},
+                      {"model_flops_per_s_per_gpu", p.cost.model_flops_per_s_per_gpu},
                       {"mfu", p.cost.mfu}});
   j["pareto"] = std::move(pareto);
   if (r.smallest) j["smallest"] = RankedToJson(*r.smallest);
@@ -358,6 +384,8 @@ nlohmann::json ResultToJson(const SearchResult& r, const TrainingSetup& s, const
       j["probe"]["cost"] = CostToJson(*p.cost);
     }
     if (p.rank) j["probe"]["rank"] = *p.rank;
+    if (const std::optional<CostDifference> d = VersusBest(p, r, s))
+      j["probe"]["versus_best"] = CostDifferenceToJson(*d);
   }
   return j;
 }

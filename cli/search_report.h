@@ -27,7 +27,9 @@ void PrintPlanTable(const std::vector<RankedPlan>& plans, const ClusterSpec& clu
 // --explain: each rule's removals with an example message, then the knob choices.
 void PrintExplain(const SearchResult& r, const TrainingSetup& s, const SearchOptions& options);
 
-// --explain-plan: where the probed plan went (removed by a rule, did not fit, or ranked).
+// --explain-plan: where the probed plan went (removed by a rule, did not fit, or ranked)
+// and, when it has a cost and is not the best plan, it beside the best plan term by term
+// (planner/cost/cost_difference.h).
 void PrintProbe(const ProbeReport& p, const SearchResult& r, const TrainingSetup& s,
                 const SearchOptions& options);
 

@@ -11,10 +11,11 @@
 namespace meshplan {
 namespace {
 
-// MFU scales inversely with the step time for the same FLOPs.
-double SimulatedMfu(const SimulatedPlan& p) {
+// A rate of the analytic cost (MFU, tokens/s or model FLOP/s per GPU) at the simulated step
+// time: the same tokens and FLOPs, so it scales inversely with the step time.
+double Simulated(const SimulatedPlan& p, double analytic_rate) {
   return p.simulated.total_s > 0
-             ? p.analytic.cost.mfu * p.analytic.cost.time.total_s / p.simulated.total_s
+             ? analytic_rate * p.analytic.cost.time.total_s / p.simulated.total_s
              : 0;
 }
 
@@ -32,17 +33,22 @@ void PrintSimulatedRanking(const std::vector<SimulatedPlan>& ranked) {
   for (const SimulatedPlan& p : ranked) width = std::max(width, ToShortPlanString(p.analytic.plan).size());
   fmt::print("\nRe-ranked by simulation (the best {} analytic plans, one step each):\n",
              ranked.size());
-  fmt::print("{:>4}  {:>8}  {:<{}}  {:>11}  {:>11}  {:>7}  {:>11}  {:>5}\n", "sim", "analytic",
-             "plan", width, "analytic", "simulated", "delta", "tokens/s", "MFU");
+  fmt::print("{:>4}  {:>8}  {:<{}}  {:>11}  {:>11}  {:>7}  {:>11}  {:>10}  {:>11}  {:>5}\n",
+             "sim", "analytic", "plan", width, "analytic", "simulated", "delta", "tokens/s",
+             "tok/s/GPU", "TFLOP/s/GPU", "MFU");
   bool unsimulated = false;
   for (size_t i = 0; i < ranked.size(); ++i) {
     const SimulatedPlan& p = ranked[i];
     const double a = p.analytic.cost.time.total_s, s = p.simulated.total_s;
     unsimulated = unsimulated || !p.not_simulated.empty();
-    fmt::print("{:>4}  {:>8}  {:<{}}  {:>11}  {:>10}{}  {:>+6.1f}%  {:>11}  {:>4.1f}%\n", i + 1,
-               p.analytic_rank, ToShortPlanString(p.analytic.plan), width, FormatMs(a, 1),
+    fmt::print("{:>4}  {:>8}  {:<{}}  {:>11}  {:>10}{}  {:>+6.1f}%  {:>11}  {:>10}  {:>11}  "
+               "{:>4.1f}%\n",
+               i + 1, p.analytic_rank, ToShortPlanString(p.analytic.plan), width, FormatMs(a, 1),
                FormatMs(s, 1), p.not_simulated.empty() ? " " : "*", PercentOf(s - a, a),
-               GroupDigits(static_cast<int64_t>(p.tokens_per_s)), 100 * SimulatedMfu(p));
+               GroupDigits(static_cast<int64_t>(p.tokens_per_s)),
+               GroupDigits(static_cast<int64_t>(Simulated(p, p.analytic.cost.tokens_per_s_per_gpu))),
+               FormatTflops(Simulated(p, p.analytic.cost.model_flops_per_s_per_gpu)),
+               100 * Simulated(p, p.analytic.cost.mfu));
   }
   if (unsimulated)
     fmt::print("* offloading plans are not simulated (the simulator does not draw host copies): "
@@ -61,7 +67,10 @@ nlohmann::json SimulatedRankingToJson(const std::vector<SimulatedPlan>& ranked) 
                    {"analytic_step_s", p.analytic.cost.time.total_s},
                    {"simulated_step_s", t.total_s},
                    {"tokens_per_s", p.tokens_per_s},
-                   {"mfu", SimulatedMfu(p)},
+                   {"tokens_per_s_per_gpu", Simulated(p, p.analytic.cost.tokens_per_s_per_gpu)},
+                   {"model_flops_per_s_per_gpu",
+                    Simulated(p, p.analytic.cost.model_flops_per_s_per_gpu)},
+                   {"mfu", Simulated(p, p.analytic.cost.mfu)},
                    {"slowest_stage", p.slowest_stage},
                    {"not_simulated", p.not_simulated},
                    {"time", StepTimeToJson(t)}});

@@ -18,11 +18,12 @@ std::vector<SimulatedPlan> SimulateTopPlans(const TrainingSetup& setup, const st
                                             int k, int threads);
 
 // "Re-ranked by simulation": simulated rank, analytic rank, plan, both step times and
-// their difference, simulated tokens/s and MFU.
+// their difference, simulated tokens/s (in all and per GPU), model TFLOP/s per GPU and MFU.
 void PrintSimulatedRanking(const std::vector<SimulatedPlan>& ranked);
 
 // [{rank, analytic_rank, plan, plan_short, analytic_step_s, simulated_step_s,
-//   tokens_per_s, mfu, slowest_stage, time {...}}], best first.
+//   tokens_per_s, tokens_per_s_per_gpu, model_flops_per_s_per_gpu, mfu, slowest_stage,
+//   time {...}}], best first.
 nlohmann::json SimulatedRankingToJson(const std::vector<SimulatedPlan>& ranked);
 
 }  // namespace meshplan

@@ -1,5 +1,6 @@
 #include "cli/setup_options.h"
 
+#include <algorithm>
 #include <charconv>
 #include <cmath>
 
@@ -14,6 +15,7 @@
 #include "planner/names.h"
 #include "planner/parallel_plan.h"
 #include "planner/plan_fields.h"
+#include "planner/units_format.h"
 
 namespace meshplan {
 
@@ -26,7 +28,18 @@ void AddSetupOptions(CLI::App* command, SetupOptions* options) {
       ->capture_default_str();
   command->add_option("--global-batch", options->global_batch, "sequences per optimizer step")
       ->check(IntegerInRange(1, kMaxGlobalBatch, "sequences; kMaxGlobalBatch, docs/limits.md"))
+      ->each([options](const std::string&) { options->global_batch_given = true; })
       ->capture_default_str();
+  const CLI::Validator token_count(
+      [](std::string& text) {
+        int64_t tokens = 0;
+        return ParseTokenCount(text, kMaxTokensPerStep, &tokens);
+      },
+      "TOKENS");
+  command->add_option("--tokens-per-step", options->tokens_per_step,
+                      "the global batch in tokens instead of sequences (--global-batch = this / "
+                      "--seq, exact): " + std::string(kTokenCountForms))
+      ->check(token_count);
   command->add_option("--seq", options->seq, "sequence length in tokens")
       ->check(IntegerInRange(1, kMaxSeqLen, "tokens; kMaxSeqLen, docs/limits.md"))
       ->capture_default_str();
@@ -45,6 +58,35 @@ void AddSetupOptions(CLI::App* command, SetupOptions* options) {
                       "micro-batch, PyTorch autograd / DDP / FSDP); default: the framework's");
 }
 
+namespace {
+
+// The global batch in sequences: --global-batch, or --tokens-per-step / --seq when exact.
+int64_t GlobalBatchOf(const SetupOptions& options) {
+  if (options.tokens_per_step.empty()) return options.global_batch;
+  const InputLocation flags{"<command line>"};
+  if (options.global_batch_given)
+    throw InputError(flags, "--tokens-per-step",
+                     "cannot be combined with --global-batch: give the batch in sequences "
+                     "(--global-batch) or in tokens (--tokens-per-step), not both");
+  int64_t tokens = 0;
+  if (const std::string why = ParseTokenCount(options.tokens_per_step, kMaxTokensPerStep, &tokens);
+      !why.empty())
+    throw InputError(flags, "--tokens-per-step", why);
+  if (tokens % options.seq != 0) {
+    const int64_t below = std::max<int64_t>(tokens / options.seq, 1);  // the nearest multiples
+    throw InputError(
+        flags, "--tokens-per-step",
+        fmt::format("{} is {} tokens, not a whole number of sequences of --seq {}; expected a "
+                    "multiple of {}, e.g. {} ({} sequences) or {} ({})",
+                    options.tokens_per_step, GroupDigits(tokens), options.seq, options.seq,
+                    GroupDigits(below * options.seq), below,
+                    GroupDigits((below + 1) * options.seq), below + 1));
+  }
+  return tokens / options.seq;
+}
+
+}  // namespace
+
 TrainingSetup ResolveSetup(const SetupOptions& options) {
   TrainingSetup setup;
   setup.model = NamingFlag("--model", [&] { return LoadModel(options.model); });
@@ -52,23 +94,25 @@ TrainingSetup ResolveSetup(const SetupOptions& options) {
   const InputLocation flags{"<command line>"};
   // The flags' checks (IntegerInRange) ran when they were parsed; these cover callers
   // that fill SetupOptions themselves (search --bench).
-  if (options.global_batch <= 0 || options.global_batch > kMaxGlobalBatch)
-    throw InputError(flags, "--global-batch",
-                     fmt::format("must be a number of sequences from 1 to {} (kMaxGlobalBatch, "
-                                 "docs/limits.md), got {}",
-                                 kMaxGlobalBatch, options.global_batch));
   if (options.seq <= 0 || options.seq > kMaxSeqLen)
     throw InputError(flags, "--seq",
                      fmt::format("must be a number of tokens from 1 to {} (kMaxSeqLen, "
                                  "docs/limits.md), got {}",
                                  kMaxSeqLen, options.seq));
-  if (const auto tokens = CheckedMul(options.global_batch, options.seq);
+  const int64_t global_batch = GlobalBatchOf(options);
+  const char* batch_flag = options.tokens_per_step.empty() ? "--global-batch" : "--tokens-per-step";
+  if (global_batch <= 0 || global_batch > kMaxGlobalBatch)
+    throw InputError(flags, batch_flag,
+                     fmt::format("must be a number of sequences from 1 to {} (kMaxGlobalBatch, "
+                                 "docs/limits.md), got {}",
+                                 kMaxGlobalBatch, global_batch));
+  if (const auto tokens = CheckedMul(global_batch, options.seq);
       !tokens || *tokens > kMaxTokensPerStep)
-    throw InputError(flags, "--global-batch",
+    throw InputError(flags, batch_flag,
                      fmt::format("--global-batch {} x --seq {} tokens per step; expected at most "
                                  "{} (kMaxTokensPerStep, docs/limits.md)",
-                                 options.global_batch, options.seq, kMaxTokensPerStep));
-  setup.training.global_batch = options.global_batch;
+                                 global_batch, options.seq, kMaxTokensPerStep));
+  setup.training.global_batch = global_batch;
   setup.training.seq_len = options.seq;
   if (!ParsePrecision(options.precision, &setup.training.precision))
     throw InputError(flags, "--precision", "expected one of: " + std::string(AllowedPrecisions()) +
@@ -100,22 +144,25 @@ void AddPlanInputOptions(CLI::App* command, PlanInputOptions* options) {
 namespace {
 
 // Flags that a plan file replaces; giving one beside --plan-file is an error, not a guess.
-constexpr const char* kPlanFileReplaces[] = {"--model",     "--cluster",   "--global-batch",
-                                             "--seq",       "--precision", "--framework",
-                                             "--grad-accumulation",      "--plan"};
+constexpr const char* kPlanFileReplaces[] = {
+    "--model",     "--cluster",   "--global-batch",      "--tokens-per-step", "--seq",
+    "--precision", "--framework", "--grad-accumulation", "--plan"};
 
 }  // namespace
 
+void RefuseSetupFlagsBesidePlanFile(const CLI::App& command) {
+  for (const char* flag : kPlanFileReplaces)
+    if (command.count(flag) > 0)
+      throw InputError({"<command line>"}, flag,
+                       "cannot be combined with --plan-file (the plan file supplies the model, "
+                       "cluster, training and plan)");
+}
+
 PlanFile ResolvePlanInput(const CLI::App& command, const SetupOptions& setup_options,
                           const PlanInputOptions& options) {
-  const InputLocation flags{"<command line>"};
   PlanFile input;
   if (!options.plan_file.empty()) {
-    for (const char* flag : kPlanFileReplaces)
-      if (command.count(flag) > 0)
-        throw InputError(flags, flag,
-                         "cannot be combined with --plan-file (the plan file supplies the model, "
-                         "cluster, training and plan)");
+    RefuseSetupFlagsBesidePlanFile(command);
     input = NamingFlag("--plan-file", [&] { return LoadPlanFile(options.plan_file); });
   } else {
     TrainingSetup setup = ResolveSetup(setup_options);
@@ -135,8 +182,11 @@ PlanFile ResolvePlanInput(const CLI::App& command, const SetupOptions& setup_opt
     for (const PlanViolation& v : violations) message += "\n  " + v.constraint + ": " + v.message;
     if (options.plan_file.empty())  // say which flag each value came from
       message += fmt::format(
-          "\nwhere: global_batch is --global-batch {}, seq is --seq {}, the {} GPUs are "
+          "\nwhere: global_batch is {} {}, seq is --seq {}, the {} GPUs are "
           "--cluster {} (dp*tp*pp*cp must equal them), the factors are {}",
+          setup_options.tokens_per_step.empty()
+              ? std::string("--global-batch")
+              : "--tokens-per-step " + setup_options.tokens_per_step + " / --seq =",
           input.training.global_batch, input.training.seq_len, input.cluster.world_size(),
           setup_options.cluster,
           command.count("--plan") > 0 ? "--plan " + options.plan

@@ -26,6 +26,8 @@ struct SetupOptions {
   std::string model = kDefaultModel;
   std::string cluster = kDefaultCluster;
   int64_t global_batch = kDefaultGlobalBatch;
+  bool global_batch_given = false;  // --global-batch was on the command line
+  std::string tokens_per_step;      // --tokens-per-step (kTokenCountForms); empty: not given
   int64_t seq = kDefaultSeq;
   std::string precision = "mixed";
   std::string framework;          // empty: DefaultFrameworkName of the cluster's GPU
@@ -47,12 +49,15 @@ auto NamingFlag(const char* flag, Load load) -> decltype(load()) {
   }
 }
 
-// Adds --model, --cluster, --global-batch, --seq, --precision, --framework,
+// Adds --model, --cluster, --global-batch, --tokens-per-step, --seq, --precision, --framework,
 // --grad-accumulation to `command`;
-// --global-batch and --seq are checked against planner/limits.h as they are parsed.
+// --global-batch and --seq are checked against planner/limits.h as they are parsed,
+// --tokens-per-step's form too (ParseTokenCount); the batch it gives, in ResolveSetup.
 void AddSetupOptions(CLI::App* command, SetupOptions* options);
 
 // Loads and validates; throws InputError naming the flag and the allowed values.
+// --tokens-per-step T sets the global batch to T / seq sequences: refused beside
+// --global-batch, and when seq does not divide T.
 TrainingSetup ResolveSetup(const SetupOptions& options);
 
 // The plan of estimate and simulate: --plan (a plan string, with the setup flags) or
@@ -61,6 +66,9 @@ struct PlanInputOptions {
   std::string plan;       // ParsePlanString syntax; empty: all defaults (dp = GPUs)
   std::string plan_file;  // a plan YAML
 };
+// A setup flag (--model .. --grad-accumulation, --plan) given beside --plan-file throws
+// InputError naming it: the plan file supplies them.
+void RefuseSetupFlagsBesidePlanFile(const CLI::App& command);
 // Adds --plan and --plan-file to `command`.
 void AddPlanInputOptions(CLI::App* command, PlanInputOptions* options);
 // The setup and plan the flags name, validated: a setup flag beside --plan-file, a

@@ -8,6 +8,7 @@
 
 #include "gui/imgui_util.h"
 #include "gui/panels.h"
+#include "planner/cost/flops.h"
 #include "planner/units_format.h"
 
 namespace meshplan {
@@ -59,6 +60,10 @@ void DrawTimePanel(ExplorerState& state) {
               FormatSeconds(c.time.total_s).c_str(), FormatTokensPerS(c.tokens_per_s).c_str(),
               FormatPercent(c.mfu).c_str(), FormatPercent(c.mfu_no_attention).c_str(),
               FormatPercent(c.hfu).c_str());
+  ImGui::Text("per GPU: %s tokens/s   %s TFLOP/s (model)",
+              FormatTokensPerS(c.tokens_per_s_per_gpu).c_str(),
+              FormatTflops(c.model_flops_per_s_per_gpu).c_str());
+  ImGui::TextDisabled("%s", kModelFlopsConvention);
   ImGui::TextDisabled("step time %s (meshplan validate)", DescribeBand(state.band).c_str());
   if (c.mfu_fp8_peak > 0)  // fp8: the MFU above is against the bf16 peak; name both
     ImGui::TextDisabled("MFU and HFU against the dense bf16 peak; MFU against the FP8 peak %s",

@@ -15,6 +15,8 @@ double SortKey(const RankedPlan& row, SearchColumn column, size_t index) {
     case SearchColumn::kRank: return static_cast<double>(index);
     case SearchColumn::kMemory: return row.cost.memory.total_bytes;
     case SearchColumn::kTokensPerS: return row.cost.tokens_per_s;
+    case SearchColumn::kTokensPerSPerGpu: return row.cost.tokens_per_s_per_gpu;
+    case SearchColumn::kTflopsPerGpu: return row.cost.model_flops_per_s_per_gpu;
     case SearchColumn::kMfu: return row.cost.mfu;
     case SearchColumn::kStepTime: return row.cost.time.total_s;
     case SearchColumn::kExposedComm: return row.cost.time.exposed_comm_s.sum();
@@ -32,6 +34,8 @@ const char* ColumnTitle(SearchColumn column) {
     case SearchColumn::kPlan: return "plan";
     case SearchColumn::kMemory: return "mem/GPU";
     case SearchColumn::kTokensPerS: return "tokens/s";
+    case SearchColumn::kTokensPerSPerGpu: return "tok/s/GPU";
+    case SearchColumn::kTflopsPerGpu: return "TFLOP/s/GPU";
     case SearchColumn::kMfu: return "MFU";
     case SearchColumn::kStepTime: return "step";
     case SearchColumn::kExposedComm: return "exp. comm";
@@ -46,6 +50,8 @@ std::string CellText(const RankedPlan& row, size_t rank_index, SearchColumn colu
     case SearchColumn::kRank: return std::to_string(rank_index + 1);
     case SearchColumn::kMemory: return FormatGiB(c.memory.total_bytes);
     case SearchColumn::kTokensPerS: return FormatTokensPerS(c.tokens_per_s);
+    case SearchColumn::kTokensPerSPerGpu: return FormatTokensPerS(c.tokens_per_s_per_gpu);
+    case SearchColumn::kTflopsPerGpu: return FormatTflops(c.model_flops_per_s_per_gpu);
     case SearchColumn::kMfu: return FormatPercent(c.mfu);
     case SearchColumn::kStepTime: return FormatSeconds(c.time.total_s);
     case SearchColumn::kExposedComm: return FormatSeconds(c.time.exposed_comm_s.sum());

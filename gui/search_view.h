@@ -11,9 +11,10 @@
 namespace meshplan {
 
 // The table's columns, left to right.
-enum class SearchColumn { kRank, kMemory, kTokensPerS, kMfu, kStepTime, kExposedComm, kBubble,
-                          kPlan };
-inline constexpr int kNumSearchColumns = 8;
+// kTokensPerSPerGpu and kTflopsPerGpu: the per-GPU rates the frameworks log (PlanCost).
+enum class SearchColumn { kRank, kMemory, kTokensPerS, kTokensPerSPerGpu, kTflopsPerGpu, kMfu,
+                          kStepTime, kExposedComm, kBubble, kPlan };
+inline constexpr int kNumSearchColumns = 10;
 const char* ColumnTitle(SearchColumn column);  // "#", "mem/GPU", ...
 // A row's cell in `column`, as the table shows it ("24.9 GB", "74.6k", "dp=2,tp=4").
 std::string CellText(const RankedPlan& row, size_t rank_index, SearchColumn column);

@@ -88,6 +88,9 @@ struct PlanCost {
   StepTimeBreakdown time;
 
   double tokens_per_s = 0;      // global tokens per step / step time
+  // Per GPU (PerGpuRate, planner/cost/flops.h), as the frameworks log them:
+  double tokens_per_s_per_gpu = 0;       // tokens_per_s / GPUs
+  double model_flops_per_s_per_gpu = 0;  // model_flops_per_step / step time / GPUs
   // MFU and HFU against GpuSpec::PeakFlops: the dense bf16 peak for bf16, mixed and fp8.
   double mfu = 0;               // with attention FLOPs
   double mfu_no_attention = 0;  // 6*P*tokens only

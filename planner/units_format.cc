@@ -29,6 +29,11 @@ std::string FormatTokensPerS(double tokens_per_s) { return FormatCount(tokens_pe
 
 std::string FormatPercent(double fraction) { return fmt::format("{:.1f}%", fraction * 100); }
 
+std::string FormatTflops(double flops_per_s) {
+  const double tflops = flops_per_s / 1e12;
+  return std::abs(tflops) >= 1 ? fmt::format("{:.1f}", tflops) : fmt::format("{:.3g}", tflops);
+}
+
 std::string FormatGiB(double bytes) { return FormatGiB(bytes, std::abs(ToGiB(bytes)) < 10 ? 2 : 1); }
 
 std::string FormatGiB(double bytes, int decimals) {

@@ -23,6 +23,9 @@ std::string GroupDigits(int64_t value);            // 1234567 -> "1,234,567"
 std::string FormatCount(double count);             // "950", "123.4k", "1.23M", "6.74B", "1.20T"
 std::string FormatTokensPerS(double tokens_per_s); // FormatCount of a rate: 74600 -> "74.6k"
 std::string FormatPercent(double fraction);        // 0.4123 -> "41.2%"
+// FLOP/s as a number of TFLOP/s (1e12), the unit left to the caller's header: one decimal
+// from 1 TFLOP/s ("412.3"), three significant digits below ("0.0512", a CPU).
+std::string FormatTflops(double flops_per_s);
 
 // Bytes in GiB: 2 decimals below 10 GiB, else 1 ("3.37 GiB", "24.9 GiB"); with `decimals`
 // fixed, for aligned columns (FormatGiB(2.5 * 2^30, 1) -> "2.5 GiB").

@@ -6,6 +6,7 @@
 #include <iterator>
 
 #include "planner/config/framework_yaml.h"
+#include "planner/cost/flops.h"
 #include "planner/names.h"
 #include "planner/units_format.h"
 
@@ -18,21 +19,45 @@ nlohmann::json PerMeshDimToJson(const PerMeshDim& values) {
   return out;
 }
 
+std::vector<CostTerm> MemoryTerms(const MemoryBreakdown& m) {
+  return {{"params_bytes", "parameters", m.params_bytes, m.host_params_bytes},
+          {"grads_bytes", "gradients", m.grads_bytes},
+          {"optimizer_bytes", "optimizer states", m.optimizer_bytes, m.host_optimizer_bytes},
+          {"activations_bytes", "activations", m.activations_bytes, m.host_activations_bytes},
+          {"logits_bytes", "logits / loss", m.logits_bytes},
+          {"comm_buffer_bytes", "communication buffers", m.comm_buffer_bytes},
+          {"gathered_params_bytes", "gathered parameters (ZeRO-3)", m.gathered_params_bytes},
+          {"transient_bytes", "transient peak", m.transient_bytes},
+          {"cuda_context_bytes", "CUDA context", m.cuda_context_bytes},
+          {"nccl_buffers_bytes", "NCCL buffers", m.nccl_buffers_bytes},
+          {"workspace_bytes", "workspaces (cuBLAS, attention)", m.workspace_bytes},
+          {"allocator_overhead_bytes", "allocator overhead", m.allocator_overhead_bytes}};
+}
+
+std::vector<CostTerm> TimeTerms(const StepTimeBreakdown& t, const ModelSpec& model,
+                                const ParallelPlan& plan) {
+  const bool moe = model.moe.enabled();
+  const PerMeshDim& comm = t.exposed_comm_s;
+  return {
+      {"compute_s", "compute", t.compute_s},
+      {"recompute_s", "  of which recompute", t.recompute_s, 0, t.recompute_s > 0, true},
+      {"exposed_dp_s", "exposed dp communication", comm[MeshDim::kDp]},
+      {"exposed_tp_s", "exposed tp communication", comm[MeshDim::kTp]},
+      {"exposed_cp_s", "exposed cp communication", comm[MeshDim::kCp]},
+      {"exposed_pp_s", "exposed pp communication", comm[MeshDim::kPp]},
+      {"exposed_ep_s", "exposed ep communication", comm[MeshDim::kEp], 0, moe},
+      {"bubble_s", "pipeline bubble", t.bubble_s},
+      {"optimizer_s", plan.offload_optimizer ? "optimizer (CPU)" : "optimizer", t.optimizer_s},
+      {"offload_s", "exposed host copies (offload)", t.offload_s, 0, plan.offloads()},
+      {"overlap_slowdown_s", "compute slowed by overlapped comm.", t.overlap_slowdown_s, 0,
+       t.overlap_slowdown_s > 0}};
+}
+
 nlohmann::json MemoryToJson(const MemoryBreakdown& m) {
+  nlohmann::json breakdown = nlohmann::json::object();
+  for (const CostTerm& term : MemoryTerms(m)) breakdown[term.key] = term.value;
   return {{"total_bytes", m.total_bytes},
-          {"breakdown",
-           {{"params_bytes", m.params_bytes},
-            {"grads_bytes", m.grads_bytes},
-            {"optimizer_bytes", m.optimizer_bytes},
-            {"activations_bytes", m.activations_bytes},
-            {"logits_bytes", m.logits_bytes},
-            {"comm_buffer_bytes", m.comm_buffer_bytes},
-            {"gathered_params_bytes", m.gathered_params_bytes},
-            {"transient_bytes", m.transient_bytes},
-            {"cuda_context_bytes", m.cuda_context_bytes},
-            {"nccl_buffers_bytes", m.nccl_buffers_bytes},
-            {"workspace_bytes", m.workspace_bytes},
-            {"allocator_overhead_bytes", m.allocator_overhead_bytes}}},
+          {"breakdown", std::move(breakdown)},
           {"peak_phase", m.peak_phase},
           {"worst_stage", m.worst_stage},
           {"host",
@@ -66,6 +91,8 @@ nlohmann::json CostToJson(const PlanCost& c) {
           {"step_time_s", c.time.total_s},
           {"time", StepTimeToJson(c.time)},
           {"tokens_per_s", c.tokens_per_s},
+          {"tokens_per_s_per_gpu", c.tokens_per_s_per_gpu},
+          {"model_flops_per_s_per_gpu", c.model_flops_per_s_per_gpu},
           {"mfu", c.mfu},
           {"mfu_no_attention", c.mfu_no_attention},
           {"hfu", c.hfu},
@@ -136,24 +163,9 @@ std::string FormatCostTable(const PlanFile& s, const PlanCost& c) {
   }
   out += '\n';
   Line(out, "Memory per GPU (stage {}, peak: {}){:>8}", m.worst_stage, m.peak_phase, "GiB");
-  const std::pair<const char*, double> parts[] = {
-      {"parameters", m.params_bytes},       {"gradients", m.grads_bytes},
-      {"optimizer states", m.optimizer_bytes}, {"activations", m.activations_bytes},
-      {"logits / loss", m.logits_bytes},    {"communication buffers", m.comm_buffer_bytes},
-      {"gathered parameters (ZeRO-3)", m.gathered_params_bytes},
-      {"transient peak", m.transient_bytes},
-      {"CUDA context", m.cuda_context_bytes},
-      {"NCCL buffers", m.nccl_buffers_bytes},
-      {"workspaces (cuBLAS, attention)", m.workspace_bytes},
-      {"allocator overhead", m.allocator_overhead_bytes}};
   Line(out, "  {:<34}{:>10}{:>10}", "", "device", "host");
-  for (const auto& [name, bytes] : parts) {
-    const double host = name == parts[2].first   ? m.host_optimizer_bytes
-                        : name == parts[3].first ? m.host_activations_bytes
-                        : name == parts[0].first ? m.host_params_bytes
-                                                 : 0.0;
-    Line(out, "  {:<34}{:>10.2f}{:>10.2f}", name, ToGiB(bytes), ToGiB(host));
-  }
+  for (const CostTerm& part : MemoryTerms(m))
+    Line(out, "  {:<34}{:>10.2f}{:>10.2f}", part.name, ToGiB(part.value), ToGiB(part.host));
   Line(out, "  {:<34}{:>10.2f}{:>10.2f}   of {:.2f} GiB ({:.0f}%)", "total", ToGiB(m.total_bytes),
        ToGiB(m.host_total_bytes()), ToGiB(capacity), PercentOf(m.total_bytes, capacity));
   if (c.host_bytes_per_node > 0)
@@ -175,20 +187,14 @@ std::string FormatCostTable(const PlanFile& s, const PlanCost& c) {
   auto time_line = [&](const std::string& name, double seconds) {
     Line(out, "  {:<34}{:>10.4f}{:>7.1f}%", name, seconds, PercentOf(seconds, t.total_s));
   };
-  time_line("compute", t.compute_s);
-  if (t.recompute_s > 0) time_line("  of which recompute", t.recompute_s);
-  for (MeshDim d : {MeshDim::kDp, MeshDim::kTp, MeshDim::kCp, MeshDim::kPp})
-    time_line(std::string("exposed ") + ToString(d) + " communication", t.exposed_comm_s[d]);
-  if (s.model.moe.enabled())
-    time_line("exposed ep communication", t.exposed_comm_s[MeshDim::kEp]);
-  time_line("pipeline bubble", t.bubble_s);
-  time_line(s.plan.offload_optimizer ? "optimizer (CPU)" : "optimizer", t.optimizer_s);
-  if (s.plan.offloads()) time_line("exposed host copies (offload)", t.offload_s);
-  if (t.overlap_slowdown_s > 0) time_line("compute slowed by overlapped comm.", t.overlap_slowdown_s);
+  for (const CostTerm& part : TimeTerms(t, s.model, s.plan))
+    if (part.shown) time_line(part.name, part.value);
   time_line("total", t.total_s);
   out += '\n';
   Line(out, "Throughput");
   Line(out, "  {:<34}{:>14.0f}", "tokens/s", c.tokens_per_s);
+  Line(out, "  {:<34}{:>14.0f}", "tokens/s per GPU", c.tokens_per_s_per_gpu);
+  Line(out, "  {:<34}{:>14}", "model TFLOP/s per GPU", FormatTflops(c.model_flops_per_s_per_gpu));
   // fp8 runs name the peak: the bf16 one (as every other precision) and the FP8 one.
   const bool fp8 = c.mfu_fp8_peak > 0;
   Line(out, "  {:<34}{:>13.1f}%", fp8 ? "MFU (with attention, bf16 peak)" : "MFU (with attention)",
@@ -198,6 +204,7 @@ std::string FormatCostTable(const PlanFile& s, const PlanCost& c) {
        100 * c.mfu_no_attention);
   Line(out, "  {:<34}{:>13.1f}%", fp8 ? "HFU (with recompute, bf16 peak)" : "HFU (with recompute)",
        100 * c.hfu);
+  Line(out, "  ({})", kModelFlopsConvention);
   out += '\n';
   if (c.fits)
     Line(out, "fits: yes, {} of {} usable ({:.0f}% headroom kept free)",

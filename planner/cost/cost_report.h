@@ -8,17 +8,38 @@
 // allocator_overhead_bytes}, peak_phase, worst_stage}, flops_per_step,
 // flops_per_step_no_attention, hardware_flops_per_step, comm_bytes_per_step {dp, tp, cp,
 // pp}, step_time_s, time {compute_s, recompute_s, exposed_comm_s {dp, tp, cp, pp},
-// bubble_s, optimizer_s, total_s}, tokens_per_s, mfu, mfu_no_attention, hfu, fits, reason.
+// bubble_s, optimizer_s, total_s}, tokens_per_s, tokens_per_s_per_gpu,
+// model_flops_per_s_per_gpu, mfu, mfu_no_attention, hfu, fits, reason.
 // Pure functions; the table never throws.
 #pragma once
 
 #include <nlohmann/json.hpp>
 #include <string>
+#include <vector>
 
 #include "planner/plan_cost.h"
 #include "planner/training_setup.h"
 
 namespace meshplan {
+
+// One line of the report: a part of the memory peak or of the step time. The one list of
+// these lines that the table, the JSON breakdown and `search --explain-plan` share.
+struct CostTerm {
+  const char* key = "";  // the JSON key: "activations_bytes", "exposed_tp_s", ...
+  std::string name;      // as the table prints it: "activations", "exposed tp communication"
+  double value = 0;      // bytes or seconds
+  double host = 0;       // memory: the part kept in host memory instead (offload)
+  bool shown = true;     // the table prints it (ep: MoE models; offload: plans that offload;
+                         // recompute and the overlap slowdown: when not 0)
+  bool of_which = false; // a share of the line above (recompute of compute), not a part of
+                         // the total of its own
+};
+// The memory parts of MemoryBreakdown (not the total), in the table's order.
+std::vector<CostTerm> MemoryTerms(const MemoryBreakdown& memory);
+// The step time parts of StepTimeBreakdown (not the total), in the table's order, for
+// `plan` of `model`.
+std::vector<CostTerm> TimeTerms(const StepTimeBreakdown& time, const ModelSpec& model,
+                                const ParallelPlan& plan);
 
 nlohmann::json PerMeshDimToJson(const PerMeshDim& values);  // {"dp":..,"tp":..,"cp":..,"pp":..,"ep":..}
 nlohmann::json MemoryToJson(const MemoryBreakdown& memory);
@@ -36,7 +57,8 @@ nlohmann::json SetupToJson(const PlanFile& setup);  // model, cluster, gpus, bat
 std::string DescribeCluster(const ClusterSpec& cluster);
 
 // A multi-line breakdown: parameters, memory parts in GiB against the GPU's capacity,
-// FLOPs, communication per mesh dimension, the step time split, tokens/s, MFU/HFU, fit.
+// FLOPs, communication per mesh dimension, the step time split, tokens/s (in all and per
+// GPU), model TFLOP/s per GPU, MFU/HFU with the FLOP convention, fit.
 std::string FormatCostTable(const PlanFile& setup, const PlanCost& cost);
 
 }  // namespace meshplan

@@ -80,6 +80,11 @@ int64_t OpReplayedParams(const ModelSpec& m, bool moe) {
   return replayed;
 }
 
+double PerGpuRate(double per_step, int64_t gpus, double seconds) {
+  if (gpus <= 0 || seconds <= 0) return 0;
+  return per_step / (static_cast<double>(gpus) * seconds);
+}
+
 double Utilization(double flops, int64_t gpus, double peak_flops, double seconds) {
   if (gpus <= 0 || peak_flops <= 0 || seconds <= 0) return 0;
   return flops / (static_cast<double>(gpus) * peak_flops * seconds);

@@ -14,7 +14,9 @@
 //    (untied) P_dense = P - V*E.
 //  * Attention core (QK^T and AV, the full S x S score matrix, causal mask not
 //    subtracted): 2*H*S*(D + Dv) FLOPs per token per layer forward (4*E*S when
-//    D = Dv = E/H), three times that forward + backward.
+//    D = Dv = E/H), three times that forward + backward. This is torchtitan's
+//    get_num_flop_per_token (6*P + 12*L*H*D*S); Megatron-LM's num_floating_point_operations
+//    halves the core for the causal mask (docs/cost_model.md section 4, "Which convention").
 //  * Hardware FLOPs add the recompute: full recompute replays the blocks' forward
 //    (2*P_blocks + the attention core per token, the lm_head is not replayed; P_blocks
 //    counts active experts only); selective replays the attention core; op replays the
@@ -64,8 +66,17 @@ StepFlops StepFlopsOf(const ModelSpec& model, const TrainingSpec& training,
 // save (OpPolicySavesOutput): the matmuls it replays (the MoE block's when `moe`).
 int64_t OpReplayedParams(const ModelSpec& model, bool moe);
 
-// flops / (gpus * peak_flops * seconds): MFU with model FLOPs, HFU with hardware FLOPs.
-// Returns 0 when any of gpus, peak or seconds is not positive.
+// The FLOP convention of every model TFLOP/s and MFU meshplan prints, in one line for the
+// outputs' legends (docs/cost_model.md section 4, "Per-GPU figures").
+inline constexpr const char* kModelFlopsConvention =
+    "model FLOPs count causal attention over the full S x S, as torchtitan does";
+
+// per_step / (gpus * seconds): a step's amount (tokens, FLOPs) as a rate per GPU, the
+// figure NeMo, Megatron-LM and torchtitan log (tokens/s/GPU, TFLOP/s/GPU). Returns 0 when
+// gpus or seconds is not positive.
+double PerGpuRate(double per_step, int64_t gpus, double seconds);
+// flops / (gpus * peak_flops * seconds) (PerGpuRate over the peak): MFU with model FLOPs,
+// HFU with hardware FLOPs. Returns 0 when any of gpus, peak or seconds is not positive.
 double Utilization(double flops, int64_t gpus, double peak_flops, double seconds);
 
 }  // namespace meshplan

@@ -128,6 +128,9 @@ void PlanEvaluator::SetTime(const ParallelPlan& plan, const StepTimeBreakdown& t
       seconds > 0 ? static_cast<double>(training_.tokens_per_step()) / seconds : 0;
   const double peak = cluster_.gpu.PeakFlops(training_.precision);
   const int64_t gpus = plan.world_size();
+  cost->tokens_per_s_per_gpu =
+      PerGpuRate(static_cast<double>(training_.tokens_per_step()), gpus, seconds);
+  cost->model_flops_per_s_per_gpu = PerGpuRate(cost->model_flops_per_step, gpus, seconds);
   cost->mfu = Utilization(cost->model_flops_per_step, gpus, peak, seconds);
   cost->mfu_no_attention = Utilization(cost->model_flops_no_attention, gpus, peak, seconds);
   cost->hfu = Utilization(cost->hardware_flops_per_step, gpus, peak, seconds);

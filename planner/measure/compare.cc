@@ -7,6 +7,7 @@
 
 #include "planner/config/framework_yaml.h"
 #include "planner/cost/cost_model.h"
+#include "planner/cost/flops.h"
 #include "planner/cost/memory_model.h"
 #include "planner/figure_check.h"
 #include "planner/input_error.h"
@@ -93,7 +94,28 @@ FigureComparison Unpredicted(std::string figure, std::string unit, double measur
 std::string Show(double value, const std::string& unit) {
   if (unit == "bytes") return value >= kBytesPerGiB ? FormatGiB(value, 3) : FormatMiB(value, 2);
   if (unit == "s") return value >= 1 ? FormatSeconds(value, 3) : FormatMs(value, 2);
+  if (unit == "FLOP/s") return FormatTflops(value);  // in TFLOP/s, as the figure is named
   return fmt::format("{:.0f}", value);
+}
+
+// tokens/s per GPU and model TFLOP/s per GPU, predicted and measured: the measured step's
+// rate per GPU (PerGpuRate, planner/cost/flops.h) from its tokens/s.
+std::vector<FigureComparison> PerGpuFigures(const PlanFile& p, const PlanCost& cost,
+                                            const Measurement& m, double tolerance_pct) {
+  const int64_t gpus = p.plan.world_size();
+  const double tokens = static_cast<double>(p.training.tokens_per_step());
+  const double measured_s = m.tokens_per_s > 0 ? tokens / m.tokens_per_s : 0;
+  std::vector<FigureComparison> out = {
+      Checked("tokens/s per GPU", "tokens/s", cost.tokens_per_s_per_gpu,
+              PerGpuRate(tokens, gpus, measured_s), tolerance_pct),
+      Checked("model TFLOP/s per GPU", "FLOP/s", cost.model_flops_per_s_per_gpu,
+              PerGpuRate(cost.model_flops_per_step, gpus, measured_s), tolerance_pct)};
+  for (FigureComparison& f : out) {
+    f.derived = true;
+    f.note = fmt::format("per GPU: tokens/s over the {} ranks, never a failure of its own; {}",
+                         gpus, kModelFlopsConvention);
+  }
+  return out;
 }
 
 // Emulated ranks (`meshplan run --emulate-rank`): their time is their own compute and
@@ -132,7 +154,7 @@ const char* ToString(FigureStatus status) {
 std::vector<std::string> Comparison::Failures() const {
   std::vector<std::string> out;
   for (const FigureComparison& f : figures)
-    if (f.status == FigureStatus::kOutside)
+    if (f.status == FigureStatus::kOutside && !f.derived)
       out.push_back(fmt::format("{}: error {:+.1f}% exceeds {:g}% (predicted {}, measured {})",
                                 f.figure, f.error_pct, tolerance_pct, Show(f.predicted, f.unit),
                                 Show(f.measured, f.unit)));
@@ -200,6 +222,8 @@ Comparison ComparePlan(const PlanFile& plan_file, const Measurement& m, double t
         Checked("step time", "s", cost.time.total_s, m.median_step_s, tolerance_pct));
     c.figures.push_back(
         Checked("tokens/s", "tokens/s", cost.tokens_per_s, m.tokens_per_s, tolerance_pct));
+    for (FigureComparison& f : PerGpuFigures(p, cost, m, tolerance_pct))
+      c.figures.push_back(std::move(f));
   } else {
     const std::string why =
         "the plan's hardware (" + p.cluster.gpu.name + ") does not describe the device that ran (" +
@@ -219,6 +243,7 @@ nlohmann::json ComparisonToJson(const Comparison& c) {
                      {"unit", f.unit},
                      {"measured", f.measured},
                      {"status", ToString(f.status)}};
+    if (f.derived) j["derived"] = true;
     if (f.status == FigureStatus::kNoPrediction) {
       j["predicted"] = nullptr;
       j["error_pct"] = nullptr;
@@ -226,6 +251,7 @@ nlohmann::json ComparisonToJson(const Comparison& c) {
     } else {
       j["predicted"] = f.predicted;
       j["error_pct"] = f.error_pct;
+      if (f.derived) j["note"] = f.note;
     }
     figures.push_back(std::move(j));
   }

@@ -6,7 +6,9 @@
 // offloads also its host memory (MemoryBreakdown::host_total_bytes() against
 // RankMeasurement::host_optimizer_bytes; "nothing measured" in files without it), the
 // median step time and tokens/s against
-// Estimate(). error_pct = (predicted - measured) / measured * 100 (positive: the
+// Estimate(), and the same rate per GPU: tokens/s per GPU and model TFLOP/s per GPU (the
+// model FLOPs of the step over the measured time; derived from tokens/s, so they carry its
+// error and are never counted twice as failures). error_pct = (predicted - measured) / measured * 100 (positive: the
 // model over-predicts). A figure is checked against the tolerance only when a real
 // prediction exists: step time and tokens/s need the plan's hardware to describe the
 // device that ran (a CPU run needs a CPU profile, named "cpu...", as `meshplan
@@ -39,13 +41,15 @@ const char* ToString(FigureStatus status);  // within | outside | no prediction
 
 struct FigureComparison {
   std::string figure;  // "peak memory rank 1 (stage 0)", "host memory rank 1 (stage 0)",
-                       // "step time", "tokens/s"
-  std::string unit;    // "bytes" | "s" | "tokens/s"
+                       // "step time", "tokens/s", "tokens/s per GPU", "model TFLOP/s per GPU"
+  std::string unit;    // "bytes" | "s" | "tokens/s" | "FLOP/s" (shown in TFLOP/s)
   double predicted = 0;
   double measured = 0;
   double error_pct = 0;  // (predicted - measured) / measured * 100; 0 without a prediction
   FigureStatus status = FigureStatus::kNoPrediction;
   std::string note;  // why there is no prediction
+  bool derived = false;  // another figure in other units (per GPU): never a failure of its
+                         // own; JSON "derived": true
 };
 
 struct Comparison {

@@ -57,7 +57,8 @@ constexpr const char* kCostColumns[] = {
     // step time (planner/plan_cost.h StepTimeBreakdown)
     "step_s", "compute_s", "recompute_s", "exposed_dp_s", "exposed_tp_s", "exposed_pp_s",
     "exposed_cp_s", "exposed_ep_s", "bubble_s", "optimizer_s", "offload_s", "overlap_slowdown_s",
-    "tokens_per_s", "mfu", "mfu_no_attention", "hfu", "mfu_fp8_peak"};
+    "tokens_per_s", "tokens_per_s_per_gpu", "model_flops_per_s_per_gpu", "mfu",
+    "mfu_no_attention", "hfu", "mfu_fp8_peak"};
 
 }  // namespace
 
@@ -161,6 +162,8 @@ void CandidateDump::FormatRow(const ParallelPlan& p, const PlanCost& c, int64_t 
   number(t.offload_s);
   number(t.overlap_slowdown_s);
   number(c.tokens_per_s);
+  number(c.tokens_per_s_per_gpu);
+  number(c.model_flops_per_s_per_gpu);
   number(c.mfu);
   number(c.mfu_no_attention);
   number(c.hfu);

@@ -8,6 +8,7 @@
 
 #include "planner/cost/cost_model.h"
 #include "planner/cost/cost_report.h"
+#include "planner/cost/flops.h"
 #include "planner/cost/memory_model.h"
 #include "planner/figure_check.h"
 #include "planner/parallel_plan.h"
@@ -66,15 +67,16 @@ ValidatedRow PredictPublishedRow(const PublishedRow& row, PublishedFigure figure
           .activations_bytes;
   switch (figure) {
     case PublishedFigure::kTflopsPerGpu:
-      out.predicted = MegatronFlopsPerIteration(r.model, r.training) /
-                      (out.cost.time.total_s * double(out.gpus)) / 1e12;
+      out.predicted =
+          PerGpuRate(MegatronFlopsPerIteration(r.model, r.training), out.gpus, out.cost.time.total_s) /
+          1e12;
       break;
     case PublishedFigure::kStepTime: out.predicted = out.cost.time.total_s; break;
     case PublishedFigure::kActivationMemory:
       out.predicted = out.first_stage_activations_bytes / kBytesPerGiB;
       break;
     case PublishedFigure::kTokensPerGpu:
-      out.predicted = out.cost.tokens_per_s / double(out.gpus);
+      out.predicted = out.cost.tokens_per_s_per_gpu;
       break;
   }
   if (out.has_published) out.error_pct = (out.predicted - out.published) / out.published * 100.0;

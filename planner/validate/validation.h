@@ -5,11 +5,12 @@
 // The prediction is the one every other command makes: Estimate() with its defaults
 // (detailed memory model, no headroom, the hardware file's efficiencies). Nothing is tuned
 // per row. Per figure:
-//   tflops_per_gpu   MegatronFlopsPerIteration(row) / (Estimate().time.total_s * GPUs)
+//   tflops_per_gpu   PerGpuRate(MegatronFlopsPerIteration(row), GPUs, Estimate().time.total_s)
+//                    (planner/cost/flops.h: the rate estimate and search print per GPU)
 //   step_time_s      Estimate().time.total_s
 //   activation_GiB   the detailed model's activations of pipeline stage 0 (EstimateStageMemory,
 //                    stage 0: what that stage holds at its peak phase), / 2^30
-//   tokens_per_s_per_gpu  Estimate().tokens_per_s / GPUs
+//   tokens_per_s_per_gpu  Estimate().tokens_per_s_per_gpu
 // error_pct = (predicted - published) / published * 100 (positive: the model predicts more).
 // Every predicted row also has a fit judgement: Estimate().fits against the publication's
 // (`fits`, true unless the publication says the run ran out of memory). Skipped rows are

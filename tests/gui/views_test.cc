@@ -60,6 +60,15 @@ TEST_CASE("search table order follows the clicked column, ties in search order",
   CHECK(CellText(rows[1], 1, SearchColumn::kMemory) == "9.3 GiB");  // 10e9 bytes
   CHECK(CellText(rows[0], 0, SearchColumn::kTokensPerS) == "400.0k");
   CHECK(CellText(rows[0], 0, SearchColumn::kPlan) == "dp=8");
+  // The per-GPU rates (PlanCost), as the search table prints them.
+  rows[0].cost.tokens_per_s_per_gpu = 12'345;
+  rows[0].cost.model_flops_per_s_per_gpu = 412.34e12;
+  CHECK(CellText(rows[0], 0, SearchColumn::kTokensPerSPerGpu) == "12.3k");
+  CHECK(CellText(rows[0], 0, SearchColumn::kTflopsPerGpu) == "412.3");
+  rows[1].cost.model_flops_per_s_per_gpu = 0.0512e12;  // a CPU
+  CHECK(CellText(rows[1], 1, SearchColumn::kTflopsPerGpu) == "0.0512");
+  CHECK(SortedOrder(rows, SearchColumn::kTflopsPerGpu, false).front() == 0);
+  CHECK(std::string(ColumnTitle(SearchColumn::kTflopsPerGpu)) == "TFLOP/s/GPU");
 }
 
 TEST_CASE("number spellings", "[gui][views]") {

@@ -11,6 +11,7 @@
 #include <fstream>
 
 #include "planner/cost/cost_model.h"
+#include "planner/cost/flops.h"
 #include "planner/cost/memory_model.h"
 #include "planner/input_error.h"
 #include "planner/measure/compare.h"
@@ -114,7 +115,7 @@ TEST_CASE("compare: memory per rank against its pipeline stage, error in %", "[p
   const PlanFile p = SmallPlan();
   REQUIRE(StagePeak(p, 0) != StagePeak(p, 1));  // the stages really differ
   const Comparison c = ComparePlan(p, MeasuredAs(p, "NVIDIA H100 80GB HBM3", 1.01, 1.05), 2.0);
-  REQUIRE(c.figures.size() == 6);  // 4 ranks + step time + tokens/s
+  REQUIRE(c.figures.size() == 8);  // 4 ranks + step time + tokens/s + its two per-GPU rates
   const FigureComparison& rank3 = Figure(c, "peak memory rank 3 (stage 1)");
   CHECK(rank3.predicted == Approx(StagePeak(p, 1)));
   // predicted / (1.01 predicted) - 1 = -0.99%
@@ -192,6 +193,27 @@ TEST_CASE("compare: a CPU run against GPU hardware has no time prediction and do
   cpu.cluster.gpu.name = "cpu-test";
   const Comparison calibrated = ComparePlan(cpu, MeasuredAs(cpu, "cpu", 1.0, 1.0), 2.0);
   CHECK(Figure(calibrated, "step time").status == FigureStatus::kWithin);
+}
+
+TEST_CASE("compare prints the per-GPU rates beside tokens/s, never failing twice",
+          "[planner][compare][per_gpu]") {
+  const PlanFile p = SmallPlan();
+  const Measurement m = MeasuredAs(p, "NVIDIA H100 80GB HBM3", 1.0, 2.0);  // twice as slow
+  const PlanCost cost = Estimate(p.model, p.cluster, p.training, p.plan);
+  const Comparison c = ComparePlan(p, m, 10.0);
+  const FigureComparison& tokens = Figure(c, "tokens/s per GPU");
+  const FigureComparison& tflops = Figure(c, "model TFLOP/s per GPU");
+  CHECK(tokens.measured == Approx(m.tokens_per_s / 4));
+  CHECK(tokens.predicted == Approx(cost.tokens_per_s_per_gpu));
+  CHECK(tflops.measured == Approx(cost.model_flops_per_step / m.median_step_s / 4));
+  CHECK(tflops.predicted == Approx(cost.model_flops_per_s_per_gpu));
+  CHECK(tflops.error_pct == Approx(100.0));  // the predicted rate is twice the measured
+  CHECK(tflops.status == FigureStatus::kOutside);
+  // The step time and tokens/s fail; their per-GPU copies are not counted again.
+  CHECK(c.Failures().size() == 2);
+  CHECK_THAT(FormatComparisonTable(c), Catch::Contains("model TFLOP/s per GPU") &&
+                                           Catch::Contains(kModelFlopsConvention));
+  CHECK(ComparisonToJson(c)["figures"].back()["derived"] == true);
 }
 
 TEST_CASE("compare: hardware names and device names", "[planner][compare]") {
