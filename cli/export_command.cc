@@ -55,11 +55,13 @@ int RunExport(const ExportCommandOptions& o) {
 void AddExportCommand(CLI::App& app, int* exit_code) {
   auto options = std::make_shared<ExportCommandOptions>();
   CLI::App* command = app.add_subcommand(
-      "export", "write a plan file as another framework's configuration: Megatron-LM flags, "
-                "Megatron-Bridge overrides, a torchtitan TOML, a DeepSpeed ds_config.json, or "
-                "torchrun / sbatch lines for meshplan run (exit 2 naming a knob the target "
-                "cannot express)");
-  command->add_option("plan", options->plan_file, "the plan file (as `meshplan search --out` writes)")
+      "export",
+      "write a plan file as another framework's configuration: Megatron-LM flags, "
+      "Megatron-Bridge overrides, a torchtitan TOML, a DeepSpeed ds_config.json, or "
+      "torchrun / sbatch lines for meshplan run (exit 2 naming a knob the target "
+      "cannot express)");
+  command
+      ->add_option("plan", options->plan_file, "the plan file (as `meshplan search --out` writes)")
       ->required()
       ->check(NonEmptyText("a plan file"));
   AddExportTargetOption(command, "--to", &options->target, "the framework to export to");

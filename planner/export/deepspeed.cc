@@ -15,8 +15,8 @@ namespace {
 void CheckExpressible(const ExportJob& job) {
   using F = PlanField;
   const ParallelPlan& plan = job.plan();
-  RefuseUnmapped(job, {F::kDp, F::kZero, F::kMbs, F::kRecompute, F::kOffloadOpt,
-                       F::kOffloadParams, F::kDpOverlap});
+  RefuseUnmapped(job, {F::kDp, F::kZero, F::kMbs, F::kRecompute, F::kOffloadOpt, F::kOffloadParams,
+                       F::kDpOverlap});
   // ParallelPlan's defaults of tp..vpp are 1 / 1f1b, so RefuseUnmapped has refused them.
   RefuseUnofferedRecompute(job, "deepspeed");
   const Precision precision = job.file.training.precision;

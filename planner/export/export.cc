@@ -71,8 +71,8 @@ void RefuseUnofferedRecompute(const ExportJob& job, const char* profile) {
   const RecomputeOffer offer = LoadFramework(profile).recompute;
   if (!Offers(offer, job.plan().recompute.kind))
     Refuse(job, PlanField::kRecompute,
-           std::string("its framework profile (configs/frameworks/") + profile +
-               ".yaml) offers " + OfferedRecomputes(offer));
+           std::string("its framework profile (configs/frameworks/") + profile + ".yaml) offers " +
+               OfferedRecomputes(offer));
 }
 
 void RefuseSchedule(const ExportJob& job, std::initializer_list<PipelineSchedule> offered,

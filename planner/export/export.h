@@ -23,7 +23,13 @@
 
 namespace meshplan {
 
-enum class ExportTarget : uint8_t { kMegatron, kMegatronBridge, kTorchtitan, kDeepspeed, kTorchrun };
+enum class ExportTarget : uint8_t {
+  kMegatron,
+  kMegatronBridge,
+  kTorchtitan,
+  kDeepspeed,
+  kTorchrun
+};
 
 const char* ToString(ExportTarget target);  // megatron | megatron-bridge | torchtitan | ...
 bool ParseExportTarget(const std::string& name, ExportTarget* out);

@@ -31,9 +31,8 @@ void CheckExpressible(const ExportJob& job) {
   using F = PlanField;
   const ParallelPlan& plan = job.plan();
   RefuseUnmapped(job, {F::kDp, F::kTp, F::kPp, F::kCp, F::kEp, F::kZero, F::kSp, F::kMbs,
-                       F::kRecompute, F::kSchedule, F::kVpp, F::kTpOverlap,
-                       F::kFirstStageLayers, F::kLastStageLayers, F::kOffloadOpt,
-                       F::kDpOverlap});
+                       F::kRecompute, F::kSchedule, F::kVpp, F::kTpOverlap, F::kFirstStageLayers,
+                       F::kLastStageLayers, F::kOffloadOpt, F::kDpOverlap});
   RefuseUnofferedRecompute(job, "megatron-core");
   RefuseSchedule(job, {PipelineSchedule::k1F1B, PipelineSchedule::kInterleaved},
                  "Megatron-Core runs 1F1B, interleaved with virtual stages "
@@ -90,9 +89,8 @@ void AddParallel(const ExportJob& job, std::vector<McoreSetting>* out) {
                         Int(plan.first_stage_layers), "--decoder-first-pipeline-num-layers",
                         Int(plan.first_stage_layers)});
       if (plan.last_stage_layers > 0)
-        out->push_back({S::kModel, "num_layers_in_last_pipeline_stage",
-                        Int(plan.last_stage_layers), "--decoder-last-pipeline-num-layers",
-                        Int(plan.last_stage_layers)});
+        out->push_back({S::kModel, "num_layers_in_last_pipeline_stage", Int(plan.last_stage_layers),
+                        "--decoder-last-pipeline-num-layers", Int(plan.last_stage_layers)});
     }
   }
   if (plan.cp > 1)
@@ -108,8 +106,8 @@ void AddParallel(const ExportJob& job, std::vector<McoreSetting>* out) {
   // Recompute: selective recomputes the attention core (recompute_modules' default
   // ["core_attn"]); full keeps each block's input (method uniform, one layer per unit).
   if (plan.recompute.kind == Recompute::kSelective)
-    out->push_back({S::kModel, "recompute_granularity", "selective", "--recompute-granularity",
-                    "selective"});
+    out->push_back(
+        {S::kModel, "recompute_granularity", "selective", "--recompute-granularity", "selective"});
   if (plan.recompute.kind == Recompute::kFull) {
     out->push_back({S::kModel, "recompute_granularity", "full", "--recompute-granularity", "full"});
     out->push_back({S::kModel, "recompute_method", "uniform", "--recompute-method", "uniform"});
@@ -122,14 +120,16 @@ void AddParallel(const ExportJob& job, std::vector<McoreSetting>* out) {
 void AddDataParallel(const ExportJob& job, std::vector<McoreSetting>* out) {
   const ParallelPlan& plan = job.plan();
   if (plan.zero_stage == 1) {
-    out->push_back({S::kDdp, "use_distributed_optimizer", "true", "--use-distributed-optimizer", ""});
+    out->push_back(
+        {S::kDdp, "use_distributed_optimizer", "true", "--use-distributed-optimizer", ""});
     out->push_back({S::kOptimizer, "use_distributed_optimizer", "true", "", ""});
   } else if (plan.zero_stage >= 2) {
     const char* strategy = plan.zero_stage == 2 ? "optim_grads" : "optim_grads_params";
     out->push_back({S::kDdp, "use_megatron_fsdp", "true", "--use-megatron-fsdp", ""});
     out->push_back({S::kDdp, "data_parallel_sharding_strategy", strategy,
                     "--data-parallel-sharding-strategy", strategy});
-    out->push_back({S::kCheckpoint, "ckpt_format", "fsdp_dtensor", "--ckpt-format", "fsdp_dtensor"});
+    out->push_back(
+        {S::kCheckpoint, "ckpt_format", "fsdp_dtensor", "--ckpt-format", "fsdp_dtensor"});
   }
   if (plan.dp_comm_overlap && plan.weight_replicas() > 1) {
     out->push_back({S::kDdp, "overlap_grad_reduce", "true", "--overlap-grad-reduce", ""});
@@ -149,15 +149,15 @@ void AddModel(const ExportJob& job, std::vector<McoreSetting>* out) {
   const ModelSpec& m = job.model();
   out->push_back({S::kModel, "num_layers", Int(m.layers), "--num-layers", Int(m.layers)});
   out->push_back({S::kModel, "hidden_size", Int(m.hidden), "--hidden-size", Int(m.hidden)});
-  out->push_back({S::kModel, "ffn_hidden_size", Int(m.ffn_hidden), "--ffn-hidden-size",
-                  Int(m.ffn_hidden)});
-  out->push_back({S::kModel, "num_attention_heads", Int(m.heads), "--num-attention-heads",
-                  Int(m.heads)});
+  out->push_back(
+      {S::kModel, "ffn_hidden_size", Int(m.ffn_hidden), "--ffn-hidden-size", Int(m.ffn_hidden)});
+  out->push_back(
+      {S::kModel, "num_attention_heads", Int(m.heads), "--num-attention-heads", Int(m.heads)});
   out->push_back({S::kModel, "kv_channels", Int(m.head_dim()), "--kv-channels", Int(m.head_dim())});
   if (m.kv_heads != m.heads) {
     out->push_back({S::kModel, "", "", "--group-query-attention", ""});
-    out->push_back({S::kModel, "num_query_groups", Int(m.kv_heads), "--num-query-groups",
-                    Int(m.kv_heads)});
+    out->push_back(
+        {S::kModel, "num_query_groups", Int(m.kv_heads), "--num-query-groups", Int(m.kv_heads)});
   }
   const int64_t seq = job.file.training.seq_len;
   out->push_back({S::kModel, "seq_length", Int(seq), "--seq-length", Int(seq)});
@@ -168,7 +168,8 @@ void AddModel(const ExportJob& job, std::vector<McoreSetting>* out) {
     out->push_back({S::kModel, "normalization", "RMSNorm", "--normalization", "RMSNorm"});
     out->push_back({S::kModel, "gated_linear_unit", "true", "--swiglu", ""});
     out->push_back({S::kModel, "add_bias_linear", "false", "--disable-bias-linear", ""});
-    out->push_back({S::kModel, "position_embedding_type", "rope", "--position-embedding-type", "rope"});
+    out->push_back(
+        {S::kModel, "position_embedding_type", "rope", "--position-embedding-type", "rope"});
     out->push_back({S::kModel, "hidden_dropout", "0.0", "--hidden-dropout", "0.0"});
     out->push_back({S::kModel, "attention_dropout", "0.0", "--attention-dropout", "0.0"});
   } else {
@@ -181,8 +182,10 @@ void AddModel(const ExportJob& job, std::vector<McoreSetting>* out) {
   if (m.qk_norm) out->push_back({S::kModel, "qk_layernorm", "true", "--qk-layernorm", ""});
   if (m.moe.enabled()) {
     const MoeSpec& moe = m.moe;
-    out->push_back({S::kModel, "num_moe_experts", Int(moe.experts), "--num-experts", Int(moe.experts)});
-    out->push_back({S::kModel, "moe_router_topk", Int(moe.top_k), "--moe-router-topk", Int(moe.top_k)});
+    out->push_back(
+        {S::kModel, "num_moe_experts", Int(moe.experts), "--num-experts", Int(moe.experts)});
+    out->push_back(
+        {S::kModel, "moe_router_topk", Int(moe.top_k), "--moe-router-topk", Int(moe.top_k)});
     out->push_back({S::kModel, "moe_ffn_hidden_size", Int(moe.expert_ffn_hidden),
                     "--moe-ffn-hidden-size", Int(moe.expert_ffn_hidden)});
     if (moe.shared_experts > 0)
@@ -192,7 +195,8 @@ void AddModel(const ExportJob& job, std::vector<McoreSetting>* out) {
                       Int(moe.shared_experts * moe.expert_ffn_hidden)});
     if (moe.dense_layers > 0) {  // a list, 0 = dense FFN, 1 = MoE, one per layer
       std::string list = "[";
-      for (int64_t i = 0; i < m.layers; ++i) list += std::string(i ? "," : "") + (m.IsMoeLayer(i) ? "1" : "0");
+      for (int64_t i = 0; i < m.layers; ++i)
+        list += std::string(i ? "," : "") + (m.IsMoeLayer(i) ? "1" : "0");
       list += "]";
       out->push_back({S::kModel, "moe_layer_freq", list, "--moe-layer-freq",
                       "([0]*" + Int(moe.dense_layers) + "+[1]*" + Int(m.moe_layers()) + ")"});
@@ -210,13 +214,16 @@ void AddModel(const ExportJob& job, std::vector<McoreSetting>* out) {
     const MlaSpec& mla = m.mla;
     out->push_back({S::kModel, "multi_latent_attention", "true", "--multi-latent-attention", ""});
     if (mla.q_lora_rank > 0)
-      out->push_back({S::kModel, "q_lora_rank", Int(mla.q_lora_rank), "--q-lora-rank", Int(mla.q_lora_rank)});
-    out->push_back({S::kModel, "kv_lora_rank", Int(mla.kv_lora_rank), "--kv-lora-rank", Int(mla.kv_lora_rank)});
+      out->push_back(
+          {S::kModel, "q_lora_rank", Int(mla.q_lora_rank), "--q-lora-rank", Int(mla.q_lora_rank)});
+    out->push_back({S::kModel, "kv_lora_rank", Int(mla.kv_lora_rank), "--kv-lora-rank",
+                    Int(mla.kv_lora_rank)});
     const int64_t nope = m.head_dim() - mla.rope_head_dim;
     out->push_back({S::kModel, "qk_head_dim", Int(nope), "--qk-head-dim", Int(nope)});
     out->push_back({S::kModel, "qk_pos_emb_head_dim", Int(mla.rope_head_dim),
                     "--qk-pos-emb-head-dim", Int(mla.rope_head_dim)});
-    out->push_back({S::kModel, "v_head_dim", Int(mla.v_head_dim), "--v-head-dim", Int(mla.v_head_dim)});
+    out->push_back(
+        {S::kModel, "v_head_dim", Int(mla.v_head_dim), "--v-head-dim", Int(mla.v_head_dim)});
   }
 }
 
@@ -230,16 +237,15 @@ void AddBatchAndPrecision(const ExportJob& job, std::vector<McoreSetting>* out) 
       out->push_back({S::kContainer, "mixed_precision", "bf16_mixed", "--bf16", ""});
       break;
     case Precision::kFp8:  // Transformer Engine's delayed scaling, E4M3 forward, E5M2 backward
-      out->push_back({S::kContainer, "mixed_precision", "bf16_with_fp8_delayed_scaling_mixed",
-                      "--bf16", ""});
+      out->push_back(
+          {S::kContainer, "mixed_precision", "bf16_with_fp8_delayed_scaling_mixed", "--bf16", ""});
       out->push_back({S::kModel, "", "", "--fp8-format", "hybrid"});
       out->push_back({S::kModel, "", "", "--fp8-recipe", "delayed"});
       break;
     case Precision::kFp32:
       out->push_back({S::kContainer, "mixed_precision", "null", "", ""});
       break;
-    case Precision::kBf16:
-      break;  // refused by CheckExpressible
+    case Precision::kBf16: break;  // refused by CheckExpressible
   }
 }
 

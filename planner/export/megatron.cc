@@ -17,8 +17,9 @@ std::string ExportMegatron(const ExportJob& job) {
   return "# meshplan export --to megatron: " + CommentText(ShellWord(job.plan_path)) + " (" +
          ToPlanString(plan) + ")\n# Megatron-LM pretrain_gpt.py flags, " + kMcoreVersion +
          ". Add your data, tokenizer, checkpoint and learning-rate flags:\n"
-         "#   torchrun --nnodes " + std::to_string(job.file.cluster.nodes) +
-         " --nproc-per-node " + std::to_string(job.file.cluster.gpus_per_node) +
+         "#   torchrun --nnodes " +
+         std::to_string(job.file.cluster.nodes) + " --nproc-per-node " +
+         std::to_string(job.file.cluster.gpus_per_node) +
          " pretrain_gpt.py \"${MEGATRON_ARGS[@]}\" ...\n" + BashArray("MEGATRON_ARGS", flags);
 }
 

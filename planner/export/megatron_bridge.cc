@@ -14,11 +14,13 @@ std::string ExportMegatronBridge(const ExportJob& job) {
   for (const McoreSetting& s : McoreSettings(job)) {
     if (s.field.empty()) continue;  // a pretrain_gpt.py flag with no ConfigContainer field
     const std::string section = ToString(s.section);
-    overrides.push_back(ShellWord((section.empty() ? "" : section + ".") + s.field + "=" + s.value));
+    overrides.push_back(
+        ShellWord((section.empty() ? "" : section + ".") + s.field + "=" + s.value));
   }
   return "# meshplan export --to megatron-bridge: " + CommentText(ShellWord(job.plan_path)) + " (" +
          ToPlanString(job.plan()) + ")\n# ConfigContainer overrides, " + kBridgeVersion + " on " +
-         kMcoreVersion + ". Pass them after a recipe's own arguments:\n"
+         kMcoreVersion +
+         ". Pass them after a recipe's own arguments:\n"
          "#   torchrun ... <recipe script> \"${BRIDGE_OVERRIDES[@]}\"\n" +
          BashArray("BRIDGE_OVERRIDES", overrides);
 }

@@ -23,16 +23,15 @@ void CheckExpressible(const ExportJob& job) {
   using F = PlanField;
   const ParallelPlan& plan = job.plan();
   RefuseUnmapped(job, {F::kDp, F::kTp, F::kPp, F::kCp, F::kEp, F::kZero, F::kSp, F::kMbs,
-                       F::kRecompute, F::kSchedule, F::kVpp, F::kTpOverlap,
-                       F::kFirstStageLayers, F::kLastStageLayers, F::kOffloadOpt,
-                       F::kOffloadParams, F::kDpOverlap});
+                       F::kRecompute, F::kSchedule, F::kVpp, F::kTpOverlap, F::kFirstStageLayers,
+                       F::kLastStageLayers, F::kOffloadOpt, F::kOffloadParams, F::kDpOverlap});
   RefuseUnofferedRecompute(job, "torchtitan");
-  RefuseSchedule(job, {PipelineSchedule::kGpipe, PipelineSchedule::k1F1B,
-                       PipelineSchedule::kInterleaved},
-                 "torch.distributed.pipelining (torch/distributed/pipelining/schedules.py, "
-                 "get_schedule_class) has GPipe, 1F1B and Interleaved1F1B, and zero-bubble "
-                 "schedules only over several chunks per rank (InterleavedZeroBubble, "
-                 "ZBVZeroBubble), not ZB-H1");
+  RefuseSchedule(
+      job, {PipelineSchedule::kGpipe, PipelineSchedule::k1F1B, PipelineSchedule::kInterleaved},
+      "torch.distributed.pipelining (torch/distributed/pipelining/schedules.py, "
+      "get_schedule_class) has GPipe, 1F1B and Interleaved1F1B, and zero-bubble "
+      "schedules only over several chunks per rank (InterleavedZeroBubble, "
+      "ZBVZeroBubble), not ZB-H1");
   if (plan.zero_stage == 1)
     Refuse(job, F::kZero,
            "FSDP2 (fully_shard) shards the gradients with the optimizer states: use zero=2 "
@@ -41,6 +40,11 @@ void CheckExpressible(const ExportJob& job) {
     Refuse(job, F::kZero,
            "with context_parallel_degree > 1 torchtitan shards the weights over the cp ranks "
            "(fully_shard over dp_shard x cp, models/llama3/infra/parallelize.py)");
+  if (plan.zero_stage == 0 && plan.dp > 1 && plan.world_size() != plan.dp)
+    Refuse(job, F::kZero,
+           "torchtitan's DDP (data_parallel_replicate_degree alone) runs only without other "
+           "parallelism (\"DDP has not supported > 1D parallelism\", "
+           "models/llama3/infra/parallelize.py): use zero=2 or 3");
   if (plan.tp > 1 && !plan.sequence_parallel)
     Refuse(job, F::kSp,
            "torchtitan's tensor parallelism always shards the norms over the sequence "
@@ -65,7 +69,8 @@ std::string ModelParts(const ExportJob& job) {
     std::string part = v == 0 ? Quoted("tok_embeddings") : "";
     for (int64_t n = split.ChunkOf(v % split.pp, v / split.pp); n > 0; --n, ++block)
       part += (part.empty() ? "" : ", ") + Quoted("layers." + std::to_string(block));
-    if (v == parts - 1) part += (part.empty() ? "" : ", ") + Quoted("norm") + ", " + Quoted("output");
+    if (v == parts - 1)
+      part += (part.empty() ? "" : ", ") + Quoted("norm") + ", " + Quoted("output");
     text += "  [" + part + "],\n";
   }
   return text + "]";
@@ -90,23 +95,27 @@ std::string ExportTorchtitan(const ExportJob& job) {
                      ToPlanString(plan) + ")\n# " + kTorchtitanVersion +
                      " job config: torchrun ... -m torchtitan.train --job.config_file THIS.toml\n";
   text += "# [model] name and flavor are yours: the flavor with " + std::to_string(m.layers) +
-          " layers, dim " + std::to_string(m.hidden) + ", " + std::to_string(m.heads) +
-          " heads, " + std::to_string(m.kv_heads) + " kv heads, FFN " +
-          std::to_string(m.ffn_hidden) + " (" + m.name + ")\n";
-  if (training.precision == Precision::kFp8)  // torchao Float8Linear (components/quantization/float8.py)
+          " layers, dim " + std::to_string(m.hidden) + ", " + std::to_string(m.heads) + " heads, " +
+          std::to_string(m.kv_heads) + " kv heads, FFN " + std::to_string(m.ffn_hidden) + " (" +
+          m.name + ")\n";
+  // fp8: torchao's Float8Linear (components/quantization/float8.py).
+  if (training.precision == Precision::kFp8)
     text += "\n[model]\n" + Line("converters", "[\"quantize.linear.float8\"]");
 
   text += "\n[training]\n";
   // Without pp, local_batch_size is the micro-batch and torchtitan accumulates
   // global / (local x dp) of them; with pp, it is the rank's whole batch, cut into
   // pipeline_parallel_microbatch_size pieces.
-  text += Line("local_batch_size", plan.pp > 1 ? training.global_batch / plan.dp : plan.micro_batch);
+  text +=
+      Line("local_batch_size", plan.pp > 1 ? training.global_batch / plan.dp : plan.micro_batch);
   text += Line("global_batch_size", training.global_batch);
   text += Line("seq_len", training.seq_len);
-  if (training.precision == Precision::kBf16) text += Line("dtype", Quoted("bfloat16"));
-  else
+  if (training.precision == Precision::kBf16) {
+    text += Line("dtype", Quoted("bfloat16"));
+  } else {
     text += Line("mixed_precision_param",
                  Quoted(training.precision == Precision::kFp32 ? "float32" : "bfloat16"));
+  }
   if (plan.offload_optimizer) text += Line("enable_cpu_offload", "true");
 
   text += "\n[parallelism]\n";

@@ -416,6 +416,11 @@ with tempfile.TemporaryDirectory() as folder:
     check(c.training.enable_cpu_offload and "quantize.linear.float8" in c.model.converters,
           "torchtitan: offload and float8 as the plan says")
 
+    moe_tt = plan_file(folder, "moe_tt", "mixtral-8x7b", "8xH100", "dp=8,ep=8,zero=3,recompute=full",
+                       framework="torchtitan")
+    c = check_torchtitan(export(moe_tt, "torchtitan"), "torchtitan mixtral ep8", 32, 8)
+    check(c.parallelism.expert_parallel_degree == 8, "torchtitan: expert parallel degree 8")
+
     one_rank_comm()
     ds = plan_file(folder, "ds", "llama3-8b", "8xH100", "dp=8,zero=3,mbs=2,offload_opt=1,offload_params=1,recompute=full",
                    framework="deepspeed")

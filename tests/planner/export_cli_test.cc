@@ -20,7 +20,8 @@ using test::TempDir;
 
 std::string PlanYaml(const std::string& plan_keys) {
   return "model: llama3-8b\ncluster: 8xH100\ntraining:\n  global_batch: 64\n  seq_len: 4096\n"
-         "  precision: mixed\nplan:\n" + plan_keys;
+         "  precision: mixed\nplan:\n" +
+         plan_keys;
 }
 
 std::string Read(const std::string& path) {
@@ -89,8 +90,10 @@ TEST_CASE("search --export writes the best plan for the target, or nothing when 
   const std::string out = (dir.path / "args.sh").string();
   const std::string plan = (dir.path / "best.yaml").string();
   const CliResult r = RunMeshplan(
-      "search --model llama3-8b --cluster 8xH100 --global-batch 64 --only recompute=full,pp=1,prefetch=1,offload_act=0,offload_opt=0 "
-      "--out " + plan + " --export megatron --export-out " + out);
+      "search --model llama3-8b --cluster 8xH100 --global-batch 64 --only "
+      "recompute=full,pp=1,prefetch=1,offload_act=0,offload_opt=0 "
+      "--out " +
+      plan + " --export megatron --export-out " + out);
   REQUIRE(r.exit_code == 0);
   CHECK_THAT(Read(out), Contains("--recompute-granularity full\n"));
   // The exported file is what `meshplan export` writes for the saved plan (the path aside).
@@ -99,8 +102,10 @@ TEST_CASE("search --export writes the best plan for the target, or nothing when 
   // torchtitan does not offer `selective`: nothing is written.
   const std::string refused = (dir.path / "job.toml").string();
   const CliResult no = RunMeshplan(
-      "search --model llama3-8b --cluster 8xH100 --global-batch 64 --only recompute=selective,zero=3,prefetch=1,offload_act=0,offload_opt=0,tp=1 "
-      "--export torchtitan --export-out " + refused);
+      "search --model llama3-8b --cluster 8xH100 --global-batch 64 --only "
+      "recompute=selective,zero=3,prefetch=1,offload_act=0,offload_opt=0,tp=1 "
+      "--export torchtitan --export-out " +
+      refused);
   CHECK(no.exit_code == 2);
   CHECK_THAT(no.output, Contains("recompute: selective cannot be expressed in torchtitan"));
   CHECK_FALSE(std::filesystem::exists(refused));

@@ -49,8 +49,9 @@ int64_t Count(const std::string& text, const std::string& what) {
 }
 
 TEST_CASE("export targets parse by name and list the allowed ones", "[planner][export]") {
-  for (ExportTarget t : {ExportTarget::kMegatron, ExportTarget::kMegatronBridge,
-                         ExportTarget::kTorchtitan, ExportTarget::kDeepspeed, ExportTarget::kTorchrun}) {
+  for (ExportTarget t :
+       {ExportTarget::kMegatron, ExportTarget::kMegatronBridge, ExportTarget::kTorchtitan,
+        ExportTarget::kDeepspeed, ExportTarget::kTorchrun}) {
     ExportTarget parsed = ExportTarget::kTorchrun;
     CHECK(ParseExportTarget(ToString(t), &parsed));
     CHECK(parsed == t);
@@ -64,25 +65,39 @@ TEST_CASE("megatron: parallel sizes, model shape, batch and precision as pretrai
           "[planner][export][megatron]") {
   const std::string text =
       Export(Plan("dp=2,tp=2,pp=2,zero=1,sp=1,mbs=1,recompute=selective"), ExportTarget::kMegatron);
-  for (const char* flag :
-       {"--tensor-model-parallel-size 2\n", "--pipeline-model-parallel-size 2\n",
-        "--sequence-parallel\n", "--use-distributed-optimizer\n", "--overlap-grad-reduce\n",
-        "--overlap-param-gather\n", "--recompute-granularity selective\n", "--num-layers 32\n",
-        "--hidden-size 4096\n", "--ffn-hidden-size 14336\n", "--num-attention-heads 32\n",
-        "--group-query-attention\n", "--num-query-groups 8\n", "--kv-channels 128\n",
-        "--swiglu\n", "--normalization RMSNorm\n", "--position-embedding-type rope\n",
-        "--untie-embeddings-and-output-weights\n", "--micro-batch-size 1\n",
-        "--global-batch-size 64\n", "--seq-length 4096\n", "--bf16\n"})
+  for (const char* flag : {"--tensor-model-parallel-size 2\n",
+                           "--pipeline-model-parallel-size 2\n",
+                           "--sequence-parallel\n",
+                           "--use-distributed-optimizer\n",
+                           "--overlap-grad-reduce\n",
+                           "--overlap-param-gather\n",
+                           "--recompute-granularity selective\n",
+                           "--num-layers 32\n",
+                           "--hidden-size 4096\n",
+                           "--ffn-hidden-size 14336\n",
+                           "--num-attention-heads 32\n",
+                           "--group-query-attention\n",
+                           "--num-query-groups 8\n",
+                           "--kv-channels 128\n",
+                           "--swiglu\n",
+                           "--normalization RMSNorm\n",
+                           "--position-embedding-type rope\n",
+                           "--untie-embeddings-and-output-weights\n",
+                           "--micro-batch-size 1\n",
+                           "--global-batch-size 64\n",
+                           "--seq-length 4096\n",
+                           "--bf16\n"})
     CHECK_THAT(text, Contains(std::string("  ") + flag));
   CHECK_THAT(text, Contains("MEGATRON_ARGS=(\n"));
   CHECK_THAT(text, !Contains("--context-parallel-size"));  // cp=1: Megatron's default
-  CHECK_THAT(text, !Contains("=true"));                     // the bridge's spelling
+  CHECK_THAT(text, !Contains("=true"));                    // the bridge's spelling
 }
 
-TEST_CASE("megatron: full recompute, fp8, ZeRO-3, MoE and uneven stages", "[planner][export][megatron]") {
-  const std::string full = Export(Plan("dp=8,zero=3,recompute=full", "llama3-8b", "8xH100",
-                                       Precision::kFp8),
-                                  ExportTarget::kMegatron);
+TEST_CASE("megatron: full recompute, fp8, ZeRO-3, MoE and uneven stages",
+          "[planner][export][megatron]") {
+  const std::string full =
+      Export(Plan("dp=8,zero=3,recompute=full", "llama3-8b", "8xH100", Precision::kFp8),
+             ExportTarget::kMegatron);
   CHECK_THAT(full, Contains("--recompute-granularity full\n"));
   CHECK_THAT(full, Contains("--recompute-method uniform\n"));
   CHECK_THAT(full, Contains("--use-megatron-fsdp\n"));
@@ -103,11 +118,11 @@ TEST_CASE("megatron: full recompute, fp8, ZeRO-3, MoE and uneven stages", "[plan
 
 TEST_CASE("megatron: an uneven interleaved split is a pipeline layout with every layer once",
           "[planner][export][megatron]") {
-  const std::string text = Export(
-      Plan("dp=1,tp=8,pp=16,sp=1,schedule=interleaved,vpp=2,first_stage_layers=7,"
-           "last_stage_layers=7,mbs=1",
-           "llama3.1-405b", "128xH100"),
-      ExportTarget::kMegatron);
+  const std::string text =
+      Export(Plan("dp=1,tp=8,pp=16,sp=1,schedule=interleaved,vpp=2,first_stage_layers=7,"
+                  "last_stage_layers=7,mbs=1",
+                  "llama3.1-405b", "128xH100"),
+             ExportTarget::kMegatron);
   std::smatch match;
   REQUIRE(std::regex_search(text, match, std::regex("--pipeline-model-parallel-layout '([^']*)'")));
   const std::string layout = match[1];
@@ -155,9 +170,9 @@ TEST_CASE("megatron-bridge: the same settings as ConfigContainer overrides",
 
 TEST_CASE("torchtitan: degrees, batch, schedule, checkpointing and the stages' modules",
           "[planner][export][torchtitan]") {
-  const std::string text = Export(
-      Plan("dp=2,tp=2,pp=2,zero=3,sp=1,mbs=2,recompute=every:2,schedule=interleaved,vpp=2"),
-      ExportTarget::kTorchtitan);
+  const std::string text =
+      Export(Plan("dp=2,tp=2,pp=2,zero=3,sp=1,mbs=2,recompute=every:2,schedule=interleaved,vpp=2"),
+             ExportTarget::kTorchtitan);
   for (const char* line :
        {"data_parallel_replicate_degree = 1\n", "data_parallel_shard_degree = 2\n",
         "fsdp_reshard_after_forward = \"always\"\n", "tensor_parallel_degree = 2\n",
@@ -182,6 +197,8 @@ TEST_CASE("torchtitan refuses what it cannot express", "[planner][export][torcht
   CheckRefused(Plan("dp=8,zero=3,recompute=selective"), t, "recompute", "selective");
   CheckRefused(Plan("dp=8,zero=1"), t, "zero", "1");
   CheckRefused(Plan("dp=4,tp=2,zero=3"), t, "sp", "0");
+  CheckRefused(Plan("dp=4,tp=2,sp=1"), t, "zero", "0");  // DDP only alone
+  CHECK_THAT(Export(Plan("dp=8"), t), Contains("data_parallel_replicate_degree = 8\n"));
   CheckRefused(Plan("dp=8,zero=3,offload_opt=1"), t, "offload_opt", "1");
   CheckRefused(Plan("dp=8,zero=3,dp_overlap=0"), t, "dp_overlap", "0");
   CHECK_THAT(Export(Plan("dp=8,zero=3,offload_opt=1,offload_params=1"), t),
@@ -205,8 +222,8 @@ TEST_CASE("deepspeed: ds_config.json with ZeRO, offload, batch and bf16",
   CheckRefused(Plan("dp=4,tp=2,sp=1"), t, "tp", "2");
   CheckRefused(Plan("dp=4,pp=2"), t, "pp", "2");
   CheckRefused(Plan("dp=8,recompute=selective"), t, "recompute", "selective");
-  CheckRefused(Plan("dp=8,zero=1", "llama3-8b", "8xH100", Precision::kFp8), t,
-               "training.precision", "fp8");
+  CheckRefused(Plan("dp=8,zero=1", "llama3-8b", "8xH100", Precision::kFp8), t, "training.precision",
+               "fp8");
 }
 
 TEST_CASE("torchrun: the launch line and an sbatch script for meshplan run",
@@ -216,14 +233,13 @@ TEST_CASE("torchrun: the launch line and an sbatch script for meshplan run",
                            "plan.yaml --out measured.json"));
   CHECK_THAT(one, Contains("#SBATCH --nodes=1\n"));
   CHECK_THAT(one, Contains("srun --cpu-bind=cores meshplan run plan.yaml"));
-  const std::string two = Export(Plan("dp=4,tp=4,sp=1,zero=1", "llama3-8b", "16xH100"),
-                                 ExportTarget::kTorchrun);
+  const std::string two =
+      Export(Plan("dp=4,tp=4,sp=1,zero=1", "llama3-8b", "16xH100"), ExportTarget::kTorchrun);
   CHECK_THAT(two, Contains("--nnodes 2 --rdzv-backend c10d"));
   CHECK_THAT(two, Contains("#SBATCH --nodes=2\n#SBATCH --ntasks-per-node=8\n"));
   // What meshplan run refuses, export refuses with the executor's reason.
-  const InputError e = ErrorOf([] {
-    Export(Plan("dp=4,tp=2,sp=1,tp_overlap=1"), ExportTarget::kTorchrun);
-  });
+  const InputError e =
+      ErrorOf([] { Export(Plan("dp=4,tp=2,sp=1,tp_overlap=1"), ExportTarget::kTorchrun); });
   CHECK_THAT(e.message(), Contains("cannot be expressed in torchrun"));
   CHECK_THAT(e.message(), Contains("tp_overlap=1"));
 }
