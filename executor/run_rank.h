@@ -16,7 +16,7 @@
 
 #include "executor/parallel/device_mesh.h"
 #include "planner/config/config_loader.h"
-#include "planner/executor_limits.h"
+#include "planner/executor_support.h"
 #include "planner/measure/measurement.h"
 
 namespace meshplan {
@@ -42,6 +42,7 @@ struct RunOptions {
   // or fresh), then each step's start and end (executor/launch/rank_status.h).
   std::function<void()> milestone;
 };
+
 
 // One rank. mesh.plan() must equal plan_file.plan (std::invalid_argument otherwise); bad
 // options (data file, snapshot) throw InputError; communication failures std::runtime_error.

@@ -1,12 +1,12 @@
 // The `torchrun` target: meshplan's own executor (`meshplan run`) launched by torchrun, and
 // an sbatch script that launches it with srun, as docs/executor.md ("Launching") describes
 // the rank environments (executor/launch/rank_env.h). A plan `meshplan run` refuses
-// (planner/executor_limits.h) is refused here, with the executor's reason.
+// (planner/executor_support.h) is refused here, with the executor's reason.
 #include <fmt/format.h>
 
 #include <string>
 
-#include "planner/executor_limits.h"
+#include "planner/executor_support.h"
 #include "planner/export/export_rules.h"
 #include "planner/input_error.h"
 

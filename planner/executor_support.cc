@@ -1,5 +1,7 @@
-// ExecutorLimitations and ModelLimitations (planner/executor_limits.h).
-#include "planner/executor_limits.h"
+#include "planner/executor_support.h"
+
+#include <string>
+#include <vector>
 
 #include "planner/names.h"
 #include "planner/plan_fields.h"

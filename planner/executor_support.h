@@ -1,6 +1,6 @@
-// ExecutorLimitations: what `meshplan run` (executor/) refuses to train, as plain planner
-// logic, so that the CLI, the executor and `meshplan export --to torchrun` ask one place.
-// Pure: no LibTorch; each reason is one line naming the field, its value and what to use.
+// What meshplan's executor (`meshplan run`, executor/) can train, said without LibTorch so
+// the planner side can ask too: `run` refuses a plan with these reasons before it builds a
+// model, and `meshplan shrink` makes its scaled-down plan avoid them.
 #pragma once
 
 #include <string>
