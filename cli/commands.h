@@ -29,6 +29,7 @@ void AddCompareCommand(CLI::App& app, int* exit_code);
 void AddMeasurementsCommand(CLI::App& app, int* exit_code);
 void AddValidateCommand(CLI::App& app, int* exit_code);
 void AddShrinkCommand(CLI::App& app, int* exit_code);
+void AddExportCommand(CLI::App& app, int* exit_code);
 void AddGuiCommand(CLI::App& app, int* exit_code);
 // In meshplan-exec only (cli/exec/).
 void AddRunCommand(CLI::App& app, int* exit_code);

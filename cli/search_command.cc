@@ -14,10 +14,12 @@
 #include "cli/commands.h"
 #include "cli/search_report.h"
 #include "cli/setup_options.h"
+#include "planner/atomic_file.h"
 #include "planner/config/config_loader.h"
 #include "planner/cost/cost_model.h"
 #include "planner/cost/flops.h"
 #include "planner/cost/offload.h"
+#include "planner/export/export.h"
 #include "planner/figure_check.h"
 #include "planner/input_error.h"
 #include "planner/limits.h"
@@ -53,6 +55,8 @@ struct SearchCommandOptions {
   bool setup_given = false;  // any of --model, --cluster, --global-batch, --tokens-per-step,
                              // --seq, --precision
   int simulate_top = 0;      // re-rank the best K by simulation (cli/search_simulate.h)
+  std::string export_target;  // --export: the best plan for this framework (meshplan export)
+  std::string export_out;     // --export-out: where that goes (empty: after the tables)
 };
 
 // ---------------------------------------------------------------------------
@@ -125,7 +129,10 @@ SearchOptions ToSearchOptions(const SearchCommandOptions& o) {
   if (o.threads < 0)
     throw InputError(flags, "--threads", "must be >= 0 (0 = all cores), got " +
                                              std::to_string(o.threads));
-  CheckDistinctOutputs({{"--out", o.out}, {"--dump", o.dump}});
+  CheckDistinctOutputs({{"--out", o.out}, {"--dump", o.dump}, {"--export-out", o.export_out}});
+  if (!o.export_out.empty() && o.export_target.empty())
+    throw InputError(flags, "--export-out", "needs --export TARGET (" +
+                                                std::string(AllowedExportTargets()) + ")");
   SearchOptions options;
   options.top_k = std::max(o.top, o.simulate_top);  // --simulate-top K keeps K plans
   options.memory_headroom = o.headroom;
@@ -153,6 +160,7 @@ struct SearchOutcome {
   int64_t dump_rows = 0;  // candidates written by --dump
   std::optional<FitAdvice> advice;
   std::vector<SimulatedPlan> simulated;
+  std::string exported;  // --export: the best plan as the target's text
 };
 
 // --dump: the file the search streams every evaluated candidate into (an InputError for
@@ -208,6 +216,9 @@ void PrintSearchJson(const SearchCommandOptions& o, const TrainingSetup& s,
   j["error_band"] = ErrorBandToJson(ErrorBandFor(s.training.framework, s.cluster.gpu));
   if (o.simulate_top > 0) j["simulated"] = SimulatedRankingToJson(out.simulated);
   if (!o.out.empty() && !r.top.empty()) j["out"] = o.out;
+  if (!out.exported.empty())
+    j["export"] = {{"target", o.export_target}, {"text", out.exported},
+                   {"out", o.export_out.empty() ? nlohmann::json(nullptr) : nlohmann::json(o.export_out)}};
   if (!o.dump.empty()) j["dump"] = {{"path", o.dump}, {"rows", out.dump_rows}};
   std::cout << ToJsonText(j) << "\n";
 }
@@ -251,9 +262,13 @@ void PrintSearchTables(const SearchCommandOptions& o, const TrainingSetup& s,
 
 // After a search that found fitting plans: where --out went, and for a bare
 // `meshplan search` the commands to try next.
-void PrintNextSteps(const SearchCommandOptions& o) {
+void PrintNextSteps(const SearchCommandOptions& o, const SearchOutcome& out) {
   if (!o.out.empty())
     fmt::print("\nWrote the best plan to {} (meshplan run / compare / estimate read it).\n", o.out);
+  if (!out.exported.empty() && !o.export_out.empty())
+    fmt::print("Wrote the best plan for {} to {} (meshplan export).\n", o.export_target, o.export_out);
+  else if (!out.exported.empty())
+    fmt::print("\nThe best plan for {} (meshplan export):\n{}", o.export_target, out.exported);
   if (!o.setup_given && !o.explain && !o.pareto && o.explain_plan.empty() && o.out.empty() &&
       o.dump.empty()) {
     fmt::print("\nThis is the built-in default setup. Next:\n"
@@ -277,9 +292,18 @@ int RunSearch(const SearchCommandOptions& o) {
   RequireHostData(s.cluster, pinned_offload, {"--cluster " + o.setup.cluster});
   const bool json = o.format == "json";
   if (!json && isatty(STDERR_FILENO)) options.progress = PrintProgress;
-  const SearchOutcome out = SearchSetup(o, s, options);
-  if (!o.out.empty() && !out.result.top.empty())
-    SavePlanFile(o.out, PlanFile{s.model, s.cluster, s.training, out.result.top.front().plan});
+  SearchOutcome out = SearchSetup(o, s, options);
+  if (!out.result.top.empty()) {
+    const PlanFile best{s.model, s.cluster, s.training, out.result.top.front().plan};
+    // Exported first: a plan the target cannot express exits 2 before any file is written.
+    if (!o.export_target.empty()) {
+      ExportTarget target;
+      ParseExportTarget(o.export_target, &target);  // checked by AddExportTargetOption
+      out.exported = ExportPlan(best, target, o.out.empty() ? "<search's best plan>" : o.out);
+    }
+    if (!o.out.empty()) SavePlanFile(o.out, best);
+    if (!o.export_out.empty()) WriteFileAtomically(o.export_out, out.exported);
+  }
   if (json) {
     PrintSearchJson(o, s, options, out);
   } else {
@@ -288,7 +312,7 @@ int RunSearch(const SearchCommandOptions& o) {
       fmt::print("\nWrote all {} evaluated candidates to {} (grid order).\n",
                  GroupDigits(out.dump_rows), o.dump);
     if (out.advice) PrintNoFit(*out.advice, out.result, s, options);
-    else PrintNextSteps(o);
+    else PrintNextSteps(o, out);
   }
   return out.advice ? kExitNoPlanFits : 0;
 }
@@ -341,6 +365,12 @@ void AddSearchCommand(CLI::App& app, int* exit_code) {
                   "write every evaluated candidate (plan, memory and time columns, fits, reason) "
                   "to this file as it is searched, in grid order: .csv (with a header) or .jsonl "
                   "(JSON Lines); written whole or not at all")
+      ->check(OutputFile());
+  AddExportTargetOption(cmd, "--export", &options->export_target,
+                        "also write the best plan as this framework's configuration "
+                        "(meshplan export; exit 2, nothing written, when it cannot express it)");
+  cmd->add_option("--export-out", options->export_out,
+                  "write --export's text to this file (default: after the tables)")
       ->check(OutputFile());
   cmd->add_flag("--bench", options->bench,
                 "run the two built-in benchmark searches (530B on 5120 A100, 405B on 16384 H100)");

@@ -9,6 +9,7 @@
 #include "planner/checked_math.h"
 #include "planner/config/config_loader.h"
 #include "planner/config/framework_yaml.h"
+#include "planner/export/export.h"
 #include "planner/cost/offload.h"
 #include "planner/input_error.h"
 #include "planner/limits.h"
@@ -204,6 +205,19 @@ void AddFormatOption(CLI::App* command, std::string* format) {
   command->add_option("--format", *format, "output format: table | json")
       ->check(CLI::IsMember({"table", "json"}))
       ->capture_default_str();
+}
+
+void AddExportTargetOption(CLI::App* command, const std::string& flag, std::string* target,
+                           const std::string& help) {
+  const CLI::Validator known(
+      [](std::string& name) {
+        ExportTarget parsed;
+        return ParseExportTarget(name, &parsed)
+                   ? std::string()
+                   : "unknown target '" + name + "'; allowed: " + AllowedExportTargets();
+      },
+      AllowedExportTargets(), "export target");
+  command->add_option(flag, *target, help + " (" + AllowedExportTargets() + ")")->check(known);
 }
 
 void AddHeadroomOption(CLI::App* command, double* headroom) {

@@ -83,6 +83,11 @@ void AddFormatOption(CLI::App* command, std::string* format);
 // written with U+FFFD instead of making nlohmann throw.
 std::string ToJsonText(const nlohmann::json& j);
 
+// `flag` (export --to, search --export): an export target, checked by CLI11 against
+// planner/export/export.h's names (exit code 2 naming the allowed ones).
+void AddExportTargetOption(CLI::App* command, const std::string& flag, std::string* target,
+                           const std::string& help);
+
 // --headroom: the fraction of GPU memory a plan must leave free, in [0, 1); *headroom
 // holds the command's default. Checked by CLI11: anything outside exits with code 2.
 void AddHeadroomOption(CLI::App* command, double* headroom);

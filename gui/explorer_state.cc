@@ -5,6 +5,7 @@
 #include <thread>
 
 #include "gui/timeline_source.h"
+#include "planner/atomic_file.h"
 #include "planner/config/config_loader.h"
 #include "planner/cost/cost_model.h"
 #include "planner/cost/memory_model.h"
@@ -258,6 +259,16 @@ bool SaveCurrentPlan(ExplorerState& state, const std::string& path) {
     SavePlanFile(path, PlanFile{in.model, in.cluster, in.training, in.plan});
   });
   if (ok) state.ui.status = "saved " + path;
+  return ok;
+}
+
+bool ExportCurrentPlan(ExplorerState& state, ExportTarget target, const std::string& path) {
+  const ExplorerInputs& in = state.inputs;
+  const bool ok = Guarded(state, [&] {
+    WriteFileAtomically(path, ExportPlan(PlanFile{in.model, in.cluster, in.training, in.plan},
+                                         target, path));
+  });
+  if (ok) state.ui.status = std::string("exported for ") + ToString(target) + " to " + path;
   return ok;
 }
 

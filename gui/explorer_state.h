@@ -32,6 +32,7 @@
 #include "gui/tradeoffs.h"
 #include "planner/cluster_spec.h"
 #include "planner/cost/cost_model.h"
+#include "planner/export/export.h"
 #include "planner/measure/compare.h"
 #include "planner/measure/measurement.h"
 #include "planner/model_spec.h"
@@ -89,6 +90,8 @@ struct SearchPanelState {
   bool sort_ascending = false;
   std::vector<size_t> order;           // rows of result->top in display order
   std::string save_path = "plan.yaml";
+  ExportTarget export_target = ExportTarget::kMegatron;  // the "Export..." popup's choice
+  std::string export_path = "megatron_args.sh";
 };
 
 // ===== the Measured panel ===================================================
@@ -167,6 +170,9 @@ void PollBackgroundWork(ExplorerState& state);  // collects a finished search
 void SortSearchResults(ExplorerState& state, SearchColumn column, bool ascending);
 bool SearchResultIsStale(const ExplorerState& state);  // the setup changed since
 bool SaveCurrentPlan(ExplorerState& state, const std::string& path);  // SavePlanFile
+// The current plan as `target` takes it (planner/export/export.h), written whole to `path`;
+// false, with ui.error naming the knob the target cannot express, and nothing written.
+bool ExportCurrentPlan(ExplorerState& state, ExportTarget target, const std::string& path);
 
 // ----- measured --------------------------------------------------------------------
 bool LoadMeasuredInto(ExplorerState& state, const std::string& path);  // LoadMeasurement

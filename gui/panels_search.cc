@@ -173,13 +173,37 @@ void DrawScatter(ExplorerState& state, ImVec2 size) {
   ImGui::SetCursorScreenPos(ImVec2(origin.x, origin.y + size.y));
 }
 
+// "Export...": the current plan for a framework (meshplan export, docs/export.md).
+void DrawExportPopup(ExplorerState& state) {
+  if (!ImGui::BeginPopup("export plan")) return;
+  SearchPanelState& s = state.search;
+  ImGui::SetNextItemWidth(ImGui::GetFontSize() * 10);
+  if (ImGui::BeginCombo("target", ToString(s.export_target))) {
+    for (ExportTarget t : {ExportTarget::kMegatron, ExportTarget::kMegatronBridge,
+                           ExportTarget::kTorchtitan, ExportTarget::kDeepspeed,
+                           ExportTarget::kTorchrun})
+      if (ImGui::Selectable(ToString(t), t == s.export_target)) s.export_target = t;
+    ImGui::EndCombo();
+  }
+  ImGui::SetNextItemWidth(ImGui::GetFontSize() * 14);
+  ImGui::InputText("file", &s.export_path);
+  if (ImGui::Button("export")) {
+    ExportCurrentPlan(state, s.export_target, s.export_path);
+    ImGui::CloseCurrentPopup();
+  }
+  ImGui::EndPopup();
+}
+
 void DrawSave(ExplorerState& state) {
   ImGui::SetNextItemWidth(ImGui::GetFontSize() * 14);
   ImGui::InputText("##save path", &state.search.save_path);
   ImGui::SameLine();
   ImGui::BeginDisabled(!state.derived.valid);
   if (ImGui::Button("save current plan")) SaveCurrentPlan(state, state.search.save_path);
+  ImGui::SameLine();
+  if (ImGui::Button("Export...")) ImGui::OpenPopup("export plan");
   ImGui::EndDisabled();
+  DrawExportPopup(state);
 }
 
 }  // namespace

@@ -4,7 +4,8 @@
 # the cached venv of scripts/install_torch_wheel.sh, with CUDA and NCCL on (NCCL from the
 # wheel, the nvcc of the wheel's CUDA version; nothing runs on a GPU here) and <ATen/ATen.h>
 # precompiled once (MESHPLAN_TORCH_PCH; docs/executor.md#one-libtorch). The venv's python also
-# registers the outside-reference tests (tests/reference/).
+# registers the outside-reference tests (tests/reference/), and the frameworks' venv beside it
+# (scripts/install_framework_refs.sh) the export test (tests/export/).
 # MESHPLAN_SKIP_TORCH_WHEEL=1: a planner-only build (no venv, no CUDA toolkit; no `run`,
 # `calibrate` or executor tests).
 # Exit 2 with the reason when the wheel cannot be installed or its CUDA toolkit is missing.
@@ -40,6 +41,10 @@ if [ -n "$venv" ]; then
   torch=(-DMESHPLAN_WITH_TORCH=ON -DCMAKE_PREFIX_PATH="$torch_prefix"
          -DMESHPLAN_WITH_CUDA=ON -DNCCL_ROOT="$nvidia/nccl" -DTORCH_CUDA_ARCH_LIST=9.0
          -DMESHPLAN_TORCH_PCH=ON -DMESHPLAN_REFERENCE_PYTHON="$python")
+  # The frameworks `meshplan export` writes for, beside the torch venv: the export test
+  # feeds them what export writes (tests/export/check_with_frameworks.py).
+  frameworks_python="$("$root/scripts/install_framework_refs.sh")"
+  torch+=(-DMESHPLAN_FRAMEWORK_PYTHON="$frameworks_python")
 fi
 
 launcher=()

@@ -231,6 +231,25 @@ TEST_CASE("the search runs from the state, sorts, goes stale, and saves a plan f
   CHECK(SearchResultIsStale(state));
 }
 
+TEST_CASE("Export... writes the current plan for a framework, or says why it cannot",
+          "[gui][state][export]") {
+  ExplorerState state;
+  InitDefault(state, "dp=2,tp=4,sp=1,zero=1");
+  RecomputeIfChanged(state);
+  const std::filesystem::path path = std::filesystem::temp_directory_path() /
+                                     ("meshplan_gui_export_" + std::to_string(getpid()) + ".sh");
+  REQUIRE(ExportCurrentPlan(state, ExportTarget::kMegatron, path.string()));
+  std::ifstream in(path);
+  const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  CHECK_THAT(text, Catch::Contains("--tensor-model-parallel-size 4\n"));
+  CHECK_THAT(state.ui.status, Catch::Contains("megatron"));
+  std::filesystem::remove(path);
+  // torchtitan has no ZeRO-1: the error names the knob, and nothing is written.
+  CHECK_FALSE(ExportCurrentPlan(state, ExportTarget::kTorchtitan, path.string()));
+  CHECK_THAT(state.ui.error, Catch::Contains("zero: 1 cannot be expressed in torchtitan"));
+  CHECK_FALSE(std::filesystem::exists(path));
+}
+
 TEST_CASE("a measured.json is compared with the current plan, and can set it",
           "[gui][state][measured]") {
   ExplorerState state;
