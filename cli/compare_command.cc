@@ -82,8 +82,7 @@ void AddCompareCommand(CLI::App& app, int* exit_code) {
                       "measured.json written by `meshplan run` (or --log)");
   command->add_option("--log", options->logs,
                       "the run's log as the framework writes it (docs/framework_logs.md); the "
-                      "PyTorch hook: one JSON per rank")
-      ->take_all();
+                      "PyTorch hook: one JSON per rank");
   command->add_option("--framework", options->framework,
                       "with --log: the framework that ran (a name from configs/frameworks/ or a "
                       "profile file); default: the plan file's");
