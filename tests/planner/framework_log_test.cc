@@ -134,6 +134,7 @@ TEST_CASE("a logged run is predicted under the framework's profile, memory per r
 TEST_CASE("bad logs are refused with file, line and what was expected",
           "[planner][framework_log][hostile]") {
   const std::string megatron = TextOf(Data("megatron.log"));
+  const std::string deepspeed = TextOf(Data("deepspeed.log"));
   const std::string line4 = megatron.substr(megatron.find(" [2026"), megatron.find('\n', megatron.find(" [2026")) - megatron.find(" [2026"));
   const std::string head = megatron.substr(0, megatron.find(line4));
   struct Case {
@@ -149,6 +150,8 @@ TEST_CASE("bad logs are refused with file, line and what was expected",
       {LogFormat::kMegatron, TextOf(Data("torchtitan.log")), "this looks like a torchtitan log", 0},
       {LogFormat::kTorchtitan, megatron, "this looks like a megatron log", 0},
       {LogFormat::kDeepspeed, "nothing to see\nhere\n", "no deepspeed timing line", 0},
+      {LogFormat::kDeepspeed, deepspeed + deepspeed.substr(deepspeed.find("[2026-08-22 15:00:00,000] [INFO] [timer")),
+       "global_step 10 of rank 0 after its global_step 50 (line 7)", 8},
       {LogFormat::kMegatron, head + std::string(line4).replace(line4.find("(ms): ") + 6, 6, "nan   "),
        "expected a finite, non-negative number", 4},
       {LogFormat::kMegatron, head + std::string(line4).replace(line4.find("(ms): ") + 6, 6, "-2950."),

@@ -11,10 +11,7 @@
 // global_batch / CurrSamplesPerSec seconds (the last step before the line). Lines without
 // torchrun's "[rankN]:" prefix are rank 0's; a step logged twice without a prefix is the lines
 // of several ranks mixed, which cannot be told apart, and is refused.
-#include <fmt/format.h>
-
-#include <map>
-#include <vector>
+#include <algorithm>
 
 #include "planner/measure/framework_log/framework_log.h"
 #include "planner/measure/framework_log/log_text.h"
@@ -25,43 +22,28 @@ LoggedRun ParseDeepspeedLog(const std::string& text, const std::string& file, co
   const std::string what = "a throughput line ('epoch=E/micro_step=M/global_step=G, "
                            "RunningAvgSamplesPerSec=R, CurrSamplesPerSec=C, MemAllocated=AGB, "
                            "MaxMemAllocated=BGB', ThroughputTimer.stop)";
-  LoggedRun run;
-  std::map<int64_t, LoggedMemory> memory;
-  std::map<int64_t, std::vector<LoggedSample>> samples;  // per rank
+  RankedSamples ranks;
   for (const LogLine& line : LogLines(text, file)) {
     if (line.text.find("/global_step=") == std::string::npos) continue;
-    const int64_t step = RequiredIntAfter(line, "/global_step=", file, what, ",");
-    const double samples_per_s =
-        RequiredNumberAfter(line, "CurrSamplesPerSec=", file, what, ",");
+    LoggedSample sample;
+    sample.step = RequiredIntAfter(line, "/global_step=", file, what, ",");
+    sample.line = line.number;
+    const double samples_per_s = RequiredNumberAfter(line, "CurrSamplesPerSec=", file, what, ",");
     if (samples_per_s <= 0)
-      throw InputError({file, line.number}, "CurrSamplesPerSec",
-                       "expected a positive rate, got 0");
+      throw InputError({file, line.number}, "CurrSamplesPerSec", "expected a positive rate, got 0");
+    sample.seconds = static_cast<double>(shape.global_batch) / samples_per_s;
     const double max_allocated_gib = RequiredNumberAfter(line, "MaxMemAllocated=", file, what, "GB");
     const int64_t rank = std::max<int64_t>(line.rank, 0);
-    std::vector<LoggedSample>& mine = samples[rank];
-    if (!mine.empty() && step <= mine.back().step)
-      throw InputError({file, line.number}, "global_step",
-                       fmt::format("global_step {} after {} (line {}) for rank {}: expected "
-                                   "increasing steps; lines of several ranks need torchrun's "
-                                   "'[rankN]:' prefix (--tee 3 --role rank)",
-                                   step, mine.back().step, mine.back().line, rank));
-    LoggedSample sample;
-    sample.step = step;
-    sample.line = line.number;
-    sample.seconds = static_cast<double>(shape.global_batch) / samples_per_s;
-    mine.push_back(sample);
-    LoggedMemory& m = memory[rank];
-    m.rank = rank;
+    ranks.Add(rank, sample, file, "global_step");
+    LoggedMemory& m = ranks.Memory(rank);
     m.max_allocated_bytes = std::max(m.max_allocated_bytes,
-                                     static_cast<int64_t>(max_allocated_gib * 1024 * 1024 * 1024));
+                                     static_cast<int64_t>(max_allocated_gib * kGiB));
   }
-  if (samples.empty())
+  if (ranks.empty())
     ThrowNoTimingLine(text, file, "deepspeed",
                       "'epoch=E/micro_step=M/global_step=G, ... CurrSamplesPerSec=C, ...' "
                       "(ThroughputTimer.stop, deepspeed/utils/timer.py; set steps_per_print)");
-  run.samples = samples.begin()->second;  // the lowest rank that prints times the run
-  for (const auto& [rank, m] : memory) run.memory.push_back(m);
-  return run;
+  return ranks.Run();
 }
 
 }  // namespace meshplan

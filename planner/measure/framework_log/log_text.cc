@@ -119,6 +119,31 @@ int64_t RequiredIntAfter(const LogLine& line, std::string_view label, const std:
   return static_cast<int64_t>(v);
 }
 
+void RankedSamples::Add(int64_t rank, const LoggedSample& sample, const std::string& file,
+                        const std::string& field) {
+  std::vector<LoggedSample>& mine = samples_[rank];
+  if (!mine.empty() && sample.step <= mine.back().step)
+    throw InputError({file, sample.line}, field,
+                     fmt::format("{} {} of rank {} after its {} {} (line {}): expected increasing "
+                                 "steps, one run per log; the lines of several ranks need "
+                                 "torchrun's '[rankN]:' prefix (--tee 3 --role rank)",
+                                 field, sample.step, rank, field, mine.back().step, mine.back().line));
+  mine.push_back(sample);
+}
+
+LoggedMemory& RankedSamples::Memory(int64_t rank) {
+  LoggedMemory& m = memory_[rank];
+  m.rank = rank;
+  return m;
+}
+
+LoggedRun RankedSamples::Run() const {
+  LoggedRun run;
+  if (!samples_.empty()) run.samples = samples_.begin()->second;
+  for (const auto& [rank, m] : memory_) run.memory.push_back(m);
+  return run;
+}
+
 std::string GuessLogFormat(const std::string& text) {
   if (text.find("elapsed time per iteration (ms)") != std::string::npos) return "megatron";
   if (text.find("CurrSamplesPerSec=") != std::string::npos) return "deepspeed";

@@ -9,9 +9,16 @@
 #include <string_view>
 #include <vector>
 
+#include <map>
+
 #include "planner/input_error.h"
+#include "planner/measure/framework_log/framework_log.h"
 
 namespace meshplan {
+
+// The units the frameworks print memory in: PyTorch's 1024-based MB and GB.
+inline constexpr double kMiB = 1024.0 * 1024.0;
+inline constexpr double kGiB = kMiB * 1024.0;
 
 // One line of a log, cleaned: ANSI colour escapes (ESC [ ... m, torchtitan's Color) removed,
 // and torchrun's "[rankN]:" prefix (--tee with --role rank) taken off into `rank` (-1: none).
@@ -39,6 +46,24 @@ double RequiredNumberAfter(const LogLine& line, std::string_view label, const st
 // A required number that must also be a whole number (a step, a rank).
 int64_t RequiredIntAfter(const LogLine& line, std::string_view label, const std::string& file,
                          const std::string& what, std::string_view then = "");
+
+// The timing lines and memory peaks of a log whose lines several ranks may print (torchrun's
+// "[rankN]:" prefix; none: rank 0). The lowest rank that printed timing lines times the run.
+class RankedSamples {
+ public:
+  // InputError at the sample's line, naming `field`, when its step does not follow the rank's
+  // previous one (a rank's lines of two runs, or several ranks' lines without the prefix).
+  void Add(int64_t rank, const LoggedSample& sample, const std::string& file,
+           const std::string& field);
+  // The rank's peaks, to raise with what a line reports.
+  LoggedMemory& Memory(int64_t rank);
+  bool empty() const { return samples_.empty(); }
+  LoggedRun Run() const;
+
+ private:
+  std::map<int64_t, std::vector<LoggedSample>> samples_;
+  std::map<int64_t, LoggedMemory> memory_;
+};
 
 // The name of the log format `text` looks like ("megatron", "torchtitan", "deepspeed",
 // "pytorch-hook", "meshplan"), "" when none: for "no timing line" errors.

@@ -21,7 +21,6 @@
 namespace meshplan {
 namespace {
 
-constexpr double kMiB = 1024.0 * 1024.0;
 constexpr const char* kIterationLine =
     "' iteration N/ M | ... elapsed time per iteration (ms): T |' (training_log, "
     "megatron/training/training.py)";

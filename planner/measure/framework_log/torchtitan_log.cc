@@ -17,11 +17,7 @@
 // (torch.cuda.memory_stats()["reserved_bytes.all.peak"] / 2^30) since the previous line.
 // Only the ranks run_train.sh's LOG_RANK lets through print; torchrun's "[rankN]:" prefix
 // says which (none: rank 0).
-#include <fmt/format.h>
-
 #include <algorithm>
-#include <map>
-#include <vector>
 
 #include "planner/measure/framework_log/framework_log.h"
 #include "planner/measure/framework_log/log_text.h"
@@ -29,46 +25,33 @@
 namespace meshplan {
 
 LoggedRun ParseTorchtitanLog(const std::string& text, const std::string& file, const RunShape& shape) {
-  LoggedRun run;
-  std::map<int64_t, LoggedMemory> memory;
-  std::map<int64_t, std::vector<LoggedSample>> samples;  // per rank
   const std::string what = "a step line ('step: N  loss: L  grad_norm: G  memory: M GiB(P%)  "
                            "tps: T  tflops: F  mfu: U%', MetricsProcessor.log)";
+  RankedSamples ranks;
   for (const LogLine& line : LogLines(text, file)) {
     const size_t at = line.text.find("step: ");
     if (at == std::string::npos || line.text.find("validate") != std::string::npos) continue;
     if (at > 0 && line.text[at - 1] != ' ' && line.text[at - 1] != '-') continue;
-    const int64_t step = RequiredIntAfter(line, "step: ", file, what);
+    LoggedSample sample;
+    sample.step = RequiredIntAfter(line, "step: ", file, what);
+    sample.line = line.number;
+    sample.loss = RequiredNumberAfter(line, "loss: ", file, what);
     const double tps = RequiredNumberAfter(line, "tps: ", file, what, "tflops:", true);
     if (tps <= 0)
       throw InputError({file, line.number}, "tps", "expected a positive tokens/s per device, got 0");
-    const int64_t rank = std::max<int64_t>(line.rank, 0);
-    std::vector<LoggedSample>& mine = samples[rank];
-    if (!mine.empty() && step <= mine.back().step)
-      throw InputError({file, line.number}, "step",
-                       fmt::format("step {} of rank {} after its step {} (line {}): expected "
-                                   "increasing steps (one run per log, one rank per line prefix)",
-                                   step, rank, mine.back().step, mine.back().line));
-    const double reserved_gib = RequiredNumberAfter(line, "memory: ", file, what, "GiB");
-    LoggedMemory& m = memory[rank];
-    m.rank = rank;
-    m.max_reserved_bytes =
-        std::max(m.max_reserved_bytes, static_cast<int64_t>(reserved_gib * 1024 * 1024 * 1024));
-    LoggedSample sample;
-    sample.step = step;
-    sample.line = line.number;
     sample.seconds = static_cast<double>(shape.global_batch * shape.seq_len) /
                      (tps * static_cast<double>(shape.world_size));
-    sample.loss = RequiredNumberAfter(line, "loss: ", file, what);
-    mine.push_back(sample);
+    const double reserved_gib = RequiredNumberAfter(line, "memory: ", file, what, "GiB");
+    const int64_t rank = std::max<int64_t>(line.rank, 0);
+    ranks.Add(rank, sample, file, "step");
+    LoggedMemory& m = ranks.Memory(rank);
+    m.max_reserved_bytes = std::max(m.max_reserved_bytes, static_cast<int64_t>(reserved_gib * kGiB));
   }
-  if (samples.empty())
+  if (ranks.empty())
     ThrowNoTimingLine(text, file, "torchtitan",
                       "'step: N  loss: L  ...  tps: T  tflops: F  mfu: U%' (MetricsProcessor.log, "
                       "torchtitan/components/metrics.py)");
-  run.samples = samples.begin()->second;  // the lowest rank that prints times the run
-  for (const auto& [rank, m] : memory) run.memory.push_back(m);
-  return run;
+  return ranks.Run();
 }
 
 }  // namespace meshplan
