@@ -39,19 +39,6 @@ struct CalibrateLogsOptions {
   int64_t warmup = 1;
 };
 
-// The files of one run: the file itself, or a folder's regular files, sorted.
-std::vector<std::string> RunFiles(const std::string& log) {
-  std::error_code ec;
-  if (!std::filesystem::is_directory(log, ec)) return {log};
-  std::vector<std::string> files;
-  for (const auto& entry : std::filesystem::directory_iterator(log, ec))
-    if (entry.is_regular_file()) files.push_back(entry.path().string());
-  if (ec) throw InputError({log}, "from-logs", "cannot list the folder: " + ec.message());
-  if (files.empty()) throw InputError({log}, "from-logs", "an empty folder: expected one run's logs");
-  std::sort(files.begin(), files.end());
-  return files;
-}
-
 int RunCalibrateLogs(const CalibrateLogsOptions& o) {
   if (o.plans.size() != 1 && o.plans.size() != o.logs.size())
     throw InputError({"<command line>"}, "plan",
@@ -62,7 +49,7 @@ int RunCalibrateLogs(const CalibrateLogsOptions& o) {
   for (size_t i = 0; i < o.logs.size(); ++i) {
     const std::string& plan_path = o.plans[o.plans.size() == 1 ? 0 : i];
     const PlanFile plan = NamingFlag("plan", [&] { return LoadPlanFile(plan_path); });
-    const LoggedRun run = ReadFrameworkLogs(base.log_format, RunFiles(o.logs[i]), RunShapeOf(plan));
+    const LoggedRun run = ReadFrameworkLogs(base.log_format, FilesOfRun(o.logs[i]), RunShapeOf(plan));
     runs.push_back({plan, MeasurementOfRun(run, plan, o.warmup, o.logs[i]).median_step_s, o.logs[i]});
   }
   LogCalibrationFit fit = FitFrameworkCalibration(base, runs);

@@ -215,5 +215,33 @@ TEST_CASE("meshplan compare --log: the table under the framework, exit 0 / 1 / 2
   CHECK_THAT(json.output, Catch::Contains("\"framework\": \"pytorch"));
 }
 
+TEST_CASE("meshplan measurements --framework: one row per logged run of a folder",
+          "[planner][framework_log][cli]") {
+  const test::ScratchDir scratch("framework_log_rows");
+  const std::string megatron = TextOf(Data("megatron.log"));
+  scratch.Write("a.log", megatron);
+  std::string slower = megatron;  // the same run, its first timed line twice as slow
+  slower.replace(slower.find("1834.2"), 6, "3668.4");
+  scratch.Write("b.log", slower);
+  const std::string args = "measurements '" + scratch.dir.string() + "' --framework megatron-core --plan '" +
+                           Data("megatron_plan.yaml") + "'";
+  const test::CliResult table = test::RunMeshplan(args);
+  INFO(table.output);
+  CHECK(table.exit_code == 0);
+  CHECK_THAT(table.output, Catch::Contains("a.log") && Catch::Contains("b.log") && Catch::Contains("2 plans"));
+  const test::CliResult json = test::RunMeshplan(args + " --format json");
+  CHECK(json.exit_code == 0);
+  const nlohmann::json rows = nlohmann::json::parse(json.output);
+  REQUIRE(rows.size() == 2);
+  CHECK(rows[0]["measured_step_s"].get<double>() == Approx(1.8315));
+  CHECK(rows[1]["measured_step_s"].get<double>() == Approx(1.8315));  // the median is robust
+  CHECK(rows[0]["measured_peak_bytes"].get<double>() == Approx(41876.25 * kMiB));
+  CHECK(rows[0]["predicted_step_s"].get<double>() > 0);
+  scratch.Write("c.log", "not a log\n");
+  const test::CliResult bad = test::RunMeshplan(args);
+  CHECK(bad.exit_code == 2);
+  CHECK_THAT(bad.output, Catch::Contains("c.log") && Catch::Contains("no megatron timing line"));
+}
+
 }  // namespace
 }  // namespace meshplan

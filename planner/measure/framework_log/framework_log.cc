@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <filesystem>
 #include <map>
 
 #include "planner/config/framework_yaml.h"
@@ -60,6 +61,18 @@ LoggedRun ReadFrameworkLogs(LogFormat format, const std::vector<std::string>& pa
   std::sort(run.memory.begin(), run.memory.end(),
             [](const LoggedMemory& a, const LoggedMemory& b) { return a.rank < b.rank; });
   return run;
+}
+
+std::vector<std::string> FilesOfRun(const std::string& path) {
+  std::error_code ec;
+  if (!std::filesystem::is_directory(path, ec)) return {path};
+  std::vector<std::string> files;
+  for (const auto& entry : std::filesystem::directory_iterator(path, ec))
+    if (entry.is_regular_file()) files.push_back(entry.path().string());
+  if (ec) throw InputError({path}, "log", "cannot list the folder: " + ec.message());
+  if (files.empty()) throw InputError({path}, "log", "an empty folder: expected one run's logs");
+  std::sort(files.begin(), files.end());
+  return files;
 }
 
 Measurement MeasurementOfRun(const LoggedRun& run, const PlanFile& p, int64_t warmup,

@@ -66,6 +66,10 @@ LoggedRun ParsePytorchHook(const std::string& text, const std::string& file, con
 LoggedRun ReadFrameworkLogs(LogFormat format, const std::vector<std::string>& paths,
                             const RunShape& shape);
 
+// The files of one run named on a command line: the file itself, or a folder's regular files,
+// sorted (the PyTorch hook's JSON per rank). InputError for an empty or unreadable folder.
+std::vector<std::string> FilesOfRun(const std::string& path);
+
 // The Measurement of `plan_file`'s run that `run` logged: the environment is the plan's (the
 // device the log's, else the plan's GPU, marked "assumed"); `warmup` samples are left out of
 // the median. InputError (file = source) when no sample is left after the warm-up, or a rank
