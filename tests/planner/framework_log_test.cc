@@ -189,6 +189,51 @@ TEST_CASE("bad logs are refused with file, line and what was expected",
   CHECK_THAT(warm.what(), Catch::Contains("6 timing samples and the warm-up leaves out 6"));
 }
 
+// Mutations of the golden logs (bytes flipped, cut at any point, digits made junk, lines
+// repeated): every parser answers with a run or an InputError, never another exception
+// (tests/fuzz/fuzz_framework_log.cc fuzzes the same with libFuzzer).
+TEST_CASE("mutated logs give a run or an InputError, never a crash", "[planner][framework_log][hostile]") {
+  const RunShape shape{32, 4096, 8};
+  const std::pair<const char*, LogFormat> files[] = {{"megatron.log", LogFormat::kMegatron},
+                                                     {"torchtitan.log", LogFormat::kTorchtitan},
+                                                     {"deepspeed.log", LogFormat::kDeepspeed},
+                                                     {"pytorch_rank0.json", LogFormat::kPytorchHook}};
+  const test::ScratchDir scratch("framework_log_mutations");
+  uint64_t state = 12345;
+  auto next = [&state](uint64_t n) {
+    state = state * 6364136223846793005ULL + 1442695040888963407ULL;
+    return (state >> 33) % n;
+  };
+  const char junk[] = {'\0', '\x1b', '-', 'e', 'n', '|', ':', '9', ',', '\xff', ' ', '\n'};
+  int refused = 0, read = 0;
+  for (const auto& [name, format] : files) {
+    const std::string original = TextOf(Data(name));
+    for (int i = 0; i < 150; ++i) {
+      std::string text = original;
+      switch (next(4)) {
+        case 0: text.resize(next(text.size())); break;  // cut short
+        case 1:
+          for (int k = 0; k < 4; ++k) text[next(text.size())] = junk[next(sizeof(junk))];
+          break;
+        case 2: text.insert(next(text.size()), text.substr(next(text.size()), 200)); break;
+        default: text.erase(next(text.size()), next(40)); break;
+      }
+      const std::string path = scratch.Path("m.log");
+      std::ofstream(path, std::ios::binary) << text;
+      INFO(name << " mutation " << i);
+      try {
+        ReadFrameworkLogs(format, {path}, shape);
+        ++read;
+      } catch (const InputError& e) {
+        CHECK(e.where().file == path);
+        ++refused;
+      }
+    }
+  }
+  CHECK(refused > 50);  // the mutations do break logs
+  CHECK(read > 50);     // and the parsers do not refuse everything
+}
+
 TEST_CASE("meshplan compare --log: the table under the framework, exit 0 / 1 / 2",
           "[planner][framework_log][cli]") {
   const std::string plan = Data("megatron_plan.yaml");
