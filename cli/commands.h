@@ -28,6 +28,7 @@ void AddSimulateCommand(CLI::App& app, int* exit_code);
 void AddCompareCommand(CLI::App& app, int* exit_code);
 void AddMeasurementsCommand(CLI::App& app, int* exit_code);
 void AddValidateCommand(CLI::App& app, int* exit_code);
+void AddShrinkCommand(CLI::App& app, int* exit_code);
 // `meshplan calibrate --from-logs` (the rest of `calibrate` is meshplan-exec's).
 void AddCalibrateLogsCommand(CLI::App& app, int* exit_code);
 void AddGuiCommand(CLI::App& app, int* exit_code);

@@ -30,5 +30,6 @@ int main(int argc, char** argv) {
   meshplan::AddCompareCommand(app, &exit_code);
   meshplan::AddMeasurementsCommand(app, &exit_code);
   meshplan::AddValidateCommand(app, &exit_code);
+  meshplan::AddShrinkCommand(app, &exit_code);
   return meshplan::ParseAndRun(app, argc, argv, exit_code);
 }

@@ -2,10 +2,14 @@
 // (simulator/simulate.h), beside the analytic estimate of the same plan.
 //
 //   meshplan simulate --model llama2-7b --cluster 8xH100 --plan "dp=2,tp=4,sp=1"
-//       --global-batch 64 --seq 4096 [--precision mixed] [--trace out.json] [--format table|json]
+//       --global-batch 64 --seq 4096 [--precision mixed] [--stage S] [--format table|json]
+//       [--trace out.json [--trace-microbatches N] [--trace-stages 0,3]]
 //   meshplan simulate --plan-file plan.yaml
 //
-// The same setup and plan flags as `estimate`; bad input is an InputError (exit code 2).
+// The table compares like with like: both columns are the same pipeline stage, by default
+// the one with the most work (the analytic model's slowest stage: its time less its idle
+// time), `--stage S` another. The same setup and plan flags as `estimate`; bad input is an
+// InputError (exit code 2).
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
@@ -17,6 +21,7 @@
 #include <string>
 
 #include "cli/commands.h"
+#include "cli/flag_checks.h"
 #include "cli/setup_options.h"
 #include "planner/config/framework_yaml.h"
 #include "planner/cost/cost_model.h"
@@ -24,6 +29,7 @@
 #include "planner/cost/flops.h"
 #include "planner/figure_check.h"
 #include "planner/input_error.h"
+#include "planner/limits.h"
 #include "planner/names.h"
 #include "planner/units_format.h"
 #include "simulator/simulate.h"
@@ -36,8 +42,20 @@ struct SimulateCommandOptions {
   SetupOptions setup;
   PlanInputOptions input;
   std::string trace;
+  TraceFilter trace_filter;
+  int64_t stage = -1;  // the simulated stage the table shows; -1: the one with the most work
   std::string format = "table";
 };
+
+// The simulated stage with the most work: its time less the time it waits for the others,
+// the rule by which the analytic model picks its slowest stage (planner/cost/step_time.cc).
+int64_t StageWithMostWork(const SimResult& sim) {
+  int64_t best = sim.slowest_stage;
+  double most = -1;
+  for (const SimStage& s : sim.stages)
+    if (const double work = s.time.total_s - s.time.bubble_s; work > most) most = work, best = s.stage;
+  return best;
+}
 
 nlohmann::json SimToJson(const SimResult& sim, double tokens_per_s, double mfu) {
   nlohmann::json stages = nlohmann::json::array();
@@ -67,7 +85,7 @@ std::string Delta(double analytic, double simulated) {
   return fmt::format("{:+.1f}%", 100 * (simulated - analytic) / analytic);
 }
 
-void PrintTable(const PlanFile& in, const PlanCost& cost, const SimResult& sim,
+void PrintTable(const PlanFile& in, const PlanCost& cost, const SimResult& sim, int64_t stage,
                 double sim_tokens_per_s, double sim_mfu) {
   fmt::print("meshplan simulate: {} on {} ({} GPUs), plan {}\n", in.model.name, in.cluster.name,
              in.cluster.world_size(), ToShortPlanString(in.plan).empty()
@@ -78,9 +96,11 @@ void PrintTable(const PlanFile& in, const PlanCost& cost, const SimResult& sim,
              FrameworkLabel(in.training.framework), sim.ops, sim.stages.size(),
              sim.stages.size() == 1 ? "" : "s", sim.events);
   const StepTimeBreakdown& a = cost.time;
-  const StepTimeBreakdown& s = sim.time;
-  fmt::print("{:<32}{:>14}{:>14}{:>9}\n", "step time (slowest stage*)", "analytic", "simulated",
-             "delta");
+  const StepTimeBreakdown& s = sim.stages[static_cast<size_t>(stage)].time;
+  const bool one_stage = sim.stages.size() == 1;
+  fmt::print("{:<32}{:>14}{:>14}{:>9}\n",
+             one_stage ? std::string("step time") : fmt::format("step time, stage {}*", stage),
+             "analytic", "simulated", "delta");
   auto line = [](const std::string& name, double x, double y) {
     fmt::print("{:<32}{:>14}{:>14}{:>9}\n", name, FormatMs(x, 3), FormatMs(y, 3), Delta(x, y));
   };
@@ -93,15 +113,18 @@ void PrintTable(const PlanFile& in, const PlanCost& cost, const SimResult& sim,
   line("pipeline bubble", a.bubble_s, s.bubble_s);
   line("optimizer", a.optimizer_s, s.optimizer_s);
   if (a.offload_s > 0 || s.offload_s > 0) line("offload copies", a.offload_s, s.offload_s);
-  line("total", a.total_s, s.total_s);
+  line(one_stage ? "total" : fmt::format("total (stage {} ends)", stage), a.total_s, s.total_s);
+  if (stage != sim.slowest_stage)
+    line(fmt::format("step (stage {} ends last)", sim.slowest_stage), a.total_s, sim.time.total_s);
   fmt::print("{:<32}{:>14}{:>14}{:>9}\n", "tokens/s",
              GroupDigits(static_cast<int64_t>(cost.tokens_per_s)),
              GroupDigits(static_cast<int64_t>(sim_tokens_per_s)),
              Delta(cost.tokens_per_s, sim_tokens_per_s));
   fmt::print("{:<32}{:>13.1f}%{:>13.1f}%\n", "MFU", 100 * cost.mfu, 100 * sim_mfu);
-  if (sim.stages.size() > 1)
-    fmt::print("* analytic: the stage with the most work; simulated: the stage that ends last "
-               "(its idle time\n  waiting for the others counts as bubble).\n");
+  if (!one_stage)
+    fmt::print("* both columns: stage {}, {}; its idle time waiting for the\n  others "
+               "counts as bubble. --stage S shows another stage's simulated time.\n",
+               stage, stage == StageWithMostWork(sim) ? "the stage with the most work" : "as --stage asks");
   if (const std::vector<std::string> missing = NotSimulated(in.plan); !missing.empty())
     fmt::print("note: not simulated: {}. The simulated column runs the plan without them; the "
                "analytic one\n  includes their copies and the CPU optimizer step.\n",
@@ -141,8 +164,25 @@ SimResult SimulateOrRefuse(const PlanFile& in, const SimulateCommandOptions& opt
   }
 }
 
+// The stage numbers of --stage and --trace-stages exist in this plan, and the trace filters
+// come with --trace.
+void CheckStageFlags(const CLI::App& command, const SimulateCommandOptions& options, int64_t pp) {
+  auto refuse = [](const char* flag, const std::string& why) {
+    throw InputError({"<command line>"}, flag, why);
+  };
+  const std::string range = fmt::format("a stage of this plan: 0 to {} (pp={})", pp - 1, pp);
+  if (options.stage >= pp)
+    refuse("--stage", fmt::format("stage {} is not {}", options.stage, range));
+  for (int64_t s : options.trace_filter.stages)
+    if (s < 0 || s >= pp) refuse("--trace-stages", fmt::format("stage {} is not {}", s, range));
+  if (options.trace.empty())
+    for (const char* flag : {"--trace-microbatches", "--trace-stages"})
+      if (command.count(flag) > 0) refuse(flag, "filters the trace: give --trace FILE too");
+}
+
 int RunSimulate(const CLI::App& command, const SimulateCommandOptions& options) {
   const PlanFile in = ResolvePlanInput(command, options.setup, options.input);
+  CheckStageFlags(command, options, in.plan.pp);
   const PlanCost cost = Estimate(in.model, in.cluster, in.training, in.plan);
   const SimResult sim = SimulateOrRefuse(in, options);
   const double seconds = sim.time.total_s;
@@ -155,27 +195,33 @@ int RunSimulate(const CLI::App& command, const SimulateCommandOptions& options) 
   CheckFigures(sim.time, inputs);
   CheckFigure(tokens_per_s, "simulated tokens/s", inputs);
   CheckFigure(mfu, "simulated MFU", inputs);
+  TraceFileStats trace;
   if (!options.trace.empty()) {
     try {
-      WriteTrace(sim, options.trace, ToPlanString(in.plan));
+      trace = WriteTrace(sim, options.trace, ToPlanString(in.plan), options.trace_filter);
     } catch (const std::runtime_error& e) {
       throw InputError({"<command line>"}, "--trace", e.what());
     }
   }
+  const int64_t stage = options.stage >= 0 ? options.stage : StageWithMostWork(sim);
   if (options.format == "json") {
     nlohmann::json out;
     out["setup"] = SetupToJson(in);
     out["analytic"] = CostToJson(cost);
     out["simulated"] = SimToJson(sim, tokens_per_s, mfu);
     out["simulated"]["not_simulated"] = NotSimulated(in.plan);
-    if (!options.trace.empty()) out["trace"] = options.trace;
+    out["simulated"]["stage_with_most_work"] = StageWithMostWork(sim);
+    if (!options.trace.empty())
+      out["trace"] = {{"path", options.trace}, {"events", trace.events}, {"bytes", trace.bytes}};
     std::cout << ToJsonText(out) << "\n";
     return 0;
   }
-  PrintTable(in, cost, sim, tokens_per_s, mfu);
+  PrintTable(in, cost, sim, stage, tokens_per_s, mfu);
   if (!options.trace.empty())
-    fmt::print("\nWrote the trace to {} (open it in ui.perfetto.dev or chrome://tracing).\n",
-               options.trace);
+    fmt::print("\nWrote the trace to {}: {}, {} of {} ops (--trace-microbatches and\n"
+               "--trace-stages keep fewer). Open it in ui.perfetto.dev or chrome://tracing.\n",
+               options.trace, GroupDigits(trace.bytes) + " bytes", GroupDigits(trace.events),
+               GroupDigits(sim.ops));
   return 0;
 }
 
@@ -192,6 +238,16 @@ void AddSimulateCommand(CLI::App& app, int* exit_code) {
   command->add_option("--trace", options->trace,
                       "write a Chrome/Perfetto trace (JSON) of the simulated step to this file")
       ->check(OutputFile());
+  command->add_option("--trace-microbatches", options->trace_filter.microbatches,
+                      "keep only the first N micro-batches in the trace (per-step ops stay)")
+      ->check(IntegerInRange(1, kMaxGlobalBatch, "micro-batches"));
+  command->add_option("--trace-stages", options->trace_filter.stages,
+                      "keep only these pipeline stages in the trace, e.g. 0,3")
+      ->delimiter(',');
+  command->add_option("--stage", options->stage,
+                      "the pipeline stage the table shows (default: the one with the most work, "
+                      "as the analytic column)")
+      ->check(IntegerInRange(0, kMaxGpus, "a pipeline stage"));
   AddFormatOption(command, &options->format);
   command->callback([command, options, exit_code] { *exit_code = RunSimulate(*command, *options); });
 }

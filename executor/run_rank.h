@@ -16,6 +16,7 @@
 
 #include "executor/parallel/device_mesh.h"
 #include "planner/config/config_loader.h"
+#include "planner/executor_support.h"
 #include "planner/measure/measurement.h"
 
 namespace meshplan {
@@ -42,21 +43,6 @@ struct RunOptions {
   std::function<void()> milestone;
 };
 
-// Why this executor cannot run a plan that the planner's rules accept (Validate, checked
-// first: heads, layers, the 2*cp sequence split...): a gpt block, tp not dividing the
-// vocabulary (it is split across tp ranks), tied embeddings across pipeline stages, the
-// zb_h1 schedule (weight gradients are not split from the backward), cp with a mixture of
-// experts (routing is per micro-batch), every plan field planner/plan_fields.h marks
-// kRefusedUnlessDefault at another value (tp_overlap=1, offload_act=1, offload_params=1,
-// dp_overlap=0: what the executor would run instead is not that plan), and the model
-// features of ModelLimitations. Every precision runs on every device
-// (bf16 and mixed on a CPU too: slowly, for tests).
-std::vector<std::string> ExecutorLimitations(const PlanFile& plan_file);
-// The model features the executor's llama block does not build, so it would train a
-// different model: multi-head latent attention, q/k norms, a router bias. The
-// planner estimates them; `run` and `calibrate` refuse. (A head_dim other than hidden /
-// heads runs: q and the output projection are H*D wide, tests/executor/tensor_parallel_test.cc.)
-std::vector<std::string> ModelLimitations(const ModelSpec& model);
 
 // One rank. mesh.plan() must equal plan_file.plan (std::invalid_argument otherwise); bad
 // options (data file, snapshot) throw InputError; communication failures std::runtime_error.

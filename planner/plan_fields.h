@@ -34,7 +34,7 @@ enum class PlanFieldKind : uint8_t { kInt, kBool, kEnum };
 // point (planner/search/knob_variants.h; PlanPins::SetKnobs sets these).
 enum class PlanFieldRole : uint8_t { kAxis, kChoice };
 
-// How `meshplan run` treats a field (executor/run_rank.cc ExecutorLimitations): it runs
+// How `meshplan run` treats a field (planner/executor_support.h ExecutorLimitations): it runs
 // what the field asks, or it refuses (exit 2, naming the key) any value but the default.
 // tests/executor/plan_fields_run_test.cc holds every row to its mark.
 enum class ExecutorSupport : uint8_t { kHonoured, kRefusedUnlessDefault };

@@ -107,7 +107,7 @@ exec "$(dirname "${BASH_SOURCE[0]}")/launch" meshplan "$@"
 SH
 chmod +x "$out/launch" "$out/meshplan"
 {
-  echo "built from $(git -C "$root" rev-parse --short HEAD 2>/dev/null || echo unknown) ($(git -C "$root" status --porcelain 2>/dev/null | grep -q . && echo 'with local changes' || echo clean)) on $(date -u +%F)"
+  echo "built from $(git -C "$root" rev-parse --short HEAD 2>/dev/null || echo unknown) ($([ -n "$(git -C "$root" status --porcelain 2>/dev/null)" ] && echo 'with local changes' || echo clean)) on $(date -u +%F)"
   echo "torch: $(grep -m1 'Torch_DIR:PATH' "$build/CMakeCache.txt" 2>/dev/null | cut -d= -f2)"
   for runtime in GLIBC GLIBCXX; do
     echo "needs $runtime $(for b in "$out"/bin/* "$out"/lib/*; do objdump -T "$b"; done 2>/dev/null |

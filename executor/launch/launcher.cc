@@ -266,12 +266,6 @@ std::vector<int> AllowedCores() {
   return cores;
 }
 
-int UsableCores() {
-  const std::vector<int> cores = AllowedCores();
-  if (!cores.empty()) return static_cast<int>(cores.size());
-  return std::max(1u, std::thread::hardware_concurrency());
-}
-
 bool HasEnv(const char* name) { return std::getenv(name) != nullptr; }
 
 // Forks one rank. Between fork and exec only async-signal-safe calls (the parent
@@ -635,6 +629,12 @@ class RankGroup {
 };
 
 }  // namespace
+
+int UsableCores() {
+  const std::vector<int> cores = AllowedCores();
+  if (!cores.empty()) return static_cast<int>(cores.size());
+  return std::max(1u, std::thread::hardware_concurrency());
+}
 
 std::vector<int> CoreSlice(int rank, int nproc) {
   const std::vector<int> cores = AllowedCores();

@@ -81,6 +81,9 @@ LaunchResult LaunchLocalRanks(const LaunchOptions& options);
 // nproc exceeds them.
 std::vector<int> CoreSlice(int rank, int nproc);
 
+// The cores this process may run on (its affinity mask; the machine's when unreadable), >= 1.
+int UsableCores();
+
 // This process's executable (/proc/self/exe) and command line (/proc/self/cmdline, argv[0]
 // included): what a command passes as LaunchOptions::exe / argv to start copies of itself.
 std::string SelfExe();

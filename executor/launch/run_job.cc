@@ -152,6 +152,13 @@ int HostLocalRanks(const PlanFile& plan_file, const RunJob& job, int nproc, bool
                            nproc, plan_file.model.name, ToPlanString(plan_file.plan),
                            store.port())
             << std::flush;
+  if (const int cores = UsableCores(); nproc > cores)
+    std::cerr << fmt::format(
+        "meshplan run: warning: {} ranks on {} cores: the ranks take turns on the cores, so a "
+        "CPU rank's step time\n  measures that contention (about {:.1f}x longer than with a core "
+        "each) and `compare` reads the prediction as\n  too fast; memory is unaffected. Run at "
+        "most {} ranks to time the plan (meshplan shrink --nproc {}).\n",
+        nproc, cores, static_cast<double>(nproc) / cores, cores, cores);
   const LaunchResult result = LaunchLocalRanks(launch);
   if (result.exit_code != 0) {
     std::cerr << "meshplan run: failed: " << result.failure;

@@ -26,7 +26,7 @@ inline PrecisionDtypes DtypesFor(Precision precision) {
     case Precision::kBf16: return {at::kBFloat16, at::kBFloat16, false};
     case Precision::kMixed: return {at::kBFloat16, at::kFloat, true};
     case Precision::kFp32: return {at::kFloat, at::kFloat, false};
-    case Precision::kFp8: break;  // refused before a model is built (ExecutorLimitations)
+    case Precision::kFp8: break;  // refused before a model is built (ExecutorLimitations, planner/executor_support.h)
   }
   return {};
 }

@@ -64,7 +64,18 @@ std::vector<std::string> ListClusters();
 // Also runs Validate() and throws InputError naming the plan file on any violation.
 PlanFile LoadPlanFile(const std::string& path);
 PlanFile PlanFileFromText(const std::string& text, const std::string& file);
-std::string PlanFileToYaml(const PlanFile& plan_file);  // LoadPlanFile(written) == plan_file
+// The model and cluster sections by reference (a name or a path relative to the plan file)
+// instead of inline; empty: inline, so the file is self-contained.
+struct PlanFileReferences {
+  std::string model;
+  std::string cluster;
+};
+// LoadPlanFile(written) == plan_file (with references: when they name these specs).
+std::string PlanFileToYaml(const PlanFile& plan_file, const PlanFileReferences& refs = {});
+// A model as a configs/models file, a cluster (its GPU inline) as a configs/clusters file:
+// LoadModel / LoadCluster of it == the spec.
+std::string ModelToYaml(const ModelSpec& model);
+std::string ClusterToYaml(const ClusterSpec& cluster);
 // Atomic: writes <path>.tmp.<pid>, then renames it over `path`. InputError when it cannot.
 void SavePlanFile(const std::string& path, const PlanFile& plan_file);
 

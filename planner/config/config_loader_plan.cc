@@ -97,31 +97,52 @@ std::string Quote(const std::string& text) {
   return nlohmann::json(text).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
 }
 
-void EmitModel(std::string& out, const ModelSpec& m) {
-  out += "model:\n";
-  if (!m.name.empty()) out += "  name: " + Quote(m.name) + "\n";
+}  // namespace
+
+std::string ModelToYaml(const ModelSpec& m) {
+  std::string out;
+  if (!m.name.empty()) out += "name: " + Quote(m.name) + "\n";
   out += fmt::format(
-      "  block: {}\n  vocab_size: {}\n  hidden: {}\n  layers: {}\n  heads: {}\n  kv_heads: {}\n"
-      "  ffn_hidden: {}\n  tied_embeddings: {}\n  max_seq: {}\n",
+      "block: {}\nvocab_size: {}\nhidden: {}\nlayers: {}\nheads: {}\nkv_heads: {}\n"
+      "ffn_hidden: {}\ntied_embeddings: {}\nmax_seq: {}\n",
       ToString(m.block), m.vocab_size, m.hidden, m.layers, m.heads, m.kv_heads, m.ffn_hidden,
       m.tied_embeddings ? "true" : "false", m.max_seq);
-  if (m.attention_head_dim > 0) out += fmt::format("  head_dim: {}\n", m.attention_head_dim);
-  if (m.qk_norm) out += "  qk_norm: true\n";
+  if (m.attention_head_dim > 0) out += fmt::format("head_dim: {}\n", m.attention_head_dim);
+  if (m.qk_norm) out += "qk_norm: true\n";
   if (m.moe.enabled()) {
     const MoeSpec& e = m.moe;
     out += fmt::format(
-        "  moe:\n    experts: {}\n    top_k: {}\n    shared_experts: {}\n"
-        "    expert_ffn_hidden: {}\n    dense_layers: {}\n    router_bias: {}\n"
-        "    capacity_factor: {}\n    load_imbalance: {}\n",
+        "moe:\n  experts: {}\n  top_k: {}\n  shared_experts: {}\n"
+        "  expert_ffn_hidden: {}\n  dense_layers: {}\n  router_bias: {}\n"
+        "  capacity_factor: {}\n  load_imbalance: {}\n",
         e.experts, e.top_k, e.shared_experts, e.expert_ffn_hidden, e.dense_layers,
         e.router_bias ? "true" : "false", Shortest(e.capacity_factor),
         Shortest(e.load_imbalance));
   }
   if (m.mla.enabled())
     out += fmt::format(
-        "  mla:\n    q_lora_rank: {}\n    kv_lora_rank: {}\n    rope_head_dim: {}\n"
-        "    v_head_dim: {}\n",
+        "mla:\n  q_lora_rank: {}\n  kv_lora_rank: {}\n  rope_head_dim: {}\n"
+        "  v_head_dim: {}\n",
         m.mla.q_lora_rank, m.mla.kv_lora_rank, m.mla.rope_head_dim, m.mla.v_head_dim);
+  return out;
+}
+
+namespace {
+
+// `key`: and the section: `reference` (a name or path) when given, else `inline_yaml` indented
+// under it.
+void EmitSection(std::string& out, const char* key, const std::string& reference,
+                 const std::string& inline_yaml) {
+  if (!reference.empty()) {
+    out += fmt::format("{}: {}\n", key, Quote(reference));
+    return;
+  }
+  out += fmt::format("{}:\n", key);
+  for (size_t begin = 0; begin < inline_yaml.size();) {
+    const size_t end = inline_yaml.find('\n', begin);
+    out += "  " + inline_yaml.substr(begin, end - begin + 1);
+    begin = end + 1;
+  }
 }
 
 std::string Tier(const NetworkTier& t) {
@@ -136,44 +157,49 @@ std::string Tier(const NetworkTier& t) {
   return s + "}";
 }
 
-void EmitCluster(std::string& out, const ClusterSpec& c) {
+}  // namespace
+
+std::string ClusterToYaml(const ClusterSpec& c) {
   const GpuSpec& g = c.gpu;
-  out += "cluster:\n";
-  if (!c.name.empty()) out += "  name: " + Quote(c.name) + "\n";
-  out += fmt::format("  nodes: {}\n  gpus_per_node: {}\n  gpu:\n", c.nodes, c.gpus_per_node);
-  if (!g.name.empty()) out += "    name: " + Quote(g.name) + "\n";
-  if (!g.source.empty()) out += "    source: " + Quote(g.source) + "\n";
+  std::string out;
+  if (!c.name.empty()) out += "name: " + Quote(c.name) + "\n";
+  out += fmt::format("nodes: {}\ngpus_per_node: {}\ngpu:\n", c.nodes, c.gpus_per_node);
+  if (!g.name.empty()) out += "  name: " + Quote(g.name) + "\n";
+  if (!g.source.empty()) out += "  source: " + Quote(g.source) + "\n";
   const auto tflops = [](double flops) { return FormatShifted(flops, ci::kTera); };
-  out += "    memory_MiB: " + Shortest(static_cast<double>(g.memory_bytes) / ci::kBytesPerMiB) + "\n";
-  out += "    peak_TFLOPs: {fp32: " + tflops(g.peak_flops_fp32) + ", tf32: " +
+  out += "  memory_MiB: " + Shortest(static_cast<double>(g.memory_bytes) / ci::kBytesPerMiB) + "\n";
+  out += "  peak_TFLOPs: {fp32: " + tflops(g.peak_flops_fp32) + ", tf32: " +
          tflops(g.peak_flops_tf32) + ", bf16: " + tflops(g.peak_flops_bf16) +
          ", fp8: " + tflops(g.peak_flops_fp8) + "}\n";
-  out += "    memory_bandwidth_TBps: " + FormatShifted(g.memory_bandwidth_Bps, ci::kTera) + "\n";
-  out += "    efficiency: {matmul: " + Shortest(g.matmul_efficiency) +
+  out += "  memory_bandwidth_TBps: " + FormatShifted(g.memory_bandwidth_Bps, ci::kTera) + "\n";
+  out += "  efficiency: {matmul: " + Shortest(g.matmul_efficiency) +
          (g.matmul_ceiling_efficiency > 0 ? ", matmul_ceiling: " + Shortest(g.matmul_ceiling_efficiency) : "") +
          ", attention: " + Shortest(g.attention_efficiency) +
          ", memory_bandwidth: " + Shortest(g.memory_bandwidth_efficiency) + "}\n";
-  out += "    kernel_overhead_us: " + FormatShifted(g.kernel_overhead_s, ci::kMicro) + "\n";
+  out += "  kernel_overhead_us: " + FormatShifted(g.kernel_overhead_s, ci::kMicro) + "\n";
   const KernelShape& k = g.kernel_shape;
-  out += fmt::format("    kernel_shape: {{sm_count: {}, gemm_tile_m: {}, gemm_tile_n: {}, "
+  out += fmt::format("  kernel_shape: {{sm_count: {}, gemm_tile_m: {}, gemm_tile_n: {}, "
                      "gemm_k_overhead: {}, attention_tile_q: {}, gemm_streams_operands: {}}}\n",
                      k.sm_count, k.gemm_tile_m, k.gemm_tile_n, Shortest(k.gemm_k_overhead),
                      k.attention_tile_q, k.gemm_streams_operands);
-  out += RuntimeMemoryToYaml(g.runtime_memory, "    ");
+  out += RuntimeMemoryToYaml(g.runtime_memory, "  ");
   if (g.comm_overlap_slowdown > 0)
-    out += "    comm_overlap_slowdown: " + Shortest(g.comm_overlap_slowdown) + "\n";
-  if (!g.comm_overlaps_compute) out += "    comm_overlaps_compute: false\n";
-  out += "  intra_node: " + Tier(c.intra_node) + "\n";
-  out += "  inter_node: " + Tier(c.inter_node) + "\n";
+    out += "  comm_overlap_slowdown: " + Shortest(g.comm_overlap_slowdown) + "\n";
+  if (!g.comm_overlaps_compute) out += "  comm_overlaps_compute: false\n";
+  out += "intra_node: " + Tier(c.intra_node) + "\n";
+  out += "inter_node: " + Tier(c.inter_node) + "\n";
   if (c.host.known()) {
     const HostSpec& h = c.host;
-    out += "  host:\n    memory_GB_per_node: " +
+    out += "host:\n  memory_GB_per_node: " +
            FormatShifted(static_cast<double>(h.memory_bytes_per_node), ci::kGiga) + "\n";
-    out += "    link: " + Tier(h.link) + "\n";
-    out += "    optimizer_GBps: " + FormatShifted(h.optimizer_Bps, ci::kGiga) + "\n";
-    if (!h.source.empty()) out += "    source: " + Quote(h.source) + "\n";
+    out += "  link: " + Tier(h.link) + "\n";
+    out += "  optimizer_GBps: " + FormatShifted(h.optimizer_Bps, ci::kGiga) + "\n";
+    if (!h.source.empty()) out += "  source: " + Quote(h.source) + "\n";
   }
+  return out;
 }
+
+namespace {
 
 void EmitTraining(std::string& out, const TrainingSpec& t) {
   out += fmt::format(
@@ -251,15 +277,20 @@ PlanFile PlanFileFromText(const std::string& text, const std::string& path_text)
   return out;
 }
 
-std::string PlanFileToYaml(const PlanFile& p) {
+std::string PlanFileToYaml(const PlanFile& p, const PlanFileReferences& refs) {
+  const bool self_contained = refs.model.empty() && refs.cluster.empty();
   std::string out =
-      "# meshplan plan file: model, cluster, training and the parallel plan, self-contained.\n"
+      std::string(self_contained
+                      ? "# meshplan plan file: model, cluster, training and the parallel plan, "
+                        "self-contained.\n"
+                      : "# meshplan plan file: model, cluster (relative paths are relative to "
+                        "this file), training and the plan.\n") +
       "# Units: memory_MiB in MiB (2^20 bytes); peak_TFLOPs in 1e12 FLOP/s (dense);\n"
       "# memory_bandwidth_TBps in 1e12 bytes/s; bandwidth_GBps in 1e9 bytes/s per GPU per\n"
       "# direction; latency_us and kernel_overhead_us in microseconds; seq_len in tokens;\n"
       "# global_batch in sequences per optimizer step.\n";
-  EmitModel(out, p.model);
-  EmitCluster(out, p.cluster);
+  EmitSection(out, "model", refs.model, ModelToYaml(p.model));
+  EmitSection(out, "cluster", refs.cluster, ClusterToYaml(p.cluster));
   EmitTraining(out, p.training);
   EmitPlan(out, p.plan);
   return out;

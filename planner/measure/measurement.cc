@@ -346,13 +346,26 @@ Measurement LoadMeasurement(const std::string& path) {
 }
 
 std::string FormatMeasurementSummary(const Measurement& m) {
-  std::string out = fmt::format(
-      "measured {} steps of {} ({}) on {} rank(s), {}: median step {:.4f} s, {:.1f} tokens/s\n",
-      m.steps, m.environment.model, m.environment.plan, m.environment.world_size,
-      m.environment.device, m.median_step_s, m.tokens_per_s);
-  if (!m.emulated_comm.empty())
-    out += fmt::format("  one rank at a time, peers emulated (communication: {}); losses are not "
-                       "the model's\n", m.emulated_comm);
+  std::string out;
+  if (m.emulated_comm.empty()) {
+    out = fmt::format(
+        "measured {} steps of {} ({}) on {} rank(s), {}: median step {:.4f} s, {:.1f} tokens/s\n",
+        m.steps, m.environment.model, m.environment.plan, m.environment.world_size,
+        m.environment.device, m.median_step_s, m.tokens_per_s);
+  } else {
+    // An emulated run measured its ranks' compute and memory, nothing of the plan's whole step
+    // (no peer waits, no pipeline bubble): no tokens/s, and the time says what it holds.
+    const bool modelled = m.emulated_comm == "model";
+    out = fmt::format(
+        "emulated {} steps of {} ({}), {}: {} of {} rank(s) ran one at a time, peers emulated\n"
+        "  measured: each rank's compute and peak memory; median step {:.4f} s: {}\n"
+        "  not measured: the plan's step and tokens/s (no peer is waited for, no pipeline "
+        "bubble); losses are not the model's\n",
+        m.steps, m.environment.model, m.environment.plan, m.environment.device, m.ranks.size(),
+        m.environment.world_size, m.median_step_s,
+        modelled ? "measured compute + modelled communication (communication: model)"
+                 : "measured compute alone (communication: zero)");
+  }
   for (size_t i = 0; i < m.peak_memory_bytes.size(); ++i)
     out += fmt::format("  rank {}: peak memory {}{}\n",
                        i < m.ranks.size() ? m.ranks[i].rank : static_cast<int>(i),

@@ -1,5 +1,6 @@
 // measured.json: combining rank results, the derived figures, and the JSON round trip.
 #include <catch2/catch.hpp>
+#include <fmt/format.h>
 
 #include <filesystem>
 #include <fstream>
@@ -137,8 +138,20 @@ TEST_CASE("measured.json of emulated ranks: only those ranks, ascending, and the
   CHECK(m.peak_memory_bytes == std::vector<int64_t>{300, 310});
   CHECK(m.step_times_s == std::vector<double>{5, 2, 2, 1});
   CHECK(MeasurementFromJson(MeasurementToJson(m), "x") == m);
-  CHECK_THAT(FormatMeasurementSummary(m), Catch::Contains("rank 3: peak memory") &&
-                                              Catch::Contains("communication: model"));
+  // The summary prints what the emulated ranks measured, labels the modelled part, and gives
+  // no tokens/s figure for a step it did not run.
+  const std::string summary = FormatMeasurementSummary(m);
+  CHECK_THAT(summary, Catch::Contains("rank 3: peak memory") &&
+                          Catch::Contains("communication: model") &&
+                          Catch::Contains("measured compute + modelled communication") &&
+                          Catch::Contains("2 of 4 rank(s)") && Catch::Contains("not measured"));
+  CHECK_THAT(summary, !Catch::Contains(fmt::format("{:.1f} tokens/s", m.tokens_per_s)) &&
+                          !Catch::Contains("measured 4 steps"));
+  MeasurementEnvironment whole = env;
+  whole.world_size = 1;
+  const Measurement real = CombineRanks(whole, 1, 1000, {Rank(0, {5, 1, 2, 1}, 300)});
+  CHECK_THAT(FormatMeasurementSummary(real),
+             Catch::Contains(fmt::format("{:.1f} tokens/s", real.tokens_per_s)));
   // Out of order, or outside the world.
   CHECK_THROWS(CombineRanks(env, 1, 1000, {Rank(3, {1, 1, 1, 1}, 1), Rank(1, {1, 1, 1, 1}, 1)}, "zero"));
   CHECK_THROWS(CombineRanks(env, 1, 1000, {Rank(4, {1, 1, 1, 1}, 1)}, "zero"));

@@ -166,7 +166,11 @@ TEST_CASE("the --only pins fix the stage split and tp_overlap", "[planner][cli][
   const CliResult overlap = RunMeshplan("search " + setup + " --only tp=8,tp_overlap=1", false);
   INFO(overlap.output);
   REQUIRE(overlap.exit_code == 0);
-  for (const auto& t : nlohmann::json::parse(overlap.output)["top"])
+  // Parsed into a variable: a range-for over parse(...)["top"] would iterate a destroyed
+  // temporary.
+  const nlohmann::json overlapping = nlohmann::json::parse(overlap.output);
+  REQUIRE_FALSE(overlapping["top"].empty());
+  for (const auto& t : overlapping["top"])
     CHECK_THAT(t["plan"].get<std::string>(), Catch::Contains("tp_overlap=1"));
   const CliResult bad = RunMeshplan("search " + setup + " --only first_stage_layers=0");
   CHECK(bad.exit_code == 2);

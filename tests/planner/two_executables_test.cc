@@ -27,7 +27,7 @@ TEST_CASE("meshplan --help lists the executor's commands too", "[planner][cli][e
   const test::CliResult help = test::RunMeshplan("--help");
   REQUIRE(help.exit_code == 0);
   for (const char* command : {"estimate", "search", "simulate", "run", "calibrate", "compare",
-                              "measurements"}) {
+                              "measurements", "shrink"}) {
     INFO(command);
     CHECK(help.output.find(std::string("  ") + command) != std::string::npos);
   }

@@ -53,7 +53,10 @@ YAML
     for part in a-calibration b-single c-emulated d-shared; do
       tarball="$work/out/sweep-cpu-smoke-$part.tar.gz"
       [ -f "$tarball" ] || fail "no $part tarball: $(ls "$work/out")"
-      tar tzf "$tarball" | grep -q '\.\(json\|yaml\)$' || fail "$part: no record in $tarball"
+      # grep reads the whole listing: `tar | grep -q` under pipefail fails when grep quits
+      # early and tar dies of SIGPIPE, which a loaded machine made look like a missing record
+      members="$(tar tzf "$tarball")" || fail "$part: $tarball does not list"
+      grep -q '\.\(json\|yaml\)$' <<<"$members" || fail "$part: no record in $tarball"
     done
     ! grep -q "FAILED" "$work/out/sweep.log" || fail "an item failed: $(grep FAILED "$work/out/sweep.log")"
     [ "$(ls "$work/out" | wc -l)" -le 8 ] || fail "more than 8 files in the output: $(ls "$work/out")"

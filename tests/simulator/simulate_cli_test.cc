@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <fstream>
+#include <iterator>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
@@ -119,6 +120,65 @@ TEST_CASE("search --simulate-top K re-ranks the best K plans by simulated step t
   }
   std::sort(analytic_ranks.begin(), analytic_ranks.end());
   CHECK(analytic_ranks == std::vector<int>{1, 2, 3, 4, 5});
+}
+
+TEST_CASE("simulate's table shows one stage on both sides; the trace keeps what is asked and "
+          "states its size", "[simulator][cli][trace]") {
+  const std::string trace = std::string(MESHPLAN_BINARY) + ".simulate_cli_filter.json";
+  const std::string setup =
+      "simulate --model llama2-7b --cluster 16xH100 --global-batch 16 --seq 4096 "
+      "--plan dp=2,tp=4,pp=2,sp=1 ";
+  const Result json = RunCli(setup + "--format json --trace '" + trace +
+                             "' --trace-microbatches 2 --trace-stages 1");
+  INFO(json.output);
+  REQUIRE(json.exit_code == 0);
+  const nlohmann::json j = nlohmann::json::parse(json.output);
+  std::ifstream in(trace);
+  REQUIRE(in);
+  const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  CHECK(j["trace"]["bytes"].get<int64_t>() == static_cast<int64_t>(text.size()));
+  int complete = 0;
+  const nlohmann::json written = nlohmann::json::parse(text);
+  for (const nlohmann::json& e : written["traceEvents"]) {
+    CHECK(e["pid"] == 1);  // stage 1 only, metadata included
+    if (e["ph"] != "X") continue;
+    ++complete;
+    CHECK(e["args"]["microbatch"].get<int>() < 2);
+  }
+  CHECK(complete == j["trace"]["events"].get<int>());
+  CHECK(complete > 10);
+  CHECK(complete < j["simulated"]["ops"].get<int>() / 4);  // 2 of 16 micro-batches, 1 of 2 stages
+  std::remove(trace.c_str());
+
+  // The table's simulated column is one stage's: by default the one with the most work.
+  const int most = j["simulated"]["stage_with_most_work"];
+  for (int stage : {0, 1}) {
+    const Result table = RunCli(setup + "--stage " + std::to_string(stage));
+    INFO(table.output);
+    REQUIRE(table.exit_code == 0);
+    const std::string header = "step time, stage " + std::to_string(stage) + "*";
+    CHECK(table.output.find(header) != std::string::npos);
+    CHECK((table.output.find("the stage with the most work") != std::string::npos) ==
+          (stage == most));
+  }
+  const Result plain = RunCli(setup);
+  CHECK(plain.output.find("step time, stage " + std::to_string(most) + "*") != std::string::npos);
+}
+
+TEST_CASE("simulate refuses stages the plan lacks and trace filters without a trace",
+          "[simulator][cli][trace]") {
+  const std::string setup = "simulate --model llama2-7b --cluster 8xH100 --plan dp=4,pp=2 ";
+  for (const std::string& flags : {std::string("--stage 2"), std::string("--stage -1"),
+                                   std::string("--trace-stages 0,5 --trace x.json"),
+                                   std::string("--trace-stages 0"),
+                                   std::string("--trace-microbatches 2"),
+                                   std::string("--trace-microbatches 0 --trace x.json")}) {
+    const Result r = RunCli(setup + flags);
+    INFO(flags << "\n" << r.output);
+    CHECK(r.exit_code == 2);
+    CHECK((r.output.find("--stage") != std::string::npos ||
+           r.output.find("--trace") != std::string::npos));
+  }
 }
 
 }  // namespace
