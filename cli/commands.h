@@ -30,6 +30,8 @@ void AddMeasurementsCommand(CLI::App& app, int* exit_code);
 void AddValidateCommand(CLI::App& app, int* exit_code);
 void AddShrinkCommand(CLI::App& app, int* exit_code);
 void AddExportCommand(CLI::App& app, int* exit_code);
+// `meshplan calibrate --from-logs` (the rest of `calibrate` is meshplan-exec's).
+void AddCalibrateLogsCommand(CLI::App& app, int* exit_code);
 void AddGuiCommand(CLI::App& app, int* exit_code);
 // In meshplan-exec only (cli/exec/).
 void AddRunCommand(CLI::App& app, int* exit_code);

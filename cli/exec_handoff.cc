@@ -17,6 +17,15 @@ bool IsExecutorCommand(const std::string& subcommand) {
   return subcommand == "run" || subcommand == "calibrate";
 }
 
+bool CalibratesFromLogs(int argc, char** argv) {
+  if (argc < 2 || std::string(argv[1]) != "calibrate") return false;
+  for (int i = 2; i < argc; ++i) {
+    const std::string arg = argv[i];
+    if (arg == "--from-logs" || arg.rfind("--from-logs=", 0) == 0) return true;
+  }
+  return false;
+}
+
 std::string ExecutorPath() {
   if (const char* env = std::getenv("MESHPLAN_EXEC"); env != nullptr && *env != '\0') return env;
   std::error_code error;

@@ -13,6 +13,9 @@ namespace meshplan {
 
 // True for the subcommands that live in meshplan-exec ("run", "calibrate").
 bool IsExecutorCommand(const std::string& subcommand);
+// True for `calibrate --from-logs ...` (argv[1] is "calibrate"): fitting a framework profile to
+// logs needs no LibTorch, so meshplan does it itself (cli/calibrate_logs_command.cc).
+bool CalibratesFromLogs(int argc, char** argv);
 
 // Replaces this process with meshplan-exec and the same arguments. Returns only when that
 // cannot be done: then it has printed why (what to install or set) and returns exit code 2.

@@ -1,5 +1,6 @@
 // meshplan: plan, simulate and compare parallel LLM training (no LibTorch in this
-// executable). `run` and `calibrate` are handed over to meshplan-exec (cli/exec_handoff.h);
+// executable). `run` and `calibrate` are handed over to meshplan-exec (cli/exec_handoff.h), but
+// `calibrate --from-logs`, which needs no LibTorch;
 // main only wires the subcommands (cli/commands.h).
 #include <CLI/CLI.hpp>
 #include <string>
@@ -8,7 +9,7 @@
 #include "cli/exec_handoff.h"
 
 int main(int argc, char** argv) {
-  if (argc >= 2 && meshplan::IsExecutorCommand(argv[1]))
+  if (argc >= 2 && meshplan::IsExecutorCommand(argv[1]) && !meshplan::CalibratesFromLogs(argc, argv))
     return meshplan::HandOverToExecutor(argc, argv);
 
   CLI::App app{
@@ -25,7 +26,7 @@ int main(int argc, char** argv) {
 #endif
   // Listed for --help; argv never reaches them (handed over above).
   app.add_subcommand("run", meshplan::kRunSummary)->allow_extras();
-  app.add_subcommand("calibrate", meshplan::kCalibrateSummary)->allow_extras();
+  meshplan::AddCalibrateLogsCommand(app, &exit_code);  // calibrate --from-logs; else handed over
   meshplan::AddCompareCommand(app, &exit_code);
   meshplan::AddMeasurementsCommand(app, &exit_code);
   meshplan::AddValidateCommand(app, &exit_code);

@@ -5,7 +5,15 @@
 //
 //   meshplan measurements docs/measurements/h100 [--format markdown|json]
 //
-// Exit codes: 0 a table; 2 bad input (unreadable JSON, a malformed record, no record).
+// With --framework NAME --plan PLAN the inputs are instead logs of runs of PLAN in that
+// framework's format (docs/framework_logs.md): a file is one run, a folder's entries are runs
+// (a sub-folder: one run's files, e.g. the PyTorch hook's JSON per rank), each a row predicted
+// under the framework (planner/measure/framework_log/log_row.h).
+//
+//   meshplan measurements logs/ --framework megatron-core --plan plan.yaml [--warmup 1]
+//
+// Exit codes: 0 a table; 2 bad input (unreadable JSON, a malformed record, no record, a log
+// that is not of the framework's format).
 #include <CLI/CLI.hpp>
 #include <nlohmann/json.hpp>
 
@@ -22,6 +30,10 @@
 #include "planner/input_error.h"
 #include "planner/input_file.h"
 #include "planner/json_input.h"
+#include "planner/config/config_loader.h"
+#include "planner/config/framework_yaml.h"
+#include "planner/measure/framework_log/framework_log.h"
+#include "planner/measure/framework_log/log_row.h"
 #include "planner/measure/sweep_table.h"
 
 namespace meshplan {
@@ -30,6 +42,9 @@ namespace {
 struct MeasurementsCommandOptions {
   std::vector<std::string> inputs;
   std::string format = "markdown";
+  std::string framework;  // set: the inputs are logs of runs of `plan`
+  std::string plan;
+  int64_t warmup = 1;
 };
 
 bool IsSweepRecord(const nlohmann::json& j) {
@@ -49,7 +64,34 @@ std::optional<SweepRow> ReadRecord(const std::filesystem::path& path, bool skip_
   }
 }
 
-int RunMeasurements(const MeasurementsCommandOptions& options) {
+// One row per logged run: a file, or each entry of a folder (a sub-folder is one run).
+std::vector<SweepRow> LogRows(const MeasurementsCommandOptions& options) {
+  if (options.plan.empty())
+    throw InputError({"<command line>"}, "plan", "--framework needs --plan: the plan the logs ran");
+  const PlanFile plan = NamingFlag("--plan", [&] { return LoadPlanFile(options.plan); });
+  const FrameworkSpec framework =
+      NamingFlag("--framework", [&] { return LoadFramework(options.framework); });
+  std::vector<SweepRow> rows;
+  for (const std::string& input : options.inputs) {
+    std::vector<std::filesystem::path> runs{input};
+    std::error_code ec;
+    if (std::filesystem::is_directory(input, ec)) {
+      runs.clear();
+      for (const auto& entry : std::filesystem::directory_iterator(input, ec)) runs.push_back(entry.path());
+      if (ec) throw InputError({input}, "inputs", "cannot list the folder: " + ec.message());
+      std::sort(runs.begin(), runs.end());
+    }
+    for (const auto& run : runs) {
+      const LoggedRun logged = ReadFrameworkLogs(framework.log_format, FilesOfRun(run.string()), RunShapeOf(plan));
+      const Measurement m = MeasurementOfRun(logged, plan, options.warmup, run.string());
+      rows.push_back(RowOfLoggedRun(plan, framework, m, run.filename().string()));
+    }
+  }
+  return rows;
+}
+
+// One row per sweep record: the files named, and a folder's records (other files skipped).
+std::vector<SweepRow> RecordRows(const MeasurementsCommandOptions& options) {
   std::vector<SweepRow> rows;
   for (const std::string& input : options.inputs) {
     const std::filesystem::path path(input);
@@ -66,9 +108,17 @@ int RunMeasurements(const MeasurementsCommandOptions& options) {
       rows.push_back(*ReadRecord(path, false));
     }
   }
+  return rows;
+}
+
+int RunMeasurements(const MeasurementsCommandOptions& options) {
+  const std::vector<SweepRow> rows =
+      options.framework.empty() ? RecordRows(options) : LogRows(options);
   if (rows.empty())
     throw InputError({"<command line>"}, "inputs",
-                     "no sweep record found (files with \"record\": \"meshplan sweep v1\")");
+                     options.framework.empty()
+                         ? "no sweep record found (files with \"record\": \"meshplan sweep v1\")"
+                         : "no log found");
   if (options.format == "json") {
     nlohmann::json out = nlohmann::json::array();
     for (const SweepRow& r : rows) out.push_back(SweepRowToJson(r));
@@ -89,6 +139,14 @@ void AddMeasurementsCommand(CLI::App& app, int* exit_code) {
   command->add_option("inputs", options->inputs, "record files or folders of them")->required();
   command->add_option("--format", options->format, "markdown | json")
       ->check(CLI::IsMember({"markdown", "json"}))
+      ->capture_default_str();
+  command->add_option("--framework", options->framework,
+                      "the inputs are logs of runs in this framework (configs/frameworks/ or a "
+                      "profile file), predicted under it");
+  command->add_option("--plan", options->plan, "with --framework: the plan file the logs ran");
+  command->add_option("--warmup", options->warmup,
+                      "with --framework: the first timing lines of each log left out")
+      ->check(CLI::Range(int64_t{0}, int64_t{1'000'000}))
       ->capture_default_str();
   command->callback([options, exit_code] { *exit_code = RunMeasurements(*options); });
 }

@@ -58,6 +58,29 @@ enum class Fp8StateDtype : uint8_t { kBf16, kFp32 };
 //           AccumulateGrad (DDP, FSDP), Megatron-LM 2021's local DDP main_grad hook.
 enum class GradAccumulation : uint8_t { kFused, kSeparate };
 
+// The log a run of the framework writes, which `meshplan compare --log` and `calibrate
+// --from-logs` read back (planner/measure/framework_log/framework_log.h; the formats and their
+// sources: docs/framework_logs.md).
+enum class LogFormat : uint8_t {
+  kMeshplan,     // measured.json of `meshplan run`
+  kMegatron,     // Megatron-LM's training_log iteration lines and report_memory lines
+  kTorchtitan,   // torchtitan's MetricsProcessor step lines
+  kDeepspeed,    // DeepSpeed's ThroughputTimer lines (steps_per_print set)
+  kPytorchHook,  // the JSON the documented plain-PyTorch hook writes, one file per rank
+};
+
+// What `meshplan calibrate --from-logs` fits for a framework from its users' runs
+// (docs/framework_logs.md "Calibrating from logs"): factors on the hardware file's sustained
+// rates, as this framework's kernels reach them. 1 = the hardware file's rates. Only the
+// factors in `fittable` are fitted; the others keep their values.
+struct FrameworkCalibration {
+  double compute_scale = 1;    // multiplies the matmul and attention rates
+                               // (GpuSpec::matmul_efficiency, attention_efficiency)
+  double bandwidth_scale = 1;  // multiplies the memory-bound rate (memory_bandwidth_efficiency)
+  bool fit_compute = false, fit_bandwidth = false;  // the profile's `fittable` list
+  bool operator==(const FrameworkCalibration&) const = default;
+};
+
 // A default-constructed spec is meshplan's executor, exactly as configs/frameworks/meshplan.yaml
 // gives it (a test checks the two agree): what a TrainingSpec built in code predicts for.
 struct FrameworkSpec {
@@ -80,6 +103,8 @@ struct FrameworkSpec {
   // < 0: the hardware file's runtime_memory.allocator_fragmentation; else this share of
   // the allocator's reserved memory that no live tensor holds (expandable segments: less).
   double allocator_fragmentation = -1;
+  LogFormat log_format = LogFormat::kMeshplan;
+  FrameworkCalibration calibration;
 
   bool operator==(const FrameworkSpec&) const = default;
 };

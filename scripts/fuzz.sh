@@ -8,7 +8,7 @@
 #   scripts/fuzz.sh [--seconds N] [--target NAME]     (default: 20 s, every target)
 #
 # Targets: model_yaml hardware_yaml cluster_yaml plan_yaml hf_config plan_string
-# measured_json snapshot_header token_file output_path. Every target also gets the number and
+# measured_json snapshot_header token_file output_path framework_log. Every target also gets the number and
 # path shapes of tests/fuzz/hostile.dict (denormals, 1e308, hex, a second YAML document, a
 # NUL) and the seeds of tests/fuzz/seeds/<target>/. Replay one input:
 # build-fuzz/tests/fuzz/fuzz_NAME FILE.
@@ -17,7 +17,7 @@ set -euo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
 build="${MESHPLAN_FUZZ_BUILD_DIR:-$root/build-fuzz}"
 all_targets=(model_yaml hardware_yaml cluster_yaml plan_yaml hf_config plan_string measured_json
-             snapshot_header token_file output_path)
+             snapshot_header token_file output_path framework_log)
 seconds=20
 targets=()
 
@@ -63,6 +63,7 @@ seeds_of() {
     cluster_yaml) ls "$root"/configs/clusters/*.yaml "$root"/tests/data/configs/cluster_*.yaml ;;
     plan_yaml) ls "$root"/configs/plans/*.yaml "$root"/tests/data/configs/plan_*.yaml ;;
     hf_config) find "$root/tests/data/hf" -name '*.json' ;;
+    framework_log) ls "$root"/tests/data/framework_logs/*.log "$root"/tests/data/framework_logs/*.json ;;
   esac
   ls "$root/tests/fuzz/seeds/$1"/* 2>/dev/null || true  # each target's own seeds
 }

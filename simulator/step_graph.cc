@@ -100,7 +100,7 @@ class GraphBuilder {
  public:
   GraphBuilder(const StepWork& work, const ModelSpec& model, const ClusterSpec& cluster,
                Precision precision)
-      : work_(work), cluster_(cluster), rates_(RatesFor(cluster.gpu, precision)),
+      : work_(work), cluster_(cluster), rates_(RatesFor(cluster.gpu, precision, work.calibration)),
         attention_share_(AttentionShare(model)) {}
 
   StepGraph Build();

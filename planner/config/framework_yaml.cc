@@ -1,5 +1,8 @@
 #include "planner/config/framework_yaml.h"
 
+#include <fmt/format.h>
+
+#include <algorithm>
 #include <array>
 #include <filesystem>
 #include <utility>
@@ -27,6 +30,12 @@ constexpr Spellings<Fp8StateDtype, 2> kFp8States{
     {{Fp8StateDtype::kBf16, "bf16"}, {Fp8StateDtype::kFp32, "fp32"}}};
 constexpr Spellings<OptimizerStep, 2> kOptimizers{
     {{OptimizerStep::kFusedAdam, "fused-adam"}, {OptimizerStep::kMegatronFp16, "megatron-fp16"}}};
+
+constexpr Spellings<LogFormat, 5> kLogFormats{{{LogFormat::kMeshplan, "meshplan"},
+                                               {LogFormat::kMegatron, "megatron"},
+                                               {LogFormat::kTorchtitan, "torchtitan"},
+                                               {LogFormat::kDeepspeed, "deepspeed"},
+                                               {LogFormat::kPytorchHook, "pytorch-hook"}}};
 
 constexpr Spellings<bool, 2> kZero1Gradients{{{false, "in-place"}, {true, "shard-copy"}}};
 
@@ -65,10 +74,28 @@ RecomputeOffer ReadRecompute(const YamlFields& f) {
   return offer;
 }
 
+// The optional `calibration` mapping: the factors (in (0, 10]) and which of them
+// `calibrate --from-logs` fits.
+FrameworkCalibration ReadCalibration(const YamlFields& f) {
+  FrameworkCalibration c;
+  if (!f.Has("calibration")) return c;
+  const YamlFields m = f.Map("calibration");
+  m.AllowOnly({"fittable", "compute_scale", "bandwidth_scale"});
+  constexpr NumberRange kScale{0, false, 10};
+  c.compute_scale = m.Number("compute_scale", kScale, 1.0);
+  c.bandwidth_scale = m.Number("bandwidth_scale", kScale, 1.0);
+  for (const std::string& name : m.StringList("fittable")) {
+    if (name == "compute_scale") c.fit_compute = true;
+    else if (name == "bandwidth_scale") c.fit_bandwidth = true;
+    else m.Fail("fittable", "expected a list of: compute_scale, bandwidth_scale; got '" + name + "'");
+  }
+  return c;
+}
+
 FrameworkSpec FrameworkFromYaml(const YamlFields& f, const std::string& default_name) {
   f.AllowOnly({"name", "version", "source", "kernels", "attention", "main_grads", "fp8_states",
                "grad_accumulation", "optimizer", "recompute", "zero1_gradients",
-               "allocator_fragmentation"});
+               "allocator_fragmentation", "log_format", "calibration"});
   FrameworkSpec s;
   s.name = f.String("name", default_name);
   s.version = f.String("version");
@@ -89,6 +116,8 @@ FrameworkSpec FrameworkFromYaml(const YamlFields& f, const std::string& default_
       f.Fail("allocator_fragmentation", "expected a fraction in [0, 1) (the share of reserved "
                                         "memory no tensor holds)");
   }
+  s.log_format = ReadChoice(f, "log_format", kLogFormats);
+  s.calibration = ReadCalibration(f);
   return s;
 }
 
@@ -129,6 +158,51 @@ const char* ToString(KernelSet kernels) {
   for (const auto& [value, name] : kKernelSets)
     if (value == kernels) return name;
   return "?";
+}
+
+const char* ToString(LogFormat format) {
+  for (const auto& [value, name] : kLogFormats)
+    if (value == format) return name;
+  return "?";
+}
+
+std::string FrameworkToYamlText(const FrameworkSpec& s, const std::string& comment) {
+  auto spelled = [](const auto& table, auto value) {
+    for (const auto& [v, name] : table)
+      if (v == value) return std::string(name);
+    return std::string("?");
+  };
+  std::string recompute;
+  const RecomputeOffer& r = s.recompute;
+  for (const auto& [on, name] : {std::pair{r.none, "none"}, {r.selective, "selective"},
+                                 {r.full, "full"}, {r.op, "op"}, {r.every, "every"}})
+    if (on) recompute += (recompute.empty() ? "" : ", ") + std::string(name);
+  std::string fittable;
+  if (s.calibration.fit_compute) fittable = "compute_scale";
+  if (s.calibration.fit_bandwidth) fittable += (fittable.empty() ? "" : ", ") + std::string("bandwidth_scale");
+  std::string out;
+  for (size_t at = 0; at < comment.size();) {
+    const size_t end = std::min(comment.find('\n', at), comment.size());
+    out += "# " + comment.substr(at, end - at) + "\n";
+    at = end + 1;
+  }
+  out += "name: " + s.name + "\n";
+  out += "version: \"" + s.version + "\"\n";
+  out += "kernels: " + spelled(kKernelSets, s.kernels) + "\n";
+  out += "attention: " + spelled(kAttention, s.attention) + "\n";
+  out += "main_grads: " + spelled(kGradDtypes, s.main_grads) + "\n";
+  out += "fp8_states: " + spelled(kFp8States, s.fp8_states) + "\n";
+  out += "grad_accumulation: " + std::string(ToString(s.grad_accumulation)) + "\n";
+  out += "optimizer: " + spelled(kOptimizers, s.optimizer) + "\n";
+  out += "recompute: [" + recompute + "]\n";
+  out += "zero1_gradients: " + spelled(kZero1Gradients, s.zero1_gradient_shard) + "\n";
+  if (s.allocator_fragmentation >= 0)
+    out += fmt::format("allocator_fragmentation: {}\n", s.allocator_fragmentation);
+  out += "log_format: " + spelled(kLogFormats, s.log_format) + "\n";
+  out += "calibration:\n  fittable: [" + fittable + "]\n";
+  out += fmt::format("  compute_scale: {}\n  bandwidth_scale: {}\n", s.calibration.compute_scale,
+                     s.calibration.bandwidth_scale);
+  return out;
 }
 
 std::string FrameworkLabel(const FrameworkSpec& framework) {

@@ -12,6 +12,11 @@
 //   recompute         a list of: none, selective, full, op, every
 //   zero1_gradients   in-place | shard-copy (ZeRO-1's reduce-scattered gradient shard)
 //   allocator_fragmentation  in [0, 1) (optional: the hardware file's when absent)
+//   log_format        meshplan | megatron | torchtitan | deepspeed | pytorch-hook (the log
+//                     `compare --log` reads; docs/framework_logs.md)
+//   calibration       optional mapping: fittable (a list of: compute_scale, bandwidth_scale),
+//                     compute_scale, bandwidth_scale (in (0, 10], default 1): factors on the
+//                     hardware's rates that `calibrate --from-logs` fits (framework_spec.h)
 // Errors are InputError at file:line:column with the field and the allowed values.
 #pragma once
 
@@ -45,6 +50,10 @@ inline constexpr const char* kExecutorFramework = "meshplan";
 const char* DefaultFrameworkName(const GpuSpec& gpu);
 
 const char* ToString(KernelSet kernels);  // megatron-2021 | eager | fused
+const char* ToString(LogFormat format);   // meshplan | megatron | ... (the YAML spelling)
+// The profile as YAML that FrameworkFromYamlText reads back to the same spec (the name as
+// given), `comment` (may hold newlines) as '#' lines on top: what `calibrate --from-logs` writes.
+std::string FrameworkToYamlText(const FrameworkSpec& spec, const std::string& comment);
 // "megatron-core core_r0.8.0": the name and version, for output headers.
 std::string FrameworkLabel(const FrameworkSpec& framework);
 

@@ -35,19 +35,23 @@ double FlashAttentionOp::ctas(double tile) const {
   return batch_heads * std::ceil((backward ? kv_len : q_len) / tile);
 }
 
-ComputeRates RatesFor(const GpuSpec& gpu, Precision precision) {
-  const double peak = gpu.PeakFlops(precision);
+ComputeRates RatesFor(const GpuSpec& gpu, Precision precision,
+                      const FrameworkCalibration& calibration) {
+  const double peak = gpu.PeakFlops(precision) * calibration.compute_scale;
   ComputeRates rates;
   rates.matmul_flops_per_s = peak * gpu.matmul_efficiency;
   // The FP8 GEMMs reach the same fraction of their peak as bf16 ones (an assumption until
   // a calibration on FP8 fits its own: docs/cost_model.md "FP8").
   if (precision == Precision::kFp8)
-    rates.fp8_matmul_flops_per_s = gpu.peak_flops_fp8 * gpu.matmul_efficiency;
+    rates.fp8_matmul_flops_per_s =
+        gpu.peak_flops_fp8 * calibration.compute_scale * gpu.matmul_efficiency;
   rates.matmul_ceiling_flops_per_s = peak * gpu.matmul_ceiling_efficiency;
   if (precision == Precision::kFp8)
-    rates.fp8_matmul_ceiling_flops_per_s = gpu.peak_flops_fp8 * gpu.matmul_ceiling_efficiency;
+    rates.fp8_matmul_ceiling_flops_per_s =
+        gpu.peak_flops_fp8 * calibration.compute_scale * gpu.matmul_ceiling_efficiency;
   rates.attention_flops_per_s = peak * gpu.attention_efficiency;
-  rates.memory_Bps = gpu.memory_bandwidth_Bps * gpu.memory_bandwidth_efficiency;
+  rates.memory_Bps =
+      gpu.memory_bandwidth_Bps * gpu.memory_bandwidth_efficiency * calibration.bandwidth_scale;
   rates.kernel_overhead_s = gpu.kernel_overhead_s;
   rates.element_bytes = precision == Precision::kFp32 ? 4 : 2;
   rates.sm_count = static_cast<double>(gpu.kernel_shape.sm_count);

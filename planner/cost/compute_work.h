@@ -40,6 +40,8 @@
 #include <cstdint>
 #include <type_traits>
 
+#include "planner/framework_spec.h"
+
 namespace meshplan {
 
 struct GpuSpec;
@@ -146,7 +148,10 @@ struct ComputeRates {
   double attention_tile_q = 128;
   bool gemm_streams_operands = false;  // memory adds to compute (CPU) instead of max
 };
-ComputeRates RatesFor(const GpuSpec& gpu, Precision precision);
+// `calibration` (the framework's fitted factors, planner/framework_spec.h) scales the matmul
+// and attention rates (compute_scale) and the memory rate (bandwidth_scale).
+ComputeRates RatesFor(const GpuSpec& gpu, Precision precision,
+                      const FrameworkCalibration& calibration = {});
 ComputeTime TimeOf(const ComputeWork& work, const ComputeRates& rates);
 
 // Seconds of one GEMM / one flash-attention kernel (the formulas above).

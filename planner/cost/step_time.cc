@@ -331,7 +331,7 @@ StageTimes TimeStage(const StepWork& work, int64_t stage, const PartTimes& emb,
 }  // namespace
 
 StepWorkTimes TimeStepWork(const StepWork& work, const ClusterSpec& cluster, Precision precision) {
-  const ComputeRates rates = RatesFor(cluster.gpu, precision);
+  const ComputeRates rates = RatesFor(cluster.gpu, precision, work.calibration);
   StepWorkTimes t;
   t.block = TimePartWork(work.block, work, rates, cluster);
   t.embedding = TimePartWork(work.embedding, work, rates, cluster);

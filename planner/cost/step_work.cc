@@ -200,6 +200,7 @@ void BuildStepWork(const ModelSpec& model, const TrainingSpec& training, const P
   w.zero_stage = plan.zero_stage;
   w.param_bytes = w.activation_bytes = ElementBytes(training.precision);
   w.grad_bytes = static_cast<int64_t>(BytesPerParamFor(training).grad);
+  w.calibration = training.framework.calibration;
 
   StepShape s{model, plan, MakeRankShape(model, training, plan), {}};
   s.T = s.rank.T;

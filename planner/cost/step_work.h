@@ -145,6 +145,9 @@ struct StepWork {
   // fp8: bytes of casting one block's (full, unsharded) weights to their FP8 copies, once
   // per step after the update (planner/cost/fp8_convention.h); timed with the optimizer.
   double fp8_weight_cast_bytes_per_block = 0;
+  // The framework's fitted factors on the hardware's rates (TrainingSpec::framework), which
+  // the analytic step time and the simulator time this work with (RatesFor).
+  FrameworkCalibration calibration;
 
   // Overlap and offload choices (planner/parallel_plan.h; TP overlap is each TP
   // Collective's `overlappable`): DP gradient sync behind the backward or after it, ZeRO-3

@@ -140,6 +140,36 @@ FigureComparison EmulatedStepTime(const PlanCost& cost, const Measurement& m, do
   return f;
 }
 
+// Step time and tokens/s (or the emulated ranks' step) against Estimate(), when the plan's
+// hardware describes the device that ran; else listed without a prediction.
+void AddTimeFigures(const PlanFile& p, const Measurement& m, double tolerance_pct, Comparison* c) {
+  const bool emulated = !m.emulated_comm.empty();
+
+  // Time: only against hardware that describes the device that ran.
+  if (HardwareDescribesDevice(p.cluster.gpu, m.environment.device)) {
+    const PlanCost cost = Estimate(p.model, p.cluster, p.training, p.plan);
+    CheckFigures(cost, DescribeInputs(p));
+    if (emulated) {
+      c->figures.push_back(EmulatedStepTime(cost, m, tolerance_pct));
+      return;
+    }
+    c->figures.push_back(
+        Checked("step time", "s", cost.time.total_s, m.median_step_s, tolerance_pct));
+    c->figures.push_back(
+        Checked("tokens/s", "tokens/s", cost.tokens_per_s, m.tokens_per_s, tolerance_pct));
+    for (FigureComparison& f : PerGpuFigures(p, cost, m, tolerance_pct))
+      c->figures.push_back(std::move(f));
+  } else {
+    const std::string why =
+        "the plan's hardware (" + p.cluster.gpu.name + ") does not describe the device that ran (" +
+        m.environment.device + ")" +
+        (Lower(m.environment.device) == "cpu" ? "; calibrate a CPU profile (meshplan calibrate)" : "");
+    c->figures.push_back(Unpredicted(emulated ? EmulatedStepTimeFigure(m) : "step time", "s",
+                                    m.median_step_s, why));
+    if (!emulated) c->figures.push_back(Unpredicted("tokens/s", "tokens/s", m.tokens_per_s, why));
+  }
+}
+
 }  // namespace
 
 const char* ToString(FigureStatus status) {
@@ -208,31 +238,47 @@ Comparison ComparePlan(const PlanFile& plan_file, const Measurement& m, double t
                                   "bytes", predicted.host_total_bytes(),
                                   static_cast<double>(HostBytesOf(m, ranks[i])), tolerance_pct));
   }
-  const bool emulated = !m.emulated_comm.empty();
+  AddTimeFigures(p, m, tolerance_pct, &c);
+  return c;
+}
 
-  // Time: only against hardware that describes the device that ran.
-  if (HardwareDescribesDevice(p.cluster.gpu, m.environment.device)) {
-    const PlanCost cost = Estimate(p.model, p.cluster, p.training, p.plan);
-    CheckFigures(cost, DescribeInputs(p));
-    if (emulated) {
-      c.figures.push_back(EmulatedStepTime(cost, m, tolerance_pct));
-      return c;
-    }
-    c.figures.push_back(
-        Checked("step time", "s", cost.time.total_s, m.median_step_s, tolerance_pct));
-    c.figures.push_back(
-        Checked("tokens/s", "tokens/s", cost.tokens_per_s, m.tokens_per_s, tolerance_pct));
-    for (FigureComparison& f : PerGpuFigures(p, cost, m, tolerance_pct))
-      c.figures.push_back(std::move(f));
-  } else {
-    const std::string why =
-        "the plan's hardware (" + p.cluster.gpu.name + ") does not describe the device that ran (" +
-        m.environment.device + ")" +
-        (Lower(m.environment.device) == "cpu" ? "; calibrate a CPU profile (meshplan calibrate)" : "");
-    c.figures.push_back(Unpredicted(emulated ? EmulatedStepTimeFigure(m) : "step time", "s",
-                                    m.median_step_s, why));
-    if (!emulated) c.figures.push_back(Unpredicted("tokens/s", "tokens/s", m.tokens_per_s, why));
+int64_t LoggedRankStage(const ParallelPlan& plan, int64_t rank) {
+  return rank / (plan.world_size() / plan.pp);
+}
+
+Comparison CompareLoggedRun(const PlanFile& plan_file, const FrameworkSpec& framework,
+                            const Measurement& m, double tolerance_pct,
+                            const std::string& log_source) {
+  PlanFile p = plan_file;
+  p.training.framework = framework;
+  Comparison c;
+  c.tolerance_pct = tolerance_pct;
+  c.device = m.environment.device;
+  c.hardware = p.cluster.gpu.name;
+  c.framework = FrameworkLabel(framework);
+  MemoryOptions memory;
+  memory.runtime = p.cluster.gpu.runtime_memory;
+  for (const RankMeasurement& r : m.ranks) {
+    if (r.rank >= p.plan.world_size())
+      throw InputError({log_source}, "rank", fmt::format("rank {} is outside the plan's {} ranks",
+                                                         r.rank, p.plan.world_size()));
+    const int64_t stage = LoggedRankStage(p.plan, r.rank);
+    const MemoryBreakdown b =
+        EstimateStageMemory(p.model, p.training, p.plan, MemoryModel::kDetailed, stage, memory);
+    // The caching allocator holds the tensors and the workspaces; its reserved memory adds
+    // what no tensor holds. The CUDA context and NCCL's buffers are outside it.
+    const double reserved = b.total_bytes - b.cuda_context_bytes - b.nccl_buffers_bytes;
+    const double allocated = reserved - b.allocator_overhead_bytes;
+    if (r.peak_memory_bytes > 0)
+      c.figures.push_back(Checked(fmt::format("max allocated rank {} (stage {})", r.rank, stage),
+                                  "bytes", allocated, static_cast<double>(r.peak_memory_bytes),
+                                  tolerance_pct));
+    if (r.peak_reserved_bytes > 0)
+      c.figures.push_back(Checked(fmt::format("max reserved rank {} (stage {})", r.rank, stage),
+                                  "bytes", reserved, static_cast<double>(r.peak_reserved_bytes),
+                                  tolerance_pct));
   }
+  AddTimeFigures(p, m, tolerance_pct, &c);
   return c;
 }
 
@@ -255,19 +301,22 @@ nlohmann::json ComparisonToJson(const Comparison& c) {
     }
     figures.push_back(std::move(j));
   }
-  return {{"tolerance_pct", c.tolerance_pct},
+  nlohmann::json out{{"tolerance_pct", c.tolerance_pct},
           {"device", c.device},
           {"hardware", c.hardware},
           {"figures", figures},
           {"failures", c.Failures()},
           {"within_tolerance", c.Failures().empty()}};
+  if (!c.framework.empty()) out["framework"] = c.framework;
+  return out;
 }
 
 std::string FormatComparisonTable(const Comparison& c) {
   size_t width = std::string("figure").size();
   for (const FigureComparison& f : c.figures) width = std::max(width, f.figure.size());
-  std::string out = fmt::format("predicted ({}) vs measured ({}), tolerance {:g}%\n", c.hardware,
-                                c.device, c.tolerance_pct);
+  std::string out = fmt::format("predicted ({}{}) vs measured ({}), tolerance {:g}%\n", c.hardware,
+                                c.framework.empty() ? "" : ", " + c.framework, c.device,
+                                c.tolerance_pct);
   out += fmt::format("{:<{}}  {:>12}  {:>12}  {:>8}  {}\n", "figure", width, "predicted",
                      "measured", "error", "status");
   std::vector<std::string> notes;

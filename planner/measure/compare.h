@@ -56,6 +56,7 @@ struct Comparison {
   double tolerance_pct = 0;
   std::string device;  // what ran (Measurement environment)
   std::string hardware;  // what the plan predicts for (GpuSpec::name)
+  std::string framework;  // CompareLoggedRun: the profile predicted under (FrameworkLabel)
   std::vector<FigureComparison> figures;
 
   // "step time: error +23.4% exceeds 10%" for every figure outside the tolerance.
@@ -69,6 +70,20 @@ bool HardwareDescribesDevice(const GpuSpec& gpu, const std::string& device);
 
 Comparison ComparePlan(const PlanFile& plan_file, const Measurement& measured,
                        double tolerance_pct, const std::string& measured_source = "measured.json");
+
+// A framework's run of the plan, read from its log (planner/measure/framework_log/
+// framework_log.h): the prediction is made under `framework`. Memory: each rank the log
+// reports, at its pipeline stage with pp outermost (LoggedRankStage); its max allocated
+// against the detailed model's tensors and workspaces, its max reserved against those plus
+// the caching allocator's unused share (the runtime lines but the CUDA context and NCCL's
+// buffers; docs/framework_logs.md "What is compared"); a figure the log does not give is
+// left out. Time as ComparePlan. InputError (file = log_source) for a rank outside the plan.
+Comparison CompareLoggedRun(const PlanFile& plan_file, const FrameworkSpec& framework,
+                            const Measurement& measured, double tolerance_pct,
+                            const std::string& log_source);
+// The pipeline stage of `rank` in Megatron-Core's default order (tp-cp-ep-dp-pp) and
+// torchtitan's mesh (pp outermost): rank / (world_size / pp).
+int64_t LoggedRankStage(const ParallelPlan& plan, int64_t rank);
 
 nlohmann::json ComparisonToJson(const Comparison& comparison);
 std::string FormatComparisonTable(const Comparison& comparison);

@@ -27,7 +27,8 @@ const char* kProfile =
     "grad_accumulation: fused\n"
     "optimizer: fused-adam\n"
     "recompute: [none, full]\n"
-    "zero1_gradients: in-place\n";
+    "zero1_gradients: in-place\n"
+    "log_format: megatron\n";
 
 std::string Replace(std::string text, const std::string& from, const std::string& to) {
   text.replace(text.find(from), from.size(), to);
@@ -47,7 +48,22 @@ TEST_CASE("every shipped profile loads, and meshplan's is the default spec",
     CHECK(f.recompute.none);
   }
   CHECK(LoadFramework("meshplan") == FrameworkSpec{});
+  CHECK(LoadFramework("megatron-core").log_format == LogFormat::kMegatron);
+  CHECK(LoadFramework("torchtitan").calibration.fit_compute);
   CHECK(LoadFramework("MEGATRON-CORE").name == "megatron-core");  // any case, as other configs
+}
+
+TEST_CASE("a profile written by FrameworkToYamlText reads back to the same spec",
+          "[planner][framework]") {
+  for (const std::string& name : ListFrameworks()) {
+    INFO(name);
+    FrameworkSpec spec = LoadFramework(name);
+    spec.calibration.compute_scale = 0.8125;
+    spec.calibration.bandwidth_scale = 1.0 / 3;
+    const std::string text = FrameworkToYamlText(spec, "fitted from\ntwo logs");
+    CHECK(text.rfind("# fitted from\n# two logs\n", 0) == 0);
+    CHECK(FrameworkFromYamlText(text, name + ".yaml") == spec);
+  }
 }
 
 TEST_CASE("the default framework: megatron-core on a GPU, meshplan on a CPU profile",
@@ -78,8 +94,14 @@ TEST_CASE("a hostile profile is refused with file, line, field and the allowed v
       {Replace(kProfile, "zero1_gradients: in-place", "zero1_gradients: both"),
        "zero1_gradients", "in-place, shard-copy", 9},
       {std::string(kProfile) + "allocator_fragmentation: 1.5\n", "allocator_fragmentation",
-       "[0, 1)", 10},
-      {std::string(kProfile) + "turbo: true\n", "turbo", "", 10},
+       "[0, 1)", 11},
+      {std::string(kProfile) + "turbo: true\n", "turbo", "", 11},
+      {Replace(kProfile, "log_format: megatron", "log_format: nemo"), "log_format",
+       "meshplan, megatron, torchtitan, deepspeed, pytorch-hook", 10},
+      {std::string(kProfile) + "calibration:\n  fittable: [mfu]\n", "calibration.fittable",
+       "compute_scale, bandwidth_scale", 12},
+      {std::string(kProfile) + "calibration:\n  compute_scale: 0\n", "calibration.compute_scale",
+       "", 12},
       {Replace(kProfile, "optimizer: fused-adam\n", ""), "optimizer", "missing", 0},
   };
   for (const Case& c : cases) {
