@@ -33,7 +33,7 @@ double GridStepGB(double max_gb, int lines) {
 void DrawHeader(const ExplorerState& state) {
   const PlanCost& cost = state.derived.cost;
   const double capacity = static_cast<double>(state.inputs.cluster.gpu.memory_bytes);
-  ImGui::Text("peak %s of %s on the worst GPU (stage %lld, %s)",
+  ImGui::TextWrapped("peak %s of %s on the worst GPU (stage %lld, %s)",
               FormatGB(cost.memory.total_bytes).c_str(), FormatGB(capacity).c_str(),
               static_cast<long long>(cost.memory.worst_stage), cost.memory.peak_phase.c_str());
   if (cost.fits)
