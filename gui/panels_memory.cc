@@ -19,7 +19,7 @@ namespace {
 
 constexpr ImU32 kPlotBackground = IM_COL32(24, 26, 32, 255);
 constexpr ImU32 kGridLine = IM_COL32(70, 74, 84, 255);
-constexpr float kMinChartWidthFraction = 0.45f;  // of the panel; the legend table takes the rest
+constexpr float kMinChartWidthFraction = 0.33f;  // of the panel; the legend table takes the rest
 
 // A round step for about `lines` grid lines up to `max_gb`.
 double GridStepGB(double max_gb, int lines) {
@@ -115,7 +115,7 @@ void DrawChart(ExplorerState& state, ImVec2 size) {
 }
 
 // Segment | detailed (worst stage) | seed, in GB.
-void DrawLegend(const ExplorerState& state) {
+void DrawLegend(ExplorerState& state) {
   const ExplorerDerived& d = state.derived;
   const std::vector<MemorySegment> detailed = MemorySegments(d.cost.memory);
   const std::vector<MemorySegment> seed = MemorySegments(d.seed_memory);
@@ -138,10 +138,12 @@ void DrawLegend(const ExplorerState& state) {
   ImGui::TableNextRow();
   ImGui::TableNextColumn();
   ImGui::TextUnformatted("total");
-  ImGui::TableNextColumn();
-  ImGui::TextUnformatted(FormatGB(d.cost.memory.total_bytes).c_str());
-  ImGui::TableNextColumn();
-  ImGui::TextUnformatted(FormatGB(d.seed_memory.total_bytes).c_str());
+  // The totals, the widest numbers, are recorded: the columns must hold them.
+  for (const double bytes : {d.cost.memory.total_bytes, d.seed_memory.total_bytes}) {
+    ImGui::TableNextColumn();
+    ImGui::TextUnformatted(FormatGB(bytes).c_str());
+    RecordItemText(state.drawn, FormatGB(bytes));
+  }
   ImGui::EndTable();
   ImGui::TextDisabled("detailed: worst stage %lld", static_cast<long long>(d.cost.memory.worst_stage));
   ImGui::TextDisabled("seed: the documents' formulas");
