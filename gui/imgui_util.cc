@@ -40,6 +40,16 @@ void SameLineIfFits(float width, float right) {
   if (next <= right) ImGui::SameLine();
 }
 
+void SlotLabel(DrawnLayout& layout, const std::string& text, float x0, float x1, float y,
+               float bottom, ImU32 color) {
+  const ImVec2 size = ImGui::CalcTextSize(text.c_str());
+  if (size.x > x1 - x0 - 2) return;
+  const ImVec2 at(x0 + (x1 - x0 - size.x) * 0.5f, y);
+  ImGui::GetWindowDrawList()->AddText(at, color, text.c_str());
+  RecordText(layout, text, at, ImVec2(at.x + size.x, at.y + size.y), ImVec2(x0, y),
+             ImVec2(x1, bottom));
+}
+
 void RecordPanel(DrawnLayout& layout, const char* name, bool tab) {
   const ImVec2 pos = ImGui::GetWindowPos(), size = ImGui::GetWindowSize();
   layout.panels.push_back({name, ToDrawnRect(pos, ImVec2(pos.x + size.x, pos.y + size.y)), tab});

@@ -35,6 +35,11 @@ void TooltipOnHover(const std::string& text);
 // (a screen x, e.g. the cell's right edge taken at the start of the row).
 void SameLineIfFits(float width, float right);
 
+// `text` centred in the slot [x0, x1) at height y, drawn (and recorded, with the slot
+// from y down to `bottom` as its fit) only where it fits the slot's width.
+void SlotLabel(DrawnLayout& layout, const std::string& text, float x0, float x1, float y,
+               float bottom, ImU32 color);
+
 // Records the current window's rectangle as a panel of the DrawnLayout (`tab`: a tab
 // inside the panel recorded before it, same rectangle).
 void RecordPanel(DrawnLayout& layout, const char* name, bool tab = false);

@@ -19,7 +19,7 @@ namespace {
 
 constexpr ImU32 kPlotBackground = IM_COL32(24, 26, 32, 255);
 constexpr ImU32 kGridLine = IM_COL32(70, 74, 84, 255);
-constexpr float kMinChartWidthFraction = 0.33f;  // of the panel; the legend table takes the rest
+constexpr float kMinChartWidthFraction = 0.40f;  // of the panel; the legend table takes the rest
 
 // A round step for about `lines` grid lines up to `max_gb`.
 double GridStepGB(double max_gb, int lines) {
@@ -90,15 +90,17 @@ void DrawChart(ExplorerState& state, ImVec2 size) {
     bar.label = label;
     DrawMemoryBar(draw, x0, x1, axis, m, capacity, &bar);
     rec.bars.push_back(std::move(bar));
-    // Labels under the bar: its name and total.
-    const std::string total = FormatGB(m.total_bytes);
+    // Labels under the bar, where they fit its slot: its name and total (the legend and
+    // the tooltip have them too).
     const ImU32 text = m.total_bytes > capacity ? ToImU32(kColorDoesNotFit)
                                                 : ImGui::GetColorU32(ImGuiCol_Text);
-    draw->AddText(ImVec2(centre - ImGui::CalcTextSize(label.c_str()).x * 0.5f, plot1.y + 2),
-                  ImGui::GetColorU32(ImGuiCol_Text), label.c_str());
-    draw->AddText(ImVec2(centre - ImGui::CalcTextSize(total.c_str()).x * 0.5f,
-                         plot1.y + 2 + line),
-                  text, total.c_str());
+    // A label's room: its bar's centre +- half the way to the nearest neighbour's.
+    const float room = seed || stages == 1 ? slot * 1.5f : slot;
+    const float sx0 = centre - room * 0.5f, sx1 = centre + room * 0.5f;
+    SlotLabel(state.drawn, label, sx0, sx1, plot1.y + 2, origin.y + size.y,
+              ImGui::GetColorU32(ImGuiCol_Text));
+    SlotLabel(state.drawn, FormatGB(m.total_bytes), sx0, sx1, plot1.y + 2 + line,
+              origin.y + size.y, text);
     // Hover: the breakdown.
     ImGui::SetCursorScreenPos(ImVec2(x0, plot0.y));
     ImGui::InvisibleButton(fmt::format("bar{}", i).c_str(),

@@ -49,15 +49,6 @@ void DrawRowsChart(ExplorerState& state, const char* id, const char* title, cons
   draw->AddRectFilled(plot0, plot1, kPlotBackground);
 
   const float slot = (plot1.x - plot0.x) / std::max<size_t>(rows.size(), 1);
-  // A label centred under its bar, shown only where it fits the bar's slot.
-  auto label = [&](const std::string& text, float sx0, float y, ImU32 color) {
-    const ImVec2 ts = ImGui::CalcTextSize(text.c_str());
-    if (ts.x > slot - 2) return;
-    const ImVec2 at(sx0 + (slot - ts.x) * 0.5f, y);
-    draw->AddText(at, color, text.c_str());
-    RecordText(state.drawn, text, at, ImVec2(at.x + ts.x, at.y + ts.y), ImVec2(sx0, plot1.y),
-               ImVec2(sx0 + slot, end.y));
-  };
   for (size_t i = 0; i < rows.size(); ++i) {
     const TradeoffRow& row = rows[i];
     const float sx0 = plot0.x + slot * i, centre = sx0 + slot * 0.5f;
@@ -74,8 +65,9 @@ void DrawRowsChart(ExplorerState& state, const char* id, const char* title, cons
     const std::string speed = row.valid ? FormatTokensPerS(row.cost.tokens_per_s) : "-";
     const ImU32 text = row.valid && !row.cost.fits ? ToImU32(kColorDoesNotFit)
                                                    : ImGui::GetColorU32(ImGuiCol_Text);
-    label(AxisValue(row.label), sx0, plot1.y + 2, ImGui::GetColorU32(ImGuiCol_Text));
-    label(speed, sx0, plot1.y + 2 + line, text);
+    SlotLabel(state.drawn, AxisValue(row.label), sx0, sx0 + slot, plot1.y + 2, end.y,
+              ImGui::GetColorU32(ImGuiCol_Text));
+    SlotLabel(state.drawn, speed, sx0, sx0 + slot, plot1.y + 2 + line, end.y, text);
     // Hover explains, click loads the plan.
     ImGui::SetCursorScreenPos(ImVec2(sx0, plot0.y));
     ImGui::InvisibleButton(fmt::format("col{}", i).c_str(),
