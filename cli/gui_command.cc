@@ -103,8 +103,8 @@ void AddGuiCommand(CLI::App& app, int* exit_code) {
       ->check(IntegerInRange(1, 1000, "frames"))
       ->capture_default_str();
   command->add_option("--layout-out", options->app.layout_path,
-                      "with --screenshot: also write where the panels, bars and capacity line "
-                      "were drawn (JSON)")
+                      "with --screenshot: also write where the panels, bars, capacity line and "
+                      "texts were drawn (JSON)")
       ->needs(screenshot)
       ->check(OutputFile());
   command->add_option("--width", options->app.width, "window width (screen coordinates)")

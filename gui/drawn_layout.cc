@@ -15,7 +15,15 @@ std::string DrawnLayoutToJson(const DrawnLayout& layout) {
   j["framebuffer"] = {layout.framebuffer_width, layout.framebuffer_height};
   j["ui_scale"] = layout.ui_scale;
   j["panels"] = nlohmann::json::object();
-  for (const DrawnPanel& p : layout.panels) j["panels"][p.name] = Rect(p.rect);
+  j["tabs"] = nlohmann::json::array();
+  for (const DrawnPanel& p : layout.panels) {
+    j["panels"][p.name] = Rect(p.rect);
+    if (p.tab) j["tabs"].push_back(p.name);
+  }
+  j["texts"] = nlohmann::json::array();
+  for (const DrawnText& t : layout.texts)
+    j["texts"].push_back(
+        {{"panel", t.panel}, {"text", t.text}, {"rect", Rect(t.rect)}, {"fit", Rect(t.fit)}});
   const DrawnMemoryChart& m = layout.memory;
   nlohmann::json mem;
   mem["drawn"] = m.drawn;

@@ -3,8 +3,9 @@
 // The panels record it while they draw (into ExplorerState::drawn); with
 // `meshplan gui --screenshot out.png --layout-out layout.json` the app writes it
 // beside the PNG so a test knows where to look for the memory bars and the
-// capacity line, and which colours to expect there. Origin top-left, y down
-// (the PNG's orientation); x1/y1 exclusive.
+// capacity line, and which colours to expect there, and where each recorded text
+// lies against the region it must stay within (docs/commands.md#gui: the layout
+// test). Origin top-left, y down (the PNG's orientation); x1/y1 exclusive.
 #pragma once
 
 #include <string>
@@ -46,8 +47,20 @@ struct DrawnMemoryChart {
 };
 
 struct DrawnPanel {
-  std::string name;  // "Setup", "Knobs", "Memory", ...
+  std::string name;  // "Setup", "Knobs", "Memory per GPU", ...
   DrawnRect rect;
+  bool tab = false;  // a tab inside the panel recorded before it ("Search" in "Explore")
+};
+
+// A text the panels promise to show whole: `rect` must lie within `fit` (its chart
+// slot, its table column, the panel's visible content; a scrolling region's extended
+// by its scroll range: what is below the fold is reached by scrolling, not cut), and
+// no two texts of one panel overlap.
+struct DrawnText {
+  std::string panel;  // the panel (or tab) drawing it
+  std::string text;
+  DrawnRect rect;
+  DrawnRect fit;
 };
 
 struct DrawnLayout {
@@ -55,10 +68,12 @@ struct DrawnLayout {
   int framebuffer_height = 0;
   float ui_scale = 1;
   std::vector<DrawnPanel> panels;
+  std::vector<DrawnText> texts;
   DrawnMemoryChart memory;
 };
 
-// The layout as JSON ({"framebuffer": [w, h], "panels": {...}, "memory": {...}}).
+// The layout as JSON ({"framebuffer": [w, h], "panels": {name: rect}, "tabs": [name],
+// "texts": [{"panel", "text", "rect", "fit"}], "memory": {...}}).
 std::string DrawnLayoutToJson(const DrawnLayout& layout);
 
 }  // namespace meshplan

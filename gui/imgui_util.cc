@@ -40,9 +40,34 @@ void SameLineIfFits(float width, float right) {
   if (next <= right) ImGui::SameLine();
 }
 
-void RecordPanel(DrawnLayout& layout, const char* name) {
+void SlotLabel(DrawnLayout& layout, const std::string& text, float x0, float x1, float y,
+               float bottom, ImU32 color) {
+  const ImVec2 size = ImGui::CalcTextSize(text.c_str());
+  if (size.x > x1 - x0 - 2) return;
+  const ImVec2 at(x0 + (x1 - x0 - size.x) * 0.5f, y);
+  ImGui::GetWindowDrawList()->AddText(at, color, text.c_str());
+  RecordText(layout, text, at, ImVec2(at.x + size.x, at.y + size.y), ImVec2(x0, y),
+             ImVec2(x1, bottom));
+}
+
+void RecordPanel(DrawnLayout& layout, const char* name, bool tab) {
   const ImVec2 pos = ImGui::GetWindowPos(), size = ImGui::GetWindowSize();
-  layout.panels.push_back({name, ToDrawnRect(pos, ImVec2(pos.x + size.x, pos.y + size.y))});
+  layout.panels.push_back({name, ToDrawnRect(pos, ImVec2(pos.x + size.x, pos.y + size.y)), tab});
+}
+
+void RecordText(DrawnLayout& layout, const std::string& text, ImVec2 min, ImVec2 max,
+                ImVec2 fit_min, ImVec2 fit_max) {
+  layout.texts.push_back({layout.panels.empty() ? "" : layout.panels.back().name, text,
+                          ToDrawnRect(min, max), ToDrawnRect(fit_min, fit_max)});
+}
+
+void RecordItemText(DrawnLayout& layout, const std::string& text) {
+  ImDrawList* draw = ImGui::GetWindowDrawList();
+  const float scroll = ImGui::GetScrollY(), scroll_max = ImGui::GetScrollMaxY();
+  const ImVec2 clip_min = draw->GetClipRectMin(), clip_max = draw->GetClipRectMax();
+  RecordText(layout, text, ImGui::GetItemRectMin(), ImGui::GetItemRectMax(),
+             ImVec2(clip_min.x, clip_min.y - scroll),
+             ImVec2(clip_max.x, clip_max.y + scroll_max - scroll));
 }
 
 }  // namespace meshplan

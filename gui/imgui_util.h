@@ -1,5 +1,5 @@
 // Small ImGui helpers shared by the panels: palette colours as ImGui colours,
-// a colour swatch, and recording drawn rectangles in framebuffer pixels.
+// a colour swatch, and recording drawn rectangles and texts in framebuffer pixels.
 #pragma once
 
 #include <imgui.h>
@@ -35,7 +35,22 @@ void TooltipOnHover(const std::string& text);
 // (a screen x, e.g. the cell's right edge taken at the start of the row).
 void SameLineIfFits(float width, float right);
 
-// Records the current window's rectangle as a panel of the DrawnLayout.
-void RecordPanel(DrawnLayout& layout, const char* name);
+// `text` centred in the slot [x0, x1) at height y, drawn (and recorded, with the slot
+// from y down to `bottom` as its fit) only where it fits the slot's width.
+void SlotLabel(DrawnLayout& layout, const std::string& text, float x0, float x1, float y,
+               float bottom, ImU32 color);
+
+// Records the current window's rectangle as a panel of the DrawnLayout (`tab`: a tab
+// inside the panel recorded before it, same rectangle).
+void RecordPanel(DrawnLayout& layout, const char* name, bool tab = false);
+
+// Records `text`, drawn at [min, max) (screen coordinates), which must lie within
+// [fit_min, fit_max), as a text of the panel recorded last.
+void RecordText(DrawnLayout& layout, const std::string& text, ImVec2 min, ImVec2 max,
+                ImVec2 fit_min, ImVec2 fit_max);
+// Records the last item as `text`; its fit is where the item can be seen: the current
+// clip rectangle (the window's content, or the table cell's column), extended by the
+// scroll range of the region it is in.
+void RecordItemText(DrawnLayout& layout, const std::string& text);
 
 }  // namespace meshplan

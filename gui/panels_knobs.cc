@@ -4,6 +4,8 @@
 #include <imgui.h>
 #include <imgui_stdlib.h>
 
+#include <fmt/format.h>
+
 #include "gui/imgui_util.h"
 #include "gui/panels.h"
 #include "planner/plan_fields.h"
@@ -60,6 +62,7 @@ void DrawKnobRow(ExplorerState& state, Knob knob) {
   ImGui::TableNextColumn();
   ImGui::AlignTextToFramePadding();
   ImGui::TextUnformatted(KnobTitle(knob));
+  RecordItemText(state.drawn, KnobTitle(knob));
   TooltipOnHover(KnobHelp(knob));
   ImGui::TableNextColumn();
   const float right = ImGui::GetCursorScreenPos().x + ImGui::GetContentRegionAvail().x;
@@ -91,17 +94,18 @@ void DrawKnobRow(ExplorerState& state, Knob knob) {
 }
 
 // The choices the search tries on each plan (planner/plan_fields.h, PlanFieldRole::kChoice):
-// a checkbox per boolean, a slider per integer; a click sets the plan. A choice that
-// offloads needs the cluster's host: block.
+// a checkbox per boolean, a slider per integer, labelled by its plan key (its description
+// in the tooltip); a click sets the plan. A choice that offloads needs the cluster's host: block.
 void DrawChoiceKnobs(ExplorerState& state) {
-  ImGui::TextDisabled("overlap and offload (the search chooses these per plan):");
+  ColoredText(kColorDimText, "overlap and offload (the search picks these per plan):");
+  TooltipOnHover("the search tries each of these on every plan; hover one for what it does");
   const bool host = state.inputs.cluster.host.known();
   for (const PlanFieldSpec& f : PlanFields()) {
     if (f.role != PlanFieldRole::kChoice) continue;
     ParallelPlan on;
     f.set(on, 1);
     ImGui::BeginDisabled(on.offloads() && !host);
-    const std::string label = std::string(f.doc) + " (" + f.key + ")";
+    const std::string label = f.key;
     int value = static_cast<int>(f.get(state.inputs.plan));
     bool changed = false;
     if (f.kind == PlanFieldKind::kBool) {
@@ -113,12 +117,13 @@ void DrawChoiceKnobs(ExplorerState& state) {
       changed = ImGui::SliderInt(label.c_str(), &value, static_cast<int>(f.min),
                                  static_cast<int>(f.max));
     }
+    RecordItemText(state.drawn, label);
     if (changed) {
       ParallelPlan plan = state.inputs.plan;
       f.set(plan, value);
       SetPlan(state, plan);
     }
-    TooltipOnHover(f.help);
+    TooltipOnHover(*f.help ? std::string(f.doc) + ": " + f.help : std::string(f.doc));
     ImGui::EndDisabled();
   }
   if (!host) ImGui::TextDisabled("offload: the cluster file has no host: block");
@@ -128,10 +133,8 @@ void DrawChoiceKnobs(ExplorerState& state) {
 
 void DrawKnobsPanel(ExplorerState& state) {
   const ParallelPlan& p = state.inputs.plan;
-  ImGui::TextDisabled("%lld GPUs = dp %lld x tp %lld x pp %lld x cp %lld; greyed: not valid",
-                      static_cast<long long>(state.inputs.cluster.world_size()),
-                      static_cast<long long>(p.dp), static_cast<long long>(p.tp),
-                      static_cast<long long>(p.pp), static_cast<long long>(p.cp));
+  ColoredText(kColorDimText, fmt::format("{} GPUs = dp {} x tp {} x pp {} x cp {}; greyed: not valid",
+                                         state.inputs.cluster.world_size(), p.dp, p.tp, p.pp, p.cp));
   const ImGuiTableFlags flags = ImGuiTableFlags_SizingFixedFit | ImGuiTableFlags_RowBg;
   if (ImGui::BeginTable("knobs", 2, flags)) {
     ImGui::TableSetupColumn("knob", ImGuiTableColumnFlags_WidthFixed,

@@ -47,7 +47,7 @@ void DrawTabs(ExplorerState& state) {
     if (ImGui::BeginTabItem(t.name, nullptr, requested ? ImGuiTabItemFlags_SetSelected : 0)) {
       if (!state.ui.select_tab) state.ui.tab = t.tab;
       if (requested) state.ui.select_tab = false;
-      RecordPanel(state.drawn, t.name);
+      RecordPanel(state.drawn, t.name, /*tab=*/true);
       t.draw(state);
       ImGui::EndTabItem();
     }

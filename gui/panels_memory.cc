@@ -19,7 +19,7 @@ namespace {
 
 constexpr ImU32 kPlotBackground = IM_COL32(24, 26, 32, 255);
 constexpr ImU32 kGridLine = IM_COL32(70, 74, 84, 255);
-constexpr float kMinChartWidthFraction = 0.45f;  // of the panel; the legend table takes the rest
+constexpr float kMinChartWidthFraction = 0.40f;  // of the panel; the legend table takes the rest
 
 // A round step for about `lines` grid lines up to `max_gib`.
 double GridStepGiB(double max_gib, int lines) {
@@ -33,7 +33,7 @@ double GridStepGiB(double max_gib, int lines) {
 void DrawHeader(const ExplorerState& state) {
   const PlanCost& cost = state.derived.cost;
   const double capacity = static_cast<double>(state.inputs.cluster.gpu.memory_bytes);
-  ImGui::Text("peak %s of %s on the worst GPU (stage %lld, %s)",
+  ImGui::TextWrapped("peak %s of %s on the worst GPU (stage %lld, %s)",
               FormatGiB(cost.memory.total_bytes).c_str(), FormatGiB(capacity).c_str(),
               static_cast<long long>(cost.memory.worst_stage), cost.memory.peak_phase.c_str());
   if (cost.fits)
@@ -90,15 +90,17 @@ void DrawChart(ExplorerState& state, ImVec2 size) {
     bar.label = label;
     DrawMemoryBar(draw, x0, x1, axis, m, capacity, &bar);
     rec.bars.push_back(std::move(bar));
-    // Labels under the bar: its name and total.
-    const std::string total = FormatGiB(m.total_bytes);
+    // Labels under the bar, where they fit its slot: its name and total (the legend and
+    // the tooltip have them too).
     const ImU32 text = m.total_bytes > capacity ? ToImU32(kColorDoesNotFit)
                                                 : ImGui::GetColorU32(ImGuiCol_Text);
-    draw->AddText(ImVec2(centre - ImGui::CalcTextSize(label.c_str()).x * 0.5f, plot1.y + 2),
-                  ImGui::GetColorU32(ImGuiCol_Text), label.c_str());
-    draw->AddText(ImVec2(centre - ImGui::CalcTextSize(total.c_str()).x * 0.5f,
-                         plot1.y + 2 + line),
-                  text, total.c_str());
+    // A label's room: its bar's centre +- half the way to the nearest neighbour's.
+    const float room = seed || stages == 1 ? slot * 1.5f : slot;
+    const float sx0 = centre - room * 0.5f, sx1 = centre + room * 0.5f;
+    SlotLabel(state.drawn, label, sx0, sx1, plot1.y + 2, origin.y + size.y,
+              ImGui::GetColorU32(ImGuiCol_Text));
+    SlotLabel(state.drawn, FormatGiB(m.total_bytes), sx0, sx1, plot1.y + 2 + line,
+              origin.y + size.y, text);
     // Hover: the breakdown.
     ImGui::SetCursorScreenPos(ImVec2(x0, plot0.y));
     ImGui::InvisibleButton(fmt::format("bar{}", i).c_str(),
@@ -115,7 +117,7 @@ void DrawChart(ExplorerState& state, ImVec2 size) {
 }
 
 // Segment | detailed (worst stage) | seed, in GB.
-void DrawLegend(const ExplorerState& state) {
+void DrawLegend(ExplorerState& state) {
   const ExplorerDerived& d = state.derived;
   const std::vector<MemorySegment> detailed = MemorySegments(d.cost.memory);
   const std::vector<MemorySegment> seed = MemorySegments(d.seed_memory);
@@ -138,10 +140,12 @@ void DrawLegend(const ExplorerState& state) {
   ImGui::TableNextRow();
   ImGui::TableNextColumn();
   ImGui::TextUnformatted("total");
-  ImGui::TableNextColumn();
-  ImGui::TextUnformatted(FormatGiB(d.cost.memory.total_bytes).c_str());
-  ImGui::TableNextColumn();
-  ImGui::TextUnformatted(FormatGiB(d.seed_memory.total_bytes).c_str());
+  // The totals, the widest numbers, are recorded: the columns must hold them.
+  for (const double bytes : {d.cost.memory.total_bytes, d.seed_memory.total_bytes}) {
+    ImGui::TableNextColumn();
+    ImGui::TextUnformatted(FormatGiB(bytes).c_str());
+    RecordItemText(state.drawn, FormatGiB(bytes));
+  }
   ImGui::EndTable();
   ImGui::TextDisabled("detailed: worst stage %lld", static_cast<long long>(d.cost.memory.worst_stage));
   ImGui::TextDisabled("seed: the documents' formulas");

@@ -17,6 +17,8 @@ namespace meshplan {
 namespace {
 
 constexpr ImU32 kPlotBackground = IM_COL32(24, 26, 32, 255);
+// The table's width (in font sizes) below which it starts with fewer columns.
+constexpr float kWideTableEm = 48.0f;
 
 void DrawControls(ExplorerState& state) {
   SearchPanelState& s = state.search;
@@ -52,13 +54,19 @@ void DrawTable(ExplorerState& state, float height) {
   const std::vector<RankedPlan>& rows = s.result->top;
   const ImGuiTableFlags flags = ImGuiTableFlags_Sortable | ImGuiTableFlags_RowBg |
                                 ImGuiTableFlags_ScrollY | ImGuiTableFlags_BordersInnerV |
-                                ImGuiTableFlags_SizingFixedFit | ImGuiTableFlags_Resizable;
+                                ImGuiTableFlags_SizingFixedFit | ImGuiTableFlags_Resizable |
+                                ImGuiTableFlags_Hideable;
+  // In a narrow panel the columns that explain the time start hidden, so that the plan
+  // keeps room to wrap in; right-click a header to show them.
+  const bool narrow = ImGui::GetContentRegionAvail().x < ImGui::GetFontSize() * kWideTableEm;
   if (!ImGui::BeginTable("search results", kNumSearchColumns, flags, ImVec2(0, height))) return;
   ImGui::TableSetupScrollFreeze(0, 1);
   for (int c = 0; c < kNumSearchColumns; ++c) {
     const auto column = static_cast<SearchColumn>(c);
     ImGuiTableColumnFlags cf = column == SearchColumn::kPlan ? ImGuiTableColumnFlags_WidthStretch
                                                              : ImGuiTableColumnFlags_WidthFixed;
+    if (narrow && (column == SearchColumn::kExposedComm || column == SearchColumn::kBubble))
+      cf |= ImGuiTableColumnFlags_DefaultHide;
     if (column == s.sort_column)
       cf |= ImGuiTableColumnFlags_DefaultSort |
             (s.sort_ascending ? ImGuiTableColumnFlags_PreferSortAscending
@@ -88,7 +96,13 @@ void DrawTable(ExplorerState& state, float height) {
       TooltipOnHover(ToPlanString(r.plan));
       for (int c = 1; c < kNumSearchColumns; ++c) {
         ImGui::TableNextColumn();
-        ImGui::TextUnformatted(CellText(r, i, static_cast<SearchColumn>(c)).c_str());
+        const std::string cell = CellText(r, i, static_cast<SearchColumn>(c));
+        if (static_cast<SearchColumn>(c) != SearchColumn::kPlan) {
+          ImGui::TextUnformatted(cell.c_str());
+          continue;
+        }
+        ImGui::TextWrapped("%s", cell.c_str());  // the plan wraps at its column's edge
+        RecordItemText(state.drawn, cell);
       }
     }
   ImGui::EndTable();

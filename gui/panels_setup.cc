@@ -3,6 +3,7 @@
 #include <imgui.h>
 #include <imgui_stdlib.h>
 
+#include <filesystem>
 #include <fmt/format.h>
 
 #include "gui/imgui_util.h"
@@ -15,11 +16,33 @@
 namespace meshplan {
 namespace {
 
-// A combo over `names`; picking one calls `load(name)`.
+// How the combo names what was loaded: a configs name as it is, a path by its file's
+// stem (a HF config.json by its folder), the full path in the tooltip.
+std::string ShortSourceName(const std::string& source) {
+  const std::filesystem::path path(source);
+  if (!path.has_parent_path()) return source;
+  return path.stem() == "config" ? path.parent_path().filename().string() : path.stem().string();
+}
+
+// Records a closed combo's preview `shown` against its room: the frame less its arrow.
+void RecordComboPreview(ExplorerState& state, const std::string& shown) {
+  const ImVec2 frame0 = ImGui::GetItemRectMin(), pad = ImGui::GetStyle().FramePadding;
+  const ImVec2 text0(frame0.x + pad.x, frame0.y + pad.y), size = ImGui::CalcTextSize(shown.c_str());
+  const float room_right = frame0.x + ImGui::CalcItemWidth() - ImGui::GetFrameHeight();
+  RecordText(state.drawn, shown, text0, ImVec2(text0.x + size.x, text0.y + size.y), frame0,
+             ImVec2(room_right, ImGui::GetItemRectMax().y));
+}
+
+// A combo over `names` showing `current` by its short name; picking one calls `load(name)`.
 template <typename Load>
-void NameCombo(const char* label, const std::string& current,
+void NameCombo(ExplorerState& state, const char* label, const std::string& current,
                const std::vector<std::string>& names, Load load) {
-  if (!ImGui::BeginCombo(label, current.c_str())) return;
+  const std::string shown = ShortSourceName(current);
+  if (!ImGui::BeginCombo(label, shown.c_str())) {
+    RecordComboPreview(state, shown);
+    if (shown != current) TooltipOnHover(current);
+    return;
+  }
   for (const std::string& name : names) {
     const bool selected = name == current;
     if (ImGui::Selectable(name.c_str(), selected) && !selected) load(name);
@@ -53,7 +76,7 @@ void DrawSetupPanel(ExplorerState& state) {
   ImGui::PushItemWidth(-ImGui::GetFontSize() * 6.5f);
 
   // --- model -----------------------------------------------------------------
-  NameCombo("model", in.model_source, state.model_names,
+  NameCombo(state, "model", in.model_source, state.model_names,
             [&](const std::string& name) { LoadModelInto(state, name); });
   ImGui::InputTextWithHint("##hf", "path to a HF config.json or YAML", &state.ui.hf_config_path);
   ImGui::SameLine();
@@ -63,7 +86,7 @@ void DrawSetupPanel(ExplorerState& state) {
   ImGui::Spacing();
 
   // --- cluster -----------------------------------------------------------------
-  NameCombo("cluster", in.cluster_source, state.cluster_names,
+  NameCombo(state, "cluster", in.cluster_source, state.cluster_names,
             [&](const std::string& name) { LoadClusterInto(state, name); });
   ImGui::InputTextWithHint("##nx", "NxGPU, e.g. 64xh100-sxm, or a path", &state.ui.cluster_shorthand);
   ImGui::SameLine();

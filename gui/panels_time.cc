@@ -1,7 +1,9 @@
 // DrawTimePanel: the predicted step time as one stacked horizontal bar (compute,
 // recompute, exposed communication per mesh dimension, bubble, optimizer, exposed offload
 // copies, compute slowed by overlapped communication: they add up to the step), the
-// headline rates (tokens/s, MFU, HFU) and communication volume per dimension.
+// headline rates (tokens/s, MFU, HFU) and communication volume per dimension. The
+// table lists the parts that take time, each as wide as its name, with the volume
+// table beside it where both fit the panel's width, else below it.
 #include <imgui.h>
 
 #include <fmt/format.h>
@@ -18,6 +20,7 @@ struct TimePart {
   std::string name;
   double seconds;
   Rgb color;
+  std::string help = "";  // the CLI's longer name, where the GUI shortens it
 };
 
 std::vector<TimePart> TimeParts(const StepTimeBreakdown& t) {
@@ -29,7 +32,9 @@ std::vector<TimePart> TimeParts(const StepTimeBreakdown& t) {
   parts.push_back({"bubble", t.bubble_s, kColorBubble});
   parts.push_back({"optimizer", t.optimizer_s, kColorOptimizerStep});
   parts.push_back({"offload (exposed)", t.offload_s, kColorOffload});
-  parts.push_back({"compute slowed by overlapped comm.", t.overlap_slowdown_s, kColorOverlapSlowdown});
+  parts.push_back({"slowed by overlap", t.overlap_slowdown_s, kColorOverlapSlowdown,
+                   "compute slowed by overlapped comm. (the overlapped communication shares "
+                   "the GPU with the compute)"});
   return parts;
 }
 
@@ -56,32 +61,42 @@ void DrawTimePanel(ExplorerState& state) {
     return;
   }
   const PlanCost& c = d.cost;
-  ImGui::Text("step %s   %s tokens/s   MFU %s (no attn. %s)   HFU %s",
-              FormatSeconds(c.time.total_s).c_str(), FormatTokensPerS(c.tokens_per_s).c_str(),
-              FormatPercent(c.mfu).c_str(), FormatPercent(c.mfu_no_attention).c_str(),
-              FormatPercent(c.hfu).c_str());
-  ImGui::Text("per GPU: %s tokens/s   %s TFLOP/s (model)",
-              FormatTokensPerS(c.tokens_per_s_per_gpu).c_str(),
-              FormatTflops(c.model_flops_per_s_per_gpu).c_str());
-  ImGui::TextDisabled("%s", kModelFlopsConvention);
-  ImGui::TextDisabled("step time %s (meshplan validate)", DescribeBand(state.band).c_str());
+  const std::string headline = fmt::format(
+      "step {}   {} tokens/s   MFU {} (no attn. {})   HFU {}", FormatSeconds(c.time.total_s),
+      FormatTokensPerS(c.tokens_per_s), FormatPercent(c.mfu), FormatPercent(c.mfu_no_attention),
+      FormatPercent(c.hfu));
+  ImGui::TextUnformatted(headline.c_str());
+  RecordItemText(state.drawn, headline);
+  const std::string per_gpu =
+      fmt::format("per GPU: {} tokens/s   {} TFLOP/s (model)",
+                  FormatTokensPerS(c.tokens_per_s_per_gpu), FormatTflops(c.model_flops_per_s_per_gpu));
+  ImGui::TextUnformatted(per_gpu.c_str());
+  RecordItemText(state.drawn, per_gpu);
+  ColoredText(kColorDimText, kModelFlopsConvention);
+  ColoredText(kColorDimText,
+              fmt::format("step time {} (meshplan validate)", DescribeBand(state.band)));
   if (c.mfu_fp8_peak > 0)  // fp8: the MFU above is against the bf16 peak; name both
-    ImGui::TextDisabled("MFU and HFU against the dense bf16 peak; MFU against the FP8 peak %s",
-                        FormatPercent(c.mfu_fp8_peak).c_str());
+    ColoredText(kColorDimText,
+                "MFU and HFU against the dense bf16 peak; MFU against the FP8 peak " +
+                    FormatPercent(c.mfu_fp8_peak));
   const std::vector<TimePart> parts = TimeParts(c.time);
   DrawTimeBar(parts, c.time.total_s);
 
-  const ImGuiTableFlags flags = ImGuiTableFlags_SizingStretchProp | ImGuiTableFlags_RowBg;
-  const float half = ImGui::GetContentRegionAvail().x * 0.5f - ImGui::GetStyle().ItemSpacing.x;
-  if (ImGui::BeginTable("time parts", 3, flags, ImVec2(half, 0))) {
-    ImGui::TableSetupColumn("part", 0, 2.2f);
-    ImGui::TableSetupColumn("time", 0, 1.0f);
-    ImGui::TableSetupColumn("share", 0, 0.8f);
+  const ImGuiTableFlags flags =
+      ImGuiTableFlags_SizingFixedFit | ImGuiTableFlags_NoHostExtendX | ImGuiTableFlags_RowBg;
+  const float right = ImGui::GetCursorScreenPos().x + ImGui::GetContentRegionAvail().x;
+  if (ImGui::BeginTable("time parts", 3, flags)) {
+    ImGui::TableSetupColumn("part");
+    ImGui::TableSetupColumn("time");
+    ImGui::TableSetupColumn("share");
     ImGui::TableHeadersRow();
     for (const TimePart& part : parts) {
+      if (part.seconds <= 0) continue;  // as in the bar
       ImGui::TableNextRow();
       ImGui::TableNextColumn();
       ColorSwatch(part.color, part.name.c_str());
+      RecordItemText(state.drawn, part.name);
+      TooltipOnHover(part.help);
       ImGui::TableNextColumn();
       ImGui::TextUnformatted(FormatSeconds(part.seconds).c_str());
       ImGui::TableNextColumn();
@@ -90,11 +105,15 @@ void DrawTimePanel(ExplorerState& state) {
     }
     ImGui::EndTable();
   }
-  ImGui::SameLine();
-  if (ImGui::BeginTable("comm volume", 3, flags, ImVec2(half, 0))) {
-    ImGui::TableSetupColumn("dim", 0, 0.6f);
-    ImGui::TableSetupColumn("sent/GPU/step", 0, 1.4f);
-    ImGui::TableSetupColumn("exposed", 0, 1.0f);
+  // The volume table's width: its widest cells and the cells' padding.
+  const float comm_width = ImGui::CalcTextSize("dim").x + ImGui::CalcTextSize("sent/GPU/step").x +
+                           ImGui::CalcTextSize("000.0 ms").x +
+                           ImGui::GetStyle().CellPadding.x * 6;
+  SameLineIfFits(comm_width, right);
+  if (ImGui::BeginTable("comm volume", 3, flags)) {
+    ImGui::TableSetupColumn("dim");
+    ImGui::TableSetupColumn("sent/GPU/step");
+    ImGui::TableSetupColumn("exposed");
     ImGui::TableHeadersRow();
     for (MeshDim dim : kAllCommDims) {
       ImGui::TableNextRow();

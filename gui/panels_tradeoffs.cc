@@ -1,6 +1,6 @@
 // DrawTradeoffsPanel: the current plan across ZeRO 0-3 and across tp = 1, 2, 4, 8,
 // side by side: a stacked memory bar per GPU against the capacity line and the
-// predicted tokens/s under each bar, then the numbers in a table. Clicking a
+// predicted tokens/s under each bar where it fits, then the numbers in a table. Clicking a
 // column loads that plan into the knobs.
 #include <imgui.h>
 
@@ -19,16 +19,29 @@ namespace {
 constexpr ImU32 kPlotBackground = IM_COL32(24, 26, 32, 255);
 constexpr ImU32 kCurrentHighlight = IM_COL32(255, 255, 255, 40);
 
-// One small chart: a bar per row, capacity line, labels and tokens/s under the bars.
-void DrawRowsChart(ExplorerState& state, const char* id, const char* title,
+// The value a row's label names on the chart's axis: "2" of "ZeRO-2", "4" of "tp=4".
+std::string AxisValue(const std::string& label) {
+  return label.substr(label.find_last_of("=-") + 1);
+}
+
+// One small chart: a short title (`help` in its tooltip), a bar per row against the
+// capacity line, each row's value on the axis under its bar, and its tokens/s under
+// that where it fits the bar's slot (the table below always has it).
+void DrawRowsChart(ExplorerState& state, const char* id, const char* title, const char* help,
                    const std::vector<TradeoffRow>& rows, ImVec2 size) {
   const double capacity = static_cast<double>(state.inputs.cluster.gpu.memory_bytes);
   ImDrawList* draw = ImGui::GetWindowDrawList();
-  const ImVec2 origin = ImGui::GetCursorScreenPos();
+  const ImVec2 origin = ImGui::GetCursorScreenPos(), end(origin.x + size.x, origin.y + size.y);
   const float line = ImGui::GetTextLineHeight();
+  const ImVec2 title_size = ImGui::CalcTextSize(title);
   draw->AddText(origin, ImGui::GetColorU32(ImGuiCol_Text), title);
+  RecordText(state.drawn, title, origin,
+             ImVec2(origin.x + title_size.x, origin.y + title_size.y), origin, end);
+  ImGui::PushID(id);
+  ImGui::InvisibleButton("title", ImVec2(size.x, line));
+  TooltipOnHover(help);
   const ImVec2 plot0(origin.x, origin.y + line * 1.3f);
-  const ImVec2 plot1(origin.x + size.x, origin.y + size.y - line * 2.3f);
+  const ImVec2 plot1(end.x, end.y - line * 2.3f);
   std::vector<double> totals;
   for (const TradeoffRow& r : rows)
     if (r.valid) totals.push_back(r.cost.memory.total_bytes);
@@ -49,27 +62,27 @@ void DrawRowsChart(ExplorerState& state, const char* id, const char* title,
     else
       draw->AddText(ImVec2(centre - ImGui::CalcTextSize("n/a").x * 0.5f, plot1.y - line * 1.2f),
                     ImGui::GetColorU32(ImGuiCol_TextDisabled), "n/a");
-    const std::string speed = row.valid ? FormatTokensPerS(row.cost.tokens_per_s) + " t/s" : "-";
+    const std::string speed = row.valid ? FormatTokensPerS(row.cost.tokens_per_s) : "-";
     const ImU32 text = row.valid && !row.cost.fits ? ToImU32(kColorDoesNotFit)
                                                    : ImGui::GetColorU32(ImGuiCol_Text);
-    draw->AddText(ImVec2(centre - ImGui::CalcTextSize(row.label.c_str()).x * 0.5f, plot1.y + 2),
-                  ImGui::GetColorU32(ImGuiCol_Text), row.label.c_str());
-    draw->AddText(ImVec2(centre - ImGui::CalcTextSize(speed.c_str()).x * 0.5f, plot1.y + 2 + line),
-                  text, speed.c_str());
+    SlotLabel(state.drawn, AxisValue(row.label), sx0, sx0 + slot, plot1.y + 2, end.y,
+              ImGui::GetColorU32(ImGuiCol_Text));
+    SlotLabel(state.drawn, speed, sx0, sx0 + slot, plot1.y + 2 + line, end.y, text);
     // Hover explains, click loads the plan.
     ImGui::SetCursorScreenPos(ImVec2(sx0, plot0.y));
-    ImGui::PushID(id);
     ImGui::InvisibleButton(fmt::format("col{}", i).c_str(),
                            ImVec2(std::max(1.0f, slot), plot1.y - plot0.y + line * 2));
-    ImGui::PopID();
     if (ImGui::IsItemHovered()) {
       if (row.valid)
-        MemoryTooltip(row.label + ": " + ToShortPlanString(row.plan), row.cost.memory, capacity);
+        MemoryTooltip(row.label + ": " + ToShortPlanString(row.plan) + ", " +
+                          FormatTokensPerS(row.cost.tokens_per_s) + " tokens/s",
+                      row.cost.memory, capacity);
       else
         TooltipOnHover("not valid: " + row.note);
     }
     if (ImGui::IsItemClicked() && row.valid && !row.is_current) SetPlan(state, row.plan);
   }
+  ImGui::PopID();
   DrawCapacityLine(draw, plot0.x, plot1.x, axis, capacity, "");
   ImGui::SetCursorScreenPos(origin);
   ImGui::Dummy(size);
@@ -127,12 +140,19 @@ void DrawTradeoffsPanel(ExplorerState& state) {
   // A MoE model adds the expert-parallel chart: three charts side by side.
   const float charts = d.ep_rows.empty() ? 2.0f : 3.0f;
   const ImVec2 chart((avail.x - gap * (charts - 1)) / charts, avail.y * 0.55f);
-  DrawRowsChart(state, "zero", "ZeRO stage (memory per GPU, tokens/s)", d.zero_rows, chart);
+  DrawRowsChart(state, "zero", "ZeRO stage",
+                "memory per GPU at ZeRO stage 0-3 and tokens/s under each bar", d.zero_rows,
+                chart);
   ImGui::SameLine(0, gap);
-  DrawRowsChart(state, "tp", "tensor parallel (dp rebalanced)", d.tp_rows, chart);
+  DrawRowsChart(state, "tp", "tensor par.",
+                "memory per GPU at tp = 1, 2, 4, 8 (dp rebalanced) and tokens/s under each bar",
+                d.tp_rows, chart);
   if (!d.ep_rows.empty()) {
     ImGui::SameLine(0, gap);
-    DrawRowsChart(state, "ep", "expert parallel (experts split, all-to-all)", d.ep_rows, chart);
+    DrawRowsChart(state, "ep", "expert par.",
+                  "memory per GPU at ep = 1, 2, 4, 8 (experts split, all-to-all) and tokens/s "
+                  "under each bar",
+                  d.ep_rows, chart);
   }
   DrawRowsTable(d.zero_rows, d.tp_rows, d.ep_rows);
 }

@@ -2,13 +2,17 @@
 // is not blank, and the Memory panel shows the bars and the capacity line in their
 // palette colours where the cost model puts them. The app's --layout-out sidecar
 // says where it drew; the test checks that against its own Estimate() and then
-// looks at the pixels there. xvfb-run is required (scripts/install_deps.sh installs it).
+// looks at the pixels there. The layout test reads the sidecar's panels and texts:
+// dense and MoE, at 1600x1000 and 1280x800, the panels tile the window and no
+// recorded text is cut or overlaps another. xvfb-run is required
+// (scripts/install_deps.sh installs it).
 #include <catch2/catch.hpp>
 #include <stb_image.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdlib>
 #include <filesystem>
@@ -16,6 +20,8 @@
 #include <nlohmann/json.hpp>
 #include <set>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "gui/palette.h"
 #include "planner/config/config_loader.h"
@@ -53,7 +59,8 @@ struct Shot {
 };
 
 // Runs the app under Xvfb for `args`, returns the PNG and the layout sidecar.
-Shot Screenshot(const std::string& name, const std::string& args) {
+Shot Screenshot(const std::string& name, const std::string& args, int width = kWidth,
+                int height = kHeight) {
   const auto dir = std::filesystem::temp_directory_path() /
                    ("meshplan_gui_test_" + std::to_string(getpid()));
   std::filesystem::create_directories(dir);
@@ -61,7 +68,7 @@ Shot Screenshot(const std::string& name, const std::string& args) {
   const std::string json = (dir / (name + ".json")).string();
   const std::string command =
       "xvfb-run -a -s '-screen 0 1920x1200x24' '" + std::string(MESHPLAN_BINARY) + "' gui " +
-      args + " --width " + std::to_string(kWidth) + " --height " + std::to_string(kHeight) +
+      args + " --width " + std::to_string(width) + " --height " + std::to_string(height) +
       " --scale 1 --screenshot '" + png + "' --layout-out '" + json + "' 2>&1";
   INFO(command);
   const int status = std::system(command.c_str());
@@ -102,6 +109,26 @@ double CapacityLineHits(const Shot& shot) {
   }
   REQUIRE(probes >= 50);
   return static_cast<double>(hits) / probes;
+}
+
+// A sidecar rectangle [x0, y0, x1, y1]; half a pixel of slack for rounding.
+struct Box {
+  double x0, y0, x1, y1;
+  explicit Box(const nlohmann::json& r) : x0(r[0]), y0(r[1]), x1(r[2]), y1(r[3]) {}
+  bool Inside(const Box& o) const {
+    return x0 >= o.x0 - 0.5 && y0 >= o.y0 - 0.5 && x1 <= o.x1 + 0.5 && y1 <= o.y1 + 0.5;
+  }
+  bool Overlaps(const Box& o) const {
+    return x0 < o.x1 - 0.5 && o.x0 < x1 - 0.5 && y0 < o.y1 - 0.5 && o.y0 < y1 - 0.5;
+  }
+};
+
+// The recorded texts of `panel`.
+std::vector<std::string> TextsOf(const nlohmann::json& layout, const std::string& panel) {
+  std::vector<std::string> texts;
+  for (const auto& t : layout["texts"])
+    if (t["panel"] == panel) texts.push_back(t["text"].get<std::string>());
+  return texts;
 }
 
 }  // namespace
@@ -203,6 +230,82 @@ TEST_CASE("gui --screenshot outlines a bar that does not fit in red", "[gui][scr
   CHECK(static_cast<double>(hits) / probes > 0.9);
   // The capacity line is below the bar's top, drawn across it.
   CHECK(m["capacity_y"].get<double>() > top);
+}
+
+TEST_CASE("gui lays out every panel without overlap or cut text, dense and MoE, at two sizes",
+          "[gui][screenshot]") {
+  INFO("xvfb-run is missing: scripts/install_deps.sh installs it (Debian package xvfb)");
+  REQUIRE(HaveXvfbRun());
+  const std::string setup = " --cluster 64xH100 --global-batch 256 --seq 4096 --search --tab search";
+  const struct {
+    std::string name, model, shown;  // shown: the model combo's text
+    size_t charts;                   // trade-off charts: ZeRO, tp (and ep for MoE)
+  } models[] = {
+      {"dense", "llama3-70b", "llama3-70b", 2},
+      // Loaded from a path: the combo names it by the file's stem.
+      {"moe", std::string(MESHPLAN_SOURCE_DIR) + "/configs/models/mixtral-8x7b.yaml",
+       "mixtral-8x7b", 3},
+  };
+  for (const auto& m : models)
+    for (const auto& [width, height] : {std::pair{1600, 1000}, std::pair{1280, 800}}) {
+      INFO(m.name << " at " << width << "x" << height);
+      const Shot shot = Screenshot(m.name, "--model " + m.model + setup, width, height);
+      const nlohmann::json& layout = shot.layout;
+
+      // The top-level panels tile the framebuffer: inside it, none over another.
+      const Box screen(nlohmann::json{0, 0, width, height});
+      std::vector<std::pair<std::string, Box>> tiles;
+      for (const auto& [name, rect] : layout["panels"].items())
+        if (std::find(layout["tabs"].begin(), layout["tabs"].end(), name) == layout["tabs"].end())
+          tiles.emplace_back(name, Box(rect));
+      CHECK(tiles.size() == 6);
+      for (size_t i = 0; i < tiles.size(); ++i) {
+        INFO("panel " << tiles[i].first);
+        CHECK(tiles[i].second.Inside(screen));
+        for (size_t j = i + 1; j < tiles.size(); ++j) {
+          INFO("and panel " << tiles[j].first);
+          CHECK_FALSE(tiles[i].second.Overlaps(tiles[j].second));
+        }
+      }
+
+      // Every recorded text lies within its fit region; none overlaps another of its panel.
+      const auto& texts = layout["texts"];
+      for (size_t i = 0; i < texts.size(); ++i) {
+        const auto& t = texts[i];
+        INFO(t["panel"] << ": \"" << t["text"] << "\" at " << t["rect"] << ", fit " << t["fit"]);
+        CHECK(Box(t["rect"]).Inside(Box(t["fit"])));
+        for (size_t j = i + 1; j < texts.size(); ++j) {
+          if (texts[j]["panel"] != t["panel"]) continue;
+          INFO("and \"" << texts[j]["text"] << "\" at " << texts[j]["rect"]);
+          CHECK_FALSE(Box(t["rect"]).Overlaps(Box(texts[j]["rect"])));
+        }
+      }
+
+      // The texts the panels must show are all recorded.
+      auto has = [](const std::vector<std::string>& v, const std::string& text) {
+        return std::find(v.begin(), v.end(), text) != v.end();
+      };
+      const auto setup_texts = TextsOf(layout, "Setup");
+      CHECK(has(setup_texts, m.shown));
+      CHECK(has(setup_texts, "64xH100"));
+      const auto tradeoffs = TextsOf(layout, "Trade-offs");
+      CHECK(has(tradeoffs, "ZeRO stage"));
+      CHECK(has(tradeoffs, "tensor par."));
+      CHECK(has(tradeoffs, "expert par.") == (m.charts == 3));
+      for (const char* value : {"0", "1", "2", "3", "4", "8"}) CHECK(has(tradeoffs, value));
+      // A title and a value under each of the four bars of every chart, at least.
+      CHECK(tradeoffs.size() >= m.charts * 5);
+      const auto knobs = TextsOf(layout, "Knobs");
+      for (const char* label : {"data par.", "expert par.", "tp_overlap", "dp_overlap"})
+        CHECK(has(knobs, label));
+      CHECK(TextsOf(layout, "Search").size() >= 3);  // the plan cells of the first rows
+      const auto memory = TextsOf(layout, "Memory per GPU");
+      CHECK(has(memory, "detailed"));  // under its bar
+      CHECK(has(memory, "seed"));
+      const auto time = TextsOf(layout, "Step time");
+      CHECK(has(time, "compute"));
+      CHECK(time.size() >= 3);  // the headline and the parts that take time
+    }
 }
 
 }  // namespace meshplan
