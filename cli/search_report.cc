@@ -52,7 +52,7 @@ void PrintPlanTable(const std::vector<RankedPlan>& plans, const ClusterSpec& clu
   size_t plan_width = 4;
   for (const RankedPlan& r : plans) plan_width = std::max(plan_width, ToShortPlanString(r.plan).size());
   const double capacity = static_cast<double>(cluster.gpu.memory_bytes);
-  fmt::print("{:>4}  {:<{}}  {:>16}  {:>8}  {:>8}  {:>8}  {:>8}  {:>9}  {:>9}  {:>9}  {:>9}  {:>9}  "
+  fmt::print("{:>4}  {:<{}}  {:>16}  {:>9}  {:>9}  {:>9}  {:>9}  {:>9}  {:>9}  {:>9}  {:>9}  {:>9}  "
              "{:>9}  {:>9}  {:>11}  {:>10}  {:>11}  {:>5}\n",
              first_column, "plan", plan_width, "memory/GPU", "states", "activ.", "other", "host",
              "compute", "exp.comm", "bubble", "optim.", "offload", "slowdown", "step", "tokens/s",
@@ -66,7 +66,7 @@ void PrintPlanTable(const std::vector<RankedPlan>& plans, const ClusterSpec& clu
         fmt::format("{} {:>3.0f}%", FormatGiB(m.total_bytes, 1), PercentOf(m.total_bytes, capacity));
     const double host = m.host_total_bytes();
     fmt::print(
-        "{:>4}  {:<{}}  {:>16}  {:>8}  {:>8}  {:>8}  {:>8}  {:>9}  {:>9}  {:>9}  {:>9}  {:>9}  {:>9}  "
+        "{:>4}  {:<{}}  {:>16}  {:>9}  {:>9}  {:>9}  {:>9}  {:>9}  {:>9}  {:>9}  {:>9}  {:>9}  {:>9}  "
         "{:>9}  {:>11}  {:>10}  {:>11}  {:>4.1f}%\n",
         number_rows ? std::to_string(row) : std::string(""), ToShortPlanString(r.plan), plan_width,
         memory, FormatGiB(StatesBytes(m), 1), FormatGiB(m.activations_bytes, 1),

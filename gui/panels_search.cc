@@ -56,8 +56,7 @@ void DrawTable(ExplorerState& state, float height) {
                                 ImGuiTableFlags_ScrollY | ImGuiTableFlags_BordersInnerV |
                                 ImGuiTableFlags_SizingFixedFit | ImGuiTableFlags_Resizable |
                                 ImGuiTableFlags_Hideable;
-  // In a narrow panel the columns that explain the time start hidden, so that the plan
-  // keeps room to wrap in; right-click a header to show them.
+  // Right-click a header to show a hidden column.
   const bool narrow = ImGui::GetContentRegionAvail().x < ImGui::GetFontSize() * kWideTableEm;
   if (!ImGui::BeginTable("search results", kNumSearchColumns, flags, ImVec2(0, height))) return;
   ImGui::TableSetupScrollFreeze(0, 1);
@@ -65,7 +64,10 @@ void DrawTable(ExplorerState& state, float height) {
     const auto column = static_cast<SearchColumn>(c);
     ImGuiTableColumnFlags cf = column == SearchColumn::kPlan ? ImGuiTableColumnFlags_WidthStretch
                                                              : ImGuiTableColumnFlags_WidthFixed;
-    if (narrow && (column == SearchColumn::kExposedComm || column == SearchColumn::kBubble))
+    // Narrow: the per-GPU figures (the Step time panel has the knobs' plan's) and the time
+    // parts start hidden, so the plan column keeps room to wrap in.
+    if (narrow && (column == SearchColumn::kExposedComm || column == SearchColumn::kBubble ||
+                   column == SearchColumn::kTokensPerSPerGpu || column == SearchColumn::kTflopsPerGpu))
       cf |= ImGuiTableColumnFlags_DefaultHide;
     if (column == s.sort_column)
       cf |= ImGuiTableColumnFlags_DefaultSort |

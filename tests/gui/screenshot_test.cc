@@ -134,8 +134,7 @@ std::vector<std::string> TextsOf(const nlohmann::json& layout, const std::string
 }  // namespace
 
 TEST_CASE("gui --screenshot draws the memory bars and the capacity line", "[gui][screenshot]") {
-  INFO("xvfb-run is missing: scripts/install_deps.sh installs it (Debian package xvfb)");
-  REQUIRE(HaveXvfbRun());
+  if (!HaveXvfbRun()) FAIL("xvfb-run is missing: scripts/install_deps.sh installs it (Debian package xvfb)");
   const std::string setup = "--model llama2-7b --cluster 8xH100 --global-batch 64 --seq 4096";
   const std::string plan = "dp=2,tp=4,sp=1,zero=1";
   const Shot shot = Screenshot("fits", setup + " --plan " + plan);
@@ -205,8 +204,7 @@ TEST_CASE("gui --screenshot draws the memory bars and the capacity line", "[gui]
 }
 
 TEST_CASE("gui --screenshot outlines a bar that does not fit in red", "[gui][screenshot]") {
-  INFO("xvfb-run is missing: scripts/install_deps.sh installs it (Debian package xvfb)");
-  REQUIRE(HaveXvfbRun());
+  if (!HaveXvfbRun()) FAIL("xvfb-run is missing: scripts/install_deps.sh installs it (Debian package xvfb)");
   // Llama 2 70B with plain data parallel: 16 bytes per parameter alone is > 1 TB per GPU.
   const Shot shot = Screenshot("oom", "--model llama2-70b --cluster 8xH100 --plan dp=8");
   const auto& m = shot.layout["memory"];
@@ -234,8 +232,7 @@ TEST_CASE("gui --screenshot outlines a bar that does not fit in red", "[gui][scr
 
 TEST_CASE("gui lays out every panel without overlap or cut text, dense and MoE, at two sizes",
           "[gui][screenshot]") {
-  INFO("xvfb-run is missing: scripts/install_deps.sh installs it (Debian package xvfb)");
-  REQUIRE(HaveXvfbRun());
+  if (!HaveXvfbRun()) FAIL("xvfb-run is missing: scripts/install_deps.sh installs it (Debian package xvfb)");
   const std::string setup = " --cluster 64xH100 --global-batch 256 --seq 4096 --search --tab search";
   const struct {
     std::string name, model, shown;  // shown: the model combo's text

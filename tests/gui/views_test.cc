@@ -57,7 +57,7 @@ TEST_CASE("search table order follows the clicked column, ties in search order",
   // Plan strings sort as text: "dp=1" < "dp=2" < "dp=4" < "dp=8".
   CHECK(SortedOrder(rows, SearchColumn::kPlan, true) == std::vector<size_t>{3, 2, 1, 0});
   CHECK(CellText(rows[1], 1, SearchColumn::kRank) == "2");
-  CHECK(CellText(rows[1], 1, SearchColumn::kMemory) == "9.3 GiB");  // 10e9 bytes
+  CHECK(CellText(rows[1], 1, SearchColumn::kMemory) == "9.31 GiB");  // 10e9 bytes
   CHECK(CellText(rows[0], 0, SearchColumn::kTokensPerS) == "400.0k");
   CHECK(CellText(rows[0], 0, SearchColumn::kPlan) == "dp=8");
   // The per-GPU rates (PlanCost), as the search table prints them.

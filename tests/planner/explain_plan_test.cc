@@ -52,14 +52,14 @@ TEST_CASE("DiffCosts: each term of both plans, the difference, the largest ones 
   // 2.63 s against 2.10 s: 25% slower, from the bubble first, then TP.
   CHECK(d.summary ==
         "dp=4,pp=2 is 25% slower than dp=8, mostly from its pipeline bubble (+410.0 ms) and "
-        "exposed tp communication (+120.0 ms); it needs 4.10 GB more per GPU, most for "
-        "activations (+9.10 GB).");
+        "exposed tp communication (+120.0 ms); it needs 3.82 GiB more per GPU, most for "
+        "activations (+8.48 GiB).");
   // The other way round: faster, and less memory, most from activations.
   const CostDifference back = DiffCosts(best, x, model);
   CHECK_THAT(back.summary, Catch::StartsWith("dp=8 is 20% faster than dp=4,pp=2, mostly from its "
                                              "pipeline bubble (-410.0 ms)"));
-  CHECK_THAT(back.summary, Catch::EndsWith("it needs 4.10 GB less per GPU, most from activations "
-                                           "(-9.10 GB)."));
+  CHECK_THAT(back.summary, Catch::EndsWith("it needs 3.82 GiB less per GPU, most from activations "
+                                           "(-8.48 GiB)."));
   // The same plan: as fast, the same memory.
   CHECK(DiffCosts(best, best, model).summary ==
         "dp=8 is as fast as dp=8; it needs the same memory per GPU.");
@@ -69,7 +69,7 @@ TEST_CASE("DiffCosts: each term of both plans, the difference, the largest ones 
   CHECK(j["summary"] == d.summary);
   CHECK_THAT(FormatCostDifference(d, "  "),
              Catch::Contains("pipeline bubble") && Catch::Contains("+0.4100") &&
-                 Catch::Contains("activations") && Catch::Contains("+9.10"));
+                 Catch::Contains("activations") && Catch::Contains("+8.48"));
 }
 
 TEST_CASE("search --explain-plan prints the plan beside the best one, its terms adding up",
@@ -81,7 +81,7 @@ TEST_CASE("search --explain-plan prints the plan beside the best one, its terms 
   INFO(table.output);
   REQUIRE(table.exit_code == 0);
   CHECK_THAT(table.output, Catch::Contains("beside the best plan") &&
-                               Catch::Contains("Memory per GPU (GB)") &&
+                               Catch::Contains("Memory per GPU (GiB)") &&
                                Catch::Contains("Step time (s)") &&
                                Catch::Contains("pipeline bubble") &&
                                Catch::Contains("% slower than"));

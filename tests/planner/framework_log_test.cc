@@ -115,7 +115,7 @@ TEST_CASE("a logged run is predicted under the framework's profile, memory per r
                      "max allocated rank 1 (stage 0)", "max reserved rank 1 (stage 0)",
                      "max allocated rank 4 (stage 1)", "max reserved rank 4 (stage 1)",
                      "max allocated rank 5 (stage 1)", "max reserved rank 5 (stage 1)",
-                     "step time", "tokens/s"});
+                     "step time", "tokens/s", "tokens/s per GPU", "model TFLOP/s per GPU"});
   for (const FigureComparison& f : core.figures) {
     INFO(f.figure);
     CHECK(f.status != FigureStatus::kNoPrediction);  // h100 describes the assumed device

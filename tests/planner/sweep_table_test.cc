@@ -63,13 +63,13 @@ TEST_CASE("sweep table: markdown rows, units and the summary", "[planner][sweep]
   rows[1].step_error_pct = 8;
   rows[0].memory_error_pct = 1;
   rows[1].memory_error_pct = -3;
-  rows[1].measured_reserved_bytes = 2.5e9;
+  rows[1].measured_reserved_bytes = 2.5 * 1024 * 1024 * 1024;
   const std::string table = FormatSweepTable(rows);
   CHECK_THAT(table, Catch::StartsWith("| plan | model | precision | seq |"));
   CHECK_THAT(table, Catch::Contains("step predicted (ms)") && Catch::Contains("peak measured (GiB)"));
   CHECK_THAT(table, Catch::Contains("| tiny-fp32-s128-mbs2-none | tiny-llama | fp32 | 128 | 4 |"));
   CHECK_THAT(table, Catch::Contains("| -4.0% |") && Catch::Contains("| +8.0% |"));
-  CHECK_THAT(table, Catch::Contains("| 2.50 |"));  // reserved GB where recorded, "-" elsewhere
+  CHECK_THAT(table, Catch::Contains("| 2.50 |"));  // reserved GiB where recorded, "-" elsewhere
   CHECK_THAT(table, Catch::Contains("| - |"));
   CHECK_THAT(table, Catch::Contains("2 plans; median |step time error| 6.0%, median |peak "
                                     "memory error| 2.0%"));

@@ -20,7 +20,7 @@ int64_t GlobalBatchOf(const std::string& flags) {
   return nlohmann::json::parse(r.output)["setup"]["global_batch"].get<int64_t>();
 }
 
-TEST_CASE("--tokens-per-step reads plain, decimal and binary counts exactly",
+TEST_CASE("tokens per step: reads plain, decimal and binary counts exactly",
           "[planner][cli][tokens_per_step]") {
   CHECK(GlobalBatchOf("--seq 4096 --tokens-per-step 4194304") == 1024);
   CHECK(GlobalBatchOf("--seq 4096 --tokens-per-step 4Mi") == 1024);   // 2^22 / 2^12
@@ -31,7 +31,7 @@ TEST_CASE("--tokens-per-step reads plain, decimal and binary counts exactly",
   CHECK(GlobalBatchOf("--seq 2000 --tokens-per-step 64k") == 32);
 }
 
-TEST_CASE("--tokens-per-step works on search and simulate too", "[planner][cli][tokens_per_step]") {
+TEST_CASE("tokens per step: works on search and simulate too", "[planner][cli][tokens_per_step]") {
   const CliResult search = test::RunMeshplan(
       "search --format json --cluster 8xH100 --seq 4096 --tokens-per-step 256Ki --top 1", false);
   REQUIRE(search.exit_code == 0);
@@ -45,7 +45,7 @@ TEST_CASE("--tokens-per-step works on search and simulate too", "[planner][cli][
   CHECK_THAT(simulate.output, Catch::Contains("\"global_batch\": 16"));
 }
 
-TEST_CASE("--tokens-per-step refuses what is not a whole number of sequences, with exit 2",
+TEST_CASE("tokens per step: refuses what is not a whole number of sequences, with exit 2",
           "[planner][cli][tokens_per_step]") {
   struct Bad {
     const char* flags;
