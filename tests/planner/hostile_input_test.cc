@@ -496,7 +496,10 @@ TEST_CASE("CLI: search with an absurd batch or sequence is refused or bounded, q
     const TimedResult r = RunBounded(std::string(args) + " --threads 2");
     INFO(r.result.output.substr(0, 2000));
     CHECK((r.result.exit_code == 0 || r.result.exit_code == 2 || r.result.exit_code == 3));
-    CHECK(r.seconds < 15);
+    // A guard against a blow-up (an uncapped grid runs for hours), not a speed goal (the
+    // search's speed is benchmarked: docs/benchmarks.md): ~6 s alone, ~20 s on a 2-core
+    // machine running the rest of the suite beside it.
+    CHECK(r.seconds < 60);
   }
   const TimedResult grid = RunBounded(
       "search --model llama3-70b --cluster 1024xH100 --global-batch 735134400 --seq 1");
