@@ -85,8 +85,9 @@ std::string Delta(double analytic, double simulated) {
   return fmt::format("{:+.1f}%", 100 * (simulated - analytic) / analytic);
 }
 
+// `stage`: the simulated stage shown; `most_work`: the stage with the most work.
 void PrintTable(const PlanFile& in, const PlanCost& cost, const SimResult& sim, int64_t stage,
-                double sim_tokens_per_s, double sim_mfu) {
+                int64_t most_work, double sim_tokens_per_s, double sim_mfu) {
   fmt::print("meshplan simulate: {} on {} ({} GPUs), plan {}\n", in.model.name, in.cluster.name,
              in.cluster.world_size(), ToShortPlanString(in.plan).empty()
                                           ? std::string("(defaults)")
@@ -125,7 +126,7 @@ void PrintTable(const PlanFile& in, const PlanCost& cost, const SimResult& sim, 
   if (!one_stage)
     fmt::print("* both columns: stage {}, {}; its idle time waiting for the\n  others "
                "counts as bubble. --stage S shows another stage's simulated time.\n",
-               stage, stage == StageWithMostWork(sim) ? "the stage with the most work" : "as --stage asks");
+               stage, stage == most_work ? "the stage with the most work" : "as --stage asks");
   if (const std::vector<std::string> missing = NotSimulated(in.plan); !missing.empty())
     fmt::print("note: not simulated: {}. The simulated column runs the plan without them; the "
                "analytic one\n  includes their copies and the CPU optimizer step.\n",
@@ -204,20 +205,21 @@ int RunSimulate(const CLI::App& command, const SimulateCommandOptions& options) 
       throw InputError({"<command line>"}, "--trace", e.what());
     }
   }
-  const int64_t stage = options.stage >= 0 ? options.stage : StageWithMostWork(sim);
+  const int64_t most_work = StageWithMostWork(sim);
+  const int64_t stage = options.stage >= 0 ? options.stage : most_work;
   if (options.format == "json") {
     nlohmann::json out;
     out["setup"] = SetupToJson(in);
     out["analytic"] = CostToJson(cost);
     out["simulated"] = SimToJson(sim, tokens_per_s, mfu);
     out["simulated"]["not_simulated"] = NotSimulated(in.plan);
-    out["simulated"]["stage_with_most_work"] = StageWithMostWork(sim);
+    out["simulated"]["stage_with_most_work"] = most_work;
     if (!options.trace.empty())
       out["trace"] = {{"path", options.trace}, {"events", trace.events}, {"bytes", trace.bytes}};
     std::cout << ToJsonText(out) << "\n";
     return 0;
   }
-  PrintTable(in, cost, sim, stage, tokens_per_s, mfu);
+  PrintTable(in, cost, sim, stage, most_work, tokens_per_s, mfu);
   if (!options.trace.empty())
     fmt::print("\nWrote the trace to {}: {}, {} of {} ops (--trace-microbatches and\n"
                "--trace-stages keep fewer). Open it in ui.perfetto.dev or chrome://tracing.\n",
