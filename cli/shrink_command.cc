@@ -35,6 +35,9 @@ namespace {
 
 // The CPU profile a shrunk plan runs on: the one `meshplan calibrate` measured for CI.
 constexpr const char* kCpuProfile = "cpu-ci";
+// The files beside plan.yaml, which names them by these relative paths.
+constexpr const char* kModelFile = "model.yaml";
+constexpr const char* kClusterFile = "cluster.yaml";
 
 struct ShrinkCommandOptions {
   std::string plan_file;
@@ -85,22 +88,24 @@ int RunShrink(const ShrinkCommandOptions& options) {
   const std::string plan_text =
       fmt::format("# `meshplan shrink {} --nproc {}`: {} on {} ranks\n", options.plan_file,
                   options.nproc, ToPlanString(big.plan), options.nproc) +
-      PlanFileToYaml(small.plan, {.model = "model.yaml", .cluster = "cluster.yaml"});
+      PlanFileToYaml(small.plan, {.model = kModelFile, .cluster = kClusterFile});
   std::error_code error;
   fs::create_directories(dir, error);
   if (error)
     throw InputError({"<command line>"}, "--out-dir",
                      fmt::format("cannot create {}: {}", dir.string(), error.message()));
   const std::string plan_path = (dir / "plan.yaml").string();
-  WriteFileAtomically((dir / "model.yaml").string(), model_text);
-  WriteFileAtomically((dir / "cluster.yaml").string(), cluster_text);
+  const std::string model_path = (dir / kModelFile).string();
+  const std::string cluster_path = (dir / kClusterFile).string();
+  const std::string measured_path = (dir / "measured.json").string();
+  WriteFileAtomically(model_path, model_text);
+  WriteFileAtomically(cluster_path, cluster_text);
   WriteFileAtomically(plan_path, plan_text);
 
   const std::string run = fmt::format("meshplan run {} --nproc {} --device {} --out {}", plan_path,
-                                      options.nproc, options.device,
-                                      (dir / "measured.json").string());
+                                      options.nproc, options.device, measured_path);
   const std::string compare =
-      fmt::format("meshplan compare {} {}", plan_path, (dir / "measured.json").string());
+      fmt::format("meshplan compare {} {}", plan_path, measured_path);
   if (options.format == "json") {
     const nlohmann::json out = {{"from", ToPlanString(big.plan)},
                                 {"plan", ToPlanString(small.plan.plan)},
@@ -109,8 +114,7 @@ int RunShrink(const ShrinkCommandOptions& options) {
                                 {"model", small.plan.model.name},
                                 {"params", CountParams(small.plan.model)},
                                 {"changes", small.changes},
-                                {"files", {plan_path, (dir / "model.yaml").string(),
-                                           (dir / "cluster.yaml").string()}},
+                                {"files", {plan_path, model_path, cluster_path}},
                                 {"next", {run, compare}}};
     std::cout << ToJsonText(out) << "\n";
     return 0;
