@@ -135,6 +135,7 @@ TEST_CASE("bad logs are refused with file, line and what was expected",
           "[planner][framework_log][hostile]") {
   const std::string megatron = TextOf(Data("megatron.log"));
   const std::string deepspeed = TextOf(Data("deepspeed.log"));
+  const std::string titan = TextOf(Data("torchtitan.log"));
   const std::string line4 = megatron.substr(megatron.find(" [2026"), megatron.find('\n', megatron.find(" [2026")) - megatron.find(" [2026"));
   const std::string head = megatron.substr(0, megatron.find(line4));
   struct Case {
@@ -162,6 +163,12 @@ TEST_CASE("bad logs are refused with file, line and what was expected",
        "the log's run has 64 sequences per step, the plan 32", 4},
       {LogFormat::kMegatron, megatron + "[Rank 9] (after 20 iterations) memory (MB) | allocated: 1.00 | max allocated: 2.00 | reserved: 3.00 | max reserved: 4.00\n",
        "rank 9 is outside the plan's 8 ranks", 0},
+      {LogFormat::kMegatron, head + "[Rank 0] (after 10 iterations) memory (MB) | allocated: 1.00 | max allocated: 439135000000000000000000000000 | reserved: 3.00 | max reserved: 4.00\n",
+       "after '| max allocated:' is 1 EiB or more", 4},
+      {LogFormat::kDeepspeed, std::string(deepspeed).replace(deepspeed.find("MaxMemAllocated=38.88GB"), 23, "MaxMemAllocated=9e9GB"),
+       "after 'MaxMemAllocated=' is 1 EiB or more", 3},
+      {LogFormat::kTorchtitan, std::string(titan).replace(titan.find("memory: 58.03GiB"), 16, "memory: 1e300GiB"),
+       "after 'memory: ' is 1 EiB or more", 3},
       {LogFormat::kPytorchHook, "{\"format\": \"meshplan-pytorch-hook/1\", \"rank\": 0, "
                                 "\"world_size\": 8, \"device\": \"cpu\", \"step_times_s\": [1, -2], "
                                 "\"max_memory_allocated\": null, \"max_memory_reserved\": null}",

@@ -119,6 +119,17 @@ int64_t RequiredIntAfter(const LogLine& line, std::string_view label, const std:
   return static_cast<int64_t>(v);
 }
 
+int64_t RequiredBytesAfter(const LogLine& line, std::string_view label, double unit_bytes,
+                           const std::string& file, const std::string& what, std::string_view then) {
+  constexpr double kEiB = 1024.0 * 1024.0 * 1024.0 * 1024.0 * 1024.0 * 1024.0;
+  const double bytes = RequiredNumberAfter(line, label, file, what, then) * unit_bytes;
+  if (bytes >= kEiB)
+    throw InputError({file, line.number}, std::string(label.substr(0, label.find_last_not_of(": =") + 1)),
+                     fmt::format("{:g} bytes after '{}' is 1 EiB or more: expected a device's memory",
+                                 bytes, label));
+  return static_cast<int64_t>(bytes);
+}
+
 void RankedSamples::Add(int64_t rank, const LoggedSample& sample, const std::string& file,
                         const std::string& field) {
   std::vector<LoggedSample>& mine = samples_[rank];

@@ -46,6 +46,11 @@ double RequiredNumberAfter(const LogLine& line, std::string_view label, const st
 // A required number that must also be a whole number (a step, a rank).
 int64_t RequiredIntAfter(const LogLine& line, std::string_view label, const std::string& file,
                          const std::string& what, std::string_view then = "");
+// A required memory figure printed in units of `unit_bytes` (kMiB, kGiB), in bytes. InputError
+// at the line when it is 1 EiB or more (no device has that; it would not fit in int64 bytes).
+int64_t RequiredBytesAfter(const LogLine& line, std::string_view label, double unit_bytes,
+                           const std::string& file, const std::string& what,
+                           std::string_view then = "");
 
 // The timing lines and memory peaks of a log whose lines several ranks may print (torchrun's
 // "[rankN]:" prefix; none: rank 0). The lowest rank that printed timing lines times the run.

@@ -80,10 +80,10 @@ LoggedRun ParseMegatronLog(const std::string& text, const std::string& file, con
                        fmt::format("rank {} is outside the plan's {} ranks", rank, shape.world_size));
     LoggedMemory& m = memory[rank];
     m.rank = rank;
-    const double allocated = RequiredNumberAfter(line, "| max allocated:", file, what, "|");
-    const double reserved = RequiredNumberAfter(line, "| max reserved:", file, what);
-    m.max_allocated_bytes = std::max(m.max_allocated_bytes, static_cast<int64_t>(allocated * kMiB));
-    m.max_reserved_bytes = std::max(m.max_reserved_bytes, static_cast<int64_t>(reserved * kMiB));
+    m.max_allocated_bytes = std::max(
+        m.max_allocated_bytes, RequiredBytesAfter(line, "| max allocated:", kMiB, file, what, "|"));
+    m.max_reserved_bytes = std::max(m.max_reserved_bytes,
+                                    RequiredBytesAfter(line, "| max reserved:", kMiB, file, what));
   }
   if (run.samples.empty()) ThrowNoTimingLine(text, file, "megatron", kIterationLine);
   for (const auto& [rank, m] : memory) run.memory.push_back(m);

@@ -41,11 +41,11 @@ LoggedRun ParseTorchtitanLog(const std::string& text, const std::string& file, c
       throw InputError({file, line.number}, "tps", "expected a positive tokens/s per device, got 0");
     sample.seconds = static_cast<double>(shape.global_batch * shape.seq_len) /
                      (tps * static_cast<double>(shape.world_size));
-    const double reserved_gib = RequiredNumberAfter(line, "memory: ", file, what, "GiB");
+    const int64_t reserved = RequiredBytesAfter(line, "memory: ", kGiB, file, what, "GiB");
     const int64_t rank = std::max<int64_t>(line.rank, 0);
     ranks.Add(rank, sample, file, "step");
     LoggedMemory& m = ranks.Memory(rank);
-    m.max_reserved_bytes = std::max(m.max_reserved_bytes, static_cast<int64_t>(reserved_gib * kGiB));
+    m.max_reserved_bytes = std::max(m.max_reserved_bytes, reserved);
   }
   if (ranks.empty())
     ThrowNoTimingLine(text, file, "torchtitan",
