@@ -25,6 +25,9 @@ struct KernelShape {
   int64_t gemm_tile_m = 128;      // output tile of one GEMM CTA, rows x columns
   int64_t gemm_tile_n = 128;
   double gemm_k_overhead = 0;     // a tile's prologue + epilogue, in k-depth equivalents
+  // The same for FP8 GEMMs, whose k-loop runs twice as fast past the same prologue and
+  // epilogue (< 0: as gemm_k_overhead).
+  double gemm_k_overhead_fp8 = -1;
   int64_t attention_tile_q = 128; // query rows per flash-attention CTA
   // A GEMM's memory traffic adds to its compute instead of hiding behind it (roofline max):
   // true for CPU profiles (`meshplan calibrate --device cpu` sets it), whose BLAS packs the
@@ -45,6 +48,8 @@ struct GpuSpec {
   // The best fraction of peak any GEMM shape reaches (a public sweep's maximum, e.g. MAMF):
   // no GEMM is timed faster, however deep its k (planner/cost/compute_work.h). 0 = no ceiling.
   double matmul_ceiling_efficiency = 0;
+  // The same for FP8 GEMMs, of peak_flops_fp8 (< 0: as matmul_ceiling_efficiency).
+  double matmul_fp8_ceiling_efficiency = -1;
   double attention_efficiency = 0.50;     // fraction of peak reached by attention kernels
   double memory_bandwidth_efficiency = 0.80;  // fraction of bandwidth by elementwise ops
   double kernel_overhead_s = 0;           // fixed cost per launched op (CPU profile: dispatch)

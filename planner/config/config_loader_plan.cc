@@ -174,13 +174,17 @@ std::string ClusterToYaml(const ClusterSpec& c) {
   out += "  memory_bandwidth_TBps: " + FormatShifted(g.memory_bandwidth_Bps, ci::kTera) + "\n";
   out += "  efficiency: {matmul: " + Shortest(g.matmul_efficiency) +
          (g.matmul_ceiling_efficiency > 0 ? ", matmul_ceiling: " + Shortest(g.matmul_ceiling_efficiency) : "") +
+         (g.matmul_fp8_ceiling_efficiency >= 0
+              ? ", matmul_fp8_ceiling: " + Shortest(g.matmul_fp8_ceiling_efficiency) : "") +
          ", attention: " + Shortest(g.attention_efficiency) +
          ", memory_bandwidth: " + Shortest(g.memory_bandwidth_efficiency) + "}\n";
   out += "  kernel_overhead_us: " + FormatShifted(g.kernel_overhead_s, ci::kMicro) + "\n";
   const KernelShape& k = g.kernel_shape;
   out += fmt::format("  kernel_shape: {{sm_count: {}, gemm_tile_m: {}, gemm_tile_n: {}, "
-                     "gemm_k_overhead: {}, attention_tile_q: {}, gemm_streams_operands: {}}}\n",
+                     "gemm_k_overhead: {}, {}attention_tile_q: {}, gemm_streams_operands: {}}}\n",
                      k.sm_count, k.gemm_tile_m, k.gemm_tile_n, Shortest(k.gemm_k_overhead),
+                     k.gemm_k_overhead_fp8 >= 0
+                         ? "gemm_k_overhead_fp8: " + Shortest(k.gemm_k_overhead_fp8) + ", " : "",
                      k.attention_tile_q, k.gemm_streams_operands);
   out += RuntimeMemoryToYaml(g.runtime_memory, "  ");
   if (g.comm_overlap_slowdown > 0)

@@ -235,14 +235,15 @@ HostSpec HostFromYaml(const YamlFields& f, const HostSpec& defaults) {
 }
 
 KernelShape KernelShapeFromYaml(const YamlFields& f) {
-  f.AllowOnly({"sm_count", "gemm_tile_m", "gemm_tile_n", "gemm_k_overhead", "attention_tile_q",
-               "gemm_streams_operands"});
+  f.AllowOnly({"sm_count", "gemm_tile_m", "gemm_tile_n", "gemm_k_overhead", "gemm_k_overhead_fp8",
+               "attention_tile_q", "gemm_streams_operands"});
   KernelShape k;
   constexpr IntRange kTile{1, 4096};
   k.sm_count = f.Int("sm_count", {0, 100'000}, k.sm_count);
   k.gemm_tile_m = f.Int("gemm_tile_m", kTile, k.gemm_tile_m);
   k.gemm_tile_n = f.Int("gemm_tile_n", kTile, k.gemm_tile_n);
   k.gemm_k_overhead = f.Number("gemm_k_overhead", {0, true, 1e6}, k.gemm_k_overhead);
+  k.gemm_k_overhead_fp8 = f.Number("gemm_k_overhead_fp8", {0, true, 1e6}, k.gemm_k_overhead_fp8);
   k.attention_tile_q = f.Int("attention_tile_q", kTile, k.attention_tile_q);
   k.gemm_streams_operands = f.Bool("gemm_streams_operands", k.gemm_streams_operands);
   return k;
@@ -275,9 +276,11 @@ GpuConfig GpuFromYaml(const YamlFields& f, const std::string& default_name) {
 
   if (f.Has("efficiency")) {
     const YamlFields eff = f.Map("efficiency");
-    eff.AllowOnly({"matmul", "matmul_ceiling", "attention", "memory_bandwidth"});
+    eff.AllowOnly({"matmul", "matmul_ceiling", "matmul_fp8_ceiling", "attention", "memory_bandwidth"});
     g.matmul_efficiency = eff.Number("matmul", kEfficiency, g.matmul_efficiency);
     g.matmul_ceiling_efficiency = eff.Number("matmul_ceiling", kEfficiency, 0);
+    g.matmul_fp8_ceiling_efficiency =
+        eff.Number("matmul_fp8_ceiling", kEfficiency, g.matmul_fp8_ceiling_efficiency);
     g.attention_efficiency = eff.Number("attention", kEfficiency, g.attention_efficiency);
     g.memory_bandwidth_efficiency =
         eff.Number("memory_bandwidth", kEfficiency, g.memory_bandwidth_efficiency);

@@ -62,6 +62,8 @@ std::string GpuSpecToYaml(const GpuSpec& g, const HardwareYamlOptions& options) 
   out += fmt::format("  matmul: {}\n", Rounded(g.matmul_efficiency, 0, d));
   if (g.matmul_ceiling_efficiency > 0)
     out += fmt::format("  matmul_ceiling: {}\n", Rounded(g.matmul_ceiling_efficiency, 0, d));
+  if (g.matmul_fp8_ceiling_efficiency >= 0)
+    out += fmt::format("  matmul_fp8_ceiling: {}\n", Rounded(g.matmul_fp8_ceiling_efficiency, 0, d));
   out += fmt::format("  attention: {}\n  memory_bandwidth: {}\n",
                      Rounded(g.attention_efficiency, 0, d), Rounded(g.memory_bandwidth_efficiency, 0, d));
   out += fmt::format("kernel_overhead_us: {:<17} # microseconds per launched op\n",
@@ -72,6 +74,8 @@ std::string GpuSpecToYaml(const GpuSpec& g, const HardwareYamlOptions& options) 
                      "  attention_tile_q: {}\n  gemm_streams_operands: {}\n",
                      k.sm_count, k.gemm_tile_m, k.gemm_tile_n, Rounded(k.gemm_k_overhead, 0, d),
                      k.attention_tile_q, k.gemm_streams_operands);
+  if (k.gemm_k_overhead_fp8 >= 0)
+    out += fmt::format("  gemm_k_overhead_fp8: {}\n", Rounded(k.gemm_k_overhead_fp8, 0, d));
   if (options.network) {
     const ClusterSpec& n = *options.network;
     out += "network:                      # bandwidth_GBps per GPU per direction, latency_us per ring step\n";

@@ -40,15 +40,16 @@ ComputeRates RatesFor(const GpuSpec& gpu, Precision precision,
   const double peak = gpu.PeakFlops(precision) * calibration.compute_scale;
   ComputeRates rates;
   rates.matmul_flops_per_s = peak * gpu.matmul_efficiency;
-  // The FP8 GEMMs reach the same fraction of their peak as bf16 ones (an assumption until
-  // a calibration on FP8 fits its own: docs/cost_model.md "FP8").
-  if (precision == Precision::kFp8)
-    rates.fp8_matmul_flops_per_s =
-        gpu.peak_flops_fp8 * calibration.compute_scale * gpu.matmul_efficiency;
   rates.matmul_ceiling_flops_per_s = peak * gpu.matmul_ceiling_efficiency;
-  if (precision == Precision::kFp8)
+  // FP8 GEMMs: the main loop reaches the bf16 fraction of the FP8 peak; their own ceiling
+  // and k overhead where the hardware file has them (docs/cost_model.md "FP8").
+  if (precision == Precision::kFp8) {
+    const double fp8_peak = gpu.peak_flops_fp8 * calibration.compute_scale;
+    rates.fp8_matmul_flops_per_s = fp8_peak * gpu.matmul_efficiency;
     rates.fp8_matmul_ceiling_flops_per_s =
-        gpu.peak_flops_fp8 * calibration.compute_scale * gpu.matmul_ceiling_efficiency;
+        fp8_peak * (gpu.matmul_fp8_ceiling_efficiency >= 0 ? gpu.matmul_fp8_ceiling_efficiency
+                                                           : gpu.matmul_ceiling_efficiency);
+  }
   rates.attention_flops_per_s = peak * gpu.attention_efficiency;
   rates.memory_Bps =
       gpu.memory_bandwidth_Bps * gpu.memory_bandwidth_efficiency * calibration.bandwidth_scale;
@@ -58,6 +59,9 @@ ComputeRates RatesFor(const GpuSpec& gpu, Precision precision,
   rates.gemm_tile_m = static_cast<double>(gpu.kernel_shape.gemm_tile_m);
   rates.gemm_tile_n = static_cast<double>(gpu.kernel_shape.gemm_tile_n);
   rates.gemm_k_overhead = gpu.kernel_shape.gemm_k_overhead;
+  rates.fp8_gemm_k_overhead = gpu.kernel_shape.gemm_k_overhead_fp8 >= 0
+                                  ? gpu.kernel_shape.gemm_k_overhead_fp8
+                                  : gpu.kernel_shape.gemm_k_overhead;
   rates.attention_tile_q = static_cast<double>(gpu.kernel_shape.attention_tile_q);
   rates.gemm_streams_operands = gpu.kernel_shape.gemm_streams_operands;
   return rates;
@@ -68,7 +72,7 @@ namespace {
 // FLOPs the GEMM occupies the GPU for: whole tiles, whole waves, k plus its overhead.
 double ShapedGemmFlops(const GemmOp& g, const ComputeRates& r) {
   if (g.m <= 0 || g.n <= 0 || g.k <= 0 || g.batch <= 0) return 0;
-  const double depth = 2 * (g.k + r.gemm_k_overhead);
+  const double depth = 2 * (g.k + (g.fp8 ? r.fp8_gemm_k_overhead : r.gemm_k_overhead));
   if (r.sm_count <= 0) return g.m * g.n * depth * g.batch;
   const double tiles =
       std::ceil(g.m / r.gemm_tile_m) * std::ceil(g.n / r.gemm_tile_n) * g.batch;

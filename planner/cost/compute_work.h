@@ -144,7 +144,7 @@ struct ComputeRates {
   double element_bytes = 2;  // operand size of GEMMs (roofline)
   double sm_count = 0;       // 0: no tile / wave quantization
   double gemm_tile_m = 128, gemm_tile_n = 128;
-  double gemm_k_overhead = 0;
+  double gemm_k_overhead = 0, fp8_gemm_k_overhead = 0;
   double attention_tile_q = 128;
   bool gemm_streams_operands = false;  // memory adds to compute (CPU) instead of max
 };

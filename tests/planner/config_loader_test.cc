@@ -687,6 +687,8 @@ TEST_CASE("kernel_shape, bus_efficiency and comm_overlaps_compute out of range n
   const Case c = GENERATE(Case{"kernel_shape: {sm_count: -1}", "kernel_shape.sm_count"},
                           Case{"kernel_shape: {gemm_tile_m: 0}", "kernel_shape.gemm_tile_m"},
                           Case{"kernel_shape: {gemm_k_overhead: -8}", "kernel_shape.gemm_k_overhead"},
+                          Case{"kernel_shape: {gemm_k_overhead_fp8: -8}", "kernel_shape.gemm_k_overhead_fp8"},
+                          Case{"efficiency: {matmul: 0.9, matmul_fp8_ceiling: 1.2}", "efficiency.matmul_fp8_ceiling"},
                           Case{"kernel_shape: {warp_size: 32}", "warp_size"},
                           Case{"efficiency: {matmul: 0.9, matmul_ceiling: 1.2}", "efficiency.matmul_ceiling"},
                           Case{"comm_overlaps_compute: sometimes", "comm_overlaps_compute"},
