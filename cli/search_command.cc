@@ -242,8 +242,8 @@ void PrintSearchTables(const SearchCommandOptions& o, const TrainingSetup& s,
     const std::vector<RankedPlan> shown(
         r.top.begin(), r.top.begin() + std::min<size_t>(r.top.size(), static_cast<size_t>(o.top)));
     PrintPlanTable(shown, s.cluster, "rank", true);
-    fmt::print("Step times {} (meshplan validate).\n",
-               DescribeBand(ErrorBandFor(s.training.framework, s.cluster.gpu)));
+    const ErrorBand band = ErrorBandFor(s.training.framework, s.cluster.gpu);
+    fmt::print("Step times{} {} (meshplan validate).\n", band.runs > 0 ? "" : ":", DescribeBand(band));
     fmt::print("TFLOP/s/GPU and MFU: {}.\n", kModelFlopsConvention);
     if (s.training.precision == Precision::kFp8)  // name both peaks (docs/cost_model.md 4)
       fmt::print("MFU is against the dense bf16 peak ({:.1f} TFLOP/s); against the dense FP8 peak "

@@ -49,6 +49,13 @@ struct RecomputeOffer {  // the default: meshplan's executor's
 enum class GradDtype : uint8_t { kParam, kFp32 };
 // The dtype of master weights and Adam states in fp8 runs.
 enum class Fp8StateDtype : uint8_t { kBf16, kFp32 };
+// How the optimizer keeps the fp32 master weights of bf16 weights (mixed; fp8 with fp32 states).
+enum class MasterWeights : uint8_t {
+  kFp32,       // a separate fp32 copy, 4 bytes per parameter (Megatron-Core, DeepSpeed, FSDP)
+  kRemainder,  // only the 16 low-order bits the bf16 weight lacks, 2 bytes: the bf16 weight and
+               // its remainder are the fp32 value (Apex DistributedFusedAdam's
+               // store_param_remainders, which NeMo 1.x sets for bf16 O2 training)
+};
 
 // How micro-batches' weight gradients are summed (docs/cost_model.md "Gradient accumulation"):
 // fused:    inside the weight-gradient GEMM (its epilogue adds to the accumulator):
@@ -93,6 +100,7 @@ struct FrameworkSpec {
   // fp32 states): in the weights' dtype, or fp32 (Megatron's main_grad).
   GradDtype main_grads = GradDtype::kParam;
   Fp8StateDtype fp8_states = Fp8StateDtype::kBf16;   // `fp8`: master weights, Adam m and v
+  MasterWeights master_weights = MasterWeights::kFp32;
   GradAccumulation grad_accumulation = GradAccumulation::kFused;
   OptimizerStep optimizer = OptimizerStep::kFusedAdam;
   RecomputeOffer recompute;

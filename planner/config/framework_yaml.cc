@@ -28,6 +28,8 @@ constexpr Spellings<AttentionImpl, 3> kAttention{
 constexpr Spellings<GradDtype, 2> kGradDtypes{{{GradDtype::kParam, "param"}, {GradDtype::kFp32, "fp32"}}};
 constexpr Spellings<Fp8StateDtype, 2> kFp8States{
     {{Fp8StateDtype::kBf16, "bf16"}, {Fp8StateDtype::kFp32, "fp32"}}};
+constexpr Spellings<MasterWeights, 2> kMasterWeights{
+    {{MasterWeights::kFp32, "fp32"}, {MasterWeights::kRemainder, "remainder"}}};
 constexpr Spellings<OptimizerStep, 2> kOptimizers{
     {{OptimizerStep::kFusedAdam, "fused-adam"}, {OptimizerStep::kMegatronFp16, "megatron-fp16"}}};
 
@@ -94,7 +96,7 @@ FrameworkCalibration ReadCalibration(const YamlFields& f) {
 
 FrameworkSpec FrameworkFromYaml(const YamlFields& f, const std::string& default_name) {
   f.AllowOnly({"name", "version", "source", "kernels", "attention", "main_grads", "fp8_states",
-               "grad_accumulation", "optimizer", "recompute", "zero1_gradients",
+               "master_weights", "grad_accumulation", "optimizer", "recompute", "zero1_gradients",
                "allocator_fragmentation", "log_format", "calibration"});
   FrameworkSpec s;
   s.name = f.String("name", default_name);
@@ -103,6 +105,7 @@ FrameworkSpec FrameworkFromYaml(const YamlFields& f, const std::string& default_
   s.attention = ReadChoice(f, "attention", kAttention);
   s.main_grads = ReadChoice(f, "main_grads", kGradDtypes);
   s.fp8_states = ReadChoice(f, "fp8_states", kFp8States);
+  if (f.Has("master_weights")) s.master_weights = ReadChoice(f, "master_weights", kMasterWeights);
   const std::string accumulation = f.String("grad_accumulation");
   if (!ParseGradAccumulation(accumulation, &s.grad_accumulation))
     f.Fail("grad_accumulation", "expected one of: " + std::string(AllowedGradAccumulations()) +
@@ -192,6 +195,7 @@ std::string FrameworkToYamlText(const FrameworkSpec& s, const std::string& comme
   out += "attention: " + spelled(kAttention, s.attention) + "\n";
   out += "main_grads: " + spelled(kGradDtypes, s.main_grads) + "\n";
   out += "fp8_states: " + spelled(kFp8States, s.fp8_states) + "\n";
+  out += "master_weights: " + spelled(kMasterWeights, s.master_weights) + "\n";
   out += "grad_accumulation: " + std::string(ToString(s.grad_accumulation)) + "\n";
   out += "optimizer: " + spelled(kOptimizers, s.optimizer) + "\n";
   out += "recompute: [" + recompute + "]\n";

@@ -1,12 +1,13 @@
 // Loading configs/frameworks/<name>.yaml into a FrameworkSpec (planner/framework_spec.h).
 //
-// Schema (every key required but allocator_fragmentation; docs/frameworks.md):
+// Schema (every key required but master_weights and allocator_fragmentation; docs/frameworks.md):
 //   name              the file stem (optional; defaults to it)
 //   version           the version the profile's values were read from (a string)
 //   kernels           megatron-2021 | eager | fused
 //   attention         fused | naive | auto
 //   main_grads        param | fp32     (gradients of 16-bit weights with an fp32 master)
 //   fp8_states        bf16 | fp32      (master weights and Adam states under precision fp8)
+//   master_weights    fp32 | remainder (optional, fp32: how an fp32 master is kept)
 //   grad_accumulation fused | separate
 //   optimizer         fused-adam | megatron-fp16
 //   recompute         a list of: none, selective, full, op, every

@@ -5,12 +5,13 @@ namespace meshplan {
 BytesPerParam BytesPerParamFor(const TrainingSpec& training) {
   const FrameworkSpec& f = training.framework;
   const double grad16 = f.main_grads == GradDtype::kFp32 ? 4 : 2;  // with an fp32 master
+  const double master = f.master_weights == MasterWeights::kRemainder ? 2 : 4;
   switch (training.precision) {
     case Precision::kFp8:  // the FP8 copies: memory_detailed.cc
-      if (f.fp8_states == Fp8StateDtype::kFp32) return {2, grad16, 4 + 4 + 4, 4};
+      if (f.fp8_states == Fp8StateDtype::kFp32) return {2, grad16, master + 4 + 4, 4};
       return {2, 2, 2 + 2, 2};
     case Precision::kBf16: return {2, 2, 2 + 2, 2};
-    case Precision::kMixed: return {2, grad16, 4 + 4 + 4, 4};
+    case Precision::kMixed: return {2, grad16, master + 4 + 4, 4};
     case Precision::kFp32: return {4, 4, 4 + 4, 4};
   }
   return {};

@@ -15,7 +15,8 @@ namespace meshplan {
 // (TrainingSpec::framework) keeps it:
 //   bf16:  2 (bf16 weight) + 2 (bf16 grad) + 4 (bf16 Adam m, v)     =  8 (docs/cost_model.md 2(a))
 //   mixed: 2 (bf16 weight) + 2 (bf16 grad) + 12 (fp32 master, m, v) = 16 (docs/cost_model.md 2(b));
-//          fp32 main gradients (FrameworkSpec::main_grads): 2 + 4 + 12 = 18
+//          fp32 main gradients (FrameworkSpec::main_grads): 2 + 4 + 12 = 18; the master as
+//          a 16-bit remainder (FrameworkSpec::master_weights): 2 less
 //   fp32:  4 (fp32 weight) + 4 (fp32 grad) + 8 (fp32 Adam m, v)     = 16
 //   fp8:   as bf16, or as mixed when the framework keeps fp32 states (FrameworkSpec::fp8_states);
 //          its FP8 weight copies are not model states (planner/cost/fp8_convention.h, counted

@@ -38,8 +38,8 @@ std::string Replace(std::string text, const std::string& from, const std::string
 TEST_CASE("every shipped profile loads, and meshplan's is the default spec",
           "[planner][framework]") {
   const std::vector<std::string> names = ListFrameworks();
-  for (const char* name : {"megatron-core", "megatron-lm-2021", "megatron-lm-2022", "torchtitan",
-                           "pytorch", "deepspeed", "meshplan"}) {
+  for (const char* name : {"megatron-core", "megatron-lm-2021", "megatron-lm-2022", "nemo",
+                           "torchtitan", "pytorch", "deepspeed", "meshplan"}) {
     INFO(name);
     CHECK(std::find(names.begin(), names.end(), name) != names.end());
     const FrameworkSpec f = LoadFramework(name);
@@ -96,6 +96,7 @@ TEST_CASE("a hostile profile is refused with file, line, field and the allowed v
       {std::string(kProfile) + "allocator_fragmentation: 1.5\n", "allocator_fragmentation",
        "[0, 1)", 11},
       {std::string(kProfile) + "turbo: true\n", "turbo", "", 11},
+      {std::string(kProfile) + "master_weights: fp16\n", "master_weights", "fp32, remainder", 11},
       {Replace(kProfile, "log_format: megatron", "log_format: nemo"), "log_format",
        "meshplan, megatron, torchtitan, deepspeed, pytorch-hook", 10},
       {std::string(kProfile) + "calibration:\n  fittable: [mfu]\n", "calibration.fittable",
@@ -140,6 +141,35 @@ TEST_CASE("main_grads fp32: 18 bytes of model state per parameter and fp32 gradi
   CHECK(megatron_work.grad_bytes == 4);
   // The optimizer reads the fp32 gradient: 2 bytes more than the bf16 one.
   CHECK(megatron_work.optimizer_bytes_per_param == executor.optimizer_bytes_per_param + 2);
+}
+
+// NeMo 24.07's Apex DistributedFusedAdam (configs/frameworks/nemo.yaml): bf16 gradients
+// (grad_sync_dtype=bf16) and the fp32 master kept as a 16-bit remainder of the bf16 weight.
+TEST_CASE("master_weights remainder and bf16 gradients: NeMo 24.07's 14 bytes per parameter",
+          "[planner][framework]") {
+  TrainingSpec t;
+  t.precision = Precision::kFp8;
+  t.framework = LoadFramework("nemo");
+  CHECK(t.framework.master_weights == MasterWeights::kRemainder);
+  const BytesPerParam nemo = BytesPerParamFor(t);
+  CHECK(nemo.param == 2);
+  CHECK(nemo.grad == 2);
+  CHECK(nemo.optimizer == 2 + 4 + 4);
+  t.framework = LoadFramework("megatron-core");
+  const BytesPerParam megatron = BytesPerParamFor(t);
+  CHECK(megatron.optimizer - nemo.optimizer == 2);  // the fp32 master's upper half
+  CHECK(megatron.grad - nemo.grad == 2);            // fp32 main_grad
+
+  // The data-parallel reduce-scatter moves bf16, half of Megatron-Core's fp32 gradients.
+  const ModelSpec model = LoadModel("llama2-7b");
+  TrainingSpec fp8{.global_batch = 16, .seq_len = 4096, .precision = Precision::kFp8, .framework = {}};
+  ParallelPlan plan;
+  plan.dp = 8;
+  plan.zero_stage = 1;
+  fp8.framework = LoadFramework("nemo");
+  CHECK(BuildStepWork(model, fp8, plan).grad_bytes == 2);
+  fp8.framework = LoadFramework("megatron-core");
+  CHECK(BuildStepWork(model, fp8, plan).grad_bytes == 4);
 }
 
 TEST_CASE("the framework's recompute offer: the search tries it, estimate refuses the rest",

@@ -52,8 +52,7 @@ TEST_CASE("validate prints every published row and the MAPE per table",
        {"narayanan2021-table1", "korthikanti2022-table5", "korthikanti2022-figure1",
         "nemo2407-dgxh100-fp8", "torchtitan2024-a100-fsdp2"})
     CHECK(r.output.find(id) != std::string::npos);
-  for (const char* framework : {"megatron-lm-2021", "megatron-lm-2022", "megatron-core",
-                                "torchtitan"})
+  for (const char* framework : {"megatron-lm-2021", "megatron-lm-2022", "nemo", "torchtitan"})
     CHECK(r.output.find(std::string("framework: ") + framework) != std::string::npos);
   for (const char* heading : {"predicted", "published", "error", "arXiv:2104.04473",
                               "arXiv:2205.05198"})
@@ -125,7 +124,7 @@ TEST_CASE("validate --table, --help and bad input", "[planner][cli][validation]"
                                      "    paper: p\n"
                                      "    source: s\n"
                                      "    page: x.md\n"
-                                     "    framework: nemo\n");
+                                     "    framework: paxml\n");
   const Result hostile = test::RunMeshplan("validate --runs " + runs);
   CHECK(hostile.exit_code == 2);
   CHECK(hostile.output.find(runs + ":6:") != std::string::npos);

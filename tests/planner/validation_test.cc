@@ -227,7 +227,7 @@ TEST_CASE("NeMo 24.07's DGX-H100 table and torchtitan's A100 rows, as published"
   const PublishedTable& titan = Table("torchtitan2024-a100-fsdp2");
   CHECK(nemo.figure == PublishedFigure::kTokensPerGpu);
   CHECK(titan.figure == PublishedFigure::kTokensPerGpu);
-  CHECK(nemo.framework == "megatron-core");
+  CHECK(nemo.framework == "nemo");
   CHECK(titan.framework == "torchtitan");
   REQUIRE(nemo.rows.size() == 12);  // every row of the table, Nemotron's included
   REQUIRE(titan.rows.size() == 10);  // 8 published rows and the 2 out-of-memory ones
@@ -368,7 +368,7 @@ TEST_CASE("tokens/s per GPU is Estimate()'s throughput over the GPUs; every row 
           "[planner][validation]") {
   const PublishedRow& r = Row("nemo2407-dgxh100-fp8", "LLAMA2-7B");
   const ValidatedRow v = PredictPublishedRow(r, PublishedFigure::kTokensPerGpu);
-  CHECK(v.framework == "megatron-core");
+  CHECK(v.framework == "nemo");
   CHECK(v.gpus == 8);
   // 128 sequences of 4,096 tokens over the step time and 8 GPUs.
   CHECK_THAT(v.predicted, WithinRel(128.0 * 4096 / v.cost.time.total_s / 8, 1e-12));
@@ -454,7 +454,7 @@ TEST_CASE("a hostile runs file is an InputError at its file, line and field",
                                                "    figure: tokens_per_s_per_gpu\n"),
        "tables[0].framework", 6, "megatron-core, megatron-lm-2021"},
       {"unknown row framework",
-       OneTable("      - {name: r, model: llama2-7b, gpus: 8, global_batch: 8, framework: nemo,\n"
+       OneTable("      - {name: r, model: llama2-7b, gpus: 8, global_batch: 8, framework: paxml,\n"
                 "         plan: \"dp=8,mbs=1\", published: 100}\n"),
        "tables[0].rows[0].framework", 10, "torchtitan"},
       {"bad figure", OneTable(good_row, "    framework: torchtitan\n"
