@@ -57,6 +57,16 @@ enum class MasterWeights : uint8_t {
                // store_param_remainders, which NeMo 1.x sets for bf16 O2 training)
 };
 
+// What ZeRO-3 does with a block's gathered parameters and its gradients around the collectives.
+// views:  they are views of the flat communication buffers (FSDP1's FlatParameter, DeepSpeed,
+//         meshplan's executor): nothing is copied.
+// copies: FSDP2 (torch.distributed._composable.fsdp, _fsdp_collectives.py) copies the gathered
+//         parameters out of the all-gather buffer (foreach_all_gather_copy_out:
+//         split_with_sizes_copy), casts the gradients to reduce_dtype and copies them into the
+//         reduce-scatter buffer (foreach_reduce: _to_dtype_if_needed, _chunk_cat), each a
+//         memory-bound pass over the part's full parameters (planner/cost/step_work.cc).
+enum class Zero3Buffers : uint8_t { kViews, kCopies };
+
 // How micro-batches' weight gradients are summed (docs/cost_model.md "Gradient accumulation"):
 // fused:    inside the weight-gradient GEMM (its epilogue adds to the accumulator):
 //           Megatron-Core's gradient_accumulation_fusion, meshplan's executor (addmm_).
@@ -108,6 +118,7 @@ struct FrameworkSpec {
   // buffer (meshplan's executor, executor/parallel/zero_engine.h), rather than in place in
   // that buffer (Megatron-Core's distributed optimizer, DeepSpeed, FSDP).
   bool zero1_gradient_shard = true;
+  Zero3Buffers zero3_buffers = Zero3Buffers::kViews;
   // < 0: the hardware file's runtime_memory.allocator_fragmentation; else this share of
   // the allocator's reserved memory that no live tensor holds (expandable segments: less).
   double allocator_fragmentation = -1;

@@ -40,6 +40,8 @@ constexpr Spellings<LogFormat, 5> kLogFormats{{{LogFormat::kMeshplan, "meshplan"
                                                {LogFormat::kPytorchHook, "pytorch-hook"}}};
 
 constexpr Spellings<bool, 2> kZero1Gradients{{{false, "in-place"}, {true, "shard-copy"}}};
+constexpr Spellings<Zero3Buffers, 2> kZero3Buffers{
+    {{Zero3Buffers::kViews, "views"}, {Zero3Buffers::kCopies, "copies"}}};
 
 template <typename Enum, size_t N>
 std::string AllowedOf(const Spellings<Enum, N>& table) {
@@ -96,7 +98,7 @@ FrameworkCalibration ReadCalibration(const YamlFields& f) {
 
 FrameworkSpec FrameworkFromYaml(const YamlFields& f, const std::string& default_name) {
   f.AllowOnly({"name", "version", "source", "kernels", "attention", "main_grads", "fp8_states",
-               "master_weights", "grad_accumulation", "optimizer", "recompute", "zero1_gradients",
+               "master_weights", "grad_accumulation", "optimizer", "recompute", "zero1_gradients", "zero3_buffers",
                "allocator_fragmentation", "log_format", "calibration"});
   FrameworkSpec s;
   s.name = f.String("name", default_name);
@@ -113,6 +115,7 @@ FrameworkSpec FrameworkFromYaml(const YamlFields& f, const std::string& default_
   s.optimizer = ReadChoice(f, "optimizer", kOptimizers);
   s.recompute = ReadRecompute(f);
   s.zero1_gradient_shard = ReadChoice(f, "zero1_gradients", kZero1Gradients);
+  if (f.Has("zero3_buffers")) s.zero3_buffers = ReadChoice(f, "zero3_buffers", kZero3Buffers);
   if (f.Has("allocator_fragmentation")) {
     s.allocator_fragmentation = f.Number("allocator_fragmentation", {0, true});
     if (s.allocator_fragmentation >= 1)
@@ -200,6 +203,7 @@ std::string FrameworkToYamlText(const FrameworkSpec& s, const std::string& comme
   out += "optimizer: " + spelled(kOptimizers, s.optimizer) + "\n";
   out += "recompute: [" + recompute + "]\n";
   out += "zero1_gradients: " + spelled(kZero1Gradients, s.zero1_gradient_shard) + "\n";
+  out += "zero3_buffers: " + spelled(kZero3Buffers, s.zero3_buffers) + "\n";
   if (s.allocator_fragmentation >= 0)
     out += fmt::format("allocator_fragmentation: {}\n", s.allocator_fragmentation);
   out += "log_format: " + spelled(kLogFormats, s.log_format) + "\n";

@@ -1,6 +1,7 @@
 // Loading configs/frameworks/<name>.yaml into a FrameworkSpec (planner/framework_spec.h).
 //
-// Schema (every key required but master_weights and allocator_fragmentation; docs/frameworks.md):
+// Schema (every key required but master_weights, zero3_buffers and allocator_fragmentation;
+// docs/frameworks.md):
 //   name              the file stem (optional; defaults to it)
 //   version           the version the profile's values were read from (a string)
 //   kernels           megatron-2021 | eager | fused
@@ -12,6 +13,7 @@
 //   optimizer         fused-adam | megatron-fp16
 //   recompute         a list of: none, selective, full, op, every
 //   zero1_gradients   in-place | shard-copy (ZeRO-1's reduce-scattered gradient shard)
+//   zero3_buffers     views | copies (optional, views: FSDP2's copies around its collectives)
 //   allocator_fragmentation  in [0, 1) (optional: the hardware file's when absent)
 //   log_format        meshplan | megatron | torchtitan | deepspeed | pytorch-hook (the log
 //                     `compare --log` reads; docs/framework_logs.md)

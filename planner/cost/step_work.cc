@@ -187,6 +187,22 @@ void AddSeparateGradAccumulation(StepWork& w) {
   }
 }
 
+// FrameworkSpec::zero3_buffers copies (FSDP2), per micro-batch and part, over the part's full
+// (gathered) parameters P on this rank: the forward's and the backward's all-gather copy-out
+// (read and write the parameter, 2 x param_bytes each), and the reduce-scatter's copy-in of the
+// gradients (read and write, 2 x grad_bytes) after their cast to the reduce dtype when it
+// differs from the parameters' (read param_bytes, write grad_bytes).
+void AddZero3BufferCopies(StepWork& w) {
+  const double p = static_cast<double>(w.param_bytes), g = static_cast<double>(w.grad_bytes);
+  const double cast = g != p ? p + g : 0.0;
+  for (PartWork* part : {&w.block, &w.embedding, &w.head}) {
+    const double P = static_cast<double>(part->params);
+    part->forward.memory_bytes += 2 * p * P;
+    part->backward_input.memory_bytes += 2 * p * P;
+    part->backward_weight.memory_bytes += (cast + 2 * g) * P;
+  }
+}
+
 void BuildStepWork(const ModelSpec& model, const TrainingSpec& training, const ParallelPlan& plan,
                    AttentionImpl attention, StepWork* out) {
   StepWork& w = *out;  // fresh (the header's contract): the parts accumulate into it
@@ -265,6 +281,9 @@ void BuildStepWork(const ModelSpec& model, const TrainingSpec& training, const P
   w.expert_zero_shards = plan.zero_stage >= 1 ? plan.expert_weight_replicas() : 1;
   if (training.framework.grad_accumulation == GradAccumulation::kSeparate)
     AddSeparateGradAccumulation(w);
+  if (plan.zero_stage == 3 && w.zero_shards > 1 &&
+      training.framework.zero3_buffers == Zero3Buffers::kCopies)
+    AddZero3BufferCopies(w);
   w.offload.host_state_bytes_per_param = HostUpdatedBytesPerParam(BytesPerParamFor(training));
   if (plan.offload_activations)
     w.offload.activation_bytes_per_block = OffloadedBytesPerBlock(model, training, plan, attention);

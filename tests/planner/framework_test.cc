@@ -97,6 +97,7 @@ TEST_CASE("a hostile profile is refused with file, line, field and the allowed v
        "[0, 1)", 11},
       {std::string(kProfile) + "turbo: true\n", "turbo", "", 11},
       {std::string(kProfile) + "master_weights: fp16\n", "master_weights", "fp32, remainder", 11},
+      {std::string(kProfile) + "zero3_buffers: pinned\n", "zero3_buffers", "views, copies", 11},
       {Replace(kProfile, "log_format: megatron", "log_format: nemo"), "log_format",
        "meshplan, megatron, torchtitan, deepspeed, pytorch-hook", 10},
       {std::string(kProfile) + "calibration:\n  fittable: [mfu]\n", "calibration.fittable",
@@ -170,6 +171,38 @@ TEST_CASE("master_weights remainder and bf16 gradients: NeMo 24.07's 14 bytes pe
   CHECK(BuildStepWork(model, fp8, plan).grad_bytes == 2);
   fp8.framework = LoadFramework("megatron-core");
   CHECK(BuildStepWork(model, fp8, plan).grad_bytes == 4);
+}
+
+// FSDP2 (torchtitan) copies around its ZeRO-3 collectives: the gathered parameters out of the
+// all-gather buffer (forward and backward), the gradients cast to fp32 and into the
+// reduce-scatter buffer; FSDP1-style views (the same profile with views) copy nothing.
+TEST_CASE("zero3_buffers copies: FSDP2's copy-out, cast and copy-in per block and micro-batch",
+          "[planner][framework]") {
+  const ModelSpec model = LoadModel("llama3-8b");
+  TrainingSpec t{.global_batch = 16, .seq_len = 4096, .precision = Precision::kMixed, .framework = {}};
+  t.framework = LoadFramework("torchtitan");
+  REQUIRE(t.framework.zero3_buffers == Zero3Buffers::kCopies);
+  ParallelPlan plan;
+  plan.dp = 8;
+  plan.zero_stage = 3;
+  const StepWork copies = BuildStepWork(model, t, plan);
+  t.framework.zero3_buffers = Zero3Buffers::kViews;
+  const StepWork views = BuildStepWork(model, t, plan);
+  const double P = static_cast<double>(copies.block.params);
+  REQUIRE(copies.param_bytes == 2);
+  REQUIRE(copies.grad_bytes == 4);  // reduce_dtype fp32
+  CHECK(copies.block.forward.memory_bytes - views.block.forward.memory_bytes == Approx(4 * P));
+  CHECK(copies.block.backward_input.memory_bytes - views.block.backward_input.memory_bytes ==
+        Approx(4 * P));
+  // Cast bf16 -> fp32 (read 2, write 4), then copy in (read 4, write 4).
+  CHECK(copies.block.backward_weight.memory_bytes - views.block.backward_weight.memory_bytes ==
+        Approx(14 * P));
+  // ZeRO-1 has no such copies, whatever the profile says.
+  plan.zero_stage = 1;
+  t.framework.zero3_buffers = Zero3Buffers::kCopies;
+  const StepWork zero1 = BuildStepWork(model, t, plan);
+  t.framework.zero3_buffers = Zero3Buffers::kViews;
+  CHECK(zero1.block.forward.memory_bytes == BuildStepWork(model, t, plan).block.forward.memory_bytes);
 }
 
 TEST_CASE("the framework's recompute offer: the search tries it, estimate refuses the rest",
