@@ -8,8 +8,9 @@
 //    forward and both backward GEMMs, at GpuSpec::peak_flops_fp8, FP8 operands (1 byte)
 //    and a bf16 output. bf16: attention (TE's DotProductAttention), norms, the
 //    embedding and the lm_head, as in bf16.
-//  * Model states: the bf16 regime's (bf16 weights = master weights, bf16 gradients,
-//    bf16 Adam m and v: model_state_memory.h).
+//  * Model states: as the framework keeps them (model_state_memory.h): bf16 weights, and
+//    bf16 master, m and v (the executor) or fp32 ones (FrameworkSpec::fp8_states: Transformer
+//    Engine recipes).
 //  * Copies: every block weight also as FP8, twice (rowwise for the forward GEMM and a
 //    transposed "columnwise" copy for the input-gradient GEMM: FP8 GEMMs on Hopper take
 //    only the TN layout; TE docs, "Performance Considerations: Handling transposes"),
