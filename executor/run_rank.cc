@@ -131,7 +131,7 @@ RankMeasurement RunRank(const PlanFile& pf, const RunOptions& options, const Dev
 }
 
 MeasurementEnvironment CurrentEnvironment(const PlanFile& pf, const at::Device& device) {
-  MeasurementEnvironment e;
+  MeasurementEnvironment e = EnvironmentOfPlan(pf);
   e.device = TrainingDeviceName(device);
   // What the block's attention core is (context parallelism runs ring attention, which
   // the memory model knows from cp).
@@ -143,13 +143,7 @@ MeasurementEnvironment CurrentEnvironment(const PlanFile& pf, const at::Device& 
   e.libtorch_version = TORCH_VERSION;
   char host[256] = {0};
   if (::gethostname(host, sizeof(host) - 1) == 0) e.hostname = host;
-  e.world_size = static_cast<int>(pf.plan.world_size());
   e.intra_op_threads = at::get_num_threads();
-  e.model = pf.model.name;
-  e.plan = ToPlanString(pf.plan);
-  e.precision = ToString(pf.training.precision);
-  e.global_batch = pf.training.global_batch;
-  e.seq_len = pf.training.seq_len;
   return e;
 }
 

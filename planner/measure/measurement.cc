@@ -12,6 +12,8 @@
 #include "planner/input_file.h"
 #include "planner/json_input.h"
 #include "planner/limits.h"
+#include "planner/names.h"
+#include "planner/training_setup.h"
 #include "planner/units_format.h"
 
 namespace meshplan {
@@ -379,6 +381,17 @@ std::string FormatMeasurementSummary(const Measurement& m) {
                        m.losses.front(), m.first_step + m.steps, m.losses.back());
   if (!m.stop_reason.empty()) out += "  stopped early: " + m.stop_reason + "\n";
   return out;
+}
+
+MeasurementEnvironment EnvironmentOfPlan(const PlanFile& p) {
+  MeasurementEnvironment e;
+  e.world_size = static_cast<int>(p.plan.world_size());
+  e.model = p.model.name;
+  e.plan = ToPlanString(p.plan);
+  e.precision = ToString(p.training.precision);
+  e.global_batch = p.training.global_batch;
+  e.seq_len = p.training.seq_len;
+  return e;
 }
 
 }  // namespace meshplan

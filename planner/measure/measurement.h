@@ -68,6 +68,12 @@ struct MeasurementEnvironment {
   bool operator==(const MeasurementEnvironment&) const = default;
 };
 
+struct PlanFile;  // planner/training_setup.h
+
+// The environment fields a plan fixes: world size, model, plan string, precision, global batch
+// and sequence length (the device and the rest are the run's to fill in).
+MeasurementEnvironment EnvironmentOfPlan(const PlanFile& plan_file);
+
 struct Measurement {
   MeasurementEnvironment environment;
   int64_t first_step = 0;             // steps done before this run (resume)

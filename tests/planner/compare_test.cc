@@ -45,14 +45,8 @@ double StagePeak(const PlanFile& p, int64_t stage) {
 Measurement MeasuredAs(const PlanFile& p, const std::string& device, double memory_factor,
                        double time_factor) {
   Measurement m;
-  MeasurementEnvironment& e = m.environment;
-  e.device = device;
-  e.world_size = static_cast<int>(p.plan.world_size());
-  e.model = p.model.name;
-  e.plan = ToPlanString(p.plan);
-  e.precision = ToString(p.training.precision);
-  e.global_batch = p.training.global_batch;
-  e.seq_len = p.training.seq_len;
+  m.environment = EnvironmentOfPlan(p);
+  m.environment.device = device;
   for (int64_t rank = 0; rank < 4; ++rank)
     m.peak_memory_bytes.push_back(static_cast<int64_t>(StagePeak(p, rank % 2) * memory_factor));
   const PlanCost cost = Estimate(p.model, p.cluster, p.training, p.plan);

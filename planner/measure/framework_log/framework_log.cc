@@ -6,9 +6,7 @@
 #include <filesystem>
 #include <map>
 
-#include "planner/config/framework_yaml.h"
 #include "planner/input_file.h"
-#include "planner/names.h"
 
 namespace meshplan {
 namespace {
@@ -82,16 +80,10 @@ Measurement MeasurementOfRun(const LoggedRun& run, const PlanFile& p, int64_t wa
                      fmt::format("the log has {} timing samples and the warm-up leaves out {}: "
                                  "log more steps, or lower --warmup", run.samples.size(), warmup));
   Measurement m;
-  MeasurementEnvironment& e = m.environment;
-  e.device = run.device.empty()
-                 ? p.cluster.gpu.name + " (assumed: the log does not name its device)"
-                 : run.device;
-  e.world_size = static_cast<int>(p.plan.world_size());
-  e.model = p.model.name;
-  e.plan = ToPlanString(p.plan);
-  e.precision = ToString(p.training.precision);
-  e.global_batch = p.training.global_batch;
-  e.seq_len = p.training.seq_len;
+  m.environment = EnvironmentOfPlan(p);
+  m.environment.device = run.device.empty()
+                             ? p.cluster.gpu.name + " (assumed: the log does not name its device)"
+                             : run.device;
   m.steps = static_cast<int64_t>(run.samples.size());
   m.warmup_steps = warmup;
   m.tokens_per_step = p.training.global_batch * p.training.seq_len;
