@@ -33,9 +33,7 @@ LoggedRun ParseDeepspeedLog(const std::string& text, const std::string& file, co
       throw InputError({file, line.number}, "CurrSamplesPerSec", "expected a positive rate, got 0");
     sample.seconds = static_cast<double>(shape.global_batch) / samples_per_s;
     const int64_t max_allocated = RequiredBytesAfter(line, "MaxMemAllocated=", kGiB, file, what, "GB");
-    const int64_t rank = std::max<int64_t>(line.rank, 0);
-    ranks.Add(rank, sample, file, "global_step");
-    LoggedMemory& m = ranks.Memory(rank);
+    LoggedMemory& m = ranks.Add(line, sample, file, "global_step");
     m.max_allocated_bytes = std::max(m.max_allocated_bytes, max_allocated);
   }
   if (ranks.empty())

@@ -40,6 +40,12 @@ int64_t TakeRankPrefix(std::string* s) {
   return rank;
 }
 
+// The field a label names in errors: the label without its trailing ':', '=' and spaces
+// ("elapsed time per iteration (ms): " -> "elapsed time per iteration (ms)").
+std::string FieldOf(std::string_view label) {
+  return std::string(label.substr(0, label.find_last_not_of(": =") + 1));
+}
+
 }  // namespace
 
 std::vector<LogLine> LogLines(const std::string& text, const std::string& file) {
@@ -84,7 +90,7 @@ std::optional<double> NumberAfter(const LogLine& line, std::string_view label,
   char* parsed_end = nullptr;
   const double value = std::strtod(rest.c_str(), &parsed_end);
   const size_t used = static_cast<size_t>(parsed_end - rest.c_str());
-  const std::string field(label.substr(0, label.find_last_not_of(": =") + 1));
+  const std::string field = FieldOf(label);
   if (used == 0 || !std::isfinite(value) || value < 0)
     throw InputError({file, line.number, static_cast<int>(i) + 1}, field,
                      fmt::format("expected a finite, non-negative number after '{}', got '{}'",
@@ -106,7 +112,7 @@ std::optional<double> NumberAfter(const LogLine& line, std::string_view label,
 double RequiredNumberAfter(const LogLine& line, std::string_view label, const std::string& file,
                            const std::string& what, std::string_view then, bool commas) {
   if (std::optional<double> v = NumberAfter(line, label, file, then, commas)) return *v;
-  throw InputError({file, line.number}, std::string(label.substr(0, label.find_last_not_of(": =") + 1)),
+  throw InputError({file, line.number}, FieldOf(label),
                    fmt::format("{} without '{}' (is the line cut short?)", what, label));
 }
 
@@ -114,7 +120,7 @@ int64_t RequiredIntAfter(const LogLine& line, std::string_view label, const std:
                          const std::string& what, std::string_view then) {
   const double v = RequiredNumberAfter(line, label, file, what, then);
   if (v != std::floor(v) || v > 1e15)
-    throw InputError({file, line.number}, std::string(label.substr(0, label.find_last_not_of(": =") + 1)),
+    throw InputError({file, line.number}, FieldOf(label),
                      fmt::format("expected a whole number after '{}', got {}", label, v));
   return static_cast<int64_t>(v);
 }
@@ -124,14 +130,15 @@ int64_t RequiredBytesAfter(const LogLine& line, std::string_view label, double u
   constexpr double kEiB = 1024.0 * 1024.0 * 1024.0 * 1024.0 * 1024.0 * 1024.0;
   const double bytes = RequiredNumberAfter(line, label, file, what, then) * unit_bytes;
   if (bytes >= kEiB)
-    throw InputError({file, line.number}, std::string(label.substr(0, label.find_last_not_of(": =") + 1)),
+    throw InputError({file, line.number}, FieldOf(label),
                      fmt::format("{:g} bytes after '{}' is 1 EiB or more: expected a device's memory",
                                  bytes, label));
   return static_cast<int64_t>(bytes);
 }
 
-void RankedSamples::Add(int64_t rank, const LoggedSample& sample, const std::string& file,
-                        const std::string& field) {
+LoggedMemory& RankedSamples::Add(const LogLine& line, const LoggedSample& sample,
+                                 const std::string& file, const std::string& field) {
+  const int64_t rank = std::max<int64_t>(line.rank, 0);
   std::vector<LoggedSample>& mine = samples_[rank];
   if (!mine.empty() && sample.step <= mine.back().step)
     throw InputError({file, sample.line}, field,
@@ -140,9 +147,6 @@ void RankedSamples::Add(int64_t rank, const LoggedSample& sample, const std::str
                                  "torchrun's '[rankN]:' prefix (--tee 3 --role rank)",
                                  field, sample.step, rank, field, mine.back().step, mine.back().line));
   mine.push_back(sample);
-}
-
-LoggedMemory& RankedSamples::Memory(int64_t rank) {
   LoggedMemory& m = memory_[rank];
   m.rank = rank;
   return m;

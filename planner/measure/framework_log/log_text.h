@@ -56,12 +56,12 @@ int64_t RequiredBytesAfter(const LogLine& line, std::string_view label, double u
 // "[rankN]:" prefix; none: rank 0). The lowest rank that printed timing lines times the run.
 class RankedSamples {
  public:
-  // InputError at the sample's line, naming `field`, when its step does not follow the rank's
-  // previous one (a rank's lines of two runs, or several ranks' lines without the prefix).
-  void Add(int64_t rank, const LoggedSample& sample, const std::string& file,
-           const std::string& field);
-  // The rank's peaks, to raise with what a line reports.
-  LoggedMemory& Memory(int64_t rank);
+  // Adds `line`'s sample under its rank (no prefix: rank 0) and returns that rank's peaks, to
+  // raise with what the line reports. InputError at the sample's line, naming `field`, when its
+  // step does not follow the rank's previous one (a rank's lines of two runs, or several
+  // ranks' lines without the prefix).
+  LoggedMemory& Add(const LogLine& line, const LoggedSample& sample, const std::string& file,
+                    const std::string& field);
   bool empty() const { return samples_.empty(); }
   LoggedRun Run() const;
 

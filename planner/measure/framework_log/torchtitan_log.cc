@@ -42,9 +42,7 @@ LoggedRun ParseTorchtitanLog(const std::string& text, const std::string& file, c
     sample.seconds = static_cast<double>(shape.global_batch * shape.seq_len) /
                      (tps * static_cast<double>(shape.world_size));
     const int64_t reserved = RequiredBytesAfter(line, "memory: ", kGiB, file, what, "GiB");
-    const int64_t rank = std::max<int64_t>(line.rank, 0);
-    ranks.Add(rank, sample, file, "step");
-    LoggedMemory& m = ranks.Memory(rank);
+    LoggedMemory& m = ranks.Add(line, sample, file, "step");
     m.max_reserved_bytes = std::max(m.max_reserved_bytes, reserved);
   }
   if (ranks.empty())
