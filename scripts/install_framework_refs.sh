@@ -12,8 +12,8 @@
 # Cached in ${MESHPLAN_FRAMEWORK_VENV:-<the torch venv's folder>/venv-frameworks-<pins hash>};
 # complete only once its stamp file (written last, after every pin imports) names the pins.
 # Exit 2 with the reason (no torch venv, pip cannot install a pin, a package does not import),
-# the half-made venv removed. Runs take turns (flock). MESHPLAN_SKIP_TORCH_WHEEL=1 skips it
-# (exit 0, prints nothing), as it skips the torch venv it needs.
+# the half-made venv removed. Runs take turns (flock): the protocol of scripts/cached_venv.sh.
+# MESHPLAN_SKIP_TORCH_WHEEL=1 skips it (exit 0, prints nothing), as it skips the torch venv it needs.
 set -euo pipefail
 
 frameworks=("megatron-core==0.16.1" "megatron-bridge==0.3.1" "torchtitan==0.2.2" "deepspeed==0.19.8")
@@ -25,12 +25,10 @@ helpers=("pydantic==2.14.4" "hjson==3.1.0" "py-cpuinfo==9.0.0" "psutil==7.2.2" "
          "ninja==1.13.2" "einops==0.8.2" "tyro==1.0.17" "hydra-core==1.3.2" "omegaconf==2.3.1"
          "wheel==0.48.0" "setuptools==80.9.0")
 
-if [ "${MESHPLAN_SKIP_TORCH_WHEEL:-0}" = "1" ]; then
-  echo "install_framework_refs: skipped (MESHPLAN_SKIP_TORCH_WHEEL=1)" >&2
-  exit 0
-fi
-
 root="$(cd "$(dirname "$0")/.." && pwd)"
+source "$root/scripts/cached_venv.sh"
+cached_venv_init install_framework_refs it
+
 torch_venv="$("$root/scripts/install_torch_wheel.sh")" ||
   { echo "install_framework_refs: no torch venv (scripts/install_torch_wheel.sh failed, above)" >&2; exit 2; }
 [ -n "$torch_venv" ] || { echo "install_framework_refs: no torch venv (skipped)" >&2; exit 2; }
@@ -38,31 +36,9 @@ torch_venv="$("$root/scripts/install_torch_wheel.sh")" ||
 pins="${frameworks[*]} ${helpers[*]} on $torch_venv"
 hash="$(printf '%s' "$pins" | sha256sum | cut -c1-12)"
 venv="${MESHPLAN_FRAMEWORK_VENV:-$(dirname "$torch_venv")/venv-frameworks-$hash}"
-stamp="$venv/.meshplan-complete"
-complete() { [ -f "$stamp" ] && [ "$(cat "$stamp")" = "$pins" ] && [ -x "$venv/bin/python" ]; }
-if complete; then
-  echo "install_framework_refs: cached at $venv" >&2
-  echo "$venv/bin/python"
-  exit 0
-fi
-
-refuse() {  # refuse REASON: nothing half-made stays behind
-  echo "install_framework_refs: $1 (MESHPLAN_SKIP_TORCH_WHEEL=1 skips it)" >&2
-  rm -rf "$venv"
-  exit 2
-}
-
-mkdir -p "$(dirname "$venv")" || { echo "install_framework_refs: cannot create $(dirname "$venv")" >&2; exit 2; }
-exec 9>"$venv.lock"
-flock 9
-if complete; then  # another run finished it while this one waited
-  echo "$venv/bin/python"
-  exit 0
-fi
-
+cached_venv_reuse "$venv" "$pins" "$venv/bin/python"
+cached_venv_lock
 echo "install_framework_refs: installing ${frameworks[*]} into $venv (once, about a minute)" >&2
-trap 'refuse "interrupted"' INT TERM
-rm -rf "$venv"
 "$torch_venv/bin/python" -m venv --without-pip "$venv" >&2 ||
   refuse "python -m venv $venv failed"
 # The torch venv's packages (torch, numpy) are visible through a .pth file; pip comes from
@@ -85,6 +61,4 @@ import importlib.util
 assert importlib.util.find_spec("megatron.bridge") is not None, "megatron-bridge is not installed"
 assert dataclasses.fields(tc.TransformerConfig)
 PY
-echo "$pins" > "$stamp.tmp" && mv "$stamp.tmp" "$stamp"
-echo "install_framework_refs: ready at $venv" >&2
-echo "$venv/bin/python"
+cached_venv_done

@@ -7,49 +7,28 @@
 # the wheel's LibTorch CMake package and NCCL are found) names the same pins.
 # Exit 2 with the reason (no python3 with venv and pip, pip cannot install a pin, the wheel
 # does not import or lacks its LibTorch), and the half-made venv removed. Runs of this script
-# on one machine take turns (flock), so one never deletes a venv another is filling.
-# MESHPLAN_SKIP_TORCH_WHEEL=1 skips it (exit 0, prints nothing).
+# on one machine take turns (flock), so one never deletes a venv another is filling: the
+# protocol of scripts/cached_venv.sh. MESHPLAN_SKIP_TORCH_WHEEL=1 skips it (exit 0, prints nothing).
 set -euo pipefail
 
 torch_version="2.11.0"
 pins=("torch==$torch_version" "transformers==5.23.0" "safetensors==0.8.0" "numpy==2.4.6")
 
-if [ "${MESHPLAN_SKIP_TORCH_WHEEL:-0}" = "1" ]; then
-  echo "install_torch_wheel: skipped (MESHPLAN_SKIP_TORCH_WHEEL=1)" >&2
-  exit 0
-fi
+# This folder, with builtins only: the refusal test runs this script with no PATH.
+case "$0" in */*) here="${0%/*}" ;; *) here=. ;; esac
+source "$here/cached_venv.sh"
+cached_venv_init install_torch_wheel "the wheel"
 
 venv="${MESHPLAN_TORCH_VENV:-${XDG_CACHE_HOME:-$HOME/.cache}/meshplan/venv-torch-$torch_version}"
-stamp="$venv/.meshplan-complete"
-complete() { [ -f "$stamp" ] && [ "$(cat "$stamp")" = "${pins[*]}" ] && [ -x "$venv/bin/python" ]; }
-if complete; then
-  echo "install_torch_wheel: cached at $venv" >&2
-  echo "$venv"
-  exit 0
-fi
-
-refuse() {  # refuse REASON: nothing half-made stays behind
-  echo "install_torch_wheel: $1 (MESHPLAN_SKIP_TORCH_WHEEL=1 skips the wheel)" >&2
-  rm -rf "$venv"
-  exit 2
-}
+cached_venv_reuse "$venv" "${pins[*]}" "$venv"
 
 python="$(command -v python3 || true)"
 if [ -z "$python" ] || ! "$python" -c 'import venv, ensurepip' 2>/dev/null; then
   echo "install_torch_wheel: needs python3 with venv and pip (apt-get install python3-venv)" >&2
   exit 2
 fi
-mkdir -p "$(dirname "$venv")" || { echo "install_torch_wheel: cannot create $(dirname "$venv")" >&2; exit 2; }
-exec 9>"$venv.lock"
-flock 9
-if complete; then  # another run finished it while this one waited
-  echo "$venv"
-  exit 0
-fi
-
+cached_venv_lock
 echo "install_torch_wheel: installing ${pins[*]} into $venv (several GB, once)" >&2
-trap 'refuse "interrupted"' INT TERM
-rm -rf "$venv"
 "$python" -m venv "$venv" >&2 || refuse "python3 -m venv $venv failed"
 "$venv/bin/pip" install --quiet --disable-pip-version-check --no-input "${pins[@]}" >&2 ||
   refuse "pip could not install ${pins[*]} (see pip's message above: no network, no wheel for this platform, disk full?)"
@@ -61,6 +40,4 @@ assert os.path.isfile(config), f"the torch wheel has no LibTorch CMake package (
 nccl = os.path.join(list(nvidia.__path__)[0], "nccl", "include", "nccl.h")
 assert os.path.isfile(nccl), f"the torch wheel's NCCL is missing ({nccl})"
 EOF
-echo "${pins[*]}" > "$stamp.tmp" && mv "$stamp.tmp" "$stamp"
-echo "install_torch_wheel: ready at $venv" >&2
-echo "$venv"
+cached_venv_done
