@@ -6,10 +6,12 @@
 # - Runs on one machine take turns (flock on VENV.lock) and check again once their turn
 #   comes, so one never deletes a venv another is filling.
 # - A failed or interrupted install removes its half-made venv and exits 2 with the reason.
+# - The script takes no arguments: --help prints its opening comment; any other argument
+#   exits 2 naming it.
 # - MESHPLAN_SKIP_TORCH_WHEEL=1 skips the script (exit 0, nothing on stdout).
 # How a script calls it, in this order (each exits the script where the protocol says so):
 #   source "$here/cached_venv.sh"
-#   cached_venv_init NAME WHAT           # NAME prefixes every message; WHAT: what the skip skips
+#   cached_venv_init NAME WHAT "$@"      # NAME prefixes every message; WHAT: what the skip skips
 #   cached_venv_reuse VENV PINS PRINTED  # complete: says "cached at", prints PRINTED, exit 0
 #   ...checks that must not touch the disk (exit 2 with their own reason)...
 #   cached_venv_lock                     # our turn; complete meanwhile: prints PRINTED, exit 0;
@@ -18,8 +20,13 @@
 #   cached_venv_done                     # the stamp, "ready at", prints PRINTED
 # Uses only bash builtins until cached_venv_lock (a script may run with no PATH before it).
 
-cached_venv_init() {  # cached_venv_init NAME WHAT
+cached_venv_init() {  # cached_venv_init NAME WHAT ARGS...
   cached_venv_name="$1" cached_venv_skips="$2"
+  shift 2
+  [ $# -eq 0 ] || case "$1" in
+    -h|--help) sed -n '2,/^[^#]/s/^# \{0,1\}//p' "$0"; exit 0 ;;
+    *) echo "$cached_venv_name: unknown argument '$1' (it takes none; see --help)" >&2; exit 2 ;;
+  esac
   if [ "${MESHPLAN_SKIP_TORCH_WHEEL:-0}" = "1" ]; then
     echo "$cached_venv_name: skipped (MESHPLAN_SKIP_TORCH_WHEEL=1)" >&2
     exit 0

@@ -27,7 +27,7 @@ helpers=("pydantic==2.14.4" "hjson==3.1.0" "py-cpuinfo==9.0.0" "psutil==7.2.2" "
 
 root="$(cd "$(dirname "$0")/.." && pwd)"
 source "$root/scripts/cached_venv.sh"
-cached_venv_init install_framework_refs it
+cached_venv_init install_framework_refs it "$@"
 
 torch_venv="$("$root/scripts/install_torch_wheel.sh")" ||
   { echo "install_framework_refs: no torch venv (scripts/install_torch_wheel.sh failed, above)" >&2; exit 2; }

@@ -17,7 +17,7 @@ pins=("torch==$torch_version" "transformers==5.23.0" "safetensors==0.8.0" "numpy
 # This folder, with builtins only: the refusal test runs this script with no PATH.
 case "$0" in */*) here="${0%/*}" ;; *) here=. ;; esac
 source "$here/cached_venv.sh"
-cached_venv_init install_torch_wheel "the wheel"
+cached_venv_init install_torch_wheel "the wheel" "$@"
 
 venv="${MESHPLAN_TORCH_VENV:-${XDG_CACHE_HOME:-$HOME/.cache}/meshplan/venv-torch-$torch_version}"
 cached_venv_reuse "$venv" "${pins[*]}" "$venv"
