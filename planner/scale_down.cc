@@ -10,6 +10,7 @@
 #include "planner/names.h"
 #include "planner/parallel_plan.h"
 #include "planner/plan_fields.h"
+#include "planner/stage_layers.h"
 
 namespace meshplan {
 namespace {
@@ -102,8 +103,8 @@ ScaledDown ScaleDown(const PlanFile& big, const ClusterSpec& cluster, bool cpu) 
     plan.virtual_stages = 1;
     changed("schedule", std::string(ToString(big.plan.schedule)), std::string(ToString(plan.schedule)));
   }
-  if (plan.first_stage_layers > 0 || plan.last_stage_layers > 0) {
-    plan.first_stage_layers = plan.last_stage_layers = 0;
+  if (HasUnevenStages(plan)) {
+    SetStageSplit(&plan, StageSplit{});
     out.changes.push_back("pipeline stages even (the tiny model has 2 layers per chunk)");
   }
   // What meshplan's executor does not build (planner/executor_support.h), made runnable.

@@ -2,31 +2,12 @@
 // planner/cost/block_linears.h lists its matrices) as a mirrored Forward / Backward pair in
 // the style of executor/model/ops.h: no autograd; Backward returns d(input) and
 // ACCUMULATES (+=) the weight gradients into caller-owned views of a flat gradient buffer.
-//   h -> router -> p = softmax (this rank's tokens) -> [tp region: p and h enter it]
-//           -> routing (moe_routing.h: top-k, renormalised, capacity) of the region's tokens
-//           -> rows (R,E) = h[token of each kept assignment], sorted by expert
-//           -> [expert parallel: all-to-all to the owners, executor/parallel/expert_parallel.h]
-//           -> per local expert e: SwiGLU  (gate, up = rows W_gate[e]^T, rows W_up[e]^T (Rl,Fe);
-//              act = silu(gate) * up; out = act W_down[e]^T (Rl,E))
-//           -> [all-to-all back] -> y_t = sum over t's kept rows of w * out
-//           + shared experts (Xs of width Fe, every token: one SwiGLU of width Xs*Fe)
-//           -> [tp region left: y summed over tp]
-// Tensor parallelism (executor/parallel/tensor_parallel.h) makes this one column -> row
-// parallel region like the dense FFN: each tp rank holds the Fe/tp slice of every expert
-// (shared ones too) and routes the region's tokens identically (under sp the router runs
-// on the rank's sequence shard and p is all-gathered like h; routing works in sequence
-// order (B,S), so capacity drops are the single process's); y is partial until the region
-// is left. The backward's d(p) is partial too (the outputs it reads are), and is summed
-// over tp by the region's backward before the aux loss (complete on every rank) joins it.
-// Shapes: T = B*S tokens in the region, E hidden, X routed experts, Xl = X/ep local ones,
-// k top-k, Fe expert width (Fe/tp with tp), Xs shared experts, R rows this rank routes, Rl
-// rows its experts compute.
-// Saves for the backward (MoeStash; docs/memory_model.md "MoE"): the router probs (T,X)
-// fp32 and the routing indices; the expert inputs rows (Rl,E), gate, up, act (Rl,Fe) and the
-// expert outputs back at the source (R,E); the shared experts' gate, up, act (T,Xs*Fe).
-// The input h is the caller's (the block's h2, outside the region), not copied.
-// The auxiliary load-balancing loss (coefficient aux_coef) adds only gradients, in
-// Backward: the logged loss is the language-model loss.
+// Routing, capacity, expert parallelism (all-to-all), tensor parallelism (one tp region)
+// and the auxiliary loss are described in docs/executor_internals.md ("Mixture-of-experts
+// layers"); what Forward saves for Backward (MoeStash) in docs/memory_model.md (section
+// "Mixtures of experts (measured)"). Shapes: T = B*S tokens in the region, E hidden, X routed experts, Xl = X/ep
+// local ones, k top-k, Fe expert width (Fe/tp with tp), Xs shared experts, R rows this rank
+// routes, Rl rows its experts compute. The input h is the caller's, not copied.
 // Not thread-safe; every rank of the ep and tp groups calls both in the same order (the
 // all-to-alls and the region's collectives are collective).
 #pragma once

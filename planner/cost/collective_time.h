@@ -1,34 +1,13 @@
-// Collectives on a cluster: which network tier a group uses, how many bytes each
-// rank sends, and how long it takes with ring algorithms (docs/cost_model.md section 3).
+// Collectives on a cluster: which network tier a group uses, how many bytes each rank
+// sends, and how long it takes as NCCL runs it (rings, the tree all-reduce, hierarchical
+// groups across nodes, all-to-all).
 //
-// Shared by the analytic cost model and the event simulator: pure functions of
-// (kind, buffer bytes, group, ClusterSpec), no allocation.
-//
-// Buffer convention: `bytes` is the full buffer: the all-reduced tensor, the
-// reduce-scatter input, the all-gather output, the K/V of every rank for a ring
-// exchange, the tensor sent for send/recv. Per rank a ring
-//   all-reduce moves      2(n-1)/n * bytes in 2(n-1) steps,
-//   reduce-scatter moves   (n-1)/n * bytes in  (n-1) steps,
-//   all-gather moves       (n-1)/n * bytes in  (n-1) steps,
-//   ring exchange moves    (n-1)/n * bytes in  (n-1) steps (ring attention's K/V pass),
-//   send/recv moves              bytes in        1 step,
-//   all-to-all moves       (n-1)/n * bytes in        1 step (each rank's buffer holds n
-//                          equal slices, one per peer; NCCL sends to every peer at once,
-//                          a grouped send/recv, so the latency is one step).
-// All-to-all follows nccl-tests' bus-bandwidth convention (doc/PERFORMANCE.md, "AllToAll":
-// busBw = algBw * (n-1)/n): time = (n-1)/n * bytes / bus bandwidth.
-// time = steps * tier latency + bytes moved / tier bus bandwidth (per GPU, per direction:
-// the line rate times the tier's bus_efficiency, the fraction NCCL achieves).
-// Groups that span nodes (NCCL's hierarchy, as its rings and trees use the NICs):
-//  * one member per node: a ring over the inter-node tier; an all-reduce takes the faster
-//    of the ring and NCCL's tree (2 log2(n) latency steps, 2 x bytes);
-//  * k > 1 members per node: hierarchical: reduce-scatter (all-gather) inside the node
-//    over k, then each member's 1/k shard across the nodes on its own NIC; an all-reduce
-//    is intra reduce-scatter + inter all-reduce of bytes/k + intra all-gather;
-//  * send/recv and ring exchanges that leave the node: the inter-node tier;
-//  * all-to-all with k members per node: of its (n-1)/n * bytes, (k-1)/n go to peers in the
-//    node (intra-node tier) and (n-k)/n to the other nodes (inter-node tier, own NIC), at
-//    the same time: the slower of the two (latency: the inter-node tier's).
+// Buffer convention: `bytes` is the full buffer (the all-reduced tensor, the reduce-scatter
+// input, the all-gather output, every rank's K/V for a ring exchange, the tensor sent for
+// send/recv). The bytes and latency steps per collective and the cross-node rules are
+// derived once in docs/cost_model.md section 3. Shared by the analytic cost model and the
+// event simulator: pure functions of (kind, buffer bytes, group, ClusterSpec), no
+// allocation.
 #pragma once
 
 #include <cstdint>

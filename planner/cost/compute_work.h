@@ -1,36 +1,13 @@
 // ComputeWork: the compute of one pass of one model part, as kernels with shapes, and
-// its time on a GPU (docs/cost_model.md section 5, "Shape-aware compute").
+// its time on a GPU or a CPU profile.
 //
-// Work is counted twice on purpose:
-//  * nominal FLOPs (matmul_flops, attention_flops) in the MFU convention of
-//    planner/cost/flops.h (full S x S attention square, backward = 2 x forward); and
-//  * the kernels that run, with their shapes (gemms, flash), which set the time.
-// Matmul or attention FLOPs that no listed kernel covers run at the saturated rate
-// (a shapeless workload, e.g. a calibration sample without shapes).
-//
-// Time of one kernel class (rates: ComputeRates, from GpuSpec and the precision):
-//  * GEMM C(m,n) = A(m,k) B(k,n), `batch` of them: the slower of
-//      compute  waves * SMs * 2 * tile_m * tile_n * (k + k_overhead) / matmul rate
-//               tiles = ceil(m/tile_m) * ceil(n/tile_n) * batch, waves = ceil(tiles/SMs)
-//               (tile and wave quantization: NVIDIA "Matrix Multiplication Background
-//               User's Guide"; k_overhead: the tile's prologue and epilogue in k-depth);
-//      memory   (a * (m*k + k*n) + c * m*n) * batch bytes at the memory rate (roofline),
-//               a = operand bytes (1 for an FP8 GEMM), c = output bytes (bf16 for FP8).
-//    On a CPU profile (KernelShape::gemm_streams_operands) the two ADD instead: a CPU BLAS first packs the operands
-//    into cache-sized panels, a pass over memory that its FMA loops do not hide, so a GEMM
-//    with few rows (m = 64 tokens against an 8192-wide lm_head) spends a third of its time
-//    moving the weight (docs/cost_model.md section 5, "CPU GEMMs").
-//    A linear GEMM is never timed faster than the GPU's matmul ceiling (the best fraction of
-//    peak a public shape sweep reached, MAMF): a deep k approaches the main-loop rate in the
-//    formula above, but measured GEMMs level off below it (docs/cost_model.md section 5).
-//    An FP8 GEMM (GemmOp::fp8: fp8 precision's linear GEMMs, planner/cost/fp8_convention.h)
-//    runs at the FP8 matmul rate; everything else at the precision's (bf16 for fp8).
-//    With sm_count 0 (a CPU profile) there is no quantization: 2*m*n*(k+k_overhead)*batch.
-//  * flash attention over batch_heads x q_len queries x kv_len keys, head dim d: the
-//    executed FLOPs 4*bh*q*kv*d (backward x 2.5; causal: only the blocks on or below
-//    the diagonal, 1/2 + tile/(2*q) of the square), quantized into waves of
-//    bh * ceil(q/tile) CTAs (backward: ceil(kv/tile)) on the SMs, at the attention rate.
-//  * memory-bound ops: bytes at the memory rate; a fixed cost per launched kernel.
+// Work is counted twice on purpose: nominal FLOPs (matmul_flops, attention_flops) in the
+// MFU convention of planner/cost/flops.h, and the kernels that run with their shapes
+// (gemms, flash, memory-bound bytes and launches), which set the time. Matmul or attention
+// FLOPs that no listed kernel covers run at the saturated rate (a shapeless workload, e.g.
+// a calibration sample). How each kernel class is timed (tile and wave quantization, the k
+// overhead, the roofline, the matmul ceiling, FP8 GEMMs, CPU GEMMs, causal flash waves):
+// docs/cost_model.md section 5, "Compute time". Rates come from ComputeRates.
 // No allocation: the search times a ComputeWork per candidate.
 #pragma once
 

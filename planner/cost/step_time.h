@@ -1,36 +1,12 @@
 // The analytic step time: a StepWork timed on a ClusterSpec in closed form.
 //
-// The cost model's answer to "how long is one step"; the event simulator times the
-// same StepWork event by event and must agree where nothing overlaps. Rules:
-//  * compute: each part's work at the GPU's sustained rates (step_work.h ComputeTime).
-//  * TP collectives are exposed unless plan.tp_comm_overlap, then only the excess over
-//    the compute of their phase, which runs (1 + GpuSpec::comm_overlap_slowdown) times
-//    longer while it carries the overlap (overlap_slowdown_s). CP ring exchanges hide
-//    behind the attention core of their phase; only the excess is exposed.
-//  * DP: gradient buckets (one per part) drain behind the backward (OverlapClock::Drain):
-//    exposed = the last bucket's tail, or more when the sync outlasts the backward after
-//    the first bucket. Plain DP / ZeRO-1 do it once per step (last micro-batch), ZeRO-2
-//    every micro-batch. ZeRO-3 prefetches each part's all-gather behind the previous
-//    part's compute (OverlapClock::Prefetch) in forward and backward, its gradient
-//    reduce-scatter rides with the backward all-gathers and the last one is a tail.
-//    ZeRO-1/2's all-gather of the updated parameters after the optimizer is exposed.
-//    dp_overlap=0 runs the gradient sync after the backward, all exposed; prefetch=0
-//    issues each ZeRO-3 gather as its part starts, all exposed; every prefetch depth >= 1
-//    times alike here. The compute beside overlapped DP communication runs
-//    (1 + GpuSpec::comm_overlap_slowdown) times slower (SlowedBy in step_time.cc, in
-//    overlap_slowdown_s), never by more than the communication it hides, so neither 0 is
-//    ever faster (knob_variants.h counts them as dominated).
-//  * offload (planner/cost/offload.h): activation copies beyond the compute of their pass
-//    join the micro-batch (f, b); the gradient shard out and updated parameters in are
-//    per step; with offload_opt the optimizer is the CPU step; parameter copies in
-//    (offload_params) ride in the ZeRO-3 gather chain.
-//  * PP: send/recv of activations and gradients sit on the critical path of every
-//    chunk-micro-batch slot, (vpp*m + pp - 1) of them; the tied-embedding gradient
-//    sync is exposed. Bubble: the pipeline fills and drains through the stages other than
-//    the slowest, so it is the sum of their StageBubble terms (below), PipelineBubble
-//    when the stages are equal.
-//  * optimizer: memory-bound AdamW over this rank's parameter shard.
-// The step is the slowest stage's total plus the bubble and the pipeline's send/recv time.
+// The cost model's answer to "how long is one step": the slowest stage's compute, the
+// communication its overlap rules leave exposed (TP, CP, DP buckets and ZeRO-3 prefetch,
+// offload copies, pipeline send/recv), the pipeline bubble and the optimizer. The rules and
+// the bubble per schedule are derived once in docs/cost_model.md section 5 ("Exposed
+// communication", "Pipeline bubble") and section 7(b) (dp_overlap, prefetch, offload).
+// The event simulator times the same StepWork event by event and must agree where nothing
+// overlaps (tests/simulator/). Pure functions, no allocation on the search's path.
 #pragma once
 
 #include <cstdint>

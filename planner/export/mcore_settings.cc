@@ -84,13 +84,13 @@ void AddParallel(const ExportJob& job, std::vector<McoreSetting>* out) {
       out->push_back({S::kModel, "pipeline_model_parallel_layout", "\"" + text + "\"",
                       "--pipeline-model-parallel-layout", text});
     } else {
-      if (plan.first_stage_layers > 0)
-        out->push_back({S::kModel, "num_layers_in_first_pipeline_stage",
-                        Int(plan.first_stage_layers), "--decoder-first-pipeline-num-layers",
-                        Int(plan.first_stage_layers)});
-      if (plan.last_stage_layers > 0)
-        out->push_back({S::kModel, "num_layers_in_last_pipeline_stage", Int(plan.last_stage_layers),
-                        "--decoder-last-pipeline-num-layers", Int(plan.last_stage_layers)});
+      const StageSplit split = StageSplitOf(plan);
+      if (split.first > 0)
+        out->push_back({S::kModel, "num_layers_in_first_pipeline_stage", Int(split.first),
+                        "--decoder-first-pipeline-num-layers", Int(split.first)});
+      if (split.last > 0)
+        out->push_back({S::kModel, "num_layers_in_last_pipeline_stage", Int(split.last),
+                        "--decoder-last-pipeline-num-layers", Int(split.last)});
     }
   }
   if (plan.cp > 1)
