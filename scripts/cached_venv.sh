@@ -2,7 +2,7 @@
 # clone (install_torch_wheel.sh, install_framework_refs.sh): the protocol they share, so that
 # a venv is either complete or absent.
 # - A venv is complete only once its stamp file VENV/.meshplan-complete, written last, holds
-#   the same pins and VENV/bin/python runs; anything else is rebuilt.
+#   the same pins and VENV/bin/python is executable; anything else is rebuilt.
 # - Runs on one machine take turns (flock on VENV.lock) and check again once their turn
 #   comes, so one never deletes a venv another is filling.
 # - A failed or interrupted install removes its half-made venv and exits 2 with the reason.
