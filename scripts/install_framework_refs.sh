@@ -43,8 +43,10 @@ echo "install_framework_refs: installing ${frameworks[*]} into $venv (once, abou
   refuse "python -m venv $venv failed"
 # The torch venv's packages (torch, numpy) are visible through a .pth file; pip comes from
 # there too, and installs into this venv.
-site="$("$venv/bin/python" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')"
-torch_site="$("$torch_venv/bin/python" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')"
+site="$("$venv/bin/python" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')" ||
+  refuse "$venv/bin/python cannot name its site-packages folder"
+torch_site="$("$torch_venv/bin/python" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')" ||
+  refuse "$torch_venv/bin/python cannot name its site-packages folder"
 mkdir -p "$site" && echo "$torch_site" > "$site/meshplan-torch-venv.pth" ||
   refuse "cannot write $site/meshplan-torch-venv.pth"
 pip=("$venv/bin/python" -m pip --disable-pip-version-check --no-input --quiet)
