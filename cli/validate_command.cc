@@ -19,8 +19,6 @@
 #include "cli/setup_options.h"
 #include "planner/config/framework_yaml.h"
 #include "planner/input_error.h"
-#include "planner/names.h"
-#include "planner/parallel_plan.h"
 #include "planner/validate/published_runs.h"
 #include "planner/validate/validation.h"
 
@@ -33,22 +31,6 @@ struct ValidateCommandOptions {
   std::string framework;  // empty: each row's own
   std::string format = "table";
 };
-
-// --framework: every row predicted under `framework` instead of the software that ran it; a
-// row whose recompute policy it does not offer is listed as skipped, with that reason.
-void PredictUnder(const FrameworkSpec& framework, PublishedRuns* runs) {
-  for (PublishedTable& table : runs->tables) {
-    table.framework = framework.name;
-    for (PublishedRow& row : table.rows) {
-      if (row.skipped()) continue;
-      row.framework = framework.name;
-      row.setup.training.framework = framework;
-      if (!Offers(framework.recompute, row.setup.plan.recompute.kind))
-        row.skip_reason = "recompute=" + ToString(row.setup.plan.recompute) +
-                          " is not offered by " + framework.name;
-    }
-  }
-}
 
 int RunValidate(const ValidateCommandOptions& options) {
   const std::string file =

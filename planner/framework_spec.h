@@ -103,6 +103,10 @@ struct FrameworkCalibration {
 struct FrameworkSpec {
   std::string name = "meshplan";      // file stem: megatron-core, torchtitan, ...
   std::string version = "this build";  // the version its values were read from ("core_r0.8.0")
+  // The profile whose model and kernels this framework runs underneath ("" for none; nemo:
+  // megatron-core). Where no published run of that profile backs a prediction, its error band
+  // is measured on the runs of the frameworks built on it (planner/validate/error_band.h).
+  std::string built_on;
   KernelSet kernels = KernelSet::kEager;
   // fused (flash), naive, or auto (naive in fp32, fused otherwise: the executor's choice).
   AttentionImpl attention = AttentionImpl::kAuto;

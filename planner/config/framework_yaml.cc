@@ -1,6 +1,7 @@
 #include "planner/config/framework_yaml.h"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include <algorithm>
 #include <array>
@@ -97,12 +98,19 @@ FrameworkCalibration ReadCalibration(const YamlFields& f) {
 }
 
 FrameworkSpec FrameworkFromYaml(const YamlFields& f, const std::string& default_name) {
-  f.AllowOnly({"name", "version", "source", "kernels", "attention", "main_grads", "fp8_states",
+  f.AllowOnly({"name", "version", "source", "built_on", "kernels", "attention", "main_grads", "fp8_states",
                "master_weights", "grad_accumulation", "optimizer", "recompute", "zero1_gradients", "zero3_buffers",
                "allocator_fragmentation", "log_format", "calibration"});
   FrameworkSpec s;
   s.name = f.String("name", default_name);
   s.version = f.String("version");
+  if (f.Has("built_on")) {
+    s.built_on = f.String("built_on");
+    const std::vector<std::string> names = ListFrameworks();
+    if (s.built_on == s.name || std::find(names.begin(), names.end(), s.built_on) == names.end())
+      f.Fail("built_on", fmt::format("expected another profile of configs/frameworks/ ({}); got '{}'",
+                                     fmt::join(names, ", "), s.built_on));
+  }
   s.kernels = ReadChoice(f, "kernels", kKernelSets);
   s.attention = ReadChoice(f, "attention", kAttention);
   s.main_grads = ReadChoice(f, "main_grads", kGradDtypes);
@@ -194,6 +202,7 @@ std::string FrameworkToYamlText(const FrameworkSpec& s, const std::string& comme
   }
   out += "name: " + s.name + "\n";
   out += "version: \"" + s.version + "\"\n";
+  if (!s.built_on.empty()) out += "built_on: " + s.built_on + "\n";
   out += "kernels: " + spelled(kKernelSets, s.kernels) + "\n";
   out += "attention: " + spelled(kAttention, s.attention) + "\n";
   out += "main_grads: " + spelled(kGradDtypes, s.main_grads) + "\n";

@@ -1,8 +1,11 @@
 #include "planner/validate/error_band.h"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
+#include <algorithm>
 #include <cmath>
+#include <vector>
 
 #include "planner/input_error.h"
 #include "planner/validate/published_runs.h"
@@ -14,6 +17,27 @@ bool IsTimeFigure(PublishedFigure figure) {
   return figure != PublishedFigure::kActivationMemory;
 }
 
+// The band of `framework` from the rows on `generation` whose framework is built on it, each
+// predicted under `framework`; `runs` is consumed.
+ErrorBand BuiltOnBand(const FrameworkSpec& framework, const std::string& generation,
+                      PublishedRuns runs) {
+  std::vector<std::string> builders;
+  for (PublishedTable& table : runs.tables) {
+    std::erase_if(table.rows, [&](const PublishedRow& row) {
+      return row.skipped() || row.setup.training.framework.built_on != framework.name ||
+             GpuGeneration(row.setup.cluster.gpu.name) != generation;
+    });
+    for (const PublishedRow& row : table.rows) builders.push_back(row.framework);
+  }
+  std::sort(builders.begin(), builders.end());
+  builders.erase(std::unique(builders.begin(), builders.end()), builders.end());
+  if (builders.empty()) return {framework.name, generation, 0, 0, ""};
+  PredictUnder(framework, &runs);
+  ErrorBand band = ErrorBandOf(PredictPublishedRuns(runs), framework.name, generation);
+  band.runs_of = fmt::format("{}", fmt::join(builders, ", "));
+  return band;
+}
+
 }  // namespace
 
 std::string GpuGeneration(const std::string& gpu_name) {
@@ -22,7 +46,7 @@ std::string GpuGeneration(const std::string& gpu_name) {
 
 ErrorBand ErrorBandOf(const ValidationReport& report, const std::string& framework,
                       const std::string& generation) {
-  ErrorBand band{framework, generation, 0, 0};
+  ErrorBand band{framework, generation, 0, 0, ""};
   double sum = 0;
   for (const ValidatedTable& table : report.tables) {
     if (!IsTimeFigure(table.figure)) continue;
@@ -41,10 +65,11 @@ ErrorBand ErrorBandOf(const ValidationReport& report, const std::string& framewo
 ErrorBand ErrorBandFor(const FrameworkSpec& framework, const GpuSpec& gpu) {
   const std::string generation = GpuGeneration(gpu.name);
   try {
-    return ErrorBandOf(PredictPublishedRuns(LoadPublishedRuns(DefaultPublishedRunsPath())),
-                       framework.name, generation);
+    PublishedRuns runs = LoadPublishedRuns(DefaultPublishedRunsPath());
+    const ErrorBand own = ErrorBandOf(PredictPublishedRuns(runs), framework.name, generation);
+    return own.runs > 0 ? own : BuiltOnBand(framework, generation, std::move(runs));
   } catch (const InputError&) {
-    return {framework.name, generation, 0, 0};  // no runs file to measure the band by
+    return {framework.name, generation, 0, 0, ""};  // no runs file to measure the band by
   }
 }
 
@@ -52,13 +77,15 @@ std::string DescribeBand(const ErrorBand& band) {
   if (band.runs == 0)
     return fmt::format("no published run of {} on {} backs this prediction", band.framework,
                        band.generation);
-  return fmt::format("+-{:.0f}%: {} on {}, {} published run{}", band.mape_pct, band.framework,
-                     band.generation, band.runs, band.runs == 1 ? "" : "s");
+  const std::string of = band.runs_of.empty() ? "" : fmt::format(
+      " of {} (built on {})", band.runs_of, band.framework);
+  return fmt::format("+-{:.0f}%: {} on {}, {} published run{}{}", band.mape_pct, band.framework,
+                     band.generation, band.runs, band.runs == 1 ? "" : "s", of);
 }
 
 nlohmann::json ErrorBandToJson(const ErrorBand& band) {
   return {{"framework", band.framework}, {"generation", band.generation}, {"runs", band.runs},
-          {"mape_pct", band.mape_pct}};
+          {"mape_pct", band.mape_pct}, {"runs_of", band.runs_of}};
 }
 
 }  // namespace meshplan

@@ -5,7 +5,9 @@
 // The band is the mean |error| of the rows whose figure is a time or a throughput
 // (step_time_s, tflops_per_gpu, tokens_per_s_per_gpu), not memory. A generation is the GPU
 // name up to its first '-' (h100-sxm and h100-pcie are h100). Nothing is fitted: the band
-// only reports what validate measured.
+// only reports what validate measured. A profile that no published run used (megatron-core)
+// borrows the runs of the frameworks built on it (FrameworkSpec::built_on: nemo), predicted
+// under the profile itself, as `validate --framework` would, and the band says whose runs.
 #pragma once
 
 #include <nlohmann/json.hpp>
@@ -24,6 +26,8 @@ struct ErrorBand {
   std::string generation;  // "h100"
   int64_t runs = 0;        // published runs behind the band (0: none)
   double mape_pct = 0;     // their mean |error|, percent
+  std::string runs_of;     // "": the framework's own runs; else the frameworks built on it
+                           // whose runs were predicted under it ("nemo")
 };
 
 std::string GpuGeneration(const std::string& gpu_name);  // "h100-sxm" -> "h100"
@@ -32,9 +36,11 @@ ErrorBand ErrorBandOf(const ValidationReport& report, const std::string& framewo
 // The band from the project's own published runs (DefaultPublishedRunsPath()); a runs file
 // that cannot be read gives a band of 0 runs.
 ErrorBand ErrorBandFor(const FrameworkSpec& framework, const GpuSpec& gpu);
-// "+-7%: megatron-core on h100, 12 published runs" | "no published run of torchtitan on h100
-// backs this prediction".
+// "+-7%: megatron-core on h100, 12 published runs" | "+-9%: megatron-core on h100, 9 published
+// runs of nemo (built on megatron-core)" | "no published run of torchtitan on h100 backs this
+// prediction".
 std::string DescribeBand(const ErrorBand& band);
-nlohmann::json ErrorBandToJson(const ErrorBand& band);  // framework, generation, runs, mape_pct
+// framework, generation, runs, mape_pct, runs_of ("" for the framework's own).
+nlohmann::json ErrorBandToJson(const ErrorBand& band);
 
 }  // namespace meshplan

@@ -11,6 +11,7 @@
 #include "planner/cost/flops.h"
 #include "planner/cost/memory_model.h"
 #include "planner/figure_check.h"
+#include "planner/names.h"
 #include "planner/parallel_plan.h"
 
 namespace meshplan {
@@ -112,6 +113,20 @@ ValidatedTable PredictPublishedTable(const PublishedTable& table) {
   }
   if (out.figure_rows > 0) out.mape_pct = sum_abs / double(out.figure_rows);
   return out;
+}
+
+void PredictUnder(const FrameworkSpec& framework, PublishedRuns* runs) {
+  for (PublishedTable& table : runs->tables) {
+    table.framework = framework.name;
+    for (PublishedRow& row : table.rows) {
+      if (row.skipped()) continue;
+      row.framework = framework.name;
+      row.setup.training.framework = framework;
+      if (!Offers(framework.recompute, row.setup.plan.recompute.kind))
+        row.skip_reason = "recompute=" + ToString(row.setup.plan.recompute) +
+                          " is not offered by " + framework.name;
+    }
+  }
 }
 
 ValidationReport PredictPublishedRuns(const PublishedRuns& runs) {

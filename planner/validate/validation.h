@@ -82,6 +82,11 @@ struct ValidationReport {
   std::vector<ValidatedTable> tables;
 };
 
+// Every row predicted under `framework` instead of the software that ran it (validate
+// --framework; the error band of a profile others are built on); a row whose recompute policy
+// the framework does not offer becomes skipped, with that reason.
+void PredictUnder(const FrameworkSpec& framework, PublishedRuns* runs);
+
 // Each row's prediction; a table's rows with its MAPE; every table of the file.
 ValidatedRow PredictPublishedRow(const PublishedRow& row, PublishedFigure figure);
 ValidatedTable PredictPublishedTable(const PublishedTable& table);

@@ -43,17 +43,31 @@ TEST_CASE("the band is the mean |error| of one framework's time rows on one GPU 
 
 TEST_CASE("estimate and search print the band validate measured, or that none backs them",
           "[planner][validation][band][cli]") {
-  // NeMo 24.07's H100 table backs the nemo profile; no published Megatron-LM H100 run backs
-  // megatron-core (the GPU default) yet.
+  // NeMo 24.07's H100 table backs the nemo profile with its own runs.
   const test::CliResult estimate = test::RunMeshplan("estimate --framework nemo --format json");
   REQUIRE(estimate.exit_code == 0);
   const nlohmann::json band = nlohmann::json::parse(estimate.output)["error_band"];
   CHECK(band["framework"] == "nemo");
   CHECK(band["generation"] == "h100");
   CHECK(band["runs"].get<int>() > 0);
-  const test::CliResult by_default = test::RunMeshplan("estimate");
+  CHECK(band["runs_of"] == "");
+  // No published run used megatron-core (the GPU default); nemo is built on it, so its band
+  // is NeMo's runs predicted under megatron-core, and says so. On A100 no run of megatron-core
+  // or of a framework built on it exists.
+  const test::CliResult by_default = test::RunMeshplan("estimate --format json");
   REQUIRE(by_default.exit_code == 0);
-  CHECK_THAT(by_default.output, Catch::Contains("no published run of megatron-core on h100"));
+  const nlohmann::json borrowed = nlohmann::json::parse(by_default.output)["error_band"];
+  CHECK(borrowed["framework"] == "megatron-core");
+  CHECK(borrowed["runs_of"] == "nemo");
+  CHECK(borrowed["runs"] == band["runs"]);
+  CHECK(borrowed["mape_pct"].get<double>() > 0);
+  CHECK(borrowed["mape_pct"] != band["mape_pct"]);  // predicted under megatron-core, not nemo
+  const test::CliResult text = test::RunMeshplan("estimate");
+  REQUIRE(text.exit_code == 0);
+  CHECK_THAT(text.output, Catch::Contains("published runs of nemo (built on megatron-core)"));
+  const test::CliResult a100 = test::RunMeshplan("estimate --cluster 8xA100-80GB");
+  REQUIRE(a100.exit_code == 0);
+  CHECK_THAT(a100.output, Catch::Contains("no published run of megatron-core on a100"));
   const test::CliResult search = test::RunMeshplan("search --framework deepspeed --top 1");
   REQUIRE(search.exit_code == 0);
   CHECK_THAT(search.output, Catch::Contains("Step times: no published run of deepspeed on h100"));

@@ -98,6 +98,7 @@ TEST_CASE("a hostile profile is refused with file, line, field and the allowed v
       {std::string(kProfile) + "turbo: true\n", "turbo", "", 11},
       {std::string(kProfile) + "master_weights: fp16\n", "master_weights", "fp32, remainder", 11},
       {std::string(kProfile) + "zero3_buffers: pinned\n", "zero3_buffers", "views, copies", 11},
+      {std::string(kProfile) + "built_on: jax\n", "built_on", "megatron-core, megatron-lm-2021", 11},
       {Replace(kProfile, "log_format: megatron", "log_format: nemo"), "log_format",
        "meshplan, megatron, torchtitan, deepspeed, pytorch-hook", 10},
       {std::string(kProfile) + "calibration:\n  fittable: [mfu]\n", "calibration.fittable",
@@ -113,6 +114,12 @@ TEST_CASE("a hostile profile is refused with file, line, field and the allowed v
     CHECK_THAT(e.what(), Catch::Contains("bad.yaml") && Catch::Contains(c.expect));
     if (c.line > 0) CHECK(e.where().line == c.line);
   }
+  // built_on names another profile, never the profile itself.
+  const InputError itself =
+      ErrorOf([] { FrameworkFromYamlText(std::string(kProfile) + "built_on: nemo\n", "nemo.yaml"); });
+  CHECK(itself.field() == "built_on");
+  CHECK(FrameworkFromYamlText(std::string(kProfile) + "built_on: nemo\n", "mine.yaml").built_on ==
+        "nemo");
   const InputError unknown = ErrorOf([] { LoadFramework("jax"); });
   CHECK(unknown.field() == "framework");
   CHECK_THAT(unknown.what(), Catch::Contains("megatron-core") && Catch::Contains("torchtitan"));
