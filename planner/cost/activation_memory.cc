@@ -34,12 +34,11 @@ void AddNorm(SavedTensorList& out, const ModelSpec& model, const RankShape& sh,
   out.Add(rstd);
 }
 
-// One block's op list, as `impl` runs it.
+}  // namespace
+
 BlockOps BlockOpsOf(const ModelSpec& model, const RankShape& sh, AttentionImpl impl) {
   return BuildBlockOps(model, sh, LoweringOf(sh, impl));
 }
-
-}  // namespace
 
 SavedTensorList BlockSavedTensors(const ModelSpec& model, const RankShape& shape,
                                   AttentionImpl impl, Recompute recompute) {
@@ -62,8 +61,11 @@ SavedTensorList BlockRecomputedTensors(const ModelSpec& model, const RankShape& 
 
 BlockTensorBytes BlockTensorTotals(const ModelSpec& model, const RankShape& shape,
                                    AttentionImpl impl, Recompute recompute) {
+  return BlockTensorTotals(BlockOpsOf(model, shape, impl), recompute);
+}
+
+BlockTensorBytes BlockTensorTotals(const BlockOps& ops, Recompute recompute) {
   BlockTensorBytes out;
-  const BlockOps ops = BlockOpsOf(model, shape, impl);
   auto add = [&out](const SavedTensor& t, bool kept) {
     (kept ? out.saved : out.recomputed) += t.bytes();
     if (t.mlp_half) (kept ? out.saved_mlp : out.recomputed_mlp) += t.bytes();
@@ -74,67 +76,6 @@ BlockTensorBytes BlockTensorTotals(const ModelSpec& model, const RankShape& shap
   }
   if (recompute == Recompute::kOp)
     for (const SavedTensor& t : ops.op_outputs()) add(t, true);
-  return out;
-}
-
-SavedTensorList BlockBackwardStepWorkspace(const ModelSpec& model, const RankShape& sh,
-                                           AttentionImpl impl, BlockHalf half) {
-  const bool ring = RunsRingAttention(sh, LoweringOf(sh, impl)), naive = impl == AttentionImpl::kNaive && !ring;
-  const double A = sh.act_bytes, b = double(sh.b), Sc = double(sh.s_local);
-  const double Skv = Sc;
-  const double q = b * Sc * sh.heads * sh.head_dim;
-  const double kv = b * Sc * sh.kv_heads * sh.head_dim;
-  const double probs = b * sh.heads * Sc * Skv;
-  const double inner = b * Sc * sh.ffn;
-
-  SavedTensorList attention;
-  if (ring) {
-    // executor/parallel/ring_attention.h backward, at step 0 (the local Sc x Sc block, the largest):
-    // the fp32 dq accumulator, the step's probabilities and score gradients (fp32), the
-    // next K/V being received, this block's fp32 dK/dV accumulator and its partial dK/dV.
-    attention.Add({"attention.ring backward", "dq accumulator (B,Ht,Sc,D) fp32", q, kFp32Bytes});
-    attention.Add({"attention.ring backward", "P (B,Ht,Sc,Sc) fp32", probs, kFp32Bytes});
-    attention.Add({"attention.ring backward", "dScores (B,Ht,Sc,Sc) fp32", probs, kFp32Bytes});
-    attention.Add({"attention.ring backward", "next K, V (B,Kt,Sc,D) x 2", 2 * kv, A});
-    attention.Add({"attention.ring backward", "dK, dV accumulator (B,Kt,Sc,D) x 2 fp32", 2 * kv,
-                   kFp32Bytes});
-    attention.Add({"attention.ring backward", "partial dK, dV (B,Kt,Sc,D) x 2", 2 * kv, A});
-  } else if (naive) {
-    // executor/model/ops.h AttentionBackward: dv, then dP and a temporary of the same shape.
-    attention.Add({"attention.pv backward", "dv (B,Kt,Sc,D)", kv, A});
-    attention.Add({"attention.pv backward", "dP (B,Ht,Sc,Skv)", probs, A});
-    attention.Add({"attention.softmax backward", "dScores (B,Ht,Sc,Skv)", probs, A});
-  } else {
-    attention.Add({"attention.flash backward", "dq (B,Sc,Ht,D)", q, A});
-    attention.Add({"attention.flash backward", "dk (B,Sc,Kt,D)", kv, A});
-    attention.Add({"attention.flash backward", "dv (B,Sc,Kt,Dv)", b * Sc * sh.kv_heads * sh.v_head_dim, A});
-    attention.Add({"attention.flash backward", "dq accumulator (B,Sc,Ht,D) fp32", q, kFp32Bytes});
-  }
-  SavedTensorList ffn;
-  if (model.block == BlockKind::kGpt) {
-    ffn.Add({"fc2 backward", "d(fc2 input) (B,Sc,Ft)", inner, A});
-    ffn.Add({"gelu backward", "d(fc1 output) (B,Sc,Ft)", inner, A});
-  } else if (sh.experts > 0) {
-    // executor/model/moe_block.cc Backward: the routed experts' SwiGLU backward over their R
-    // rows holds d gate and d up with either d(down input) (R,Fe/tp) (before) or the
-    // gradient of the permuted tokens (R,E) (after): the larger of the two counts.
-    const double R = sh.expert_rows;
-    ffn.Add({"experts.swiglu backward", "d gate (R,Fe/tp)", R * sh.expert_ffn, A});
-    ffn.Add({"experts.swiglu backward", "d up (R,Fe/tp)", R * sh.expert_ffn, A});
-    ffn.Add({"experts backward", "max of d(down input) (R,Fe/tp), d(permuted tokens) (R,E)",
-             R * double(std::max(sh.expert_ffn, sh.hidden)), A});
-    if (sh.ep > 1)
-      ffn.Add({"all-to-all", "routing buffers: rows received + sent (R+Rs,E)",
-               (R + sh.routed_rows) * sh.hidden, A});
-  } else {
-    // executor/model/ops.h SwiGLUBackward: d up first holds sigmoid(gate) (no extra buffer).
-    ffn.Add({"w_down backward", "d(down input) (B,Sc,Ft)", inner, A});
-    ffn.Add({"swiglu backward", "d gate (B,Sc,Ft)", inner, A});
-    ffn.Add({"swiglu backward", "d up (B,Sc,Ft)", inner, A});
-  }
-  SavedTensorList out = half == BlockHalf::kAttention ? attention : ffn;
-  out.Add({"block backward", "grad of the residual stream (B,Sn,E)", b * sh.s_norm * sh.hidden, A});
-  out.Add({"block backward", "grad of the branch output (B,Sc,E)", b * Sc * sh.hidden, A});
   return out;
 }
 

@@ -1,6 +1,6 @@
 // Activation memory: the tensors a block's ops save for backward (its op list,
-// planner/cost/block_ops.h) under a recompute policy, the temporaries of a backward step,
-// and the embedding's, head's and loss's tensors, on one rank for one micro-batch.
+// planner/cost/block_ops.h, which also lists its backward temporaries) under a recompute
+// policy, and the embedding's, head's and loss's tensors, on one rank for one micro-batch.
 //
 // The executor's contract: its model keeps exactly these tensors, and a test compares the
 // prediction with what it allocates. The per-op list, the recompute policies and the
@@ -39,14 +39,10 @@ struct BlockTensorBytes {
 };
 BlockTensorBytes BlockTensorTotals(const ModelSpec& model, const RankShape& shape,
                                    AttentionImpl impl, Recompute recompute);
-// The temporaries of one step of a block's backward: the gradient of the residual
-// stream and of the branch output, plus the attention backward (naive: dv, and dP
-// and dScores (B,Ht,Sc,Skv) each; fused: dq, dk, dv and the fp32 dq accumulator) or
-// the FFN backward (llama: d(down input), d gate, d up (which first holds sigmoid(gate)); gpt:
-// d(fc2 input), d(fc1 output)).
-enum class BlockHalf { kAttention, kMlp };
-SavedTensorList BlockBackwardStepWorkspace(const ModelSpec& model, const RankShape& shape,
-                                           AttentionImpl impl, BlockHalf half);
+// The same of a block already built (BuildBlockOps with the rank's lowering).
+BlockTensorBytes BlockTensorTotals(const BlockOps& ops, Recompute recompute);
+// The block as `impl` (resolved) runs it on a rank of `shape`.
+BlockOps BlockOpsOf(const ModelSpec& model, const RankShape& shape, AttentionImpl impl);
 
 // Pipeline stage 0, per micro-batch: token ids (int64) (+ gpt embedding dropout mask).
 SavedTensorList FirstStageSavedTensors(const ModelSpec& model, const RankShape& shape);

@@ -1,5 +1,6 @@
 #include "planner/cost/block_ops.h"
 
+#include <algorithm>
 #include <cassert>
 #include <cstdlib>
 #include <utility>
@@ -73,6 +74,13 @@ class BlockOpsBuilder {
     AttentionHalf();
     mlp_ = true;
     MlpHalf();
+    const double b = double(sh_.b);
+    for (SavedTensorList& workspace : out_.workspace_) {
+      workspace.Add({"block backward", "grad of the residual stream (B,Sn,E)",
+                     b * sh_.s_norm * sh_.hidden, a_});
+      workspace.Add({"block backward", "grad of the branch output (B,Sc,E)",
+                     b * double(sh_.s_local) * sh_.hidden, a_});
+    }
   }
 
  private:
@@ -110,6 +118,8 @@ class BlockOpsBuilder {
     t.op_output = saved_by_op;
     Save(t);
   }
+  // A temporary of this half's backward step (BlockOps::backward_workspace).
+  void Temporary(const SavedTensor& t) { out_.workspace_[mlp_ ? 1 : 0].Add(t); }
   // An output the op policy keeps (BlockOps::op_outputs).
   void OpOutput(SavedTensor t) {
     t.mlp_half = mlp_;
@@ -243,6 +253,10 @@ void BlockOpsBuilder::AttentionCore(bool v_saved_by_op) {
       Save(Core({"attention.dropout", "output (B,Ht,Sc,Skv)", probs, A}));
     }
     SaveOutputOf(v_saved_by_op, {"attention.pv", "v (B,Kt,Skv,Dv)", v, A});
+    // executor/model/ops.h AttentionBackward: dv, then dP and a temporary of the same shape.
+    Temporary({"attention.pv backward", "dv (B,Kt,Sc,D)", kv, A});
+    Temporary({"attention.pv backward", "dP (B,Ht,Sc,Skv)", probs, A});
+    Temporary({"attention.softmax backward", "dScores (B,Ht,Sc,Skv)", probs, A});
   } else if (ring) {
     // executor/parallel/ring_attention.h: the logsumexp is kept in every mode but full
     // recompute (the backward recomputes each ring step's probabilities from it): nothing
@@ -252,12 +266,26 @@ void BlockOpsBuilder::AttentionCore(bool v_saved_by_op) {
     SaveOutputOf(v_saved_by_op, {"attention.ring", "v (B,Kt,Sc,Dv)", v, A});
     SaveOutputOf(true, Statistic({"attention.ring", "logsumexp (B,Ht,Sc) fp32", b * sh_.heads * Sc,
                                   kFp32Bytes}));
+    // Its backward at step 0 (the local Sc x Sc block, the largest): the fp32 dq accumulator,
+    // the step's probabilities and score gradients (fp32), the next K/V being received, this
+    // block's fp32 dK/dV accumulator and its partial dK/dV.
+    Temporary({"attention.ring backward", "dq accumulator (B,Ht,Sc,D) fp32", q, kFp32Bytes});
+    Temporary({"attention.ring backward", "P (B,Ht,Sc,Sc) fp32", probs, kFp32Bytes});
+    Temporary({"attention.ring backward", "dScores (B,Ht,Sc,Sc) fp32", probs, kFp32Bytes});
+    Temporary({"attention.ring backward", "next K, V (B,Kt,Sc,D) x 2", 2 * kv, A});
+    Temporary({"attention.ring backward", "dK, dV accumulator (B,Kt,Sc,D) x 2 fp32", 2 * kv,
+               kFp32Bytes});
+    Temporary({"attention.ring backward", "partial dK, dV (B,Kt,Sc,D) x 2", 2 * kv, A});
   } else {
     Save({"attention.flash", "q (B,Sc,Ht,D)", q, A});
     Save({"attention.flash", "k (B,Sc,Kt,D)", kv, A});
     SaveOutputOf(v_saved_by_op, {"attention.flash", "v (B,Sc,Kt,Dv)", v, A});
     SaveOutputOf(true, Core(Statistic({"attention.flash", "logsumexp (B,Ht,Sc) fp32",
                                        b * sh_.heads * Sc, kFp32Bytes})));
+    Temporary({"attention.flash backward", "dq (B,Sc,Ht,D)", q, A});
+    Temporary({"attention.flash backward", "dk (B,Sc,Kt,D)", kv, A});
+    Temporary({"attention.flash backward", "dv (B,Sc,Kt,Dv)", b * Sc * sh_.kv_heads * sh_.v_head_dim, A});
+    Temporary({"attention.flash backward", "dq accumulator (B,Sc,Ht,D) fp32", q, kFp32Bytes});
   }
 }
 
@@ -362,6 +390,8 @@ void BlockOpsBuilder::MlpHalf() {
     SaveOutputOf(fc1_saved, {"gelu", "input: fc1 output (B,Sc,Ft)", inner, a});
     Linear();  // fc2
     Save({"fc2", "input: GeLU output (B,Sc,Ft)", inner, L});
+    Temporary({"fc2 backward", "d(fc2 input) (B,Sc,Ft)", inner, a});
+    Temporary({"gelu backward", "d(fc1 output) (B,Sc,Ft)", inner, a});
     Residual("mlp.residual", "mlp.residual_dropout");
     return;
   }
@@ -380,6 +410,10 @@ void BlockOpsBuilder::MlpHalf() {
     SaveOutputOf(up_saved, {"swiglu", "up output (B,Sc,Ft)", inner, a});
     Linear();  // w_down
     Save({"w_down", "input: silu(gate)*up (B,Sc,Ft)", inner, L});
+    // executor/model/ops.h SwiGLUBackward: d up first holds sigmoid(gate) (no extra buffer).
+    Temporary({"w_down backward", "d(down input) (B,Sc,Ft)", inner, a});
+    Temporary({"swiglu backward", "d gate (B,Sc,Ft)", inner, a});
+    Temporary({"swiglu backward", "d up (B,Sc,Ft)", inner, a});
   }
   Residual("mlp.residual", "mlp.residual_dropout");
 }
@@ -412,6 +446,16 @@ void BlockOpsBuilder::MoeFfn() {
                R * sh_.expert_ffn);
   Memory("combine", G::kRouting, {}, {});
   Save({"combine", "expert outputs (Rs,E)", sh_.routed_rows * sh_.hidden, A});
+  // executor/model/moe_block.cc Backward: the routed experts' SwiGLU backward over their R
+  // rows holds d gate and d up with either d(down input) (R,Fe/tp) (before) or the gradient
+  // of the permuted tokens (R,E) (after): the larger of the two counts.
+  Temporary({"experts.swiglu backward", "d gate (R,Fe/tp)", R * sh_.expert_ffn, A});
+  Temporary({"experts.swiglu backward", "d up (R,Fe/tp)", R * sh_.expert_ffn, A});
+  Temporary({"experts backward", "max of d(down input) (R,Fe/tp), d(permuted tokens) (R,E)",
+             R * double(std::max(sh_.expert_ffn, sh_.hidden)), A});
+  if (sh_.ep > 1)
+    Temporary({"all-to-all", "routing buffers: rows received + sent (R+Rs,E)",
+               (R + sh_.routed_rows) * sh_.hidden, A});
   if (moe.shared_experts == 0) return;
   ExpertSwiGlu({"shared.swiglu", "gate output (B,Sc,Xs*Fe/tp)", "up output (B,Sc,Xs*Fe/tp)",
                 "shared.w_down", "input: silu(gate)*up (B,Sc,Xs*Fe/tp)"},

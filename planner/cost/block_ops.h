@@ -5,8 +5,9 @@
 // attention kernel). Every op carries what any consumer needs: its kind and shape (a linear's
 // GEMM, the attention core, a memory-bound op's bytes), its launches and bytes in each pass
 // (backward mirrored: a linear's two GEMMs, a memory-bound op's backward pass), the tensors
-// it saves for backward (with the recompute policies' flags), and a fusion group. The step's
-// work (planner/cost/block_work.h) and the activation memory (activation_memory.h) read it.
+// it saves for backward (with the recompute policies' flags), the temporaries its backward
+// allocates, and a fusion group. The step's work (planner/cost/block_work.h) and the
+// activation memory (activation_memory.h, memory_detailed.cc) read it.
 // The framework profile chooses the Lowering (docs/cost_model.md section 5). Fixed capacity, no allocation: the search builds one per candidate.
 #pragma once
 
@@ -114,6 +115,9 @@ struct BlockOp {
   OpPass forward, backward;    // kMemoryBound, as lowered
 };
 
+// The two halves of a block: attention (its norm to its residual add) and the FFN.
+enum class BlockHalf { kAttention, kMlp };
+
 class BlockOps {
  public:
   static constexpr int kCapacity = 32;
@@ -130,6 +134,13 @@ class BlockOps {
   // policies"): the odd-numbered matmuls', the flash or ring attention kernel's (output and
   // logsumexp) and, with sequence parallel, the reduce-scatters'.
   const SavedTensorList& op_outputs() const { return op_outputs_; }
+  // The temporaries of one step of the block's backward, one step per half: the half's
+  // backward gradients (attention: the core's; FFN: its activation's and linears' inputs')
+  // and the gradients of the residual stream and of the branch output (docs/memory_model.md
+  // "Transients").
+  const SavedTensorList& backward_workspace(BlockHalf half) const {
+    return workspace_[half == BlockHalf::kMlp ? 1 : 0];
+  }
 
  private:
   friend class BlockOpsBuilder;
@@ -138,6 +149,7 @@ class BlockOps {
   AttentionCoreShape core_;
   SavedTensorList saved_;
   SavedTensorList op_outputs_;
+  SavedTensorList workspace_[2];  // attention half, FFN half
 };
 
 // torchtitan's op-level rule for a block's linears in forward order: whether the op policy

@@ -409,19 +409,20 @@ DetailedBlockTerms DetailedBlockTermsOf(const ModelSpec& model, const TrainingSp
   // every:N: the blocks that keep everything, and (below) the checkpointed ones.
   const Recompute kept =
       plan.recompute.kind == Recompute::kEvery ? Recompute::kNone : plan.recompute.kind;
-  b.tensors = BlockTensorTotals(model, b.shape, b.impl, kept);
-  RankShape dense = b.shape;
-  dense.experts = 0;  // the dense FFN of width F/tp
-  if (b.shape.experts > 0) b.dense_saved = BlockTensorTotals(model, dense, b.impl, kept).saved;
-  if (plan.recompute.kind == Recompute::kEvery) {
-    b.checkpointed = BlockTensorTotals(model, b.shape, b.impl, Recompute::kFull);
-    if (b.shape.experts > 0)
-      b.dense_checkpointed_saved = BlockTensorTotals(model, dense, b.impl, Recompute::kFull).saved;
+  const BlockOps ops = BlockOpsOf(model, b.shape, b.impl);
+  b.tensors = BlockTensorTotals(ops, kept);
+  if (plan.recompute.kind == Recompute::kEvery)
+    b.checkpointed = BlockTensorTotals(ops, Recompute::kFull);
+  if (b.shape.experts > 0) {
+    RankShape dense = b.shape;
+    dense.experts = 0;  // the dense FFN of width F/tp
+    const BlockOps dense_ops = BlockOpsOf(model, dense, b.impl);
+    b.dense_saved = BlockTensorTotals(dense_ops, kept).saved;
+    if (plan.recompute.kind == Recompute::kEvery)
+      b.dense_checkpointed_saved = BlockTensorTotals(dense_ops, Recompute::kFull).saved;
   }
-  b.mlp_workspace =
-      BlockBackwardStepWorkspace(model, b.shape, b.impl, BlockHalf::kMlp).TotalBytes();
-  b.attention_workspace =
-      BlockBackwardStepWorkspace(model, b.shape, b.impl, BlockHalf::kAttention).TotalBytes();
+  b.mlp_workspace = ops.backward_workspace(BlockHalf::kMlp).TotalBytes();
+  b.attention_workspace = ops.backward_workspace(BlockHalf::kAttention).TotalBytes();
   return b;
 }
 

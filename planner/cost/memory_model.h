@@ -60,7 +60,7 @@ struct DetailedBlockTerms {
   // checkpointed ones (full recompute), CheckpointedBlocks of each stage's.
   BlockTensorBytes checkpointed;
   double dense_checkpointed_saved = 0;
-  double mlp_workspace = 0;        // BlockBackwardStepWorkspace(kMlp).TotalBytes()
+  double mlp_workspace = 0;        // BlockOps::backward_workspace(kMlp).TotalBytes()
   double attention_workspace = 0;  // ... (kAttention)
 };
 DetailedBlockTerms DetailedBlockTermsOf(const ModelSpec& model, const TrainingSpec& training,

@@ -3,6 +3,7 @@
 // tensors' ownership; and the linears' GEMMs against the FLOP count's parameters.
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <string>
 #include <vector>
 
@@ -131,6 +132,42 @@ TEST_CASE("block ops: every saved tensor belongs to one op, in op order", "[plan
     }
     CHECK(next == static_cast<int>(ops.saved().size()));
   }
+}
+
+TEST_CASE("block ops: each half's backward temporaries, by attention kernel and FFN",
+          "[planner][block_ops]") {
+  // B = 1 (global batch 8 over dp 8), S = 512, bf16: the llama block of Llama(), E = 1024,
+  // 8 heads of 128 (2 KV heads), F = 2816. Both halves hold the residual stream's and the
+  // branch output's gradients, (S, E) each.
+  const ModelSpec m = Llama();
+  ParallelPlan plan;
+  plan.dp = 8;
+  const double A = 2, S = 512, E = 1024, F = 2816, H = 8, K = 2, D = 128;
+  const double grads = 2 * S * E * A;
+  auto names = [](const SavedTensorList& list) {
+    std::vector<std::string> out;
+    for (const SavedTensor& t : list) out.push_back(t.tensor);
+    return out;
+  };
+  const BlockOps fused = Build(m, plan, AttentionImpl::kFused);
+  // Flash: dq, dk, dv and the fp32 dq accumulator.
+  CHECK(fused.backward_workspace(BlockHalf::kAttention).TotalBytes() ==
+        Approx(S * H * D * A + 2 * S * K * D * A + S * H * D * 4 + grads));
+  // SwiGLU FFN: d(down input), d gate, d up, (S, F) each.
+  CHECK(fused.backward_workspace(BlockHalf::kMlp).TotalBytes() == Approx(3 * S * F * A + grads));
+  CHECK(names(fused.backward_workspace(BlockHalf::kMlp)).back() ==
+        "grad of the branch output (B,Sc,E)");
+  // Naive: dv, then dP and dScores, (H, S, S) each.
+  const BlockOps naive = Build(m, plan, AttentionImpl::kNaive);
+  CHECK(naive.backward_workspace(BlockHalf::kAttention).TotalBytes() ==
+        Approx(S * K * D * A + 2 * H * S * S * A + grads));
+  // MoE: the routed experts' d gate, d up and the larger of d(down input) and d(permuted
+  // tokens) over their R rows (here every token to its top 2: R = 2 S).
+  ModelSpec moe = Llama();
+  moe.moe = {/*experts=*/8, /*top_k=*/2, /*shared_experts=*/0, /*expert_ffn_hidden=*/512};
+  const double R = 2 * S, Fe = 512;
+  CHECK(Build(moe, plan, AttentionImpl::kFused).backward_workspace(BlockHalf::kMlp).TotalBytes() ==
+        Approx(2 * R * Fe * A + R * std::max(Fe, E) * A + grads));
 }
 
 TEST_CASE("block ops: the linears' GEMMs are the FLOP count's matrices", "[planner][block_ops]") {
