@@ -13,11 +13,10 @@
 #include "planner/figure_check.h"
 #include "planner/names.h"
 #include "planner/parallel_plan.h"
+#include "planner/units_format.h"
 
 namespace meshplan {
 namespace {
-
-constexpr double kBytesPerGiB = 1024.0 * 1024.0 * 1024.0;
 
 // Decimals a figure is printed with (the papers publish 3 or 4 significant digits).
 int DecimalsOf(PublishedFigure figure) {
@@ -201,8 +200,16 @@ std::string FormatValidationTable(const ValidationReport& report) {
       const std::string error =
           r.has_published ? fmt::format("{:>+6.1f}%", r.error_pct) : fmt::format("{:>7}", "-");
       std::string fits = r.cost.fits ? "yes" : "no";
-      if (r.fit_disagrees())
-        fits += r.published_fits ? "  <- the run fitted" : "  <- the run ran out of memory";
+      if (r.fit_disagrees()) {
+        // How far off, and how much of the prediction is the allocator's assumed waste (a
+        // planning margin, docs/memory_model.md "Runtime memory on GPUs").
+        const MemoryBreakdown& m = r.cost.memory;
+        fits += fmt::format("  <- the run {} (predicted {:.2f} of {:.2f} GiB, {:.2f} of them the "
+                            "allocator's assumed fragmentation)",
+                            r.published_fits ? "fitted" : "ran out of memory",
+                            ToGiB(m.total_bytes), ToGiB(r.cost.usable_bytes),
+                            ToGiB(m.allocator_overhead_bytes));
+      }
       out += fmt::format("  {:<{}}  {:>5}  {:<{}}  {:>9.{}f}  {}  {}  {}\n", r.name, name_width,
                          r.gpus, r.plan, plan_width, r.predicted, decimals, published, error,
                          fits);

@@ -5,6 +5,8 @@
 // `meshplan validate`, not asserted: these rows check the physics, they do not tune it.
 #include <catch2/catch.hpp>
 
+#include <fmt/format.h>
+
 #include <cmath>
 #include <filesystem>
 #include <fstream>
@@ -14,6 +16,7 @@
 #include "planner/cost/flops.h"
 #include "planner/cost/memory_model.h"
 #include "planner/cost/param_count.h"
+#include "planner/units_format.h"
 #include "planner/input_error.h"
 #include "planner/parallel_plan.h"
 #include "planner/validate/published_runs.h"
@@ -430,6 +433,14 @@ TEST_CASE("a fit the publication contradicts is reported", "[planner][validation
   CHECK(t.figure_rows == 0);
   const std::string text = FormatValidationTable(report);
   CHECK(text.find("<- the run ran out of memory") != std::string::npos);
+  // It says by how much: the predicted total against the usable memory, and the allocator's
+  // share of the prediction.
+  const MemoryBreakdown& m = t.rows[0].cost.memory;
+  CHECK(text.find(fmt::format("(predicted {:.2f} of {:.2f} GiB, {:.2f} of them the allocator's "
+                              "assumed fragmentation)",
+                              ToGiB(m.total_bytes), ToGiB(t.rows[0].cost.usable_bytes),
+                              ToGiB(m.allocator_overhead_bytes))) != std::string::npos);
+  CHECK(m.allocator_overhead_bytes > 0);
   CHECK(text.find("fit: 1 of 1 rows predicted otherwise than published (tiny)") !=
         std::string::npos);
   CHECK(text.find("MAPE") == std::string::npos);  // no figure, no MAPE
