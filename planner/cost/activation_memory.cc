@@ -59,11 +59,6 @@ SavedTensorList BlockRecomputedTensors(const ModelSpec& model, const RankShape& 
   return out;
 }
 
-BlockTensorBytes BlockTensorTotals(const ModelSpec& model, const RankShape& shape,
-                                   AttentionImpl impl, Recompute recompute) {
-  return BlockTensorTotals(BlockOpsOf(model, shape, impl), recompute);
-}
-
 BlockTensorBytes BlockTensorTotals(const BlockOps& ops, Recompute recompute) {
   BlockTensorBytes out;
   auto add = [&out](const SavedTensor& t, bool kept) {

@@ -30,19 +30,16 @@ SavedTensorList BlockSavedTensors(const ModelSpec& model, const RankShape& shape
 // tensor but the layer input and those its op outputs hold; none: nothing).
 SavedTensorList BlockRecomputedTensors(const ModelSpec& model, const RankShape& shape,
                                        AttentionImpl impl, Recompute recompute);
-// BlockSavedTensors' and BlockRecomputedTensors' bytes, in one pass over the block's
-// tensors (the memory model's hot path): the totals (TotalBytes) and the FFN half's (the
-// tensors with mlp_half), each summed in list order as the lists would sum them.
+// The block as `impl` (resolved) runs it on a rank of `shape`.
+BlockOps BlockOpsOf(const ModelSpec& model, const RankShape& shape, AttentionImpl impl);
+// BlockSavedTensors' and BlockRecomputedTensors' bytes for the block `ops` (BlockOpsOf), in
+// one pass over its tensors (the memory model's hot path): the totals (TotalBytes) and the
+// FFN half's (the tensors with mlp_half), each summed in list order as the lists would sum them.
 struct BlockTensorBytes {
   double saved = 0, saved_mlp = 0;
   double recomputed = 0, recomputed_mlp = 0;
 };
-BlockTensorBytes BlockTensorTotals(const ModelSpec& model, const RankShape& shape,
-                                   AttentionImpl impl, Recompute recompute);
-// The same of a block already built (BuildBlockOps with the rank's lowering).
 BlockTensorBytes BlockTensorTotals(const BlockOps& ops, Recompute recompute);
-// The block as `impl` (resolved) runs it on a rank of `shape`.
-BlockOps BlockOpsOf(const ModelSpec& model, const RankShape& shape, AttentionImpl impl);
 
 // Pipeline stage 0, per micro-batch: token ids (int64) (+ gpt embedding dropout mask).
 SavedTensorList FirstStageSavedTensors(const ModelSpec& model, const RankShape& shape);
