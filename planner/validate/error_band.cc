@@ -17,18 +17,24 @@ bool IsTimeFigure(PublishedFigure figure) {
   return figure != PublishedFigure::kActivationMemory;
 }
 
-// The band of `framework` from the rows on `generation` whose framework is built on it, each
-// predicted under `framework`; `runs` is consumed.
+// `runs` with only the rows on `generation` that `keep` accepts (a skipped row never counts):
+// the band predicts no row it would not count.
+template <typename Keep>
+PublishedRuns RowsOn(PublishedRuns runs, const std::string& generation, const Keep& keep) {
+  for (PublishedTable& table : runs.tables)
+    std::erase_if(table.rows, [&](const PublishedRow& row) {
+      return row.skipped() || GpuGeneration(row.setup.cluster.gpu.name) != generation || !keep(row);
+    });
+  return runs;
+}
+
+// The band of `framework` from `runs`, the rows of the frameworks built on it, each
+// predicted under `framework`.
 ErrorBand BuiltOnBand(const FrameworkSpec& framework, const std::string& generation,
                       PublishedRuns runs) {
   std::vector<std::string> builders;
-  for (PublishedTable& table : runs.tables) {
-    std::erase_if(table.rows, [&](const PublishedRow& row) {
-      return row.skipped() || row.setup.training.framework.built_on != framework.name ||
-             GpuGeneration(row.setup.cluster.gpu.name) != generation;
-    });
+  for (const PublishedTable& table : runs.tables)
     for (const PublishedRow& row : table.rows) builders.push_back(row.framework);
-  }
   std::sort(builders.begin(), builders.end());
   builders.erase(std::unique(builders.begin(), builders.end()), builders.end());
   if (builders.empty()) return {framework.name, generation, 0, 0, ""};
@@ -66,8 +72,16 @@ ErrorBand ErrorBandFor(const FrameworkSpec& framework, const GpuSpec& gpu) {
   const std::string generation = GpuGeneration(gpu.name);
   try {
     PublishedRuns runs = LoadPublishedRuns(DefaultPublishedRunsPath());
-    const ErrorBand own = ErrorBandOf(PredictPublishedRuns(runs), framework.name, generation);
-    return own.runs > 0 ? own : BuiltOnBand(framework, generation, std::move(runs));
+    const ErrorBand own = ErrorBandOf(
+        PredictPublishedRuns(RowsOn(runs, generation, [&](const PublishedRow& row) {
+          return row.framework == framework.name;
+        })),
+        framework.name, generation);
+    if (own.runs > 0) return own;
+    return BuiltOnBand(framework, generation,
+                       RowsOn(std::move(runs), generation, [&](const PublishedRow& row) {
+                         return row.setup.training.framework.built_on == framework.name;
+                       }));
   } catch (const InputError&) {
     return {framework.name, generation, 0, 0, ""};  // no runs file to measure the band by
   }
