@@ -66,11 +66,10 @@ class BlockOpsBuilder {
       : m_(m), sh_(sh), lowering_(lowering), out_(*out),
         megatron_(lowering.kernels == KernelSet::kMegatron2021),
         fused_(lowering.kernels == KernelSet::kFused),
-        E_(static_cast<double>(m.hidden)), tp_(static_cast<double>(sh.tp)), a_(sh.act_bytes) {
-    out_.linears_ = BlockLinearsOf(m, sh.experts > 0);
-  }
+        E_(static_cast<double>(m.hidden)), tp_(static_cast<double>(sh.tp)), a_(sh.act_bytes) {}
 
   void Build() {
+    out_.linears_ = BlockLinearsOf(m_, sh_.experts > 0);
     AttentionHalf();
     mlp_ = true;
     MlpHalf();
@@ -82,6 +81,8 @@ class BlockOpsBuilder {
                      b * double(sh_.s_local) * sh_.hidden, a_});
     }
   }
+  void Embedding();
+  void Head();
 
  private:
   // Appends an op (beyond capacity is a programming error: raise kCapacity).
@@ -474,6 +475,57 @@ void BlockOpsBuilder::ExpertSwiGlu(const ExpertNames& n, double elements) {
   Save({n.down, n.down_input, elements, a_});
 }
 
+// The lookup reads the rows and writes (T, E); its weight gradient scatter-adds the (T, E)
+// output gradient into the rows. gpt adds the learned positions (read 2, write 1) and
+// dropout (read, write, 1-byte mask); the position lookup itself is left out
+// (docs/cost_model.md, Megatron-LM's kernels).
+void BlockOpsBuilder::Embedding() {
+  const double T = sh_.T;
+  Memory("embedding", G::kNone, {2 * T * E_ * a_, 1}, {});
+  (out_.ops_.end() - 1)->backward_weight = {3 * T * E_ * a_, 1};
+  if (m_.block != BlockKind::kGpt) return;
+  Memory("embedding.positions", G::kNone, {3 * T * E_ * a_, 1}, {});
+  Memory("embedding.dropout", G::kNone, {(2 * a_ + 1) * T * E_, 1}, {});
+}
+
+namespace {
+
+// The cross-entropy over this rank's (T, V/tp) logits: bytes per logit and kernels.
+struct LossWork {
+  double fwd_bytes = 0, bwd_bytes = 0;
+  int64_t fwd_kernels = 0, bwd_kernels = 0;
+};
+
+// Megatron-LM's loss, which the executor runs too (executor/model/ops.cc CrossEntropyForward,
+// executor/parallel/vocab_parallel_ops.cc with tp > 1): megatron/model/gpt_model.py
+// post_language_model_processing with fp16_lm_cross_entropy off, its default, passes
+// output.float(); mpu/cross_entropy.py _VocabParallelCrossEntropy works in place on that fp32
+// copy. Forward, the cast (read a, write 4; none when the logits are fp32), max (read 4), sub_
+// of the max (read 4, write 4), exp (read 4, write 4), sum (read 4), div_ by the sum, the
+// softmax kept for backward (read 4, write 4); backward, mul_ by the loss gradient (read 4,
+// write 4) and the cast's gradient back to the logits' type (read 4, write a). The per-token
+// gathers and all-reduces of (T) values are left out.
+LossWork LossOf(double a) {
+  const bool cast = a != 4;
+  const double cast_bytes = cast ? a + 4 : 0;
+  return {cast_bytes + 4 + 8 + 8 + 4 + 8, 8 + cast_bytes, cast ? 6 : 5, cast ? 2 : 1};
+}
+
+}  // namespace
+
+// The final norm (a fused norm kernel: 1 launch forward, 2 backward; an eager RMSNorm as in a
+// llama block), the lm_head (T, E) x (E, V/tp), which stays bf16 in fp8 runs, and the loss.
+void BlockOpsBuilder::Head() {
+  const bool eager_rms = m_.block == BlockKind::kLlama && lowering_.kernels == KernelSet::kEager;
+  const NormLaunches norm = eager_rms ? RmsNormLaunches(sh_) : NormLaunches{1, 2};
+  Elementwise("final_norm", G::kNorm, 2 * sh_.Tn * E_ * a_, norm.fwd, norm.bwd);
+  const double T = sh_.T, Vt = static_cast<double>(sh_.vocab);
+  Add("lm_head", OpKind::kLinear, G::kNone).gemm = {T, Vt, E_, 1, false, /*fp8=*/false};
+  const LossWork loss = LossOf(a_);
+  Memory("cross_entropy", G::kCrossEntropy, {T * Vt * loss.fwd_bytes, loss.fwd_kernels},
+         {T * Vt * loss.bwd_bytes, loss.bwd_kernels});
+}
+
 bool OpPolicySavesOutput(const BlockLinear& linear, int* matmuls) {
   if (linear.role == LinearRole::kRouter || linear.role == LinearRole::kRoutedExpert) return false;
   return ++*matmuls % 2 == 1;
@@ -491,6 +543,18 @@ NormLaunches RmsNormLaunches(const RankShape& shape) {
 BlockOps BuildBlockOps(const ModelSpec& model, const RankShape& shape, const Lowering& lowering) {
   BlockOps out;
   BlockOpsBuilder(model, shape, lowering, &out).Build();
+  return out;
+}
+
+BlockOps BuildEmbeddingOps(const ModelSpec& model, const RankShape& shape) {
+  BlockOps out;
+  BlockOpsBuilder(model, shape, LoweringOf(shape, AttentionImpl::kFused), &out).Embedding();
+  return out;
+}
+
+BlockOps BuildHeadOps(const ModelSpec& model, const RankShape& shape, const Lowering& lowering) {
+  BlockOps out;
+  BlockOpsBuilder(model, shape, lowering, &out).Head();
   return out;
 }
 

@@ -1,4 +1,5 @@
-// BlockOps: one transformer block as an ordered list of ops, forward order, on one rank.
+// BlockOps: one transformer block as an ordered list of ops, forward order, on one rank;
+// the embedding and the head (final norm, lm_head, loss) are op lists of the same type.
 //
 // The architecture (planner/model_spec.h: gpt or llama, MoE, MLA, q/k norm) decides which
 // ops a block has; a Lowering decides which kernels run them (launches, bytes moved, the
@@ -6,8 +7,8 @@
 // GEMM, the attention core, a memory-bound op's bytes), its launches and bytes in each pass
 // (backward mirrored: a linear's two GEMMs, a memory-bound op's backward pass), the tensors
 // it saves for backward (with the recompute policies' flags), the temporaries its backward
-// allocates, and a fusion group. The step's work (planner/cost/block_work.h) and the
-// activation memory (activation_memory.h, memory_detailed.cc) read it.
+// allocates, and a fusion group. The step's work (planner/cost/block_work.h, AddOpListWork:
+// every part's) and the activation memory (activation_memory.h, memory_detailed.cc) read it.
 // The framework profile chooses the Lowering (docs/cost_model.md section 5). Fixed capacity, no allocation: the search builds one per candidate.
 #pragma once
 
@@ -39,13 +40,18 @@ enum class OpKind : uint8_t {
 
 enum class FusionGroup : uint8_t {
   kNone, kNorm, kRope, kActivation, kBiasDropoutAdd, kSoftmax, kResidual, kBias, kLayout,
-  kRouting,
+  kRouting, kCrossEntropy,
 };
 
 // One pass of a memory-bound op: bytes read + written and kernel launches.
 struct OpPass {
   double bytes = 0;
   int64_t kernels = 0;
+  OpPass& operator+=(const OpPass& other) {
+    bytes += other.bytes;
+    kernels += other.kernels;
+    return *this;
+  }
 };
 
 // One tensor an op keeps alive (saved for backward, or a temporary of a backward step).
@@ -104,7 +110,8 @@ struct BlockOp {
   OpKind kind = OpKind::kMemoryBound;
   FusionGroup group = FusionGroup::kNone;
   bool attention_half = true;  // before ffn_norm
-  int8_t linear = -1;          // kLinear: its matrix, BlockOps::linears()[linear]
+  int8_t linear = -1;          // kLinear: its matrix, BlockOps::linears()[linear]; -1 for
+                               // the head's lm_head (never FP8)
   // The op policy saves this op's output(s): kLinear, an odd-numbered matmul of the block;
   // kAttentionCore, a flash or ring kernel (its output and logsumexp). Else it replays.
   bool output_saved_by_op = false;
@@ -112,7 +119,8 @@ struct BlockOp {
   // kLinear: the forward GEMM on this rank, (rows, in) x (in, out) per copy; backward
   // mirrors it: input (rows, out) x (out, in), weight (in, rows) x (rows, out).
   GemmOp gemm;
-  OpPass forward, backward;    // kMemoryBound, as lowered
+  OpPass forward, backward;    // kMemoryBound, as lowered; backward: the input gradient's
+  OpPass backward_weight;      // kMemoryBound: the weight gradient's pass (the embedding's)
 };
 
 // The two halves of a block: attention (its norm to its residual add) and the FFN.
@@ -174,5 +182,10 @@ NormLaunches RmsNormLaunches(const RankShape& shape);
 // The ops of one block of `model` on a rank of `shape`; the MoE FFN when shape.experts > 0
 // (else the dense one), lowered by `lowering`.
 BlockOps BuildBlockOps(const ModelSpec& model, const RankShape& shape, const Lowering& lowering);
+// The ops of the embedding (stage 0) and of the head (final norm, lm_head, cross-entropy; the
+// last stage) on a rank of `shape`: their work only, no saved tensors (docs/cost_model.md
+// "The work").
+BlockOps BuildEmbeddingOps(const ModelSpec& model, const RankShape& shape);
+BlockOps BuildHeadOps(const ModelSpec& model, const RankShape& shape, const Lowering& lowering);
 
 }  // namespace meshplan

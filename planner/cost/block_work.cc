@@ -6,13 +6,16 @@
 
 namespace meshplan {
 
+namespace {
+
+// A linear layer's GEMM in each pass, from its forward (rows, in) x (in, out) = `g`
+// (m = rows, n = out, k = in): backward input (rows, out) x (out, in), backward weight
+// (in, rows) x (rows, out).
 void AddLinearGemms(const GemmOp& g, PartWork* part) {
   part->forward.AddGemm(g);
   part->backward_input.AddGemm({g.m, g.k, g.n, g.batch, false, g.fp8});
   part->backward_weight.AddGemm({g.k, g.n, g.m, g.batch, false, g.fp8});
 }
-
-namespace {
 
 // FP8 casts (fp8_convention.h) of one linear over `rows` tokens: forward, its input (rows, in)
 // to FP8 rowwise + columnwise unless it reads the previous linear's input; backward, its
@@ -79,15 +82,12 @@ void AddAttentionCore(const StepShape& s, const AttentionCoreShape& c, PartWork*
 
 }  // namespace
 
-// Forward, backward and recompute work of one transformer block: its ops' GEMMs (in FP8 with
+// A part's forward, backward-input and backward-weight work: its ops' GEMMs (in FP8 with
 // their casts in fp8 runs), then the memory-bound ops' bytes and launches summed in op order,
-// then the attention core. The op policy replays the forward but for the ops whose outputs
-// it saves (BlockOp::output_saved_by_op): the other GEMMs (with their forward FP8 casts),
-// every memory-bound op, and the attention core unless its kernel is saved.
-void BlockCompute(const StepShape& s, PartWork* part) {
-  const BlockOps ops = BuildBlockOps(s.model, s.rank, s.lowering);
-  OpPass fwd, bwd;
-  ComputeWork op_replay;
+// then the attention core, if the list has one.
+void AddOpListWork(const StepShape& s, const BlockOps& ops, PartWork* part) {
+  OpPass fwd, bwd, bwd_weight;
+  bool core = false;
   for (const BlockOp& op : ops) {
     switch (op.kind) {
       case OpKind::kLinear:
@@ -95,23 +95,15 @@ void BlockCompute(const StepShape& s, PartWork* part) {
         if (op.gemm.fp8)
           AddFp8Cast(op.gemm.m * op.gemm.batch, op.gemm.k, op.gemm.n,
                      ops.linears()[op.linear].shares_input, part);
-        if (!op.output_saved_by_op) {
-          op_replay.AddGemm(op.gemm);
-          op_replay.kernels += 1;
-          if (op.gemm.fp8 && !ops.linears()[op.linear].shares_input) {
-            op_replay.memory_bytes += kFp8CastBytesPerElement * op.gemm.m * op.gemm.batch * op.gemm.k;
-            op_replay.kernels += 1;
-          }
-        }
         break;
       case OpKind::kMemoryBound:
-        fwd.bytes += op.forward.bytes;
-        fwd.kernels += op.forward.kernels;
-        bwd.bytes += op.backward.bytes;
-        bwd.kernels += op.backward.kernels;
+        fwd += op.forward;
+        bwd += op.backward;
+        bwd_weight += op.backward_weight;
         break;
       case OpKind::kAttentionCore:
-        break;  // after the memory-bound ops (below)
+        core = true;  // after the memory-bound ops (below)
+        break;
     }
   }
   const int64_t matmuls = part->forward.gemms.size;  // before the attention core's
@@ -119,8 +111,30 @@ void BlockCompute(const StepShape& s, PartWork* part) {
   part->forward.kernels += matmuls + fwd.kernels;
   part->backward_input.memory_bytes += bwd.bytes;
   part->backward_input.kernels += matmuls + bwd.kernels;
-  part->backward_weight.kernels += matmuls;
-  AddAttentionCore(s, ops.core(), part);
+  part->backward_weight.memory_bytes += bwd_weight.bytes;
+  part->backward_weight.kernels += matmuls + bwd_weight.kernels;
+  if (core) AddAttentionCore(s, ops.core(), part);
+}
+
+// What a block's recompute policies replay. The op policy replays the forward but for the
+// ops whose outputs it saves (BlockOp::output_saved_by_op): the other GEMMs (with their
+// forward FP8 casts), every memory-bound op, and the attention core unless its kernel is
+// saved.
+void BlockCompute(const StepShape& s, PartWork* part) {
+  const BlockOps ops = BuildBlockOps(s.model, s.rank, s.lowering);
+  AddOpListWork(s, ops, part);
+  OpPass fwd;
+  ComputeWork op_replay;
+  for (const BlockOp& op : ops) {
+    if (op.kind == OpKind::kMemoryBound) fwd += op.forward;
+    if (op.kind != OpKind::kLinear || op.output_saved_by_op) continue;
+    op_replay.AddGemm(op.gemm);
+    op_replay.kernels += 1;
+    if (op.gemm.fp8 && !ops.linears()[op.linear].shares_input) {
+      op_replay.memory_bytes += kFp8CastBytesPerElement * op.gemm.m * op.gemm.batch * op.gemm.k;
+      op_replay.kernels += 1;
+    }
+  }
   op_replay.memory_bytes += fwd.bytes;
   op_replay.kernels += fwd.kernels;
   for (const BlockOp& op : ops)

@@ -1,7 +1,7 @@
-// The compute of one transformer block on one rank (StepWork::block): the GEMMs, attention
-// core and memory-bound kernels of its op list (planner/cost/block_ops.h) in each pass, and
-// what full and selective recompute replay (docs/cost_model.md section 5). Internal to
-// planner/cost/ (step_work.cc builds with it).
+// The compute of a model part on one rank (StepWork's block, embedding and head): the GEMMs,
+// attention core and memory-bound kernels of its op list (planner/cost/block_ops.h) in each
+// pass, and what a block's full, selective and op recompute replay (docs/cost_model.md
+// section 5). Internal to planner/cost/ (step_work.cc builds with it).
 #pragma once
 
 #include "planner/cost/compute_work.h"
@@ -10,10 +10,9 @@
 
 namespace meshplan {
 
-// A linear layer's GEMM in each pass, from its forward (rows, in) x (in, out) = `forward`
-// (m = rows, n = out, k = in): backward input (rows, out) x (out, in), backward weight
-// (in, rows) x (rows, out).
-void AddLinearGemms(const GemmOp& forward, PartWork* part);
+// Adds the forward, backward-input and backward-weight work of any op list to *part: the
+// one reading of an op list as work (blocks, embedding, head).
+void AddOpListWork(const StepShape& s, const BlockOps& ops, PartWork* part);
 
 // Forward, backward and recompute work of one transformer block.
 void BlockCompute(const StepShape& s, PartWork* part);

@@ -25,7 +25,7 @@ struct StepShape {
   double Tn = 0;  // tokens seen by norms / residuals: T/tp with SP, else T
   int64_t seq = 0;  // S: keys each query attends to (over the whole CP ring)
   double S = 0;
-  double E = 0, F = 0, KD = 0, Vl = 0;  // Vl: this rank's vocabulary shard (padded V / tp)
+  double E = 0, F = 0, KD = 0;
   double tp = 1;
   double a = 2;   // activation element size
   bool fp8 = false;  // the blocks' linear GEMMs in FP8 (planner/cost/fp8_convention.h)

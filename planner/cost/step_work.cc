@@ -50,14 +50,7 @@ namespace {
 int64_t ElementBytes(Precision precision) { return precision == Precision::kFp32 ? 4 : 2; }
 
 void EmbeddingWork(const StepShape& s, const StepWork& w, PartWork* part) {
-  const bool gpt = s.model.block == BlockKind::kGpt;
-  // Lookup: read the rows, write (T, E); GPT adds positions (read 2, write 1) and dropout.
-  const double fwd_bytes = 2 * s.T * s.E * s.a + (gpt ? 3 * s.T * s.E * s.a + (2 * s.a + 1) * s.T * s.E : 0);
-  part->forward.memory_bytes = fwd_bytes;
-  part->forward.kernels = gpt ? 3 : 1;
-  // The weight gradient: scatter-add of the (T, E) output gradient into the rows.
-  part->backward_weight.memory_bytes = 3 * s.T * s.E * s.a;
-  part->backward_weight.kernels = 1;
+  AddOpListWork(s, BuildEmbeddingOps(s.model, s.rank), part);
   if (s.plan.tp > 1) {
     const CommGroup tp = MeshGroup(s.plan, MeshDim::kTp);
     const double bytes = s.T * s.E * s.a;
@@ -79,41 +72,8 @@ void EmbeddingWork(const StepShape& s, const StepWork& w, PartWork* part) {
   DpCollectives(s, w, part->params, 0, part);
 }
 
-// The cross-entropy over this rank's (T, V/tp) logits: bytes per logit and kernels.
-struct LossWork {
-  double fwd_bytes = 0, bwd_bytes = 0;
-  int64_t fwd_kernels = 0, bwd_kernels = 0;
-};
-
-// Megatron-LM's loss, which the executor runs too (executor/model/ops.cc CrossEntropyForward,
-// executor/parallel/vocab_parallel_ops.cc with tp > 1): megatron/model/gpt_model.py
-// post_language_model_processing with fp16_lm_cross_entropy off, its default, passes
-// output.float(); mpu/cross_entropy.py _VocabParallelCrossEntropy works in place on that fp32
-// copy. Forward, the cast (read a, write 4; none when the logits are fp32), max (read 4), sub_
-// of the max (read 4, write 4), exp (read 4, write 4), sum (read 4), div_ by the sum, the
-// softmax kept for backward (read 4, write 4); backward, mul_ by the loss gradient (read 4,
-// write 4) and the cast's gradient back to the logits' type (read 4, write a). The per-token
-// gathers and all-reduces of (T) values are left out.
-LossWork LossOf(const StepShape& s) {
-  const bool cast = s.a != 4;
-  const double cast_bytes = cast ? s.a + 4 : 0;
-  return {cast_bytes + 4 + 8 + 8 + 4 + 8, 8 + cast_bytes, cast ? 6 : 5, cast ? 2 : 1};
-}
-
 void HeadWork(const StepShape& s, const StepWork& w, PartWork* part) {
-  const double norm_bytes = 2 * s.Tn * s.E * s.a;
-  const LossWork loss = LossOf(s);
-  // (T, E) x (E, V/tp); the lm_head stays bf16 in fp8 runs.
-  AddLinearGemms({s.T, s.Vl, s.E, 1, false, /*fp8=*/false}, part);
-  part->forward.memory_bytes = norm_bytes + s.T * s.Vl * loss.fwd_bytes;
-  // The final norm's launches: a fused norm kernel 1 forward, 2 backward; an eager RMSNorm
-  // as in a llama block.
-  const bool eager_rms = s.model.block == BlockKind::kLlama && s.lowering.kernels == KernelSet::kEager;
-  const NormLaunches norm = eager_rms ? RmsNormLaunches(s.rank) : NormLaunches{1, 2};
-  part->forward.kernels = norm.fwd + 1 + loss.fwd_kernels;
-  part->backward_input.memory_bytes = 2 * norm_bytes + s.T * s.Vl * loss.bwd_bytes;
-  part->backward_input.kernels = norm.bwd + 1 + loss.bwd_kernels;
-  part->backward_weight.kernels = 1;
+  AddOpListWork(s, BuildHeadOps(s.model, s.rank, s.lowering), part);
   if (s.plan.tp > 1) {
     const CommGroup tp = MeshGroup(s.plan, MeshDim::kTp);
     const double bytes = s.T * s.E * s.a;
@@ -227,7 +187,6 @@ void BuildStepWork(const ModelSpec& model, const TrainingSpec& training, const P
   s.E = static_cast<double>(model.hidden);
   s.F = static_cast<double>(model.ffn_hidden);
   s.KD = static_cast<double>(model.kv_hidden());
-  s.Vl = static_cast<double>(PaddedVocab(model, plan.tp) / plan.tp);
   s.a = static_cast<double>(w.activation_bytes);
   s.attention = ResolveAttentionImpl(attention, training.framework, training.precision);
   s.lowering = LoweringOf(s.rank, s.attention);

@@ -1,6 +1,8 @@
 // The block's op list (planner/cost/block_ops.h): the ops each architecture builds, in order;
 // the default lowering of each block kind; the lowering as a separate input; the saved
-// tensors' ownership; and the linears' GEMMs against the FLOP count's parameters.
+// tensors' ownership; the linears' GEMMs against the FLOP count's parameters; and the
+// embedding's and the head's op lists against docs/cost_model.md's closed forms and against
+// the step's embedding and head work (BuildStepWork) they feed.
 #include <catch2/catch.hpp>
 
 #include <algorithm>
@@ -9,6 +11,7 @@
 
 #include "planner/cost/block_ops.h"
 #include "planner/cost/flops.h"
+#include "planner/cost/step_work.h"
 
 namespace meshplan {
 namespace {
@@ -182,6 +185,112 @@ TEST_CASE("block ops: the linears' GEMMs are the FLOP count's matrices", "[plann
     if (op.kind == OpKind::kLinear) flops += op.gemm.flops();
   // Every dense llama matrix is split over tp: the tp ranks together run 2 * T * W.
   CHECK(flops * 2 == 2 * shape.T * static_cast<double>(BlockMatmulParams(m)));
+}
+
+// tp = 2 with sequence parallel: the norm sees T/tp tokens, the lm_head V/tp columns.
+ParallelPlan Plan() {
+  ParallelPlan plan;
+  plan.tp = 2;
+  plan.sequence_parallel = true;
+  return plan;
+}
+
+// The list's memory-bound passes summed, as the part's work must hold them.
+struct Sums {
+  OpPass forward, backward, backward_weight;
+  double gemm_flops = 0;
+  int64_t gemms = 0;
+};
+Sums SumOf(const BlockOps& ops) {
+  Sums s;
+  for (const BlockOp& op : ops) {
+    s.forward += op.forward;
+    s.backward += op.backward;
+    s.backward_weight += op.backward_weight;
+    if (op.kind == OpKind::kLinear) {
+      s.gemm_flops += op.gemm.flops();
+      ++s.gemms;
+    }
+  }
+  return s;
+}
+
+TEST_CASE("block ops: the head's ops are the work of the step's head", "[planner][block_ops]") {
+  const ModelSpec m = Llama();
+  const ParallelPlan plan = Plan();
+  const Precision precision = GENERATE(Precision::kBf16, Precision::kFp32);
+  TrainingSpec training = Training();
+  training.precision = precision;
+  const RankShape shape = MakeRankShape(m, training, plan);
+  const BlockOps ops = BuildHeadOps(m, shape, LoweringOf(shape, AttentionImpl::kFused));
+  using V = std::vector<std::string>;
+  REQUIRE(Names(ops) == V{"final_norm", "lm_head", "cross_entropy"});
+
+  // T = 8 * 512 tokens (dp 1, micro-batch 1: 512), Tn = T/2, V/tp = 16000.
+  const double a = precision == Precision::kFp32 ? 4 : 2, T = 512, Tn = T / 2, E = 1024;
+  const double Vt = 16000;
+  const BlockOp& lm_head = *(ops.begin() + 1);
+  CHECK(lm_head.gemm.m == T);
+  CHECK(lm_head.gemm.n == Vt);
+  CHECK(lm_head.gemm.k == E);
+  CHECK_FALSE(lm_head.gemm.fp8);
+  CHECK(lm_head.gemm.flops() == 2 * T * E * Vt);
+  // The loss: (a + 36) bytes per logit forward and (12 + a) backward with a 16-bit cast,
+  // 32 and 8 on fp32 logits; 6 and 2 launches (5 and 1 without the cast).
+  const BlockOp& loss = *(ops.begin() + 2);
+  CHECK(loss.forward.bytes == T * Vt * (a == 4 ? 32 : a + 36));
+  CHECK(loss.backward.bytes == T * Vt * (a == 4 ? 8 : 12 + a));
+  CHECK(loss.forward.kernels == (a == 4 ? 5 : 6));
+  CHECK(loss.backward.kernels == (a == 4 ? 1 : 2));
+  // The final norm: read + write (Tn, E), backward twice that.
+  CHECK(ops.begin()->forward.bytes == 2 * Tn * E * a);
+  CHECK(ops.begin()->backward.bytes == 4 * Tn * E * a);
+
+  const StepWork w = BuildStepWork(m, training, plan);
+  const Sums sum = SumOf(ops);
+  for (const ComputeWork* pass : {&w.head.forward, &w.head.backward_input, &w.head.backward_weight})
+    CHECK(pass->matmul_flops == 2 * T * E * Vt);
+  CHECK(w.head.forward.memory_bytes == sum.forward.bytes);
+  CHECK(w.head.backward_input.memory_bytes == sum.backward.bytes);
+  CHECK(w.head.backward_weight.memory_bytes == 0);
+  CHECK(w.head.forward.kernels == sum.gemms + sum.forward.kernels);
+  CHECK(w.head.backward_input.kernels == sum.gemms + sum.backward.kernels);
+  CHECK(w.head.backward_weight.kernels == 1);
+  CHECK(w.head.attention_forward.kernels == 0);
+}
+
+TEST_CASE("block ops: the embedding's ops are the work of the step's embedding",
+          "[planner][block_ops]") {
+  ModelSpec m = Llama();
+  const ParallelPlan plan = Plan();
+  const TrainingSpec training = Training();
+  const RankShape shape = MakeRankShape(m, training, plan);
+  const double a = 2, T = 512, E = 1024;
+  using V = std::vector<std::string>;
+
+  const BlockOps llama = BuildEmbeddingOps(m, shape);
+  REQUIRE(Names(llama) == V{"embedding"});
+  // The lookup reads the rows and writes (T, E); the weight gradient scatter-adds (T, E).
+  CHECK(llama.begin()->forward.bytes == 2 * T * E * a);
+  CHECK(llama.begin()->backward.bytes == 0);
+  CHECK(llama.begin()->backward_weight.bytes == 3 * T * E * a);
+  const StepWork w = BuildStepWork(m, training, plan);
+  CHECK(w.embedding.forward.memory_bytes == 2 * T * E * a);
+  CHECK(w.embedding.forward.kernels == 1);
+  CHECK(w.embedding.backward_input.kernels == 0);
+  CHECK(w.embedding.backward_weight.memory_bytes == 3 * T * E * a);
+  CHECK(w.embedding.backward_weight.kernels == 1);
+  CHECK(w.embedding.forward.matmul_flops == 0);
+
+  // gpt adds the learned positions (read 2, write 1) and dropout (read, write, 1-byte mask).
+  m.block = BlockKind::kGpt;
+  m.kv_heads = m.heads;
+  const BlockOps gpt = BuildEmbeddingOps(m, MakeRankShape(m, training, plan));
+  REQUIRE(Names(gpt) == V{"embedding", "embedding.positions", "embedding.dropout"});
+  const StepWork wg = BuildStepWork(m, training, plan);
+  CHECK(wg.embedding.forward.memory_bytes == 2 * T * E * a + 3 * T * E * a + (2 * a + 1) * T * E);
+  CHECK(wg.embedding.forward.memory_bytes == SumOf(gpt).forward.bytes);
+  CHECK(wg.embedding.forward.kernels == 3);
 }
 
 }  // namespace
