@@ -54,7 +54,8 @@ SavedTensorList BlockSavedTensors(const ModelSpec& model, const RankShape& shape
 SavedTensorList BlockRecomputedTensors(const ModelSpec& model, const RankShape& shape,
                                        AttentionImpl impl, Recompute recompute) {
   SavedTensorList out;
-  for (const SavedTensor& t : BlockOpsOf(model, shape, impl).saved())
+  const BlockOps ops = BlockOpsOf(model, shape, impl);  // alive for the loop (not a temporary's member)
+  for (const SavedTensor& t : ops.saved())
     if (FateUnder(t, recompute) == TensorFate::kRecomputed) out.Add(t);
   return out;
 }
