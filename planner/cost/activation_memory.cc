@@ -68,7 +68,8 @@ BlockTensorBytes BlockTensorTotals(const BlockOps& ops, Recompute recompute) {
   };
   for (const SavedTensor& t : ops.saved()) {
     const TensorFate fate = FateUnder(t, recompute);
-    if (fate != TensorFate::kInOpOutputs) add(t, fate == TensorFate::kKept);
+    if (fate == TensorFate::kKept || fate == TensorFate::kRecomputed)
+      add(t, fate == TensorFate::kKept);
   }
   if (recompute == Recompute::kOp)
     for (const SavedTensor& t : ops.op_outputs()) add(t, true);
