@@ -84,25 +84,38 @@ void AddAttentionCore(const StepShape& s, const AttentionCoreShape& c, PartWork*
 
 // A part's forward, backward-input and backward-weight work: its ops' GEMMs (in FP8 with
 // their casts in fp8 runs), then the memory-bound ops' bytes and launches summed in op order,
-// then the attention core, if the list has one.
-void AddOpListWork(const StepShape& s, const BlockOps& ops, PartWork* part) {
+// then the attention core, if the list has one. The op policy replays the forward but for the
+// ops whose outputs it saves (BlockOp::output_saved_by_op): the other GEMMs (with their
+// forward FP8 casts), every memory-bound op, and the attention core unless its kernel is
+// saved.
+void AddOpListWork(const StepShape& s, const BlockOps& ops, PartWork* part,
+                   ComputeWork* op_replay) {
   OpPass fwd, bwd, bwd_weight;
-  bool core = false;
+  const BlockOp* core = nullptr;
   for (const BlockOp& op : ops) {
     switch (op.kind) {
-      case OpKind::kLinear:
+      case OpKind::kLinear: {
+        const bool cast_input = op.gemm.fp8 && !ops.linears()[op.linear].shares_input;
         AddLinearGemms(op.gemm, part);
         if (op.gemm.fp8)
-          AddFp8Cast(op.gemm.m * op.gemm.batch, op.gemm.k, op.gemm.n,
-                     ops.linears()[op.linear].shares_input, part);
+          AddFp8Cast(op.gemm.m * op.gemm.batch, op.gemm.k, op.gemm.n, !cast_input, part);
+        if (op_replay == nullptr || op.output_saved_by_op) break;
+        op_replay->AddGemm(op.gemm);
+        op_replay->kernels += 1;
+        if (cast_input) {
+          op_replay->memory_bytes +=
+              kFp8CastBytesPerElement * op.gemm.m * op.gemm.batch * op.gemm.k;
+          op_replay->kernels += 1;
+        }
         break;
+      }
       case OpKind::kMemoryBound:
         fwd += op.forward;
         bwd += op.backward;
         bwd_weight += op.backward_weight;
         break;
       case OpKind::kAttentionCore:
-        core = true;  // after the memory-bound ops (below)
+        core = &op;  // after the memory-bound ops (below)
         break;
     }
   }
@@ -113,32 +126,16 @@ void AddOpListWork(const StepShape& s, const BlockOps& ops, PartWork* part) {
   part->backward_input.kernels += matmuls + bwd.kernels;
   part->backward_weight.memory_bytes += bwd_weight.bytes;
   part->backward_weight.kernels += matmuls + bwd_weight.kernels;
-  if (core) AddAttentionCore(s, ops.core(), part);
+  if (core != nullptr) AddAttentionCore(s, ops.core(), part);
+  if (op_replay == nullptr) return;
+  op_replay->memory_bytes += fwd.bytes;
+  op_replay->kernels += fwd.kernels;
+  if (core != nullptr && !core->output_saved_by_op) *op_replay += part->attention_forward;
 }
 
-// What a block's recompute policies replay. The op policy replays the forward but for the
-// ops whose outputs it saves (BlockOp::output_saved_by_op): the other GEMMs (with their
-// forward FP8 casts), every memory-bound op, and the attention core unless its kernel is
-// saved.
 void BlockCompute(const StepShape& s, PartWork* part) {
-  const BlockOps ops = BuildBlockOps(s.model, s.rank, s.lowering);
-  AddOpListWork(s, ops, part);
-  OpPass fwd;
   ComputeWork op_replay;
-  for (const BlockOp& op : ops) {
-    if (op.kind == OpKind::kMemoryBound) fwd += op.forward;
-    if (op.kind != OpKind::kLinear || op.output_saved_by_op) continue;
-    op_replay.AddGemm(op.gemm);
-    op_replay.kernels += 1;
-    if (op.gemm.fp8 && !ops.linears()[op.linear].shares_input) {
-      op_replay.memory_bytes += kFp8CastBytesPerElement * op.gemm.m * op.gemm.batch * op.gemm.k;
-      op_replay.kernels += 1;
-    }
-  }
-  op_replay.memory_bytes += fwd.bytes;
-  op_replay.kernels += fwd.kernels;
-  for (const BlockOp& op : ops)
-    if (op.kind == OpKind::kAttentionCore && !op.output_saved_by_op) op_replay += part->attention_forward;
+  AddOpListWork(s, BuildBlockOps(s.model, s.rank, s.lowering), part, &op_replay);
   part->recompute[static_cast<size_t>(Recompute::kNone)] = {};
   part->recompute[static_cast<size_t>(Recompute::kSelective)] = part->attention_forward;
   part->recompute[static_cast<size_t>(Recompute::kFull)] = part->forward;

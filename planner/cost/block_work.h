@@ -11,8 +11,10 @@
 namespace meshplan {
 
 // Adds the forward, backward-input and backward-weight work of any op list to *part: the
-// one reading of an op list as work (blocks, embedding, head).
-void AddOpListWork(const StepShape& s, const BlockOps& ops, PartWork* part);
+// one reading of an op list as work (blocks, embedding, head). `op_replay` (null: not
+// wanted) receives what the op recompute policy replays of it.
+void AddOpListWork(const StepShape& s, const BlockOps& ops, PartWork* part,
+                   ComputeWork* op_replay = nullptr);
 
 // Forward, backward and recompute work of one transformer block.
 void BlockCompute(const StepShape& s, PartWork* part);
