@@ -84,8 +84,7 @@ void AddAttentionCore(const StepShape& s, const AttentionCoreShape& c, PartWork*
 // then the attention core. The op policy replays the forward but for the ops whose outputs
 // it saves (BlockOp::output_saved_by_op): the other GEMMs (with their forward FP8 casts),
 // every memory-bound op, and the attention core unless its kernel is saved.
-void BlockCompute(const StepShape& s, PartWork* part) {
-  const BlockOps ops = BuildBlockOps(s.model, s.rank, s.lowering);
+void BlockCompute(const StepShape& s, const BlockOps& ops, PartWork* part) {
   OpPass fwd, bwd;
   ComputeWork op_replay;
   for (const BlockOp& op : ops) {

@@ -15,7 +15,8 @@ namespace meshplan {
 // (in, rows) x (rows, out).
 void AddLinearGemms(const GemmOp& forward, PartWork* part);
 
-// Forward, backward and recompute work of one transformer block.
-void BlockCompute(const StepShape& s, PartWork* part);
+// Forward, backward and recompute work of one transformer block, whose ops are `ops`
+// (BuildBlockOps of s.rank and s.lowering).
+void BlockCompute(const StepShape& s, const BlockOps& ops, PartWork* part);
 
 }  // namespace meshplan

@@ -12,14 +12,6 @@
 namespace meshplan {
 namespace {
 
-// The distinct pipeline stages: first, last and (pp > 2) a middle one.
-int DistinctStages(const ParallelPlan& plan, int64_t out[3]) {
-  out[0] = 0;
-  out[1] = plan.pp - 1;
-  out[2] = 1;
-  return plan.pp > 2 ? 3 : plan.pp == 2 ? 2 : 1;
-}
-
 // "needs 61.2 GiB, GPU has 48.3 GiB (headroom 0%)": formatted only for plans that do not fit.
 std::string NoFitReason(double needed_bytes, double capacity_bytes, double headroom,
                         double usable) {
@@ -66,25 +58,41 @@ void JudgeFit(const ClusterSpec& cluster, const EstimateOptions& options, PlanCo
 // A plan's memory and fit (cost->memory, fits, ...), the rest of *cost kept.
 void EstimateMemoryAndFit(const ModelSpec& model, const ClusterSpec& cluster,
                           const TrainingSpec& training, const ParallelPlan& plan,
-                          const EstimateOptions& options, PlanCost* cost) {
+                          const EstimateOptions& options, const PlanShape& shape,
+                          PlanCost* cost) {
   MemoryOptions memory;
   memory.runtime = cluster.gpu.runtime_memory;  // the seed model ignores it
-  cost->memory = EstimateMemory(model, training, plan, options.memory_model, memory);
+  cost->memory = EstimateMemory(model, training, plan, options.memory_model, memory, shape);
   JudgeFit(cluster, options, cost);
 }
 
 }  // namespace
 
+PlanEvaluator::PlanEvaluator(const ModelSpec& model, const ClusterSpec& cluster,
+                             const TrainingSpec& training, const EstimateOptions& options)
+    : model_(model),
+      cluster_(cluster),
+      training_(training),
+      options_(options),
+      params_total_(CountParams(model)),
+      params_active_(CountActiveParams(model)) {}
+
 PlanCost PlanEvaluator::EstimateBase(const ParallelPlan& plan) {
   PlanCost cost;
-  cost.params_total = CountParams(model_);
-  cost.params_active = CountActiveParams(model_);
+  cost.params_total = params_total_;
+  cost.params_active = params_active_;
 
-  BuildStepWork(model_, training_, plan, AttentionImpl::kAuto, &work_);
-  int64_t stages[3];
-  const int num_stages = DistinctStages(plan, stages);
+  if (!shape_plan_ || !SameShape(plan, *shape_plan_)) {
+    MakePlanShape(model_, training_, plan, AttentionImpl::kAuto, &shape_);
+    shape_plan_ = plan;
+  }
+  work_ = StepWork{};  // BuildStepWork's contract: a fresh one
+  BuildStepWork(model_, training_, plan, shape_, &work_);
+  // The distinct pipeline stages: first, last and (pp > 2) a middle one.
+  const int64_t stages[3] = {0, plan.pp - 1, 1};
+  const int num_stages = plan.pp > 2 ? 3 : plan.pp == 2 ? 2 : 1;
   for (int i = 0; i < num_stages; ++i) {
-    const StageParams stage = CountStageParams(model_, plan, stages[i]);
+    const StageParams& stage = shape_.stage(stages[i]).params;
     if (stage.total() > cost.params_per_rank) {
       cost.params_per_rank = stage.total();
       cost.expert_params_per_rank = stage.experts;
@@ -99,7 +107,7 @@ PlanCost PlanEvaluator::EstimateBase(const ParallelPlan& plan) {
   cost.model_flops_no_attention = flops.model_no_attention;
   cost.hardware_flops_per_step = flops.hardware;
 
-  EstimateMemoryAndFit(model_, cluster_, training_, plan, options_, &cost);
+  EstimateMemoryAndFit(model_, cluster_, training_, plan, options_, shape_, &cost);
   times_ = TimeStepWork(work_, cluster_, training_.precision);
   SetTime(plan, AnalyticStepTime(work_, cluster_, times_), &cost);
   return cost;
@@ -115,7 +123,7 @@ StepTimeBreakdown PlanEvaluator::TimeVariant(const ParallelPlan& variant) {
 
 PlanCost PlanEvaluator::EstimateVariant(const ParallelPlan& variant, const PlanCost& base) {
   PlanCost cost = base;
-  EstimateMemoryAndFit(model_, cluster_, training_, variant, options_, &cost);
+  EstimateMemoryAndFit(model_, cluster_, training_, variant, options_, shape_, &cost);
   SetTime(variant, TimeVariant(variant), &cost);
   return cost;
 }

@@ -38,6 +38,7 @@
 namespace meshplan {
 
 struct GpuSpec;
+struct PlanShape;
 
 enum class StepPhase : uint8_t { kForward, kBackward, kRecompute, kOptimizer };
 const char* ToString(StepPhase phase);  // forward | backward | recompute | optimizer
@@ -176,6 +177,10 @@ StepWork BuildStepWork(const ModelSpec& model, const TrainingSpec& training,
 // StepWork (no copy of it; the search builds one per candidate).
 void BuildStepWork(const ModelSpec& model, const TrainingSpec& training, const ParallelPlan& plan,
                    AttentionImpl attention, StepWork* out);
+// The same from the plan's shape (planner/cost/plan_shape.h; its attention is the one asked
+// for), which the search derives once for the plans that share it.
+void BuildStepWork(const ModelSpec& model, const TrainingSpec& training, const ParallelPlan& plan,
+                   const PlanShape& shape, StepWork* out);
 
 // Every collective of *work made blocking: no TP or CP overlap, DP gradient syncs after the
 // backward, ZeRO-3 gathers not prefetched. What a GPU whose communication shares the compute

@@ -147,9 +147,10 @@ void OfferCandidate(const Job& job, const ParallelPlan& plan, const PlanCost& co
     ++state.better_than_probe;
 }
 
-// One valid grid point and its overlap / offload variants (planner/search/knob_variants.h).
-void EvaluateCandidate(const Job& job, const ParallelPlan& plan, int64_t ordinal,
-                       WorkerState& state, std::string* dump_rows) {
+// One valid grid point and its overlap / offload variants (planner/search/knob_variants.h),
+// on this thread's evaluator.
+void EvaluateCandidate(const Job& job, PlanEvaluator* evaluator, const ParallelPlan& plan,
+                       int64_t ordinal, WorkerState& state, std::string* dump_rows) {
   struct Context {
     const Job& job;
     int64_t ordinal;
@@ -158,7 +159,7 @@ void EvaluateCandidate(const Job& job, const ParallelPlan& plan, int64_t ordinal
   } context{job, ordinal, state, dump_rows};
   ++state.valid;
   EvaluateKnobVariants(
-      job.knobs(), plan, &state.knobs,
+      job.knobs(), evaluator, plan, &state.knobs,
       [](void* c, const ParallelPlan& p, const PlanCost& cost, int variant) {
         Context& x = *static_cast<Context*>(c);
         OfferCandidate(x.job, p, cost, x.ordinal, variant, x.state, x.dump_rows);
@@ -176,6 +177,9 @@ void SearchMesh(const Job& job, int64_t mesh_index, WorkerState& state) {
   int64_t ordinal = job.space.mesh_offset(mesh_index);
   std::string dump_rows;  // this mesh's rows, handed to the dump at the end
   std::string* rows = job.dump ? &dump_rows : nullptr;
+  // One evaluator for the mesh: a grid point's ZeRO and recompute choices, walked in turn,
+  // share its plan shape.
+  PlanEvaluator evaluator(job.model, job.cluster, job.training, job.estimate);
 
   ParallelPlan plan;
   plan.dp = mesh.dp;
@@ -207,7 +211,7 @@ void SearchMesh(const Job& job, int64_t mesh_index, WorkerState& state) {
           plan.zero_stage = zero;
           for (const RecomputePolicy& recompute : axes.recompute) {
             plan.recompute = recompute;
-            EvaluateCandidate(job, plan, ordinal++, state, rows);
+            EvaluateCandidate(job, &evaluator, plan, ordinal++, state, rows);
           }
         }
       }

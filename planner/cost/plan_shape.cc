@@ -1,0 +1,76 @@
+#include "planner/cost/plan_shape.h"
+
+#include <cassert>
+
+namespace meshplan {
+namespace {
+
+StageShape StageShapeOf(const ModelSpec& model, const ParallelPlan& plan, int64_t stage) {
+  StageShape s;
+  s.layers = LayersOfStage(model, plan, stage);
+  s.moe_layers = MoeLayersOfStage(model, plan, stage);
+  s.params = CountStageParams(model, plan, stage);
+  return s;
+}
+
+}  // namespace
+
+const StageShape& PlanShape::stage(int64_t index) const {
+  if (index == 0) return first;
+  if (index == layers.pp - 1) return last;
+  assert(index == 1 && "PlanShape holds stages 0, 1 and pp - 1");
+  return middle;
+}
+
+void MakePlanShape(const ModelSpec& model, const TrainingSpec& training, const ParallelPlan& plan,
+                   AttentionImpl attention, PlanShape* out) {
+  PlanShape& p = *out;
+  p.rank = MakeRankShape(model, training, plan);
+  p.attention = ResolveAttentionImpl(attention, training.framework, training.precision);
+  p.lowering = LoweringOf(p.rank, p.attention);
+  p.layers = SplitLayers(model.layers, plan);
+  p.block_params = BlockParamsPerRank(model, plan);
+  p.dense_block_params = BlockParamsPerTpRank(model, plan.tp, false);
+  p.routed_expert_params = plan.ep > 1 && model.moe_layers() > 0
+                               ? RoutedExpertParamsPerRank(model, plan.tp, plan.ep)
+                               : 0;
+  p.ops = BuildBlockOps(model, p.rank, p.lowering);
+  p.dense_ops = {};
+  if (p.rank.experts > 0) {
+    RankShape dense = p.rank;
+    dense.experts = 0;  // the dense FFN of width F/tp
+    p.dense_ops = BuildBlockOps(model, dense, p.lowering);
+  }
+  p.first = StageShapeOf(model, plan, 0);
+  p.last = StageShapeOf(model, plan, plan.pp - 1);
+  p.middle = plan.pp > 2 ? StageShapeOf(model, plan, 1) : StageShape{};
+}
+
+PlanShape MakePlanShape(const ModelSpec& model, const TrainingSpec& training,
+                        const ParallelPlan& plan, AttentionImpl attention) {
+  PlanShape p;
+  MakePlanShape(model, training, plan, attention, &p);
+  return p;
+}
+
+StageShape StageOf(const PlanShape& shape, const ModelSpec& model, const ParallelPlan& plan,
+                   int64_t index) {
+  if (index == 0 || index == 1 || index == plan.pp - 1) return shape.stage(index);
+  return StageShapeOf(model, plan, index);
+}
+
+bool SameShape(const ParallelPlan& a, const ParallelPlan& b) {
+  // Every field but those the shape does not follow (the header's list).
+  ParallelPlan x = a;
+  x.zero_stage = b.zero_stage;
+  x.recompute = b.recompute;
+  x.tp_comm_overlap = b.tp_comm_overlap;
+  x.dp_comm_overlap = b.dp_comm_overlap;
+  x.zero3_prefetch = b.zero3_prefetch;
+  x.offload_optimizer = b.offload_optimizer;
+  x.offload_activations = b.offload_activations;
+  x.offload_params = b.offload_params;
+  return x == b;
+}
+
+}  // namespace meshplan
