@@ -82,12 +82,14 @@ PlanCost PlanEvaluator::EstimateBase(const ParallelPlan& plan) {
   cost.params_total = params_total_;
   cost.params_active = params_active_;
 
-  if (!shape_plan_ || !SameShape(plan, *shape_plan_)) {
+  const bool new_shape = !shape_plan_ || !SameShape(plan, *shape_plan_);
+  if (new_shape) {
     MakePlanShape(model_, training_, plan, AttentionImpl::kAuto, &shape_);
     shape_plan_ = plan;
   }
   work_ = StepWork{};  // BuildStepWork's contract: a fresh one
   BuildStepWork(model_, training_, plan, shape_, &work_);
+  if (new_shape) kernel_times_ = TimeKernels(work_, cluster_, training_.precision);
   // The distinct pipeline stages: first, last and (pp > 2) a middle one.
   const int64_t stages[3] = {0, plan.pp - 1, 1};
   const int num_stages = plan.pp > 2 ? 3 : plan.pp == 2 ? 2 : 1;
@@ -108,7 +110,7 @@ PlanCost PlanEvaluator::EstimateBase(const ParallelPlan& plan) {
   cost.hardware_flops_per_step = flops.hardware;
 
   EstimateMemoryAndFit(model_, cluster_, training_, plan, options_, shape_, &cost);
-  times_ = TimeStepWork(work_, cluster_, training_.precision);
+  times_ = TimeStepWork(work_, cluster_, training_.precision, kernel_times_);
   SetTime(plan, AnalyticStepTime(work_, cluster_, times_), &cost);
   return cost;
 }

@@ -6,7 +6,7 @@
 // recompute and knobs differ) reuses its PlanShape (planner/cost/plan_shape.h): the search
 // walks a grid point's ZeRO and recompute choices one after another. Every result equals
 // Estimate() of the same plan. One evaluator per thread: it holds one StepWork and one
-// PlanShape (large: keep it on the stack, do not copy it). Allocates nothing but PlanCost
+// PlanShape with its GEMM and attention times (KernelTimes, planner/cost/step_time.h) (large: keep it on the stack, do not copy it). Allocates nothing but PlanCost
 // strings.
 #pragma once
 
@@ -50,6 +50,7 @@ class PlanEvaluator {
   const int64_t params_total_, params_active_;  // the model's (CountParams, CountActiveParams)
   std::optional<ParallelPlan> shape_plan_;  // the plan shape_ was derived from
   PlanShape shape_;
+  KernelTimes kernel_times_;  // of shape_'s work
   StepWork work_;
   StepWorkTimes times_;
 };

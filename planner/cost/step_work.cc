@@ -304,9 +304,13 @@ double OffloadedBytesPerBlock(const ModelSpec& model, const TrainingSpec& traini
   return BlockSavedTensors(model, shape, impl, block).TotalBytes();
 }
 
-const ComputeWork& RecomputeWork(const PartWork& part, const RecomputePolicy& policy) {
+size_t RecomputeSlot(const RecomputePolicy& policy) {
   const Recompute block = policy.kind == Recompute::kEvery ? Recompute::kFull : policy.kind;
-  return part.recompute[static_cast<size_t>(block)];
+  return static_cast<size_t>(block);
+}
+
+const ComputeWork& RecomputeWork(const PartWork& part, const RecomputePolicy& policy) {
+  return part.recompute[RecomputeSlot(policy)];
 }
 
 double RecomputedShare(const StepWork& work, int64_t stage) {

@@ -195,6 +195,8 @@ const StepWork& WorkAsRun(const StepWork& work, const GpuSpec& gpu, StepWork* st
 // What one block of `part` replays in its backward when it replays: the policy's work
 // (every:N: full's).
 const ComputeWork& RecomputeWork(const PartWork& part, const RecomputePolicy& policy);
+// Its index in PartWork::recompute.
+size_t RecomputeSlot(const RecomputePolicy& policy);
 // The share of `stage`'s blocks that replay it: every:N CheckpointedBlocks / blocks (0 on a
 // stage without blocks), 1 under the other policies (every block replays its part).
 double RecomputedShare(const StepWork& work, int64_t stage);
