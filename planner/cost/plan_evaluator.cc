@@ -12,6 +12,11 @@
 namespace meshplan {
 namespace {
 
+// A node's host memory less the headroom.
+double HostUsableBytes(const ClusterSpec& cluster, const EstimateOptions& options) {
+  return static_cast<double>(cluster.host.memory_bytes_per_node) * (1 - options.memory_headroom);
+}
+
 // "needs 61.2 GiB, GPU has 48.3 GiB (headroom 0%)": formatted only for plans that do not fit.
 std::string NoFitReason(double needed_bytes, double capacity_bytes, double headroom,
                         double usable) {
@@ -26,54 +31,64 @@ std::string NoFitReason(double needed_bytes, double capacity_bytes, double headr
   return std::string(buffer, end.out);
 }
 
-// PlanCost::fits, fits_host, reason and host_bytes_per_node from cost->memory: within the
-// usable GPU memory and, when the plan offloads, the node's host memory (same headroom).
+// PlanCost::fits, fits_host, usable_bytes and host_bytes_per_node from cost->memory: within
+// the usable GPU memory and, when the plan offloads, the node's host memory (same headroom);
+// the reason cleared (ExplainNoFit writes it).
 void JudgeFit(const ClusterSpec& cluster, const EstimateOptions& options, PlanCost* cost) {
-  const double capacity = static_cast<double>(cluster.gpu.memory_bytes);
   const double usable = UsableBytes(cluster.gpu, options.memory_headroom);
   cost->fits = cost->memory.total_bytes <= usable;
   cost->usable_bytes = usable;
   cost->fits_host = true;
   cost->reason.clear();
-  if (!cost->fits)
-    cost->reason = NoFitReason(cost->memory.total_bytes, capacity, options.memory_headroom, usable);
   // Host memory (offload): the node's GPUs share its DRAM, less the same headroom.
   cost->host_bytes_per_node =
       cost->memory.host_total_bytes() * static_cast<double>(cluster.gpus_per_node);
   if (cost->host_bytes_per_node <= 0) return;
-  const double host_usable =
-      static_cast<double>(cluster.host.memory_bytes_per_node) * (1 - options.memory_headroom);
-  cost->fits_host = cost->host_bytes_per_node <= host_usable;
-  if (cost->fits_host) return;
-  if (cost->fits)
-    cost->reason = fmt::format(
-        "{}: needs {:.1f} GiB of host memory per node ({} GPUs x {:.1f} GiB), node has {:.1f} GiB "
-        "({:.1f} GiB usable)",
-        kHostMemoryExceeded, ToGiB(cost->host_bytes_per_node), cluster.gpus_per_node,
-        ToGiB(cost->memory.host_total_bytes()), ToGiB(double(cluster.host.memory_bytes_per_node)),
-        ToGiB(host_usable));
-  cost->fits = false;
+  cost->fits_host = cost->host_bytes_per_node <= HostUsableBytes(cluster, options);
+  if (!cost->fits_host) cost->fits = false;
 }
 
 // A plan's memory and fit (cost->memory, fits, ...), the rest of *cost kept.
+// `explain`: with the reason (ExplainNoFit).
 void EstimateMemoryAndFit(const ModelSpec& model, const ClusterSpec& cluster,
                           const TrainingSpec& training, const ParallelPlan& plan,
-                          const EstimateOptions& options, const PlanShape& shape,
+                          const EstimateOptions& options, const PlanShape& shape, bool explain,
                           PlanCost* cost) {
   MemoryOptions memory;
   memory.runtime = cluster.gpu.runtime_memory;  // the seed model ignores it
   cost->memory = EstimateMemory(model, training, plan, options.memory_model, memory, shape);
   JudgeFit(cluster, options, cost);
+  if (explain) ExplainNoFit(cluster, options, cost);
 }
 
 }  // namespace
 
+void ExplainNoFit(const ClusterSpec& cluster, const EstimateOptions& options, PlanCost* cost) {
+  cost->reason.clear();
+  if (cost->fits) return;
+  const double capacity = static_cast<double>(cluster.gpu.memory_bytes);
+  const double usable = UsableBytes(cluster.gpu, options.memory_headroom);
+  if (cost->memory.total_bytes > usable) {
+    cost->reason = NoFitReason(cost->memory.total_bytes, capacity, options.memory_headroom, usable);
+    return;
+  }
+  // Within the GPU's memory: the node's host memory is what it exceeds (JudgeFit).
+  cost->reason = fmt::format(
+      "{}: needs {:.1f} GiB of host memory per node ({} GPUs x {:.1f} GiB), node has {:.1f} GiB "
+      "({:.1f} GiB usable)",
+      kHostMemoryExceeded, ToGiB(cost->host_bytes_per_node), cluster.gpus_per_node,
+      ToGiB(cost->memory.host_total_bytes()), ToGiB(double(cluster.host.memory_bytes_per_node)),
+      ToGiB(HostUsableBytes(cluster, options)));
+}
+
 PlanEvaluator::PlanEvaluator(const ModelSpec& model, const ClusterSpec& cluster,
-                             const TrainingSpec& training, const EstimateOptions& options)
+                             const TrainingSpec& training, const EstimateOptions& options,
+                             bool explain_no_fit)
     : model_(model),
       cluster_(cluster),
       training_(training),
       options_(options),
+      explain_(explain_no_fit),
       params_total_(CountParams(model)),
       params_active_(CountActiveParams(model)) {}
 
@@ -109,7 +124,7 @@ PlanCost PlanEvaluator::EstimateBase(const ParallelPlan& plan) {
   cost.model_flops_no_attention = flops.model_no_attention;
   cost.hardware_flops_per_step = flops.hardware;
 
-  EstimateMemoryAndFit(model_, cluster_, training_, plan, options_, shape_, &cost);
+  EstimateMemoryAndFit(model_, cluster_, training_, plan, options_, shape_, explain_, &cost);
   times_ = TimeStepWork(work_, cluster_, training_.precision, kernel_times_);
   SetTime(plan, AnalyticStepTime(work_, cluster_, times_), &cost);
   return cost;
@@ -125,7 +140,7 @@ StepTimeBreakdown PlanEvaluator::TimeVariant(const ParallelPlan& variant) {
 
 PlanCost PlanEvaluator::EstimateVariant(const ParallelPlan& variant, const PlanCost& base) {
   PlanCost cost = base;
-  EstimateMemoryAndFit(model_, cluster_, training_, variant, options_, shape_, &cost);
+  EstimateMemoryAndFit(model_, cluster_, training_, variant, options_, shape_, explain_, &cost);
   SetTime(variant, TimeVariant(variant), &cost);
   return cost;
 }

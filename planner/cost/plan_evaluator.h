@@ -26,8 +26,10 @@ namespace meshplan {
 
 class PlanEvaluator {
  public:
+  // `explain_no_fit` false: PlanCost::reason is left empty (ExplainNoFit below writes it),
+  // for a search that reports few of the plans that do not fit.
   PlanEvaluator(const ModelSpec& model, const ClusterSpec& cluster, const TrainingSpec& training,
-                const EstimateOptions& options);
+                const EstimateOptions& options, bool explain_no_fit = true);
   PlanEvaluator(const PlanEvaluator&) = delete;
   PlanEvaluator& operator=(const PlanEvaluator&) = delete;
 
@@ -47,6 +49,7 @@ class PlanEvaluator {
   const ClusterSpec& cluster_;
   const TrainingSpec& training_;
   const EstimateOptions options_;
+  const bool explain_;
   const int64_t params_total_, params_active_;  // the model's (CountParams, CountActiveParams)
   std::optional<ParallelPlan> shape_plan_;  // the plan shape_ was derived from
   PlanShape shape_;
@@ -54,5 +57,9 @@ class PlanEvaluator {
   StepWork work_;
   StepWorkTimes times_;
 };
+
+// cost->reason for a cost of `cluster` and `options` (PlanEvaluator's, fits and memory set):
+// why it does not fit, GPU or host memory; empty when it fits.
+void ExplainNoFit(const ClusterSpec& cluster, const EstimateOptions& options, PlanCost* cost);
 
 }  // namespace meshplan

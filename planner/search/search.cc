@@ -12,6 +12,7 @@
 #include <fmt/format.h>
 
 #include "planner/cost/cost_model.h"
+#include "planner/cost/plan_evaluator.h"
 #include "planner/input_error.h"
 #include "planner/search/knob_variants.h"
 #include "planner/worker_threads.h"
@@ -178,8 +179,10 @@ void SearchMesh(const Job& job, int64_t mesh_index, WorkerState& state) {
   std::string dump_rows;  // this mesh's rows, handed to the dump at the end
   std::string* rows = job.dump ? &dump_rows : nullptr;
   // One evaluator for the mesh: a grid point's ZeRO and recompute choices, walked in turn,
-  // share its plan shape.
-  PlanEvaluator evaluator(job.model, job.cluster, job.training, job.estimate);
+  // share its plan shape. Why a plan does not fit is written for the dump's rows, else
+  // only for the smallest plan, the one such plan the result holds (Search).
+  PlanEvaluator evaluator(job.model, job.cluster, job.training, job.estimate,
+                          /*explain_no_fit=*/job.dump != nullptr);
 
   ParallelPlan plan;
   plan.dp = mesh.dp;
@@ -358,6 +361,7 @@ SearchResult Search(const ModelSpec& model, const ClusterSpec& cluster,
   if (options.probe) result.probe = JudgeProbe(job, *options.probe, &job.probe);
   std::vector<WorkerState> states = WalkMeshes(job, options);
   const int64_t better_than_probe = MergeWorkers(states, options.top_k, result);
+  if (result.smallest) ExplainNoFit(cluster, estimate, &result.smallest->cost);
   if (job.probe.active) result.probe->rank = better_than_probe + 1;
 
   result.threads = static_cast<int>(states.size());
