@@ -90,7 +90,10 @@ PlanEvaluator::PlanEvaluator(const ModelSpec& model, const ClusterSpec& cluster,
       options_(options),
       explain_(explain_no_fit),
       params_total_(CountParams(model)),
-      params_active_(CountActiveParams(model)) {}
+      params_active_(CountActiveParams(model)) {
+  for (size_t r = 0; r < flops_.size(); ++r)
+    flops_[r] = StepFlopsOf(model, training, static_cast<Recompute>(r));
+}
 
 PlanCost PlanEvaluator::EstimateBase(const ParallelPlan& plan) {
   PlanCost cost;
@@ -119,7 +122,10 @@ PlanCost PlanEvaluator::EstimateBase(const ParallelPlan& plan) {
       cost.comm_bytes_per_step[d] = std::max(cost.comm_bytes_per_step[d], bytes[d]);
   }
 
-  const StepFlops flops = StepFlopsOf(model_, training_, plan);
+  // every:N counts each stage's checkpointed blocks; the other policies' FLOPs are the model's.
+  const StepFlops flops = plan.recompute.kind == Recompute::kEvery
+                              ? StepFlopsOf(model_, training_, plan)
+                              : flops_[static_cast<size_t>(plan.recompute.kind)];
   cost.model_flops_per_step = flops.model;
   cost.model_flops_no_attention = flops.model_no_attention;
   cost.hardware_flops_per_step = flops.hardware;
@@ -133,7 +139,7 @@ PlanCost PlanEvaluator::EstimateBase(const ParallelPlan& plan) {
 StepTimeBreakdown PlanEvaluator::TimeVariant(const ParallelPlan& variant) {
   // offload_act: the base's work holds no offloaded bytes unless the base offloads too.
   if (variant.offload_activations && work_.offload.activation_bytes_per_block == 0)
-    work_.offload.activation_bytes_per_block = OffloadedBytesPerBlock(model_, training_, variant);
+    work_.offload.activation_bytes_per_block = OffloadedBytesPerBlock(shape_, variant);
   SetPlanKnobs(variant, &work_);
   return AnalyticStepTime(work_, cluster_, times_);
 }

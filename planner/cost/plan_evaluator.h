@@ -10,10 +10,12 @@
 // strings.
 #pragma once
 
+#include <array>
 #include <optional>
 
 #include "planner/cluster_spec.h"
 #include "planner/cost/cost_model.h"
+#include "planner/cost/flops.h"
 #include "planner/cost/plan_shape.h"
 #include "planner/cost/step_time.h"
 #include "planner/cost/step_work.h"
@@ -51,6 +53,7 @@ class PlanEvaluator {
   const EstimateOptions options_;
   const bool explain_;
   const int64_t params_total_, params_active_;  // the model's (CountParams, CountActiveParams)
+  std::array<StepFlops, kNumBlockRecomputes> flops_;  // StepFlopsOf each block Recompute
   std::optional<ParallelPlan> shape_plan_;  // the plan shape_ was derived from
   PlanShape shape_;
   KernelTimes kernel_times_;  // of shape_'s work

@@ -290,18 +290,20 @@ void BuildStepWork(const ModelSpec& model, const TrainingSpec& training, const P
     AddZero3BufferCopies(w);
   w.offload.host_state_bytes_per_param = HostUpdatedBytesPerParam(BytesPerParamFor(training));
   if (plan.offload_activations)
-    w.offload.activation_bytes_per_block = OffloadedBytesPerBlock(model, training, plan, shape.attention);
+    w.offload.activation_bytes_per_block = OffloadedBytesPerBlock(shape, plan);
   SetPlanKnobs(plan, &w);
 }
 
 double OffloadedBytesPerBlock(const ModelSpec& model, const TrainingSpec& training,
                               const ParallelPlan& plan, AttentionImpl attention) {
-  const RankShape shape = MakeRankShape(model, training, plan);
-  const AttentionImpl impl = ResolveAttentionImpl(attention, training.framework, training.precision);
+  return OffloadedBytesPerBlock(MakePlanShape(model, training, plan, attention), plan);
+}
+
+double OffloadedBytesPerBlock(const PlanShape& shape, const ParallelPlan& plan) {
   // every:N: the blocks that keep everything (the most a block offloads).
   const Recompute block =
       plan.recompute.kind == Recompute::kEvery ? Recompute::kNone : plan.recompute.kind;
-  return BlockSavedTensors(model, shape, impl, block).TotalBytes();
+  return BlockTensorTotals(shape.ops, block).saved;
 }
 
 size_t RecomputeSlot(const RecomputePolicy& policy) {

@@ -169,6 +169,8 @@ void SetPlanKnobs(const ParallelPlan& plan, StepWork* work);
 double OffloadedBytesPerBlock(const ModelSpec& model, const TrainingSpec& training,
                               const ParallelPlan& plan,
                               AttentionImpl attention = AttentionImpl::kAuto);
+// The same for a plan of `shape` (planner/cost/plan_shape.h).
+double OffloadedBytesPerBlock(const PlanShape& shape, const ParallelPlan& plan);
 
 // `attention` as the memory model's MemoryOptions (auto: planner/attention_impl.h).
 StepWork BuildStepWork(const ModelSpec& model, const TrainingSpec& training,
