@@ -139,7 +139,7 @@ struct ZeroLayout {
 };
 
 // The ZeRO layout of one rank of `stage`.
-ZeroLayout MakeZeroLayout(const TrainingSpec& training, const ParallelPlan& plan, int64_t stage,
+ZeroLayout MakeZeroLayout(const TrainingSpec& training, const ParallelPlan& plan,
                           const PlanShape& shape, const StageShape& stage_shape) {
   ZeroLayout z;
   z.weight_replicas = plan.weight_replicas();
@@ -148,11 +148,10 @@ ZeroLayout MakeZeroLayout(const TrainingSpec& training, const ParallelPlan& plan
   z.expert_zero = z.zero;
   z.bytes = BytesPerParamFor(training);
   z.groups = StageParamGroups(shape, stage_shape, z.weight_replicas, z.expert_replicas);
-  const StageLayers& split = shape.layers;
-  z.stage_layers = double(split.Of(stage));
-  z.chunk_blocks = double(split.LargestChunkOf(stage));
-  z.head_chunk_blocks = double(split.ChunkOf(stage, split.vpp - 1));
-  z.embed_chunk_blocks = double(split.ChunkOf(stage, 0));
+  z.stage_layers = double(stage_shape.layers);
+  z.chunk_blocks = double(stage_shape.largest_chunk);
+  z.head_chunk_blocks = double(stage_shape.last_chunk);
+  z.embed_chunk_blocks = double(stage_shape.first_chunk);
   z.partial_shard = plan.num_microbatches(training.global_batch) > 1 ? 1.0 / double(z.weight_replicas) : 0.0;
   if (training.precision == Precision::kFp8) z.fp8_copies = kFp8WeightCopiesPerParam * kFp8Bytes;
   z.prefetch = double(std::max<int64_t>(0, plan.zero3_prefetch));
@@ -181,8 +180,8 @@ double StageCheckpoints(const ParallelPlan& plan, double stage_layers) {
 }
 
 // The activations of one rank of `stage`, with the stage's blocks (stage_layers).
-StageActivations CountStageActivations(const ModelSpec& model, const TrainingSpec& training,
-                                       const ParallelPlan& plan, int64_t stage,
+StageActivations CountStageActivations(const ModelSpec& model, const ParallelPlan& plan,
+                                       int64_t stage,
                                        const StageShape& stage_shape, double stage_layers,
                                        const DetailedBlockTerms& block) {
   const bool first = stage == 0, last = stage == plan.pp - 1;
@@ -190,8 +189,7 @@ StageActivations CountStageActivations(const ModelSpec& model, const TrainingSpe
   a.first_bytes = first ? FirstStageSavedTensors(model, block.shape).TotalBytes() : 0;
   a.last_bytes = last ? LastStageSavedTensors(model, block.shape).TotalBytes() : 0;
   a.loss_bytes = last ? LossSavedTensors(block.shape).TotalBytes() : 0;
-  const int64_t microbatches = plan.num_microbatches(training.global_batch);
-  a.in_flight = CountMicrobatchesInFlight(plan, model.layers, microbatches, stage);
+  a.in_flight = stage_shape.in_flight;
   // Dense and MoE layers keep different FFNs: weigh the two blocks by the stage's share
   // of MoE layers (its first dense_layers keep the dense FFN: executor/model/moe_block.h).
   const double layers = double(stage_shape.layers);
@@ -440,8 +438,8 @@ MemoryBreakdown DetailedStageMemory(const ModelSpec& model, const TrainingSpec& 
                                     const ParallelPlan& plan, int64_t stage,
                                     const MemoryOptions& options, const PlanShape& shape,
                                     const DetailedBlockTerms& block) {
-  const StageShape stage_shape = StageOf(shape, model, plan, stage);
-  const ZeroLayout zero = MakeZeroLayout(training, plan, stage, shape, stage_shape);
+  const StageShape stage_shape = StageOf(shape, model, training, plan, stage);
+  const ZeroLayout zero = MakeZeroLayout(training, plan, shape, stage_shape);
   const Stage s{model,
                 training,
                 plan,
@@ -449,7 +447,7 @@ MemoryBreakdown DetailedStageMemory(const ModelSpec& model, const TrainingSpec& 
                 stage_shape,
                 zero,
                 block,
-                CountStageActivations(model, training, plan, stage, stage_shape, zero.stage_layers,
+                CountStageActivations(model, plan, stage, stage_shape, zero.stage_layers,
                                       block),
                 options.fused_adamw};
   Phase phases[4];

@@ -5,11 +5,17 @@
 namespace meshplan {
 namespace {
 
-StageShape StageShapeOf(const ModelSpec& model, const ParallelPlan& plan, int64_t stage) {
+StageShape StageShapeOf(const ModelSpec& model, const TrainingSpec& training,
+                        const ParallelPlan& plan, const StageLayers& split, int64_t stage) {
   StageShape s;
-  s.layers = LayersOfStage(model, plan, stage);
+  s.layers = split.Of(stage);
+  s.largest_chunk = split.LargestChunkOf(stage);
+  s.first_chunk = split.ChunkOf(stage, 0);
+  s.last_chunk = split.ChunkOf(stage, split.vpp - 1);
   s.moe_layers = MoeLayersOfStage(model, plan, stage);
   s.params = CountStageParams(model, plan, stage);
+  s.in_flight = CountMicrobatchesInFlight(plan, model.layers,
+                                          plan.num_microbatches(training.global_batch), stage);
   return s;
 }
 
@@ -41,9 +47,9 @@ void MakePlanShape(const ModelSpec& model, const TrainingSpec& training, const P
     dense.experts = 0;  // the dense FFN of width F/tp
     p.dense_ops = BuildBlockOps(model, dense, p.lowering);
   }
-  p.first = StageShapeOf(model, plan, 0);
-  p.last = StageShapeOf(model, plan, plan.pp - 1);
-  p.middle = plan.pp > 2 ? StageShapeOf(model, plan, 1) : StageShape{};
+  p.first = StageShapeOf(model, training, plan, p.layers, 0);
+  p.last = StageShapeOf(model, training, plan, p.layers, plan.pp - 1);
+  p.middle = plan.pp > 2 ? StageShapeOf(model, training, plan, p.layers, 1) : StageShape{};
 }
 
 PlanShape MakePlanShape(const ModelSpec& model, const TrainingSpec& training,
@@ -53,10 +59,10 @@ PlanShape MakePlanShape(const ModelSpec& model, const TrainingSpec& training,
   return p;
 }
 
-StageShape StageOf(const PlanShape& shape, const ModelSpec& model, const ParallelPlan& plan,
-                   int64_t index) {
+StageShape StageOf(const PlanShape& shape, const ModelSpec& model, const TrainingSpec& training,
+                   const ParallelPlan& plan, int64_t index) {
   if (index == 0 || index == 1 || index == plan.pp - 1) return shape.stage(index);
-  return StageShapeOf(model, plan, index);
+  return StageShapeOf(model, training, plan, shape.layers, index);
 }
 
 bool SameShape(const ParallelPlan& a, const ParallelPlan& b) {

@@ -15,6 +15,7 @@
 #include "planner/attention_impl.h"
 #include "planner/cost/block_ops.h"
 #include "planner/cost/param_count.h"
+#include "planner/cost/pipeline_in_flight.h"
 #include "planner/cost/rank_shape.h"
 #include "planner/model_spec.h"
 #include "planner/parallel_plan.h"
@@ -23,11 +24,16 @@
 
 namespace meshplan {
 
-// One pipeline stage of a rank: its blocks, how many of them are MoE layers, its parameters.
+// One pipeline stage of a rank: its blocks and chunks, how many of its blocks are MoE layers,
+// its parameters and the micro-batches it holds in flight.
 struct StageShape {
-  int64_t layers = 0;      // LayersOfStage
-  int64_t moe_layers = 0;  // MoeLayersOfStage
-  StageParams params;      // CountStageParams (before ZeRO)
+  int64_t layers = 0;         // LayersOfStage
+  int64_t largest_chunk = 0;  // StageLayers::LargestChunkOf
+  int64_t first_chunk = 0;    // blocks of its first chunk (the embedding's, on stage 0)
+  int64_t last_chunk = 0;     // ... of its last chunk (the head's, on the last stage)
+  int64_t moe_layers = 0;     // MoeLayersOfStage
+  StageParams params;         // CountStageParams (before ZeRO)
+  MicrobatchesInFlight in_flight;  // CountMicrobatchesInFlight
 };
 
 struct PlanShape {
@@ -56,8 +62,8 @@ void MakePlanShape(const ModelSpec& model, const TrainingSpec& training, const P
                    AttentionImpl attention, PlanShape* out);
 
 // Stage `index` of `plan` (of `shape`'s): the shape's own for 0, 1 and pp - 1, else derived.
-StageShape StageOf(const PlanShape& shape, const ModelSpec& model, const ParallelPlan& plan,
-                   int64_t index);
+StageShape StageOf(const PlanShape& shape, const ModelSpec& model, const TrainingSpec& training,
+                   const ParallelPlan& plan, int64_t index);
 
 // Whether two plans of one model and training have the same PlanShape: they differ at most in
 // the ZeRO stage, the recompute policy and the overlap and offload choices.
