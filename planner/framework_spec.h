@@ -27,6 +27,8 @@ enum class KernelSet : uint8_t {
   kEager,         // PyTorch eager, one launch per op: meshplan's executor (executor/model/ops.cc)
   kFused,         // one kernel per fusion group each way: Transformer Engine's fused norms,
                   // fused RoPE, SwiGLU and bias-dropout-add (Megatron-Core), torch.compile
+  kTorchtitan2024,  // PyTorch eager running torchtitan's Llama code of 2024: RMSNorm in fp32
+                    // ops, complex fp32 RoPE, silu * mul, repeat_kv, a contiguous output copy
 };
 
 // How the optimizer steps (planner/cost/step_work.cc counts its bytes).
@@ -108,6 +110,9 @@ struct FrameworkSpec {
   // is measured on the runs of the frameworks built on it (planner/validate/error_band.h).
   std::string built_on;
   KernelSet kernels = KernelSet::kEager;
+  // The eager kernel sets' RMSNorm as one fused kernel each way (torchtitan's
+  // `norm_type = "fused_rmsnorm"`); the fused kernel sets always fuse it.
+  bool fused_norm = false;
   // fused (flash), naive, or auto (naive in fp32, fused otherwise: the executor's choice).
   AttentionImpl attention = AttentionImpl::kAuto;
   // Gradients of 16-bit weights whose optimizer keeps an fp32 master copy (mixed; fp8 with

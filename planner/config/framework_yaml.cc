@@ -21,9 +21,11 @@ namespace ci = config_internal;
 template <typename Enum, size_t N>
 using Spellings = std::array<std::pair<Enum, const char*>, N>;
 
-constexpr Spellings<KernelSet, 3> kKernelSets{{{KernelSet::kMegatron2021, "megatron-2021"},
+constexpr Spellings<KernelSet, 4> kKernelSets{{{KernelSet::kMegatron2021, "megatron-2021"},
                                                {KernelSet::kEager, "eager"},
-                                               {KernelSet::kFused, "fused"}}};
+                                               {KernelSet::kFused, "fused"},
+                                               {KernelSet::kTorchtitan2024, "torchtitan-2024"}}};
+constexpr Spellings<bool, 2> kNormKernels{{{false, "unfused"}, {true, "fused"}}};
 constexpr Spellings<AttentionImpl, 3> kAttention{
     {{AttentionImpl::kFused, "fused"}, {AttentionImpl::kNaive, "naive"}, {AttentionImpl::kAuto, "auto"}}};
 constexpr Spellings<GradDtype, 2> kGradDtypes{{{GradDtype::kParam, "param"}, {GradDtype::kFp32, "fp32"}}};
@@ -98,7 +100,7 @@ FrameworkCalibration ReadCalibration(const YamlFields& f) {
 }
 
 FrameworkSpec FrameworkFromYaml(const YamlFields& f, const std::string& default_name) {
-  f.AllowOnly({"name", "version", "source", "built_on", "kernels", "attention", "main_grads", "fp8_states",
+  f.AllowOnly({"name", "version", "source", "built_on", "kernels", "norm", "attention", "main_grads", "fp8_states",
                "master_weights", "grad_accumulation", "optimizer", "recompute", "zero1_gradients", "zero3_buffers",
                "allocator_fragmentation", "log_format", "calibration"});
   FrameworkSpec s;
@@ -112,6 +114,7 @@ FrameworkSpec FrameworkFromYaml(const YamlFields& f, const std::string& default_
                                      fmt::join(names, ", "), s.built_on));
   }
   s.kernels = ReadChoice(f, "kernels", kKernelSets);
+  if (f.Has("norm")) s.fused_norm = ReadChoice(f, "norm", kNormKernels);
   s.attention = ReadChoice(f, "attention", kAttention);
   s.main_grads = ReadChoice(f, "main_grads", kGradDtypes);
   s.fp8_states = ReadChoice(f, "fp8_states", kFp8States);
@@ -174,6 +177,17 @@ const char* ToString(KernelSet kernels) {
   return "?";
 }
 
+bool ParseNormKernel(const std::string& name, bool* fused) {
+  for (const auto& [value, spelling] : kNormKernels)
+    if (name == spelling) {
+      *fused = value;
+      return true;
+    }
+  return false;
+}
+
+const char* NormKernelName(bool fused) { return fused ? "fused" : "unfused"; }
+
 const char* ToString(LogFormat format) {
   for (const auto& [value, name] : kLogFormats)
     if (value == format) return name;
@@ -204,6 +218,7 @@ std::string FrameworkToYamlText(const FrameworkSpec& s, const std::string& comme
   out += "version: \"" + s.version + "\"\n";
   if (!s.built_on.empty()) out += "built_on: " + s.built_on + "\n";
   out += "kernels: " + spelled(kKernelSets, s.kernels) + "\n";
+  out += "norm: " + spelled(kNormKernels, s.fused_norm) + "\n";
   out += "attention: " + spelled(kAttention, s.attention) + "\n";
   out += "main_grads: " + spelled(kGradDtypes, s.main_grads) + "\n";
   out += "fp8_states: " + spelled(kFp8States, s.fp8_states) + "\n";

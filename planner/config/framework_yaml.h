@@ -1,10 +1,11 @@
 // Loading configs/frameworks/<name>.yaml into a FrameworkSpec (planner/framework_spec.h).
 //
-// Schema (every key required but master_weights, zero3_buffers and allocator_fragmentation;
-// docs/frameworks.md):
+// Schema (every key required but norm, master_weights, zero3_buffers and
+// allocator_fragmentation; docs/frameworks.md):
 //   name              the file stem (optional; defaults to it)
 //   version           the version the profile's values were read from (a string)
-//   kernels           megatron-2021 | eager | fused
+//   kernels           megatron-2021 | eager | fused | torchtitan-2024
+//   norm              unfused | fused (optional, unfused: an eager set's RMSNorm as one kernel)
 //   attention         fused | naive | auto
 //   main_grads        param | fp32     (gradients of 16-bit weights with an fp32 master)
 //   fp8_states        bf16 | fp32      (master weights and Adam states under precision fp8)
@@ -52,7 +53,10 @@ inline constexpr const char* kExecutorFramework = "meshplan";
 // (sm_count 0), Megatron-Core on a GPU (what most large runs use).
 const char* DefaultFrameworkName(const GpuSpec& gpu);
 
-const char* ToString(KernelSet kernels);  // megatron-2021 | eager | fused
+const char* ToString(KernelSet kernels);  // megatron-2021 | eager | fused | torchtitan-2024
+// The `norm` spellings: "fused" (true) or "unfused" (false); false for any other name.
+bool ParseNormKernel(const std::string& name, bool* fused);
+const char* NormKernelName(bool fused);
 const char* ToString(LogFormat format);   // meshplan | megatron | ... (the YAML spelling)
 // The profile as YAML that FrameworkFromYamlText reads back to the same spec (the name as
 // given), `comment` (may hold newlines) as '#' lines on top: what `calibrate --from-logs` writes.

@@ -54,7 +54,8 @@ SavedTensorList BlockSavedTensors(const ModelSpec& model, const RankShape& shape
 SavedTensorList BlockRecomputedTensors(const ModelSpec& model, const RankShape& shape,
                                        AttentionImpl impl, Recompute recompute) {
   SavedTensorList out;
-  for (const SavedTensor& t : BlockOpsOf(model, shape, impl).saved())
+  const BlockOps ops = BlockOpsOf(model, shape, impl);  // alive for the loop (not a temporary's member)
+  for (const SavedTensor& t : ops.saved())
     if (FateUnder(t, recompute) == TensorFate::kRecomputed) out.Add(t);
   return out;
 }
@@ -67,7 +68,8 @@ BlockTensorBytes BlockTensorTotals(const BlockOps& ops, Recompute recompute) {
   };
   for (const SavedTensor& t : ops.saved()) {
     const TensorFate fate = FateUnder(t, recompute);
-    if (fate != TensorFate::kInOpOutputs) add(t, fate == TensorFate::kKept);
+    if (fate == TensorFate::kKept || fate == TensorFate::kRecomputed)
+      add(t, fate == TensorFate::kKept);
   }
   if (recompute == Recompute::kOp)
     for (const SavedTensor& t : ops.op_outputs()) add(t, true);

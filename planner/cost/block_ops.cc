@@ -10,10 +10,12 @@
 namespace meshplan {
 
 Lowering LoweringOf(const RankShape& shape, AttentionImpl resolved_attention) {
-  return {shape.kernels, resolved_attention};
+  return {shape.kernels, resolved_attention, shape.fused_norm};
 }
 
 TensorFate FateUnder(const SavedTensor& t, Recompute recompute) {
+  if (t.checkpoint_only && (recompute == Recompute::kNone || recompute == Recompute::kSelective))
+    return TensorFate::kNotSaved;
   bool kept = true;
   switch (recompute) {
     case Recompute::kNone: break;
@@ -66,6 +68,7 @@ class BlockOpsBuilder {
       : m_(m), sh_(sh), lowering_(lowering), out_(*out),
         megatron_(lowering.kernels == KernelSet::kMegatron2021),
         fused_(lowering.kernels == KernelSet::kFused),
+        torchtitan_(lowering.kernels == KernelSet::kTorchtitan2024),
         E_(static_cast<double>(m.hidden)), tp_(static_cast<double>(sh.tp)), a_(sh.act_bytes) {
     out_.linears_ = BlockLinearsOf(m, sh.experts > 0);
   }
@@ -156,9 +159,11 @@ class BlockOpsBuilder {
   // weight's partial gradients in a second. The executor's RMSNorm: RmsNormLaunches.
   void Norm(const char* name, bool layer_input) {
     const double bytes = 2 * sh_.Tn * E_ * a_;
+    if (torchtitan_ && !lowering_.fused_norm && m_.block != BlockKind::kGpt)
+      return TorchtitanNorm(name, layer_input);
     if (megatron_) {
       Memory(name, G::kNorm, {bytes, 1}, {5 * a_ * sh_.Tn * E_, 3});
-    } else if (fused_ || m_.block == BlockKind::kGpt) {
+    } else if (fused_ || m_.block == BlockKind::kGpt || lowering_.fused_norm) {
       Memory(name, G::kNorm, {bytes, 1}, {3 * a_ * sh_.Tn * E_, 2});
     } else {
       const NormLaunches launches = RmsNormLaunches(sh_);
@@ -169,6 +174,27 @@ class BlockOpsBuilder {
     input.layer_input = layer_input;
     Save(input);
     if (m_.block == BlockKind::kGpt) Save(Statistic({name, "mean (B,Sn) fp32", rows, kFp32Bytes}));
+    Save(Statistic({name, "rstd (B,Sn) fp32", rows, kFp32Bytes}));
+  }
+  // torchtitan's eager RMSNorm (torchtitan/models/norms.py, RMSNorm at 157a12c56):
+  // (x.float() * rsqrt(x.float().pow(2).mean(-1) + eps)).type_as(x) * weight. Per element
+  // of (Tn, E), forward: the cast to fp32 (read A, write 4), pow (4, 4), mean (4), x * rstd
+  // (4, 4), the cast back (4, A), * weight (A, A): 4A + 28 bytes in 8 launches (with the
+  // row-sized add and rsqrt). Backward, as autograd runs it: dy * w (2A) and the weight's
+  // dy * n summed (4A), the casts back (A + 4, 4 + A), x * rstd's dx (8) and its rstd
+  // gradient (dy * x).sum (16), mean's expand (4), pow's 2x * d (12), x's two gradients
+  // added (12): 8A + 60 bytes in 11 launches. Autograd keeps x in fp32 and the cast-back
+  // output, not x itself: only a checkpoint holds the block's input.
+  void TorchtitanNorm(const char* name, bool layer_input) {
+    const double TnE = sh_.Tn * E_, rows = double(sh_.b) * sh_.s_norm;
+    Memory(name, G::kNorm, {(4 * a_ + 28) * TnE, 8}, {(8 * a_ + 60) * TnE, 11});
+    if (layer_input) {
+      SavedTensor input{name, "input (B,Sn,E), held by a checkpoint", rows * sh_.hidden, a_};
+      input.layer_input = input.checkpoint_only = true;
+      Save(input);
+    }
+    Save({name, "input in fp32 (B,Sn,E)", rows * sh_.hidden, kFp32Bytes});
+    Save({name, "normed input before the weight (B,Sn,E)", rows * sh_.hidden, a_});
     Save(Statistic({name, "rstd (B,Sn) fp32", rows, kFp32Bytes}));
   }
   static SavedTensor Statistic(SavedTensor t) {
@@ -216,7 +242,7 @@ class BlockOpsBuilder {
   const RankShape& sh_;
   const Lowering& lowering_;
   BlockOps& out_;
-  const bool megatron_, fused_;
+  const bool megatron_, fused_, torchtitan_;
   const double E_, tp_, a_;
   int next_linear_ = 0;  // the next of out_.linears_ (forward order) to add
   int matmuls_ = 0;      // the block's aten.mm calls so far (Linear)
@@ -277,14 +303,21 @@ void BlockOpsBuilder::AttentionCore(bool v_saved_by_op) {
                kFp32Bytes});
     Temporary({"attention.ring backward", "partial dK, dV (B,Kt,Sc,D) x 2", 2 * kv, A});
   } else {
+    // SDPA on torchtitan's repeat_kv copies keeps k and v with every q head, and its
+    // backward writes their gradients so (before repeat_kv's sum).
+    const bool repeated = torchtitan_ && sh_.kv_heads < sh_.heads;
+    const double kv_heads = static_cast<double>(repeated ? sh_.heads : sh_.kv_heads);
+    const double k = b * Skv * kv_heads * sh_.head_dim, v_kept = b * Skv * kv_heads * sh_.v_head_dim;
     Save({"attention.flash", "q (B,Sc,Ht,D)", q, A});
-    Save({"attention.flash", "k (B,Sc,Kt,D)", kv, A});
-    SaveOutputOf(v_saved_by_op, {"attention.flash", "v (B,Sc,Kt,Dv)", v, A});
+    Save({"attention.flash", repeated ? "k repeated to every head (B,Sc,Ht,D)" : "k (B,Sc,Kt,D)", k, A});
+    SaveOutputOf(v_saved_by_op && !repeated,
+                 {"attention.flash", repeated ? "v repeated to every head (B,Sc,Ht,Dv)" : "v (B,Sc,Kt,Dv)",
+                  v_kept, A});
     SaveOutputOf(true, Core(Statistic({"attention.flash", "logsumexp (B,Ht,Sc) fp32",
                                        b * sh_.heads * Sc, kFp32Bytes})));
     Temporary({"attention.flash backward", "dq (B,Sc,Ht,D)", q, A});
-    Temporary({"attention.flash backward", "dk (B,Sc,Kt,D)", kv, A});
-    Temporary({"attention.flash backward", "dv (B,Sc,Kt,Dv)", b * Sc * sh_.kv_heads * sh_.v_head_dim, A});
+    Temporary({"attention.flash backward", repeated ? "dk (B,Sc,Ht,D)" : "dk (B,Sc,Kt,D)", k, A});
+    Temporary({"attention.flash backward", repeated ? "dv (B,Sc,Ht,Dv)" : "dv (B,Sc,Kt,Dv)", v_kept, A});
     Temporary({"attention.flash backward", "dq accumulator (B,Sc,Ht,D) fp32", q, kFp32Bytes});
   }
 }
@@ -346,6 +379,22 @@ void BlockOpsBuilder::AttentionHalf() {
     // One fused RoPE kernel per tensor each way (Megatron-Core's apply_rope_fusion); the
     // fused attention reads q, k, v in the projections' layout: no head split.
     Elementwise("rope", G::kRope, 2 * T * (QD + KD) / tp_ * a, 2, 2);
+  } else if (!gpt && torchtitan_) {
+    // torchtitan's apply_rotary_emb (models/llama/model.py at 157a12c56):
+    // view_as_complex(x.float()) * freqs_cis, then view_as_real and type_as(x), on q and k.
+    // Per element the cast (A + 4), the complex multiply (4 + 4) and the cast back (4 + A),
+    // 3 launches per tensor; backward the same three in reverse. Nothing saved (the
+    // multiply's backward needs only freqs_cis). SDPA reads q, k, v through transposed
+    // views and writes its output in the layout the o projection reads: no copies.
+    const double elements = T * (QD + KD) / tp_;
+    Memory("rope", G::kRope, {(2 * a + 16) * elements, 6}, {(2 * a + 16) * elements, 6});
+    // repeat_kv: with fewer k/v heads than q heads, x[:, :, :, None, :].expand(...).reshape
+    // copies k and v to every q head (read (T, Kt*D), write (T, Ht*D) each); backward sums
+    // the copies back.
+    if (sh_.kv_heads < sh_.heads) {
+      const double copy = 2 * a * T * (KD + QD) / tp_;
+      Memory("repeat_kv", G::kLayout, {copy, 2}, {copy, 2});
+    }
   } else if (!gpt) {
     // RoPE on q (T, H*D/tp) and k (T, KD/tp): 4 launches per tensor each way; saves nothing.
     Elementwise("rope", G::kRope, 2 * T * (QD + KD) / tp_ * a, 2 * 4, 2 * 4);
@@ -401,11 +450,20 @@ void BlockOpsBuilder::MlpHalf() {
     const bool gate_saved = Linear();  // w_gate
     Save({"w_up/w_gate", "input: normed h (B,Sn,E)", normed, L});
     const bool up_saved = Linear();  // w_up
-    // SwiGLU (custom autograd function): read gate, up, write (T, F/tp); it saves the gate
-    // and up outputs and recomputes silu(gate) in backward. Fused (Megatron-Core's
-    // bias_swiglu_impl, torch.compile): one kernel each way.
-    Elementwise("swiglu", G::kActivation, 3 * T * static_cast<double>(m_.ffn_hidden) / tp_ * a,
-                fused_ ? 1 : 2, fused_ ? 1 : 10);
+    const double ffn = T * static_cast<double>(m_.ffn_hidden) / tp_;
+    if (torchtitan_) {
+      // torchtitan's FeedForward: w2(F.silu(w1(x)) * w3(x)). Forward silu (2A) and the
+      // product (3A); backward the product's two gradients (3A each) and silu_backward
+      // (3A). Autograd keeps w1's output (silu's input), silu's output and w3's output.
+      Memory("swiglu", G::kActivation, {5 * a * ffn, 2}, {9 * a * ffn, 3});
+      Save({"swiglu", "silu output (B,Sc,Ft)", inner, a});
+    } else {
+      // SwiGLU (custom autograd function): read gate, up, write (T, F/tp); it saves the gate
+      // and up outputs and recomputes silu(gate) in backward. Fused (Megatron-Core's
+      // bias_swiglu_impl, torch.compile): one kernel each way.
+      Elementwise("swiglu", G::kActivation, 3 * T * static_cast<double>(m_.ffn_hidden) / tp_ * a,
+                  fused_ ? 1 : 2, fused_ ? 1 : 10);
+    }
     SaveOutputOf(gate_saved, {"swiglu", "gate output (B,Sc,Ft)", inner, a});
     SaveOutputOf(up_saved, {"swiglu", "up output (B,Sc,Ft)", inner, a});
     Linear();  // w_down

@@ -27,6 +27,7 @@ namespace meshplan {
 struct Lowering {
   KernelSet kernels = KernelSet::kEager;
   AttentionImpl attention = AttentionImpl::kFused;  // resolved: fused or naive
+  bool fused_norm = false;  // an eager set's RMSNorm as one kernel each way
 };
 // The lowering of a rank: its framework's kernels (RankShape::kernels) and `resolved_attention`.
 Lowering LoweringOf(const RankShape& shape, AttentionImpl resolved_attention);
@@ -61,6 +62,8 @@ struct SavedTensor {
                                 // once the backward reaches the attention half
   bool op_output = false;       // the same tensor as an entry of BlockOps::op_outputs():
                                 // under the op policy that entry holds it
+  bool checkpoint_only = false;  // no op saves it: only a checkpoint of the block holds it
+                                 // (full, op), so without recompute nothing keeps it
   double bytes() const { return elements * bytes_per_element; }
 };
 // What a block's recompute policy does with one of its saved() tensors between the block's
@@ -70,6 +73,7 @@ enum class TensorFate : uint8_t {
   kKept,        // held from the forward to the block's backward
   kRecomputed,  // freed after the forward, rebuilt (and alive) during the block's backward
   kInOpOutputs, // the op policy: one of its op_outputs(), counted there
+  kNotSaved,    // a checkpoint_only tensor where the block is not checkpointed
 };
 TensorFate FateUnder(const SavedTensor& tensor, Recompute recompute);
 // FateUnder(tensor, recompute) == kKept.

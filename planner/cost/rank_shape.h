@@ -45,6 +45,7 @@ struct RankShape {
   double linear_input_bytes = 2;  // L: a linear's saved input; A, but FP8 (1) in fp8 runs
   bool fp8 = false;      // the blocks' linear GEMMs in FP8 (planner/cost/fp8_convention.h)
   KernelSet kernels = KernelSet::kEager;  // the framework's kernels (planner/framework_spec.h)
+  bool fused_norm = false;                // FrameworkSpec::fused_norm
 };
 RankShape MakeRankShape(const ModelSpec& model, const TrainingSpec& training,
                         const ParallelPlan& plan);

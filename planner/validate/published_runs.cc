@@ -125,6 +125,11 @@ TrainingSpec TrainingOf(const RowFields& f, const FrameworkSpec& framework) {
     where.Fail("grad_accumulation", "expected one of: " +
                                         std::string(AllowedGradAccumulations()) + "; got '" +
                                         accumulation + "'");
+  // The run's norm kernel (torchtitan's norm_type), where it is not the profile's.
+  const YamlFields& norm_at = f.For("norm");
+  const std::string norm = norm_at.String("norm", NormKernelName(t.framework.fused_norm));
+  if (!ParseNormKernel(norm, &t.framework.fused_norm))
+    norm_at.Fail("norm", "expected one of: fused, unfused; got '" + norm + "'");
   return t;
 }
 
@@ -164,7 +169,7 @@ NumberRange PublishedRange(PublishedFigure figure) {
 // The keys a table's `common` may give for all its rows (a row may repeat one).
 constexpr std::string_view kSharedKeys[] = {
     "model",      "block",          "vocab_size", "seq_len",   "tied_embeddings",  "kv_heads",
-    "ffn_hidden", "ffn_multiplier", "gpu",        "precision", "grad_accumulation"};
+    "ffn_hidden", "ffn_multiplier", "gpu",        "precision", "grad_accumulation", "norm"};
 // The keys only a row gives (`framework` overrides the table's own key).
 constexpr std::string_view kRowKeys[] = {"name",         "params_B", "heads",     "hidden",
                                          "layers",       "gpus",     "framework", "global_batch",

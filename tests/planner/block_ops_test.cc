@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "planner/cost/activation_memory.h"
 #include "planner/cost/block_ops.h"
 #include "planner/cost/flops.h"
 
@@ -182,6 +183,79 @@ TEST_CASE("block ops: the linears' GEMMs are the FLOP count's matrices", "[plann
     if (op.kind == OpKind::kLinear) flops += op.gemm.flops();
   // Every dense llama matrix is split over tp: the tp ranks together run 2 * T * W.
   CHECK(flops * 2 == 2 * shape.T * static_cast<double>(BlockMatmulParams(m)));
+}
+
+// torchtitan's Llama code of 2024 (configs/frameworks/torchtitan.yaml, kernels: torchtitan-2024):
+// each op's bytes per element as block_ops.cc derives them from torchtitan's source, and what
+// autograd keeps.
+const BlockOp& OpNamed(const BlockOps& ops, const std::string& name) {
+  for (const BlockOp& op : ops)
+    if (name == op.name) return op;
+  FAIL("no op " << name);
+  return *ops.begin();
+}
+
+TEST_CASE("block ops: torchtitan's 2024 Llama code, op by op, and what autograd keeps",
+          "[planner][block_ops]") {
+  const ModelSpec m = Llama();  // E 1024, 8 heads, 2 k/v heads (GQA), F 2816
+  const BlockOps ops = Build(m, ParallelPlan{}, AttentionImpl::kFused, KernelSet::kTorchtitan2024);
+  using V = std::vector<std::string>;
+  CHECK(Names(ops) == V{"attention_norm", "wq", "wk", "wv", "rope", "repeat_kv", "attention", "wo",
+                        "attention.residual", "ffn_norm", "w_gate", "w_up", "swiglu", "w_down",
+                        "mlp.residual"});
+  const double T = 512, E = 1024, QD = 1024, KD = 256, F = 2816, A = 2;  // bf16, B 1, S 512
+  // RMSNorm in fp32 eager ops: 4A + 28 bytes forward in 8 launches, 8A + 60 back in 11.
+  const BlockOp& norm = OpNamed(ops, "attention_norm");
+  CHECK(norm.forward.bytes == (4 * A + 28) * T * E);
+  CHECK(norm.forward.kernels == 8);
+  CHECK(norm.backward.bytes == (8 * A + 60) * T * E);
+  CHECK(norm.backward.kernels == 11);
+  // Complex fp32 RoPE on q and k, 3 launches per tensor; repeat_kv copies k and v to 8 heads.
+  const BlockOp& rope = OpNamed(ops, "rope");
+  CHECK(rope.forward.bytes == (2 * A + 16) * T * (QD + KD));
+  CHECK(rope.forward.kernels == 6);
+  CHECK(OpNamed(ops, "repeat_kv").forward.bytes == 2 * A * T * (KD + QD));
+  const BlockOp& swiglu = OpNamed(ops, "swiglu");
+  CHECK(swiglu.forward.bytes == 5 * A * T * F);
+  CHECK(swiglu.backward.bytes == 9 * A * T * F);
+  // Without GQA nothing is repeated.
+  ModelSpec mha = m;
+  mha.kv_heads = mha.heads;
+  const V mha_names = Names(Build(mha, ParallelPlan{}, AttentionImpl::kFused, KernelSet::kTorchtitan2024));
+  CHECK(std::find(mha_names.begin(), mha_names.end(), "repeat_kv") == mha_names.end());
+
+  // Autograd keeps the norm's fp32 input and its cast-back output, not the block's input:
+  // only a checkpoint holds that (full: it alone).
+  const BlockTensorBytes full = BlockTensorTotals(ops, Recompute::kFull);
+  CHECK(full.saved == T * E * A);
+  double checkpoint_only = 0, k_repeated = 0;
+  for (const SavedTensor& t : ops.saved()) {
+    if (t.checkpoint_only) {
+      checkpoint_only += t.bytes();
+      CHECK(FateUnder(t, Recompute::kNone) == TensorFate::kNotSaved);
+      CHECK(FateUnder(t, Recompute::kOp) == TensorFate::kKept);
+    }
+    if (std::string(t.tensor).rfind("k repeated", 0) == 0) k_repeated += t.bytes();
+  }
+  CHECK(checkpoint_only == T * E * A);
+  CHECK(BlockTensorTotals(ops, Recompute::kNone).saved ==
+        ops.saved().TotalBytes() - checkpoint_only);
+  CHECK(k_repeated == T * QD * A);  // SDPA keeps k with every q head
+  // One more FFN tensor than the executor's SwiGLU keeps: silu's output.
+  const BlockOps executor = Build(m, ParallelPlan{}, AttentionImpl::kFused);
+  CHECK(BlockTensorTotals(ops, Recompute::kNone).saved_mlp -
+            BlockTensorTotals(executor, Recompute::kNone).saved_mlp ==
+        T * F * A + 4 * T * E);  // silu's output; the ffn norm's fp32 x and normed x
+                                 // (4 + 2 bytes per element) instead of x (2)
+
+  // A run with torchtitan's fused_rmsnorm (norm: fused): one kernel each way.
+  TrainingSpec training = Training();
+  training.framework.kernels = KernelSet::kTorchtitan2024;
+  training.framework.fused_norm = true;
+  const RankShape shape = MakeRankShape(m, training, ParallelPlan{});
+  const BlockOps fused_norm = BuildBlockOps(m, shape, LoweringOf(shape, AttentionImpl::kFused));
+  CHECK(fused_norm.begin()->forward.kernels == 1);
+  CHECK(fused_norm.begin()->forward.bytes == 2 * T * E * A);
 }
 
 }  // namespace

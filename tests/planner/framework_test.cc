@@ -81,7 +81,8 @@ TEST_CASE("a hostile profile is refused with file, line, field and the allowed v
   };
   const Case cases[] = {
       {Replace(kProfile, "kernels: fused", "kernels: turbo"), "kernels",
-       "megatron-2021, eager, fused", 2},
+       "megatron-2021, eager, fused, torchtitan-2024", 2},
+      {std::string(kProfile) + "norm: triton\n", "norm", "unfused, fused", 11},
       {Replace(kProfile, "attention: fused", "attention: sparse"), "attention",
        "fused, naive, auto", 3},
       {Replace(kProfile, "main_grads: fp32", "main_grads: fp16"), "main_grads", "param, fp32", 4},
@@ -120,6 +121,8 @@ TEST_CASE("a hostile profile is refused with file, line, field and the allowed v
   CHECK(itself.field() == "built_on");
   CHECK(FrameworkFromYamlText(std::string(kProfile) + "built_on: nemo\n", "mine.yaml").built_on ==
         "nemo");
+  CHECK(FrameworkFromYamlText(std::string(kProfile) + "norm: fused\n", "mine.yaml").fused_norm);
+  CHECK_FALSE(FrameworkFromYamlText(kProfile, "mine.yaml").fused_norm);
   const InputError unknown = ErrorOf([] { LoadFramework("jax"); });
   CHECK(unknown.field() == "framework");
   CHECK_THAT(unknown.what(), Catch::Contains("megatron-core") && Catch::Contains("torchtitan"));

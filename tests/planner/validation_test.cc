@@ -271,6 +271,12 @@ TEST_CASE("NeMo 24.07's DGX-H100 table and torchtitan's A100 rows, as published"
   CHECK(Row("torchtitan2024-a100-fsdp2", "Llama 2 13B none").published == 2162);
   CHECK(Row("torchtitan2024-a100-fsdp2", "Llama 3 70B full").setup.plan.recompute ==
         Recompute::kFull);
+  // Each run's norm_type (train_configs/*.toml): fused_rmsnorm for 8B and 13B, rmsnorm for 70B.
+  for (const PublishedRow& r : titan.rows) {
+    CAPTURE(r.name);
+    CHECK(r.setup.training.framework.kernels == KernelSet::kTorchtitan2024);
+    CHECK(r.setup.training.framework.fused_norm == (r.name.find("70B") == std::string::npos));
+  }
   int selective_rows = 0, out_of_memory = 0;
   for (const PublishedRow& r : titan.rows) {
     CAPTURE(r.name);
@@ -497,6 +503,10 @@ TEST_CASE("a hostile runs file is an InputError at its file, line and field",
        OneTable("      - {name: r, model: llama2-7b, gpus: 8, global_batch: 8, plan: \"dp=8\",\n"
                 "         published: 100, fit: false}\n"),
        "tables[0].rows[0].fit", 11, "fits"},
+      {"an unknown norm kernel",
+       OneTable("      - {name: r, model: llama2-7b, gpus: 8, global_batch: 8, plan: \"dp=8\",\n"
+                "         published: 100, norm: triton}\n"),
+       "tables[0].rows[0].norm", 11, "fused, unfused"},
   };
   // A table may leave its framework out: its rows get their GPU's default, as on the
   // command line.
