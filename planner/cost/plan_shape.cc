@@ -1,6 +1,8 @@
 #include "planner/cost/plan_shape.h"
 
 #include <cassert>
+#include <new>
+#include <type_traits>
 
 namespace meshplan {
 namespace {
@@ -36,16 +38,21 @@ void MakePlanShape(const ModelSpec& model, const TrainingSpec& training, const P
   p.lowering = LoweringOf(p.rank, p.attention);
   p.layers = SplitLayers(model.layers, plan);
   p.block_params = BlockParamsPerRank(model, plan);
-  p.dense_block_params = BlockParamsPerTpRank(model, plan.tp, false);
+  // A dense model's block is the dense-FFN block.
+  p.dense_block_params =
+      model.moe_layers() > 0 ? BlockParamsPerTpRank(model, plan.tp, false) : p.block_params;
   p.routed_expert_params = plan.ep > 1 && model.moe_layers() > 0
                                ? RoutedExpertParamsPerRank(model, plan.tp, plan.ep)
                                : 0;
-  p.ops = BuildBlockOps(model, p.rank, p.lowering);
-  p.dense_ops = {};
+  // Built in place: a BlockOps is several KiB that assignment would copy item by item.
+  static_assert(std::is_trivially_destructible_v<BlockOps>);
+  ::new (&p.ops) BlockOps(BuildBlockOps(model, p.rank, p.lowering));
   if (p.rank.experts > 0) {
     RankShape dense = p.rank;
     dense.experts = 0;  // the dense FFN of width F/tp
     p.dense_ops = BuildBlockOps(model, dense, p.lowering);
+  } else if (p.dense_ops.size() > 0) {
+    p.dense_ops = BlockOps();  // (a zeroed value: only when *out held a MoE shape)
   }
   p.first = StageShapeOf(model, training, plan, p.layers, 0);
   p.last = StageShapeOf(model, training, plan, p.layers, plan.pp - 1);
