@@ -133,9 +133,9 @@ void AddOpListWork(const StepShape& s, const BlockOps& ops, PartWork* part,
   if (core != nullptr && !core->output_saved_by_op) *op_replay += part->attention_forward;
 }
 
-void BlockCompute(const StepShape& s, PartWork* part) {
+void BlockCompute(const StepShape& s, const BlockOps& ops, PartWork* part) {
   ComputeWork op_replay;
-  AddOpListWork(s, BuildBlockOps(s.model, s.rank, s.lowering), part, &op_replay);
+  AddOpListWork(s, ops, part, &op_replay);
   part->recompute[static_cast<size_t>(Recompute::kNone)] = {};
   part->recompute[static_cast<size_t>(Recompute::kSelective)] = part->attention_forward;
   part->recompute[static_cast<size_t>(Recompute::kFull)] = part->forward;

@@ -16,7 +16,8 @@ namespace meshplan {
 void AddOpListWork(const StepShape& s, const BlockOps& ops, PartWork* part,
                    ComputeWork* op_replay = nullptr);
 
-// Forward, backward and recompute work of one transformer block.
-void BlockCompute(const StepShape& s, PartWork* part);
+// Forward, backward and recompute work of one transformer block, whose ops are `ops`
+// (BuildBlockOps of s.rank and s.lowering).
+void BlockCompute(const StepShape& s, const BlockOps& ops, PartWork* part);
 
 }  // namespace meshplan

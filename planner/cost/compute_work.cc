@@ -159,6 +159,13 @@ ComputeTime TimeOf(const ComputeWork& work, const ComputeRates& rates) {
   t.matmul_s += Seconds(UnlistedMatmulFlops(work), rates.matmul_flops_per_s);
   if (!ListsAttention(work))
     t.attention_s += Seconds(work.attention_flops, rates.attention_flops_per_s);
+  return TimeOf(work, rates, t);
+}
+
+ComputeTime TimeOf(const ComputeWork& work, const ComputeRates& rates, const ComputeTime& kernels) {
+  ComputeTime t;
+  t.matmul_s = kernels.matmul_s;
+  t.attention_s = kernels.attention_s;
   t.memory_s = Seconds(work.memory_bytes, rates.memory_Bps);
   t.overhead_s = static_cast<double>(work.kernels) * rates.kernel_overhead_s;
   return t;

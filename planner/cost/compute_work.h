@@ -130,6 +130,10 @@ struct ComputeRates {
 ComputeRates RatesFor(const GpuSpec& gpu, Precision precision,
                       const FrameworkCalibration& calibration = {});
 ComputeTime TimeOf(const ComputeWork& work, const ComputeRates& rates);
+// The same with the GEMM and attention kernels' seconds (matmul_s, attention_s) given, from
+// TimeOf of a work with the same kernels and FLOPs: times the memory-bound bytes and the
+// launches only (the search's works of one plan shape differ in those alone).
+ComputeTime TimeOf(const ComputeWork& work, const ComputeRates& rates, const ComputeTime& kernels);
 
 // Seconds of one GEMM / one flash-attention kernel (the formulas above).
 double GemmTime(const GemmOp& gemm, const ComputeRates& rates);

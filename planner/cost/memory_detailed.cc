@@ -64,20 +64,19 @@ struct ParamGroups {
 
 // The groups of `stage`, padded over the weight_replicas ZeRO ranks (routed experts with
 // ep > 1: over the expert_replicas).
-ParamGroups StageParamGroups(const ModelSpec& model, const ParallelPlan& plan, int64_t stage,
+ParamGroups StageParamGroups(const PlanShape& shape, const StageShape& stage,
                              int64_t weight_replicas, int64_t expert_replicas) {
-  const StageParams params = CountStageParams(model, plan, stage);
+  const StageParams& params = stage.params;
   ParamGroups g;
   g.embed = PadTo(double(params.embedding), weight_replicas);
   g.head = PadTo(double(params.final_norm + params.lm_head), weight_replicas);
-  const int64_t moe = MoeLayersOfStage(model, plan, stage);
-  const int64_t dense = LayersOfStage(model, plan, stage) - moe;
-  g.blocks = double(dense) * PadTo(double(BlockParamsPerTpRank(model, plan.tp, false)), weight_replicas);
-  const bool split = plan.ep > 1 && model.moe_layers() > 0;
-  const double routed = split ? double(RoutedExpertParamsPerRank(model, plan.tp, plan.ep)) : 0.0;
+  const int64_t moe = stage.moe_layers;
+  const int64_t dense = stage.layers - moe;
+  g.blocks = double(dense) * PadTo(double(shape.dense_block_params), weight_replicas);
+  const bool split = shape.routed_expert_params > 0;  // ep > 1 on a MoE model
+  const double routed = double(shape.routed_expert_params);
   const double routed_padded = split ? PadTo(routed, expert_replicas) : 0.0;
-  const double block_rest =
-      PadTo(double(BlockParamsPerRank(model, plan)) - routed, weight_replicas);
+  const double block_rest = PadTo(double(shape.block_params) - routed, weight_replicas);
   g.block = block_rest + routed_padded;
   if (moe > 0) {
     g.blocks += double(moe) * block_rest;
@@ -140,20 +139,19 @@ struct ZeroLayout {
 };
 
 // The ZeRO layout of one rank of `stage`.
-ZeroLayout MakeZeroLayout(const ModelSpec& model, const TrainingSpec& training,
-                          const ParallelPlan& plan, int64_t stage) {
+ZeroLayout MakeZeroLayout(const TrainingSpec& training, const ParallelPlan& plan,
+                          const PlanShape& shape, const StageShape& stage_shape) {
   ZeroLayout z;
   z.weight_replicas = plan.weight_replicas();
   z.zero = z.weight_replicas > 1 ? plan.zero_stage : 0;
   z.expert_replicas = plan.expert_weight_replicas();
   z.expert_zero = z.zero;
   z.bytes = BytesPerParamFor(training);
-  z.groups = StageParamGroups(model, plan, stage, z.weight_replicas, z.expert_replicas);
-  const StageLayers split = SplitLayers(model.layers, plan);
-  z.stage_layers = double(split.Of(stage));
-  z.chunk_blocks = double(split.LargestChunkOf(stage));
-  z.head_chunk_blocks = double(split.ChunkOf(stage, split.vpp - 1));
-  z.embed_chunk_blocks = double(split.ChunkOf(stage, 0));
+  z.groups = StageParamGroups(shape, stage_shape, z.weight_replicas, z.expert_replicas);
+  z.stage_layers = double(stage_shape.layers);
+  z.chunk_blocks = double(stage_shape.largest_chunk);
+  z.head_chunk_blocks = double(stage_shape.last_chunk);
+  z.embed_chunk_blocks = double(stage_shape.first_chunk);
   z.partial_shard = plan.num_microbatches(training.global_batch) > 1 ? 1.0 / double(z.weight_replicas) : 0.0;
   if (training.precision == Precision::kFp8) z.fp8_copies = kFp8WeightCopiesPerParam * kFp8Bytes;
   z.prefetch = double(std::max<int64_t>(0, plan.zero3_prefetch));
@@ -182,21 +180,21 @@ double StageCheckpoints(const ParallelPlan& plan, double stage_layers) {
 }
 
 // The activations of one rank of `stage`, with the stage's blocks (stage_layers).
-StageActivations CountStageActivations(const ModelSpec& model, const TrainingSpec& training,
-                                       const ParallelPlan& plan, int64_t stage,
-                                       double stage_layers, const DetailedBlockTerms& block) {
+StageActivations CountStageActivations(const ModelSpec& model, const ParallelPlan& plan,
+                                       int64_t stage,
+                                       const StageShape& stage_shape, double stage_layers,
+                                       const DetailedBlockTerms& block) {
   const bool first = stage == 0, last = stage == plan.pp - 1;
   StageActivations a;
   a.first_bytes = first ? FirstStageSavedTensors(model, block.shape).TotalBytes() : 0;
   a.last_bytes = last ? LastStageSavedTensors(model, block.shape).TotalBytes() : 0;
   a.loss_bytes = last ? LossSavedTensors(block.shape).TotalBytes() : 0;
-  const int64_t microbatches = plan.num_microbatches(training.global_batch);
-  a.in_flight = CountMicrobatchesInFlight(plan, model.layers, microbatches, stage);
+  a.in_flight = stage_shape.in_flight;
   // Dense and MoE layers keep different FFNs: weigh the two blocks by the stage's share
   // of MoE layers (its first dense_layers keep the dense FFN: executor/model/moe_block.h).
-  const double layers = double(LayersOfStage(model, plan, stage));
+  const double layers = double(stage_shape.layers);
   const double moe_share =
-      block.shape.experts > 0 && layers > 0 ? double(MoeLayersOfStage(model, plan, stage)) / layers
+      block.shape.experts > 0 && layers > 0 ? double(stage_shape.moe_layers) / layers
                                             : 1.0;
   auto per_layer = [&](double moe_saved, double dense_saved) {
     return block.shape.experts > 0 ? moe_share * moe_saved + (1.0 - moe_share) * dense_saved
@@ -233,6 +231,7 @@ struct Stage {
   const TrainingSpec& training;
   const ParallelPlan& plan;
   int64_t index;
+  const StageShape& shape;
   ZeroLayout zero;
   const DetailedBlockTerms& block;
   StageActivations act;
@@ -345,7 +344,7 @@ Phase OptimizerPhase(const Stage& s) {
 // scaling state (amax histories, scales) of every FP8 GEMM of the stage's blocks.
 double Fp8ResidentBytes(const Stage& s) {
   if (s.training.precision != Precision::kFp8) return 0;
-  const int64_t moe = MoeLayersOfStage(s.model, s.plan, s.index);
+  const int64_t moe = s.shape.moe_layers;
   const double gemms = double(s.zero.stage_layers - moe) * double(Fp8GemmsPerBlock(s.model, false, 1)) +
                        double(moe) * double(Fp8GemmsPerBlock(s.model, true, s.plan.ep));
   return s.zero.resident_fp8_copies() + gemms * kFp8ScalingBytesPerGemm;
@@ -401,22 +400,20 @@ MemoryBreakdown Breakdown(const Stage& s, const Phase& peak) {
 
 }  // namespace
 
-DetailedBlockTerms DetailedBlockTermsOf(const ModelSpec& model, const TrainingSpec& training,
-                                        const ParallelPlan& plan, const MemoryOptions& options) {
+DetailedBlockTerms DetailedBlockTermsOf(const ModelSpec&, const TrainingSpec&,
+                                        const ParallelPlan& plan, const PlanShape& shape) {
   DetailedBlockTerms b;
-  b.impl = ResolveAttentionImpl(options.attention, training.framework, training.precision);
-  b.shape = MakeRankShape(model, training, plan);
+  b.impl = shape.attention;
+  b.shape = shape.rank;
   // every:N: the blocks that keep everything, and (below) the checkpointed ones.
   const Recompute kept =
       plan.recompute.kind == Recompute::kEvery ? Recompute::kNone : plan.recompute.kind;
-  const BlockOps ops = BlockOpsOf(model, b.shape, b.impl);
+  const BlockOps& ops = shape.ops;
   b.tensors = BlockTensorTotals(ops, kept);
   if (plan.recompute.kind == Recompute::kEvery)
     b.checkpointed = BlockTensorTotals(ops, Recompute::kFull);
   if (b.shape.experts > 0) {
-    RankShape dense = b.shape;
-    dense.experts = 0;  // the dense FFN of width F/tp
-    const BlockOps dense_ops = BlockOpsOf(model, dense, b.impl);
+    const BlockOps& dense_ops = shape.dense_ops;  // the dense FFN of width F/tp
     b.dense_saved = BlockTensorTotals(dense_ops, kept).saved;
     if (plan.recompute.kind == Recompute::kEvery)
       b.dense_checkpointed_saved = BlockTensorTotals(dense_ops, Recompute::kFull).saved;
@@ -429,8 +426,9 @@ DetailedBlockTerms DetailedBlockTermsOf(const ModelSpec& model, const TrainingSp
 MemoryBreakdown DetailedStageMemory(const ModelSpec& model, const TrainingSpec& training,
                                     const ParallelPlan& plan, int64_t stage,
                                     const MemoryOptions& options) {
-  return DetailedStageMemory(model, training, plan, stage, options,
-                             DetailedBlockTermsOf(model, training, plan, options));
+  const PlanShape shape = MakePlanShape(model, training, plan, options.attention);
+  return DetailedStageMemory(model, training, plan, stage, options, shape,
+                             DetailedBlockTermsOf(model, training, plan, shape));
 }
 
 // Stage -> its phases (layer backward, head backward on the last stage, embedding
@@ -438,11 +436,19 @@ MemoryBreakdown DetailedStageMemory(const ModelSpec& model, const TrainingSpec& 
 // GPU's runtime memory (fixed, or proportional to the phase's bytes: the peak stays).
 MemoryBreakdown DetailedStageMemory(const ModelSpec& model, const TrainingSpec& training,
                                     const ParallelPlan& plan, int64_t stage,
-                                    const MemoryOptions& options,
+                                    const MemoryOptions& options, const PlanShape& shape,
                                     const DetailedBlockTerms& block) {
-  const ZeroLayout zero = MakeZeroLayout(model, training, plan, stage);
-  const Stage s{model, training, plan, stage, zero, block,
-                CountStageActivations(model, training, plan, stage, zero.stage_layers, block),
+  const StageShape stage_shape = StageOf(shape, model, training, plan, stage);
+  const ZeroLayout zero = MakeZeroLayout(training, plan, shape, stage_shape);
+  const Stage s{model,
+                training,
+                plan,
+                stage,
+                stage_shape,
+                zero,
+                block,
+                CountStageActivations(model, plan, stage, stage_shape, zero.stage_layers,
+                                      block),
                 options.fused_adamw};
   Phase phases[4];
   int num_phases = 0;

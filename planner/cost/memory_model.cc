@@ -13,14 +13,24 @@ MemoryBreakdown EstimateStageMemory(const ModelSpec& model, const TrainingSpec& 
 MemoryBreakdown EstimateMemory(const ModelSpec& model, const TrainingSpec& training,
                                const ParallelPlan& plan, MemoryModel memory_model,
                                const MemoryOptions& options) {
+  // The seed model reads no shape.
+  const PlanShape shape = memory_model == MemoryModel::kDetailed
+                              ? MakePlanShape(model, training, plan, options.attention)
+                              : PlanShape{};
+  return EstimateMemory(model, training, plan, memory_model, options, shape);
+}
+
+MemoryBreakdown EstimateMemory(const ModelSpec& model, const TrainingSpec& training,
+                               const ParallelPlan& plan, MemoryModel memory_model,
+                               const MemoryOptions& options, const PlanShape& shape) {
   // The detailed model's per-block terms are the same on every stage: computed once.
   DetailedBlockTerms block;
   if (memory_model == MemoryModel::kDetailed)
-    block = DetailedBlockTermsOf(model, training, plan, options);
+    block = DetailedBlockTermsOf(model, training, plan, shape);
   auto stage_memory = [&](int64_t stage) {
     return memory_model == MemoryModel::kSeed
                ? SeedStageMemory(model, training, plan, stage)
-               : DetailedStageMemory(model, training, plan, stage, options, block);
+               : DetailedStageMemory(model, training, plan, stage, options, shape, block);
   };
   // Stages strictly between the first and the last hold the same parameters and
   // buffers, and every schedule holds non-increasing micro-batches in flight along

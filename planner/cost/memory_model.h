@@ -12,6 +12,7 @@
 #include <cstdint>
 
 #include "planner/cost/activation_memory.h"
+#include "planner/cost/plan_shape.h"
 #include "planner/model_spec.h"
 #include "planner/parallel_plan.h"
 #include "planner/plan_cost.h"
@@ -40,6 +41,11 @@ MemoryBreakdown EstimateStageMemory(const ModelSpec& model, const TrainingSpec& 
 MemoryBreakdown EstimateMemory(const ModelSpec& model, const TrainingSpec& training,
                                const ParallelPlan& plan, MemoryModel memory_model,
                                const MemoryOptions& options = {});
+// The same with the plan's shape given (planner/cost/plan_shape.h, made with
+// options.attention): the search derives it once for the plans that share it.
+MemoryBreakdown EstimateMemory(const ModelSpec& model, const TrainingSpec& training,
+                               const ParallelPlan& plan, MemoryModel memory_model,
+                               const MemoryOptions& options, const PlanShape& shape);
 
 // The two models behind EstimateStageMemory (the seed ignores `options`).
 MemoryBreakdown SeedStageMemory(const ModelSpec& model, const TrainingSpec& training,
@@ -64,11 +70,12 @@ struct DetailedBlockTerms {
   double attention_workspace = 0;  // ... (kAttention)
 };
 DetailedBlockTerms DetailedBlockTermsOf(const ModelSpec& model, const TrainingSpec& training,
-                                        const ParallelPlan& plan, const MemoryOptions& options);
-// DetailedStageMemory with the plan's block terms given.
+                                        const ParallelPlan& plan, const PlanShape& shape);
+// DetailedStageMemory with the plan's shape (made with options.attention) and block terms given.
 MemoryBreakdown DetailedStageMemory(const ModelSpec& model, const TrainingSpec& training,
                                     const ParallelPlan& plan, int64_t stage,
-                                    const MemoryOptions& options, const DetailedBlockTerms& block);
+                                    const MemoryOptions& options, const PlanShape& shape,
+                                    const DetailedBlockTerms& block);
 
 // docs/cost_model.md 2(a): the blog's pure-bf16 estimate, (4*P + 2*activations) * 2 bytes,
 // activations = B*S*(2*V + L*(6*E + H*S)), S = `context`.

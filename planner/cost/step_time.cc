@@ -124,13 +124,19 @@ int PhaseIndex(StepPhase phase) {
   return phase == StepPhase::kForward ? 0 : phase == StepPhase::kRecompute ? 2 : 1;
 }
 
+// `kernels`: the part's KernelTimes, or null to time its kernels here.
 StepWorkTimes::Part TimePartWork(const PartWork& part, const StepWork& work,
-                                 const ComputeRates& rates, const ClusterSpec& cluster) {
+                                 const ComputeRates& rates, const ClusterSpec& cluster,
+                                 const KernelTimes::Part* kernels) {
   StepWorkTimes::Part t;
-  t.fwd = TimeOf(part.forward, rates);
-  t.bwd_in = TimeOf(part.backward_input, rates);
-  t.bwd_w = TimeOf(part.backward_weight, rates);
-  t.rec = TimeOf(RecomputeWork(part, work.recompute), rates);
+  const auto time = [&](const ComputeWork& pass, const ComputeTime* pass_kernels) {
+    return pass_kernels ? TimeOf(pass, rates, *pass_kernels) : TimeOf(pass, rates);
+  };
+  const size_t rec = RecomputeSlot(work.recompute);
+  t.fwd = time(part.forward, kernels ? &kernels->fwd : nullptr);
+  t.bwd_in = time(part.backward_input, kernels ? &kernels->bwd_in : nullptr);
+  t.bwd_w = time(part.backward_weight, kernels ? &kernels->bwd_w : nullptr);
+  t.rec = time(part.recompute[rec], kernels ? &kernels->recompute[rec] : nullptr);
   for (const Collective& c : part.collectives)
     t.collectives.push_back(static_cast<double>(c.count) *
                             CollectiveTime(c.kind, c.bytes, c.group, cluster));
@@ -330,12 +336,25 @@ StageTimes TimeStage(const StepWork& work, int64_t stage, const PartTimes& emb,
 
 }  // namespace
 
-StepWorkTimes TimeStepWork(const StepWork& work, const ClusterSpec& cluster, Precision precision) {
+namespace {
+
+KernelTimes::Part TimePartKernels(const PartWork& part, const ComputeRates& rates) {
+  KernelTimes::Part k;
+  k.fwd = TimeOf(part.forward, rates);
+  k.bwd_in = TimeOf(part.backward_input, rates);
+  k.bwd_w = TimeOf(part.backward_weight, rates);
+  for (size_t i = 0; i < part.recompute.size(); ++i) k.recompute[i] = TimeOf(part.recompute[i], rates);
+  return k;
+}
+
+StepWorkTimes TimeStepWork(const StepWork& work, const ClusterSpec& cluster, Precision precision,
+                           const KernelTimes* kernels) {
   const ComputeRates rates = RatesFor(cluster.gpu, precision, work.calibration);
   StepWorkTimes t;
-  t.block = TimePartWork(work.block, work, rates, cluster);
-  t.embedding = TimePartWork(work.embedding, work, rates, cluster);
-  t.head = TimePartWork(work.head, work, rates, cluster);
+  t.block = TimePartWork(work.block, work, rates, cluster, kernels ? &kernels->block : nullptr);
+  t.embedding =
+      TimePartWork(work.embedding, work, rates, cluster, kernels ? &kernels->embedding : nullptr);
+  t.head = TimePartWork(work.head, work, rates, cluster, kernels ? &kernels->head : nullptr);
   if (work.pp > 1) {
     const Collective& a = work.pp_activation;
     const Collective& g = work.pp_gradient;
@@ -351,15 +370,33 @@ StepWorkTimes TimeStepWork(const StepWork& work, const ClusterSpec& cluster, Pre
   return t;
 }
 
+}  // namespace
+
+StepWorkTimes TimeStepWork(const StepWork& work, const ClusterSpec& cluster, Precision precision) {
+  return TimeStepWork(work, cluster, precision, nullptr);
+}
+
+StepWorkTimes TimeStepWork(const StepWork& work, const ClusterSpec& cluster, Precision precision,
+                           const KernelTimes& kernels) {
+  return TimeStepWork(work, cluster, precision, &kernels);
+}
+
+KernelTimes TimeKernels(const StepWork& work, const ClusterSpec& cluster, Precision precision) {
+  const ComputeRates rates = RatesFor(cluster.gpu, precision, work.calibration);
+  return {TimePartKernels(work.block, rates), TimePartKernels(work.embedding, rates),
+          TimePartKernels(work.head, rates)};
+}
+
 StepTimeBreakdown AnalyticStepTime(const StepWork& work, const ClusterSpec& cluster,
                                    Precision precision) {
   return AnalyticStepTime(work, cluster, TimeStepWork(work, cluster, precision));
 }
 
-StepTimeBreakdown AnalyticStepTime(const StepWork& planned, const ClusterSpec& cluster,
-                                   const StepWorkTimes& times) {
-  StepWork serialized;
-  const StepWork& work = WorkAsRun(planned, cluster.gpu, &serialized);
+namespace {
+
+// AnalyticStepTime of `work` as it runs (WorkAsRun applied).
+StepTimeBreakdown TimeAsRun(const StepWork& work, const ClusterSpec& cluster,
+                            const StepWorkTimes& times) {
   const PartTimes blk = TimePart(work.block, times.block, work, cluster);
   const PartTimes emb = TimePart(work.embedding, times.embedding, work, cluster);
   const PartTimes head = TimePart(work.head, times.head, work, cluster);
@@ -406,6 +443,17 @@ StepTimeBreakdown AnalyticStepTime(const StepWork& planned, const ClusterSpec& c
   out.total_s = out.compute_s + out.exposed_comm_s.sum() + out.bubble_s + out.optimizer_s +
                 out.offload_s + out.overlap_slowdown_s;
   return out;
+}
+
+}  // namespace
+
+StepTimeBreakdown AnalyticStepTime(const StepWork& planned, const ClusterSpec& cluster,
+                                   const StepWorkTimes& times) {
+  // The serialized copy only where the GPU needs one (a StepWork is tens of KiB: the
+  // search's hot path builds none).
+  if (cluster.gpu.comm_overlaps_compute) return TimeAsRun(planned, cluster, times);
+  StepWork serialized;
+  return TimeAsRun(WorkAsRun(planned, cluster.gpu, &serialized), cluster, times);
 }
 
 }  // namespace meshplan

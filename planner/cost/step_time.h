@@ -9,6 +9,7 @@
 // overlaps (tests/simulator/). Pure functions, no allocation on the search's path.
 #pragma once
 
+#include <array>
 #include <cstdint>
 
 #include "planner/cluster_spec.h"
@@ -37,6 +38,22 @@ struct StepWorkTimes {
   double optimizer_s[3] = {};   // the distinct stages: first, last, a middle one (pp > 2)
 };
 StepWorkTimes TimeStepWork(const StepWork& work, const ClusterSpec& cluster, Precision precision);
+
+// The GEMM and attention kernels' seconds (ComputeTime::matmul_s, attention_s) of every pass
+// of a StepWork's parts: they follow from its PlanShape alone (planner/cost/plan_shape.h; the
+// ZeRO stage and the knobs change memory-bound bytes and collectives only, the recompute
+// policy picks one of the replays), so the search times them once per shape.
+struct KernelTimes {
+  struct Part {
+    ComputeTime fwd, bwd_in, bwd_w;
+    std::array<ComputeTime, kNumBlockRecomputes> recompute;  // PartWork::recompute's
+  };
+  Part block, embedding, head;
+};
+KernelTimes TimeKernels(const StepWork& work, const ClusterSpec& cluster, Precision precision);
+// TimeStepWork with `kernels` from TimeKernels of work of the same shape: the same result.
+StepWorkTimes TimeStepWork(const StepWork& work, const ClusterSpec& cluster, Precision precision,
+                           const KernelTimes& kernels);
 // AnalyticStepTime with `times` from TimeStepWork of this work, or of work built for the same
 // plan with other overlap and offload choices: the same result.
 StepTimeBreakdown AnalyticStepTime(const StepWork& work, const ClusterSpec& cluster,

@@ -9,6 +9,7 @@
 #include "planner/cost/offload.h"
 #include "planner/cost/param_count.h"
 #include "planner/cost/part_collectives.h"
+#include "planner/cost/plan_shape.h"
 #include "planner/cost/step_shape.h"
 
 namespace meshplan {
@@ -165,11 +166,16 @@ void AddZero3BufferCopies(StepWork& w) {
 
 void BuildStepWork(const ModelSpec& model, const TrainingSpec& training, const ParallelPlan& plan,
                    AttentionImpl attention, StepWork* out) {
+  BuildStepWork(model, training, plan, MakePlanShape(model, training, plan, attention), out);
+}
+
+void BuildStepWork(const ModelSpec& model, const TrainingSpec& training, const ParallelPlan& plan,
+                   const PlanShape& shape, StepWork* out) {
   StepWork& w = *out;  // fresh (the header's contract): the parts accumulate into it
   w.pp = plan.pp;
   w.virtual_stages = plan.virtual_stages;
   w.micro_batches = plan.num_microbatches(training.global_batch);
-  w.stage_layers = SplitLayers(model.layers, plan);
+  w.stage_layers = shape.layers;
   w.tokens_per_microbatch = plan.micro_batch * training.seq_len / plan.cp;
   w.recompute = plan.recompute;
   w.schedule = plan.schedule;
@@ -178,7 +184,7 @@ void BuildStepWork(const ModelSpec& model, const TrainingSpec& training, const P
   w.grad_bytes = static_cast<int64_t>(BytesPerParamFor(training).grad);
   w.calibration = training.framework.calibration;
 
-  StepShape s{model, plan, MakeRankShape(model, training, plan), {}};
+  StepShape s{model, plan, shape.rank, shape.lowering};
   s.T = s.rank.T;
   s.tp = static_cast<double>(plan.tp);
   s.Tn = s.rank.Tn;
@@ -188,27 +194,25 @@ void BuildStepWork(const ModelSpec& model, const TrainingSpec& training, const P
   s.F = static_cast<double>(model.ffn_hidden);
   s.KD = static_cast<double>(model.kv_hidden());
   s.a = static_cast<double>(w.activation_bytes);
-  s.attention = ResolveAttentionImpl(attention, training.framework, training.precision);
-  s.lowering = LoweringOf(s.rank, s.attention);
+  s.attention = shape.attention;
   s.fp8 = s.rank.fp8;
   s.ep = s.rank.expert_work;
   w.experts = s.ep;
 
   // Transformer block.
-  w.block.params = BlockParamsPerRank(model, plan);
-  if (plan.ep > 1 && model.moe_layers() > 0)
-    w.block.expert_params = RoutedExpertParamsPerRank(model, plan.tp, plan.ep);
+  w.block.params = shape.block_params;
+  w.block.expert_params = shape.routed_expert_params;
   if (s.fp8)
     w.fp8_weight_cast_bytes_per_block = kFp8CastBytesPerElement * static_cast<double>(w.block.params);
-  BlockCompute(s, &w.block);
+  BlockCompute(s, shape.ops, &w.block);
   BlockTpCollectives(s, &w.block);
   BlockCpCollectives(s, &w.block);
   BlockEpCollectives(s, &w.block);
   DpCollectives(s, w, w.block.params, w.block.expert_params, &w.block);
 
   // Embedding (first stage) and head (last stage).
-  const StageParams first = CountStageParams(model, plan, 0);
-  const StageParams last = CountStageParams(model, plan, plan.pp - 1);
+  const StageParams& first = shape.first.params;
+  const StageParams& last = shape.last.params;
   w.embedding.params = first.embedding;
   EmbeddingWork(s, w, &w.embedding);
   TiedEmbeddingSync(s, w, first.embedding, &w.embedding);
@@ -245,23 +249,29 @@ void BuildStepWork(const ModelSpec& model, const TrainingSpec& training, const P
     AddZero3BufferCopies(w);
   w.offload.host_state_bytes_per_param = HostUpdatedBytesPerParam(BytesPerParamFor(training));
   if (plan.offload_activations)
-    w.offload.activation_bytes_per_block = OffloadedBytesPerBlock(model, training, plan, attention);
+    w.offload.activation_bytes_per_block = OffloadedBytesPerBlock(shape, plan);
   SetPlanKnobs(plan, &w);
 }
 
 double OffloadedBytesPerBlock(const ModelSpec& model, const TrainingSpec& training,
                               const ParallelPlan& plan, AttentionImpl attention) {
-  const RankShape shape = MakeRankShape(model, training, plan);
-  const AttentionImpl impl = ResolveAttentionImpl(attention, training.framework, training.precision);
+  return OffloadedBytesPerBlock(MakePlanShape(model, training, plan, attention), plan);
+}
+
+double OffloadedBytesPerBlock(const PlanShape& shape, const ParallelPlan& plan) {
   // every:N: the blocks that keep everything (the most a block offloads).
   const Recompute block =
       plan.recompute.kind == Recompute::kEvery ? Recompute::kNone : plan.recompute.kind;
-  return BlockSavedTensors(model, shape, impl, block).TotalBytes();
+  return BlockTensorTotals(shape.ops, block).saved;
+}
+
+size_t RecomputeSlot(const RecomputePolicy& policy) {
+  const Recompute block = policy.kind == Recompute::kEvery ? Recompute::kFull : policy.kind;
+  return static_cast<size_t>(block);
 }
 
 const ComputeWork& RecomputeWork(const PartWork& part, const RecomputePolicy& policy) {
-  const Recompute block = policy.kind == Recompute::kEvery ? Recompute::kFull : policy.kind;
-  return part.recompute[static_cast<size_t>(block)];
+  return part.recompute[RecomputeSlot(policy)];
 }
 
 double RecomputedShare(const StepWork& work, int64_t stage) {

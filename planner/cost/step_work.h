@@ -38,6 +38,7 @@
 namespace meshplan {
 
 struct GpuSpec;
+struct PlanShape;
 
 enum class StepPhase : uint8_t { kForward, kBackward, kRecompute, kOptimizer };
 const char* ToString(StepPhase phase);  // forward | backward | recompute | optimizer
@@ -168,6 +169,8 @@ void SetPlanKnobs(const ParallelPlan& plan, StepWork* work);
 double OffloadedBytesPerBlock(const ModelSpec& model, const TrainingSpec& training,
                               const ParallelPlan& plan,
                               AttentionImpl attention = AttentionImpl::kAuto);
+// The same for a plan of `shape` (planner/cost/plan_shape.h).
+double OffloadedBytesPerBlock(const PlanShape& shape, const ParallelPlan& plan);
 
 // `attention` as the memory model's MemoryOptions (auto: planner/attention_impl.h).
 StepWork BuildStepWork(const ModelSpec& model, const TrainingSpec& training,
@@ -176,6 +179,10 @@ StepWork BuildStepWork(const ModelSpec& model, const TrainingSpec& training,
 // StepWork (no copy of it; the search builds one per candidate).
 void BuildStepWork(const ModelSpec& model, const TrainingSpec& training, const ParallelPlan& plan,
                    AttentionImpl attention, StepWork* out);
+// The same from the plan's shape (planner/cost/plan_shape.h; its attention is the one asked
+// for), which the search derives once for the plans that share it.
+void BuildStepWork(const ModelSpec& model, const TrainingSpec& training, const ParallelPlan& plan,
+                   const PlanShape& shape, StepWork* out);
 
 // Every collective of *work made blocking: no TP or CP overlap, DP gradient syncs after the
 // backward, ZeRO-3 gathers not prefetched. What a GPU whose communication shares the compute
@@ -190,6 +197,8 @@ const StepWork& WorkAsRun(const StepWork& work, const GpuSpec& gpu, StepWork* st
 // What one block of `part` replays in its backward when it replays: the policy's work
 // (every:N: full's).
 const ComputeWork& RecomputeWork(const PartWork& part, const RecomputePolicy& policy);
+// Its index in PartWork::recompute.
+size_t RecomputeSlot(const RecomputePolicy& policy);
 // The share of `stage`'s blocks that replay it: every:N CheckpointedBlocks / blocks (0 on a
 // stage without blocks), 1 under the other policies (every block replays its part).
 double RecomputedShare(const StepWork& work, int64_t stage);

@@ -2,8 +2,6 @@
 
 #include "planner/cost/runtime_memory.h"
 
-#include "planner/cost/plan_evaluator.h"
-
 namespace meshplan {
 
 void KnobTally::Add(const KnobTally& o) {
@@ -45,11 +43,12 @@ double WithAllocator(double bytes, const ClusterSpec& cluster, const FrameworkSp
 
 }  // namespace
 
-void EvaluateKnobVariants(const KnobSearch& s, const ParallelPlan& base, KnobTally* tally,
-                          OfferCandidateFn offer, void* context) {
+void EvaluateKnobVariants(const KnobSearch& s, PlanEvaluator* evaluator_ptr,
+                          const ParallelPlan& base, KnobTally* tally, OfferCandidateFn offer,
+                          void* context) {
   const PlanPins& pins = s.space.pins();
   ParallelPlan plan = base;
-  PlanEvaluator evaluator(s.model, s.cluster, s.training, s.estimate);
+  PlanEvaluator& evaluator = *evaluator_ptr;
   PlanCost cost = evaluator.EstimateBase(plan);
   ++tally->timings;
 

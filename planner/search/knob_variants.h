@@ -33,6 +33,7 @@
 
 #include "planner/cluster_spec.h"
 #include "planner/cost/cost_model.h"
+#include "planner/cost/plan_evaluator.h"
 #include "planner/model_spec.h"
 #include "planner/parallel_plan.h"
 #include "planner/plan_cost.h"
@@ -72,8 +73,10 @@ struct KnobSearch {
 };
 
 // The base (a valid grid point with SetBaseKnobs applied) and the variants kept, each
-// handed to offer(context, ...) in variant order.
-void EvaluateKnobVariants(const KnobSearch& search, const ParallelPlan& base, KnobTally* tally,
-                          OfferCandidateFn offer, void* context);
+// handed to offer(context, ...) in variant order. `evaluator`: this thread's, for
+// search.model, cluster, training and estimate (planner/cost/plan_evaluator.h).
+void EvaluateKnobVariants(const KnobSearch& search, PlanEvaluator* evaluator,
+                          const ParallelPlan& base, KnobTally* tally, OfferCandidateFn offer,
+                          void* context);
 
 }  // namespace meshplan

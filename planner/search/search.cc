@@ -12,6 +12,7 @@
 #include <fmt/format.h>
 
 #include "planner/cost/cost_model.h"
+#include "planner/cost/plan_evaluator.h"
 #include "planner/input_error.h"
 #include "planner/search/knob_variants.h"
 #include "planner/worker_threads.h"
@@ -147,9 +148,10 @@ void OfferCandidate(const Job& job, const ParallelPlan& plan, const PlanCost& co
     ++state.better_than_probe;
 }
 
-// One valid grid point and its overlap / offload variants (planner/search/knob_variants.h).
-void EvaluateCandidate(const Job& job, const ParallelPlan& plan, int64_t ordinal,
-                       WorkerState& state, std::string* dump_rows) {
+// One valid grid point and its overlap / offload variants (planner/search/knob_variants.h),
+// on this thread's evaluator.
+void EvaluateCandidate(const Job& job, PlanEvaluator* evaluator, const ParallelPlan& plan,
+                       int64_t ordinal, WorkerState& state, std::string* dump_rows) {
   struct Context {
     const Job& job;
     int64_t ordinal;
@@ -158,7 +160,7 @@ void EvaluateCandidate(const Job& job, const ParallelPlan& plan, int64_t ordinal
   } context{job, ordinal, state, dump_rows};
   ++state.valid;
   EvaluateKnobVariants(
-      job.knobs(), plan, &state.knobs,
+      job.knobs(), evaluator, plan, &state.knobs,
       [](void* c, const ParallelPlan& p, const PlanCost& cost, int variant) {
         Context& x = *static_cast<Context*>(c);
         OfferCandidate(x.job, p, cost, x.ordinal, variant, x.state, x.dump_rows);
@@ -176,6 +178,11 @@ void SearchMesh(const Job& job, int64_t mesh_index, WorkerState& state) {
   int64_t ordinal = job.space.mesh_offset(mesh_index);
   std::string dump_rows;  // this mesh's rows, handed to the dump at the end
   std::string* rows = job.dump ? &dump_rows : nullptr;
+  // One evaluator for the mesh: a grid point's ZeRO and recompute choices, walked in turn,
+  // share its plan shape. Why a plan does not fit is written for the dump's rows, else
+  // only for the smallest plan, the one such plan the result holds (Search).
+  PlanEvaluator evaluator(job.model, job.cluster, job.training, job.estimate,
+                          /*explain_no_fit=*/job.dump != nullptr);
 
   ParallelPlan plan;
   plan.dp = mesh.dp;
@@ -207,7 +214,7 @@ void SearchMesh(const Job& job, int64_t mesh_index, WorkerState& state) {
           plan.zero_stage = zero;
           for (const RecomputePolicy& recompute : axes.recompute) {
             plan.recompute = recompute;
-            EvaluateCandidate(job, plan, ordinal++, state, rows);
+            EvaluateCandidate(job, &evaluator, plan, ordinal++, state, rows);
           }
         }
       }
@@ -354,6 +361,7 @@ SearchResult Search(const ModelSpec& model, const ClusterSpec& cluster,
   if (options.probe) result.probe = JudgeProbe(job, *options.probe, &job.probe);
   std::vector<WorkerState> states = WalkMeshes(job, options);
   const int64_t better_than_probe = MergeWorkers(states, options.top_k, result);
+  if (result.smallest) ExplainNoFit(cluster, estimate, &result.smallest->cost);
   if (job.probe.active) result.probe->rank = better_than_probe + 1;
 
   result.threads = static_cast<int>(states.size());

@@ -445,6 +445,13 @@ TEST_CASE("the documents' story: 7.2B does not fit one A40 and fits two with sha
   CHECK(one.fitting == 0);
   REQUIRE(one.smallest);
   CHECK(one.smallest->cost.memory.total_bytes > 46e9);
+  // The search writes why only for the plans it reports (ExplainNoFit): as Estimate does.
+  EstimateOptions e;
+  e.memory_headroom = SearchOptions{}.memory_headroom;
+  const PlanCost smallest = Estimate(model, LoadCluster("1xA40"), Training(1, 256, Precision::kBf16),
+                                     one.smallest->plan, e);
+  CHECK_FALSE(one.smallest->cost.reason.empty());
+  CHECK(one.smallest->cost.reason == smallest.reason);
 
   const ClusterSpec two = LoadCluster("2xa40-pcie");
   const TrainingSpec training = Training(2, 256, Precision::kBf16);
