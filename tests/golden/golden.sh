@@ -77,7 +77,10 @@ if [ "$update" = 1 ]; then echo "golden.sh: wrote $total expected outputs"; exit
 if [ -z "$only" ]; then
   for f in "$expected_dir"/*.out; do
     n="$(basename "$f" .out)"
-    printf '%s\n' "${names[@]}" | grep -qx "$n" || { echo "FAILED stale expected output $n.out"; failed=$((failed + 1)); }
+    # A loop, not `printf | grep -q`: under pipefail grep's early exit can kill printf (SIGPIPE).
+    written=0
+    for seen in "${names[@]}"; do [ "$seen" = "$n" ] && written=1; done
+    [ "$written" = 1 ] || { echo "FAILED stale expected output $n.out"; failed=$((failed + 1)); }
   done
 fi
 echo "golden: $((total - failed)) passed, $failed failed"
