@@ -400,8 +400,7 @@ MemoryBreakdown Breakdown(const Stage& s, const Phase& peak) {
 
 }  // namespace
 
-DetailedBlockTerms DetailedBlockTermsOf(const ModelSpec&, const TrainingSpec&,
-                                        const ParallelPlan& plan, const PlanShape& shape) {
+DetailedBlockTerms DetailedBlockTermsOf(const ParallelPlan& plan, const PlanShape& shape) {
   DetailedBlockTerms b;
   b.impl = shape.attention;
   b.shape = shape.rank;
@@ -428,7 +427,7 @@ MemoryBreakdown DetailedStageMemory(const ModelSpec& model, const TrainingSpec& 
                                     const MemoryOptions& options) {
   const PlanShape shape = MakePlanShape(model, training, plan, options.attention);
   return DetailedStageMemory(model, training, plan, stage, options, shape,
-                             DetailedBlockTermsOf(model, training, plan, shape));
+                             DetailedBlockTermsOf(plan, shape));
 }
 
 // Stage -> its phases (layer backward, head backward on the last stage, embedding

@@ -26,7 +26,7 @@ MemoryBreakdown EstimateMemory(const ModelSpec& model, const TrainingSpec& train
   // The detailed model's per-block terms are the same on every stage: computed once.
   DetailedBlockTerms block;
   if (memory_model == MemoryModel::kDetailed)
-    block = DetailedBlockTermsOf(model, training, plan, shape);
+    block = DetailedBlockTermsOf(plan, shape);
   auto stage_memory = [&](int64_t stage) {
     return memory_model == MemoryModel::kSeed
                ? SeedStageMemory(model, training, plan, stage)

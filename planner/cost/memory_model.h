@@ -69,8 +69,7 @@ struct DetailedBlockTerms {
   double mlp_workspace = 0;        // BlockOps::backward_workspace(kMlp).TotalBytes()
   double attention_workspace = 0;  // ... (kAttention)
 };
-DetailedBlockTerms DetailedBlockTermsOf(const ModelSpec& model, const TrainingSpec& training,
-                                        const ParallelPlan& plan, const PlanShape& shape);
+DetailedBlockTerms DetailedBlockTermsOf(const ParallelPlan& plan, const PlanShape& shape);
 // DetailedStageMemory with the plan's shape (made with options.attention) and block terms given.
 MemoryBreakdown DetailedStageMemory(const ModelSpec& model, const TrainingSpec& training,
                                     const ParallelPlan& plan, int64_t stage,

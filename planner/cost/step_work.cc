@@ -253,11 +253,6 @@ void BuildStepWork(const ModelSpec& model, const TrainingSpec& training, const P
   SetPlanKnobs(plan, &w);
 }
 
-double OffloadedBytesPerBlock(const ModelSpec& model, const TrainingSpec& training,
-                              const ParallelPlan& plan, AttentionImpl attention) {
-  return OffloadedBytesPerBlock(MakePlanShape(model, training, plan, attention), plan);
-}
-
 double OffloadedBytesPerBlock(const PlanShape& shape, const ParallelPlan& plan) {
   // every:N: the blocks that keep everything (the most a block offloads).
   const Recompute block =

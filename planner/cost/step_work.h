@@ -164,12 +164,9 @@ struct StepWork {
 // offloaded activation bytes must already be there (built with offload_act, or set by
 // `activation_bytes_per_block`).
 void SetPlanKnobs(const ParallelPlan& plan, StepWork* work);
-// offload_act: one block's saved tensors of one micro-batch (the memory model's list,
-// planner/cost/activation_memory.h), what OffloadWork::activation_bytes_per_block holds.
-double OffloadedBytesPerBlock(const ModelSpec& model, const TrainingSpec& training,
-                              const ParallelPlan& plan,
-                              AttentionImpl attention = AttentionImpl::kAuto);
-// The same for a plan of `shape` (planner/cost/plan_shape.h).
+// offload_act: one block's saved tensors of one micro-batch of a plan of `shape`
+// (planner/cost/plan_shape.h; the memory model's list, planner/cost/activation_memory.h),
+// what OffloadWork::activation_bytes_per_block holds.
 double OffloadedBytesPerBlock(const PlanShape& shape, const ParallelPlan& plan);
 
 // `attention` as the memory model's MemoryOptions (auto: planner/attention_impl.h).
