@@ -198,6 +198,8 @@ class BlockOpsBuilder {
     Save({name, "normed input before the weight (B,Sn,E)", rows * sh_.hidden, a_});
     Save(Statistic({name, "rstd (B,Sn) fp32", rows, kFp32Bytes}));
   }
+  // torchtitan's repeat_kv copies k and v to every q head (fewer k/v heads than q heads).
+  bool RepeatsKv() const { return torchtitan_ && sh_.kv_heads < sh_.heads; }
   static SavedTensor Statistic(SavedTensor t) {
     t.row_statistic = true;
     return t;
@@ -306,7 +308,7 @@ void BlockOpsBuilder::AttentionCore(bool v_saved_by_op) {
   } else {
     // SDPA on torchtitan's repeat_kv copies keeps k and v with every q head, and its
     // backward writes their gradients so (before repeat_kv's sum).
-    const bool repeated = torchtitan_ && sh_.kv_heads < sh_.heads;
+    const bool repeated = RepeatsKv();
     const double kv_heads = static_cast<double>(repeated ? sh_.heads : sh_.kv_heads);
     const double k = b * Skv * kv_heads * sh_.head_dim, v_kept = b * Skv * kv_heads * sh_.v_head_dim;
     Save({"attention.flash", "q (B,Sc,Ht,D)", q, A});
@@ -392,7 +394,7 @@ void BlockOpsBuilder::AttentionHalf() {
     // repeat_kv: with fewer k/v heads than q heads, x[:, :, :, None, :].expand(...).reshape
     // copies k and v to every q head (read (T, Kt*D), write (T, Ht*D) each); backward sums
     // the copies back.
-    if (sh_.kv_heads < sh_.heads) {
+    if (RepeatsKv()) {
       const double copy = 2 * a * T * (KD + QD) / tp_;
       Memory("repeat_kv", G::kLayout, {copy, 2}, {copy, 2});
     }

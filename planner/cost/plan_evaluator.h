@@ -6,8 +6,8 @@
 // recompute and knobs differ) reuses its PlanShape (planner/cost/plan_shape.h): the search
 // walks a grid point's ZeRO and recompute choices one after another. Every result equals
 // Estimate() of the same plan. One evaluator per thread: it holds one StepWork and one
-// PlanShape with its GEMM and attention times (KernelTimes, planner/cost/step_time.h) (large: keep it on the stack, do not copy it). Allocates nothing but PlanCost
-// strings.
+// PlanShape with its GEMM and attention times (KernelTimes, planner/cost/step_time.h): large,
+// keep it on the stack, do not copy it. Allocates nothing but PlanCost strings.
 #pragma once
 
 #include <array>
