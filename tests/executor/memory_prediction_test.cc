@@ -4,7 +4,8 @@
 // world 1/2/4, ZeRO 0-3, micro-batch 1/2/4, recompute none/full) this runs
 // `meshplan run --nproc N --steps 1` (one process per rank, so each rank's counting
 // allocator sees only its own tensors) and compares every rank's peak with
-// EstimateStageMemory(..., kDetailed, stage 0). The goal is 2%. A table of
+// EstimateStageMemory(..., kDetailed, stage 0). The goal is 2% (a pipeline rank's prediction may
+// also exceed a run's peak by one boundary message: TimingDependentBytes). A table of
 // predicted vs measured, with the measured peak of each phase and the predicted terms,
 // is printed for the reconciliation. Plans with offload_opt are checked on both sides: the
 // device peak and the host bytes (planner/measure/measurement.h).
@@ -23,6 +24,7 @@
 #include "planner/config/config_loader.h"
 #include "planner/cost/activation_memory.h"
 #include "planner/cost/memory_model.h"
+#include "planner/cost/model_state_memory.h"
 #include "planner/measure/measurement.h"
 #include "planner/mesh_layout.h"
 
@@ -69,6 +71,20 @@ PlanFile MakePlanFile(const MemoryCase& c) {
 }
 
 std::string Mb(double bytes) { return fmt::format("{:.3f}", bytes / 1e6); }
+
+// What a pipeline rank's measured peak may lack from one run to the next: the executor's sends
+// are asynchronous and a message that arrives early is stashed (executor/parallel/
+// pipeline_p2p.h), so whether one more boundary message (B, S/cp/(tp with sp), E) is alive
+// at the peak depends on the peers' timing. Seen on one binary and plan (pp=3, interleaved,
+// recompute=full, stage 1): 32.63, 32.89 and 33.15 MB in different runs, one message apart.
+// The prediction may sit that much above the run that happened to hold the fewest.
+double TimingDependentBytes(const PlanFile& pf) {
+  if (pf.plan.pp == 1) return 0;
+  const int64_t tokens = pf.training.seq_len / pf.plan.cp /
+                         (pf.plan.sequence_parallel ? pf.plan.tp : 1);
+  return double(pf.plan.micro_batch * tokens * pf.model.hidden) *
+         ActivationBytesPerElement(pf.training.precision);
+}
 
 // Runs each plan with `meshplan run` and checks every rank's peak against the detailed
 // prediction for its pipeline stage; prints the reconciliation table under `title`.
@@ -125,7 +141,7 @@ void CheckPredictions(const std::vector<PlanFile>& plans, const std::string& tit
       INFO(label << ": predicted " << predicted.total_bytes << " B, measured "
                  << rank.peak_memory_bytes << " B");
       CHECK(error >= -0.02);
-      CHECK(error <= over_tolerance);
+      CHECK(error <= over_tolerance + TimingDependentBytes(pf) / double(rank.peak_memory_bytes));
       // Offload: the host side (planner/measure/measurement.h), against the model's host bytes.
       if (predicted.host_total_bytes() > 0 || rank.host_optimizer_bytes > 0) {
         const double host_error = (predicted.host_total_bytes() - double(rank.host_optimizer_bytes)) /
