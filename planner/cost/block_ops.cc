@@ -56,6 +56,7 @@ namespace {
 
 constexpr double kFp32Bytes = 4, kMaskBytes = 1, kIdBytes = 8;
 using G = FusionGroup;
+using P = CollectivePosition;
 
 }  // namespace
 
@@ -111,6 +112,15 @@ class BlockOpsBuilder {
                    int64_t bwd_kernels) {
     Memory(name, group, {fwd_bytes, fwd_kernels}, {2 * fwd_bytes, bwd_kernels});
   }
+  // A collective op here (BlockOp::comm); `saved_by_op`: the op policy saves its output.
+  void Collective(const char* name, MeshDim dim, double bytes, CollectivePass fwd,
+                  CollectivePass bwd, bool saved_by_op = false) {
+    BlockOp& op = Add(name, OpKind::kCollective, G::kNone);
+    op.comm = {dim, bytes, fwd, bwd};
+    op.output_saved_by_op = saved_by_op;
+  }
+  void TpHalfInput();
+  void TpHalfOutput();
   // A tensor the op added last saves.
   void Save(SavedTensor t) {
     t.mlp_half = mlp_;
@@ -252,8 +262,58 @@ class BlockOpsBuilder {
   bool mlp_ = false;
 };
 
+// The tensor-parallel collectives entering a half (after its norm) and leaving it (after its
+// last linear), each over the (T, E) activation. Sequence parallel: an all-gather of the
+// normed input, whose backward reduce-scatters the input's gradient and re-gathers the saved
+// sharded input for the weight gradients (Megatron, and the executor:
+// executor/model/llama_model.h), and a reduce-scatter of the output (backward: an all-gather
+// of its gradient), whose output the op policy saves. Else Megatron's f (identity forward,
+// all-reduce of the input's gradient) and g (all-reduce forward, identity backward).
+void BlockOpsBuilder::TpHalfInput() {
+  if (sh_.tp <= 1) return;
+  using K = CollectiveKind;
+  const CollectivePosition before = mlp_ ? P::kBeforeMlp : P::kBeforeAttention;
+  const CollectivePosition after = mlp_ ? P::kAfterMlp : P::kAfterAttention;
+  const double bytes = sh_.T * E_ * a_;
+  if (sh_.sequence_parallel) {
+    Collective(mlp_ ? "mlp.sp_gather" : "attention.sp_gather", MeshDim::kTp, bytes,
+               {K::kAllGather, 1, before}, {K::kReduceScatter, 1, after});
+    Collective(mlp_ ? "mlp.sp_regather" : "attention.sp_regather", MeshDim::kTp, bytes,
+               {K::kAllGather, 0, before}, {K::kAllGather, 1, before});
+  } else {
+    Collective(mlp_ ? "mlp.tp_input" : "attention.tp_input", MeshDim::kTp, bytes,
+               {K::kAllReduce, 0, before}, {K::kAllReduce, 1, after});
+  }
+}
+
+void BlockOpsBuilder::TpHalfOutput() {
+  if (sh_.tp <= 1) return;
+  using K = CollectiveKind;
+  const CollectivePosition before = mlp_ ? P::kBeforeMlp : P::kBeforeAttention;
+  const CollectivePosition after = mlp_ ? P::kAfterMlp : P::kAfterAttention;
+  const double bytes = sh_.T * E_ * a_;
+  if (sh_.sequence_parallel)
+    Collective(mlp_ ? "mlp.sp_scatter" : "attention.sp_scatter", MeshDim::kTp, bytes,
+               {K::kReduceScatter, 1, after}, {K::kAllGather, 1, before}, /*saved_by_op=*/true);
+  else
+    Collective(mlp_ ? "mlp.tp_output" : "attention.tp_output", MeshDim::kTp, bytes,
+               {K::kAllReduce, 1, after}, {K::kAllReduce, 0, before});
+}
+
 void BlockOpsBuilder::AttentionCore(bool v_saved_by_op) {
   const bool ring = RunsRingAttention(sh_, lowering_);
+  if (sh_.cp > 1) {
+    // CP ring attention (executor/parallel/ring_attention.h): every rank's K (B,S,K*D/tp) and
+    // V (B,S,K*Dv/tp) pass around the ring (cp-1 steps) in the forward; the backward passes
+    // K, V and their gradients (two exchanges). The ring kernel keeps its logsumexp, which the
+    // op policy saves with its output: only full recompute replays the exchange.
+    const double kv_width = static_cast<double>(m_.kv_hidden()) +
+                            static_cast<double>(m_.kv_heads * m_.v_head_dim());
+    const double kv_bytes = static_cast<double>(sh_.b) * static_cast<double>(sh_.s) * kv_width / tp_ * a_;
+    Collective("attention.cp_ring", MeshDim::kCp, kv_bytes,
+               {CollectiveKind::kRingExchange, 1, P::kDuringAttention},
+               {CollectiveKind::kRingExchange, 2, P::kDuringAttention}, /*saved_by_op=*/true);
+  }
   const bool naive = lowering_.attention == AttentionImpl::kNaive && !ring;
   const double A = a_, b = double(sh_.b), Sc = double(sh_.s_local), Skv = Sc;
   const double q = b * Sc * sh_.heads * sh_.head_dim;  // (B,Sc,Ht*D)
@@ -334,6 +394,7 @@ void BlockOpsBuilder::AttentionHalf() {
   const double normed = b * sh_.s_norm * sh_.hidden;  // (B,Sn,E)
   const bool gpt = m_.block == BlockKind::kGpt;
   Norm("attention_norm", /*layer_input=*/true);
+  TpHalfInput();
   // wq, wq_a or gpt's qkv: reads the normed input, saved once for q, k, v
   const bool q_saved = Linear();
   bool k_saved = false, v_saved = false;  // by the op policy (gpt's qkv: q's)
@@ -423,6 +484,7 @@ void BlockOpsBuilder::AttentionHalf() {
   // The flash and ring kernels' output, which the op policy saves.
   SaveOutputOf(!naive, {"wo", "input: attention output (B,Sc,Ht*Dv)", out_heads, naive ? L : a});
   if (!naive && L != a) Save({"wo", "input: FP8 copy of the attention output (B,Sc,Ht*Dv)", out_heads, L});
+  TpHalfOutput();
   Residual("attention.residual", "attention.residual_dropout");
 }
 
@@ -431,6 +493,7 @@ void BlockOpsBuilder::MlpHalf() {
   const double normed = b * sh_.s_norm * sh_.hidden, inner = b * Sc * sh_.ffn;  // (B,Sc,Ft)
   const double T = sh_.T;
   Norm("ffn_norm", /*layer_input=*/false);
+  TpHalfInput();
   const bool gpt = m_.block == BlockKind::kGpt;
   if (gpt) {
     const double ffn = T * static_cast<double>(m_.ffn_hidden) / tp_;
@@ -444,6 +507,7 @@ void BlockOpsBuilder::MlpHalf() {
     Save({"fc2", "input: GeLU output (B,Sc,Ft)", inner, L});
     Temporary({"fc2 backward", "d(fc2 input) (B,Sc,Ft)", inner, a});
     Temporary({"gelu backward", "d(fc1 output) (B,Sc,Ft)", inner, a});
+    TpHalfOutput();
     Residual("mlp.residual", "mlp.residual_dropout");
     return;
   }
@@ -476,6 +540,7 @@ void BlockOpsBuilder::MlpHalf() {
     Temporary({"swiglu backward", "d gate (B,Sc,Ft)", inner, a});
     Temporary({"swiglu backward", "d up (B,Sc,Ft)", inner, a});
   }
+  TpHalfOutput();
   Residual("mlp.residual", "mlp.residual_dropout");
 }
 
@@ -502,9 +567,30 @@ void BlockOpsBuilder::MoeFfn() {
   Save({"router", "top-k weights fp32 + ids int64 (B,Sc,k)", rows * sh_.top_k, kFp32Bytes + kIdBytes});
   Save({"router", "row token and slot ids (R) int64 x 2", 2 * R, kIdBytes});
   Save({"dispatch", "permuted tokens (R,E)", R * sh_.hidden, A});
+  // Expert parallel (step_work.h, expert_parallel.h): the routed rows go to their experts'
+  // ranks by all-to-all (with tp, all-gathered over it: the experts see every tp rank's rows)
+  // and come back the same way; the backward runs each exchange on the gradients, the
+  // combine's first. The op policy saves the reduce-scatter's output.
+  const bool ep = sh_.ep > 1, regather = ep && sh_.tp > 1;
+  const double a2a = sh_.expert_work.all_to_all_bytes;  // (T*r/tp, E) per rank
+  const double gathered = sh_.expert_work.rows_computed * E_ * A;  // (T*r*u, E) over tp
+  using K = CollectiveKind;
+  if (ep)
+    Collective("moe.dispatch", MeshDim::kEp, a2a, {K::kAllToAll, 1, P::kExpertDispatch},
+               {K::kAllToAll, 1, P::kExpertDispatch});
+  if (regather)
+    Collective("moe.dispatch_gather", MeshDim::kTp, gathered,
+               {K::kAllGather, 1, P::kExpertDispatch}, {K::kReduceScatter, 1, P::kExpertDispatch});
   ExpertSwiGlu({"experts.swiglu", "gate output (R,Fe/tp)", "up output (R,Fe/tp)",
                 "experts.w_down", "input: silu(gate)*up (R,Fe/tp)"},
                R * sh_.expert_ffn);
+  if (regather)
+    Collective("moe.combine_scatter", MeshDim::kTp, gathered,
+               {K::kReduceScatter, 1, P::kExpertCombine}, {K::kAllGather, 1, P::kExpertCombine},
+               /*saved_by_op=*/true);
+  if (ep)
+    Collective("moe.combine", MeshDim::kEp, a2a, {K::kAllToAll, 1, P::kExpertCombine},
+               {K::kAllToAll, 1, P::kExpertCombine});
   Memory("combine", G::kRouting, {}, {});
   Save({"combine", "expert outputs (Rs,E)", sh_.routed_rows * sh_.hidden, A});
   // executor/model/moe_block.cc Backward: the routed experts' SwiGLU backward over their R
@@ -543,6 +629,15 @@ void BlockOpsBuilder::Embedding() {
   const double T = sh_.T;
   Memory("embedding", G::kNone, {2 * T * E_ * a_, 1}, {});
   (out_.ops_.end() - 1)->backward_weight = {3 * T * E_ * a_, 1};
+  // Vocabulary-parallel: each tp rank looks up its rows, then the output is all-reduced
+  // (sequence parallel: reduce-scattered, whose backward all-gathers the gradient).
+  if (sh_.tp > 1) {
+    using K = CollectiveKind;
+    const bool sp = sh_.sequence_parallel;
+    Collective("embedding.tp_output", MeshDim::kTp, T * E_ * a_,
+               {sp ? K::kReduceScatter : K::kAllReduce, 1, P::kEmbeddingOutput},
+               {K::kAllGather, static_cast<int8_t>(sp ? 1 : 0), P::kEmbeddingOutput});
+  }
   if (m_.block != BlockKind::kGpt) return;
   Memory("embedding.positions", G::kNone, {3 * T * E_ * a_, 1}, {});
   Memory("embedding.dropout", G::kNone, {(2 * a_ + 1) * T * E_, 1}, {});
@@ -580,10 +675,28 @@ void BlockOpsBuilder::Head() {
   const NormLaunches norm = eager_rms ? RmsNormLaunches(sh_) : NormLaunches{1, 2};
   Elementwise("final_norm", G::kNorm, 2 * sh_.Tn * E_ * a_, norm.fwd, norm.bwd);
   const double T = sh_.T, Vt = static_cast<double>(sh_.vocab);
+  using K = CollectiveKind;
+  const bool tp = sh_.tp > 1, sp = sh_.sequence_parallel;
+  // The lm_head's input: with sequence parallel all-gathered (backward: the gradient
+  // reduce-scattered, the saved input re-gathered), else its gradient all-reduced.
+  if (tp && sp) {
+    Collective("lm_head.sp_gather", MeshDim::kTp, T * E_ * a_, {K::kAllGather, 1, P::kLmHeadInput},
+               {K::kReduceScatter, 1, P::kLmHeadInput});
+    Collective("lm_head.sp_regather", MeshDim::kTp, T * E_ * a_,
+               {K::kAllGather, 0, P::kLmHeadInput}, {K::kAllGather, 1, P::kLmHeadInput});
+  } else if (tp) {
+    Collective("lm_head.tp_input", MeshDim::kTp, T * E_ * a_, {K::kAllReduce, 0, P::kLmHeadInput},
+               {K::kAllReduce, 1, P::kLmHeadInput});
+  }
   Add("lm_head", OpKind::kLinear, G::kNone).gemm = {T, Vt, E_, 1, false, /*fp8=*/false};
   const LossWork loss = LossOf(a_);
   Memory("cross_entropy", G::kCrossEntropy, {T * Vt * loss.fwd_bytes, loss.fwd_kernels},
          {T * Vt * loss.bwd_bytes, loss.bwd_kernels});
+  // The vocabulary-parallel loss's all-reduces of a value per token (fp32): the max, the
+  // sum of exponentials and the target logit.
+  if (tp)
+    Collective("cross_entropy.tp_reductions", MeshDim::kTp, T * 4, {K::kAllReduce, 3, P::kInLoss},
+               {K::kAllReduce, 0, P::kInLoss});
 }
 
 bool OpPolicySavesOutput(const BlockLinear& linear, int* matmuls) {

@@ -4,11 +4,13 @@
 // The architecture (planner/model_spec.h: gpt or llama, MoE, MLA, q/k norm) decides which
 // ops a block has; a Lowering decides which kernels run them (launches, bytes moved, the
 // attention kernel). Every op carries what any consumer needs: its kind and shape (a linear's
-// GEMM, the attention core, a memory-bound op's bytes), its launches and bytes in each pass
+// GEMM, the attention core, a memory-bound op's bytes, a tp / cp / ep collective's kind, bytes
+// and place in each pass), its launches and bytes in each pass
 // (backward mirrored: a linear's two GEMMs, a memory-bound op's backward pass), the tensors
 // it saves for backward (with the recompute policies' flags), the temporaries its backward
 // allocates, and a fusion group. The step's work (planner/cost/block_work.h, AddOpListWork:
-// every part's) and the activation memory (activation_memory.h, memory_detailed.cc) read it.
+// every part's; part_collectives.h, its collectives) and the activation memory
+// (activation_memory.h, memory_detailed.cc) read it.
 // The framework profile chooses the Lowering (docs/cost_model.md section 5). Fixed capacity, no allocation: the search builds one per candidate.
 #pragma once
 
@@ -17,8 +19,11 @@
 
 #include "planner/attention_impl.h"
 #include "planner/cost/block_linears.h"
+#include "planner/cost/collective_position.h"
+#include "planner/cost/collective_time.h"
 #include "planner/cost/compute_work.h"
 #include "planner/cost/rank_shape.h"
+#include "planner/mesh_dim.h"
 #include "planner/model_spec.h"
 
 namespace meshplan {
@@ -37,6 +42,7 @@ enum class OpKind : uint8_t {
   kLinear,         // a weight GEMM (and its FP8 casts in fp8 runs)
   kAttentionCore,  // softmax(Q K^T) V: the lowering's attention kernel
   kMemoryBound,    // elementwise or reduction: bytes read + written
+  kCollective,     // a tensor-, context- or expert-parallel collective (BlockOp::comm)
 };
 
 enum class FusionGroup : uint8_t {
@@ -53,6 +59,22 @@ struct OpPass {
     kernels += other.kernels;
     return *this;
   }
+};
+
+// What a collective op runs in one pass: `count` collectives of `kind` (0: none in this
+// pass) at `at` in the pass's order (collective_position.h).
+struct CollectivePass {
+  CollectiveKind kind = CollectiveKind::kAllReduce;
+  int8_t count = 0;
+  CollectivePosition at = CollectivePosition::kAfterPart;
+};
+// A collective op: over mesh dimension `dim`, `bytes` each; the forward's (replayed by a
+// recompute pass unless the op policy saves its output: BlockOp::output_saved_by_op) and the
+// backward's.
+struct OpCollective {
+  MeshDim dim = MeshDim::kTp;
+  double bytes = 0;
+  CollectivePass forward, backward;
 };
 
 // One tensor an op keeps alive (saved for backward, or a temporary of a backward step).
@@ -125,6 +147,7 @@ struct BlockOp {
   GemmOp gemm;
   OpPass forward, backward;    // kMemoryBound, as lowered; backward: the input gradient's
   OpPass backward_weight;      // kMemoryBound: the weight gradient's pass (the embedding's)
+  OpCollective comm;           // kCollective
 };
 
 // The two halves of a block: attention (its norm to its residual add) and the FFN.
@@ -132,7 +155,7 @@ enum class BlockHalf { kAttention, kMlp };
 
 class BlockOps {
  public:
-  static constexpr int kCapacity = 32;
+  static constexpr int kCapacity = 48;
   const BlockOp* begin() const { return ops_.begin(); }
   const BlockOp* end() const { return ops_.end(); }
   int size() const { return ops_.size; }

@@ -117,6 +117,8 @@ void AddOpListWork(const StepShape& s, const BlockOps& ops, PartWork* part,
       case OpKind::kAttentionCore:
         core = &op;  // after the memory-bound ops (below)
         break;
+      case OpKind::kCollective:  // communication: part_collectives.h
+        break;
     }
   }
   const int64_t matmuls = part->forward.gemms.size;  // before the attention core's

@@ -4,118 +4,62 @@ namespace meshplan {
 
 namespace {
 
-// Whether a block's recompute pass replays a forward collective of `kind`: full and
-// every:N (on its checkpointed blocks) replay each one; the op policy each but the
-// reduce-scatters, whose outputs its save list holds (docs/memory_model.md "Recompute
-// policies"); none and selective none.
-bool Replays(const RecomputePolicy& policy, CollectiveKind kind) {
+// Whether a block's recompute pass replays a collective op's forward: full and every:N (on
+// its checkpointed blocks) replay each one; the op policy each whose output its save list
+// does not hold (BlockOp::output_saved_by_op: the reduce-scatters', the ring kernel's;
+// docs/memory_model.md "Recompute policies"); none and selective none.
+bool Replays(const RecomputePolicy& policy, const BlockOp& op) {
   switch (policy.kind) {
     case Recompute::kFull:
     case Recompute::kEvery: return true;
-    case Recompute::kOp: return kind != CollectiveKind::kReduceScatter;
+    case Recompute::kOp: return !op.output_saved_by_op;
     default: return false;
   }
 }
 
+// Whether a collective on `dim` may run behind compute: tp's with tp_comm_overlap, the CP
+// ring's always (it overlaps the attention core), the expert all-to-alls never (the experts
+// wait for their rows).
+bool Overlappable(const ParallelPlan& plan, MeshDim dim) {
+  switch (dim) {
+    case MeshDim::kTp: return plan.tp_comm_overlap;
+    case MeshDim::kCp: return true;
+    default: return false;
+  }
+}
+
+// Appends `pass` of `op` in `phase`, or adds its count to an identical collective already there
+// (same group, kind, phase, place and size: Collective::count).
+void AddPass(const StepShape& s, const BlockOp& op, const CollectivePass& pass, StepPhase phase,
+             PartWork* part) {
+  if (pass.count == 0) return;
+  const OpCollective& c = op.comm;
+  for (Collective& existing : part->collectives) {
+    if (existing.dim == c.dim && existing.kind == pass.kind && existing.phase == phase &&
+        existing.position == pass.at && existing.bytes == c.bytes) {
+      existing.count += pass.count;
+      return;
+    }
+  }
+  part->collectives.push_back(MakeCollective(c.dim, pass.kind, phase, pass.at,
+                                             Cadence::kPerMicrobatch, c.bytes,
+                                             MeshGroup(s.plan, c.dim), Overlappable(s.plan, c.dim),
+                                             pass.count));
+}
+
 }  // namespace
 
-// TP (and SP) collectives of one block: 2 all-reduces forward and 2 backward, or with SP
-// an all-gather + reduce-scatter pair in place of each (same volume) plus the backward's
-// re-gather of each saved sharded input; the recompute pass replays the forward ones that
-// Replays says.
-void BlockTpCollectives(const StepShape& s, PartWork* part) {
-  if (s.plan.tp <= 1) return;
-  const CommGroup tp = MeshGroup(s.plan, MeshDim::kTp);
-  const double bytes = s.T * s.E * s.a;  // (T, E) activation of this cp rank
-  const bool overlap = s.plan.tp_comm_overlap;
-  using P = CollectivePosition;
-  auto add = [&](CollectiveKind kind, StepPhase phase, P position, int32_t count = 1) {
-    if (phase == StepPhase::kRecompute && !Replays(s.plan.recompute, kind)) return;
-    part->collectives.push_back(MakeCollective(MeshDim::kTp, kind, phase, position,
-                                               Cadence::kPerMicrobatch, bytes, tp, overlap, count));
-  };
-  if (!s.plan.sequence_parallel) {
-    for (StepPhase phase : {StepPhase::kForward, StepPhase::kRecompute}) {
-      add(CollectiveKind::kAllReduce, phase, P::kAfterAttention);
-      add(CollectiveKind::kAllReduce, phase, P::kAfterMlp);
-    }
-    add(CollectiveKind::kAllReduce, StepPhase::kBackward, P::kAfterMlp);
-    add(CollectiveKind::kAllReduce, StepPhase::kBackward, P::kAfterAttention);
-    return;
+void OpListCollectives(const StepShape& s, const BlockOps& ops, bool block, PartWork* part) {
+  for (const BlockOp& op : ops)
+    if (op.kind == OpKind::kCollective) AddPass(s, op, op.comm.forward, StepPhase::kForward, part);
+  if (block)
+    for (const BlockOp& op : ops)
+      if (op.kind == OpKind::kCollective && Replays(s.plan.recompute, op))
+        AddPass(s, op, op.comm.forward, StepPhase::kRecompute, part);
+  for (const BlockOp* op = ops.end(); op != ops.begin();) {
+    --op;
+    if (op->kind == OpKind::kCollective) AddPass(s, *op, op->comm.backward, StepPhase::kBackward, part);
   }
-  for (StepPhase phase : {StepPhase::kForward, StepPhase::kRecompute}) {
-    add(CollectiveKind::kAllGather, phase, P::kBeforeAttention);
-    add(CollectiveKind::kReduceScatter, phase, P::kAfterAttention);
-    add(CollectiveKind::kAllGather, phase, P::kBeforeMlp);
-    add(CollectiveKind::kReduceScatter, phase, P::kAfterMlp);
-  }
-  // Backward: the gradient of a reduce-scatter is an all-gather and vice versa; and the
-  // sequence-sharded norm output saved for the weight gradients is all-gathered again
-  // (Megatron, and the executor: executor/model/llama_model.h), one more all-gather per region.
-  add(CollectiveKind::kAllGather, StepPhase::kBackward, P::kBeforeMlp, 2);
-  add(CollectiveKind::kReduceScatter, StepPhase::kBackward, P::kAfterMlp);
-  add(CollectiveKind::kAllGather, StepPhase::kBackward, P::kBeforeAttention, 2);
-  add(CollectiveKind::kReduceScatter, StepPhase::kBackward, P::kAfterAttention);
-}
-
-// CP ring attention (executor/parallel/ring_attention.h): every rank's K and V pass around the ring
-// (cp-1 steps) in the forward; the backward passes K, V and their gradients (two
-// exchanges). The ring keeps its logsumexp, so only full recompute (and every:N's
-// checkpointed blocks) replays the forward exchange: selective recomputes nothing of it,
-// and the op policy saves the ring kernel's outputs.
-void BlockCpCollectives(const StepShape& s, PartWork* part) {
-  if (s.plan.cp <= 1) return;
-  const CommGroup cp = MeshGroup(s.plan, MeshDim::kCp);
-  // K (B, S, K*D/tp) and V (B, S, K*Dv/tp); Dv == D except under MLA.
-  const double v_width = static_cast<double>(s.model.kv_heads * s.model.v_head_dim());
-  const double kv_bytes = s.plan.micro_batch * s.S * (s.KD + v_width) / s.tp * s.a;
-  using P = CollectivePosition;
-  auto add = [&](StepPhase phase, int32_t count) {
-    part->collectives.push_back(MakeCollective(MeshDim::kCp, CollectiveKind::kRingExchange, phase,
-                                               P::kDuringAttention, Cadence::kPerMicrobatch,
-                                               kv_bytes, cp, /*overlappable=*/true, count));
-  };
-  add(StepPhase::kForward, 1);
-  if (s.plan.recompute.kind == Recompute::kFull || s.plan.recompute.kind == Recompute::kEvery)
-    add(StepPhase::kRecompute, 1);
-  add(StepPhase::kBackward, 2);
-}
-
-// Expert parallel all-to-alls of a MoE block (step_work.h, expert_parallel.h), in each
-// pass's order: forward dispatch (+ tp all-gather), experts, (tp reduce-scatter +) combine;
-// backward the combine's gradient first. Blocking: the experts wait for their rows.
-void BlockEpCollectives(const StepShape& s, PartWork* part) {
-  if (s.ep.ep <= 1 || s.model.moe_layers() == 0) return;
-  const CommGroup ep = MeshGroup(s.plan, MeshDim::kEp);
-  const CommGroup tp = MeshGroup(s.plan, MeshDim::kTp);
-  const double a2a = s.ep.all_to_all_bytes;               // (T*r/tp, E) per rank
-  const double rows = s.ep.rows_computed * s.E * s.a;     // (T*r*u, E) gathered over tp
-  const bool regather = s.plan.tp > 1;
-  const bool tp_overlap = s.plan.tp_comm_overlap;
-  using P = CollectivePosition;
-  using K = CollectiveKind;
-  auto a2a_at = [&](StepPhase phase, P position) {
-    if (phase == StepPhase::kRecompute && !Replays(s.plan.recompute, K::kAllToAll)) return;
-    part->collectives.push_back(MakeCollective(MeshDim::kEp, K::kAllToAll, phase, position,
-                                               Cadence::kPerMicrobatch, a2a, ep,
-                                               /*overlappable=*/false));
-  };
-  auto tp_at = [&](K kind, StepPhase phase, P position) {
-    if (phase == StepPhase::kRecompute && !Replays(s.plan.recompute, kind)) return;
-    if (regather)
-      part->collectives.push_back(MakeCollective(MeshDim::kTp, kind, phase, position,
-                                                 Cadence::kPerMicrobatch, rows, tp, tp_overlap));
-  };
-  for (StepPhase phase : {StepPhase::kForward, StepPhase::kRecompute}) {
-    a2a_at(phase, P::kExpertDispatch);
-    tp_at(K::kAllGather, phase, P::kExpertDispatch);
-    tp_at(K::kReduceScatter, phase, P::kExpertCombine);
-    a2a_at(phase, P::kExpertCombine);
-  }
-  a2a_at(StepPhase::kBackward, P::kExpertCombine);
-  tp_at(K::kAllGather, StepPhase::kBackward, P::kExpertCombine);
-  tp_at(K::kReduceScatter, StepPhase::kBackward, P::kExpertDispatch);
-  a2a_at(StepPhase::kBackward, P::kExpertDispatch);
 }
 
 namespace {

@@ -1,7 +1,8 @@
-// The collectives of StepWork's parts on one rank: a block's TP / SP, CP ring and expert
-// all-to-alls, every part's DP gradient sync and ZeRO gathers, and the tied embedding's
-// sync between the first and the last stage. Sizes and cadences are step_work.h's; their
-// time is collective_time.h's. Internal to planner/cost/ (step_work.cc builds with it).
+// The collectives of StepWork's parts on one rank: those of a part's op list (block_ops.h:
+// a block's TP / SP, CP ring and expert all-to-alls, the embedding's and head's TP ones),
+// every part's DP gradient sync and ZeRO gathers, and the tied embedding's sync between the
+// first and the last stage. Sizes and cadences are step_work.h's; their time is
+// collective_time.h's. Internal to planner/cost/ (step_work.cc builds with it).
 #pragma once
 
 #include <cstdint>
@@ -11,12 +12,11 @@
 
 namespace meshplan {
 
-// TP (and SP) collectives of one block.
-void BlockTpCollectives(const StepShape& s, PartWork* part);
-// CP ring exchanges of one block's attention.
-void BlockCpCollectives(const StepShape& s, PartWork* part);
-// Expert-parallel all-to-alls (and their tp gathers) of a MoE block.
-void BlockEpCollectives(const StepShape& s, PartWork* part);
+// The collectives of a part's op list (its kCollective ops: a block's tp / sp, cp ring and
+// expert all-to-alls, the embedding's and the head's tp ones), pass by pass: the forward in
+// op order, then for a block (`block`) the recompute pass's replays under the plan's policy,
+// then the backward in reverse op order; identical ones at one place add up in one entry.
+void OpListCollectives(const StepShape& s, const BlockOps& ops, bool block, PartWork* part);
 // DP gradient sync and ZeRO parameter gathers of a part with `params` parameters on this
 // rank, `expert_params` of them routed experts split over ep > 1.
 void DpCollectives(const StepShape& s, const StepWork& w, int64_t params, int64_t expert_params,

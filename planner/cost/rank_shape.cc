@@ -24,6 +24,7 @@ RankShape MakeRankShape(const ModelSpec& model, const TrainingSpec& training,
   sh.s_local = training.seq_len / plan.cp;
   sh.s_norm = plan.sequence_parallel ? sh.s_local / plan.tp : sh.s_local;
   sh.tp = plan.tp;
+  sh.sequence_parallel = plan.sequence_parallel && plan.tp > 1;
   sh.cp = plan.cp;
   sh.T = static_cast<double>(plan.micro_batch * training.seq_len / plan.cp);
   sh.Tn = plan.sequence_parallel ? sh.T / static_cast<double>(plan.tp) : sh.T;

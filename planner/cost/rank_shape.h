@@ -41,6 +41,7 @@ struct RankShape {
   int64_t kv_lora_rank = 0;   // Rkv (MLA)
   int64_t vocab = 0;     // Vt = V padded to tp / tp
   int64_t tp = 1, cp = 1;
+  bool sequence_parallel = false;  // tp > 1 shards the norms' and residuals' tokens (Sn, Tn)
   double act_bytes = 2;  // A (the step work's `a`)
   double linear_input_bytes = 2;  // L: a linear's saved input; A, but FP8 (1) in fp8 runs
   bool fp8 = false;      // the blocks' linear GEMMs in FP8 (planner/cost/fp8_convention.h)

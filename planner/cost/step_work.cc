@@ -24,25 +24,6 @@ const char* ToString(StepPhase phase) {
   return "?";
 }
 
-const char* ToString(CollectivePosition position) {
-  switch (position) {
-    case CollectivePosition::kBeforePart: return "before_part";
-    case CollectivePosition::kBeforeAttention: return "before_attention";
-    case CollectivePosition::kDuringAttention: return "during_attention";
-    case CollectivePosition::kAfterAttention: return "after_attention";
-    case CollectivePosition::kBeforeMlp: return "before_mlp";
-    case CollectivePosition::kExpertDispatch: return "expert_dispatch";
-    case CollectivePosition::kExpertCombine: return "expert_combine";
-    case CollectivePosition::kAfterMlp: return "after_mlp";
-    case CollectivePosition::kEmbeddingOutput: return "embedding_output";
-    case CollectivePosition::kLmHeadInput: return "lm_head_input";
-    case CollectivePosition::kInLoss: return "in_loss";
-    case CollectivePosition::kAfterPart: return "after_part";
-    case CollectivePosition::kAfterOptimizer: return "after_optimizer";
-  }
-  return "?";
-}
-
 // ---------------------------------------------------------------------------
 // Building the step's work
 
@@ -51,49 +32,16 @@ namespace {
 int64_t ElementBytes(Precision precision) { return precision == Precision::kFp32 ? 4 : 2; }
 
 void EmbeddingWork(const StepShape& s, const StepWork& w, PartWork* part) {
-  AddOpListWork(s, BuildEmbeddingOps(s.model, s.rank), part);
-  if (s.plan.tp > 1) {
-    const CommGroup tp = MeshGroup(s.plan, MeshDim::kTp);
-    const double bytes = s.T * s.E * s.a;
-    const bool overlap = s.plan.tp_comm_overlap;
-    using P = CollectivePosition;
-    if (s.plan.sequence_parallel) {
-      part->collectives.push_back(MakeCollective(MeshDim::kTp, CollectiveKind::kReduceScatter,
-                                                 StepPhase::kForward, P::kEmbeddingOutput,
-                                                 Cadence::kPerMicrobatch, bytes, tp, overlap));
-      part->collectives.push_back(MakeCollective(MeshDim::kTp, CollectiveKind::kAllGather,
-                                                 StepPhase::kBackward, P::kEmbeddingOutput,
-                                                 Cadence::kPerMicrobatch, bytes, tp, overlap));
-    } else {
-      part->collectives.push_back(MakeCollective(MeshDim::kTp, CollectiveKind::kAllReduce,
-                                                 StepPhase::kForward, P::kEmbeddingOutput,
-                                                 Cadence::kPerMicrobatch, bytes, tp, overlap));
-    }
-  }
+  const BlockOps ops = BuildEmbeddingOps(s.model, s.rank);
+  AddOpListWork(s, ops, part);
+  OpListCollectives(s, ops, /*block=*/false, part);
   DpCollectives(s, w, part->params, 0, part);
 }
 
 void HeadWork(const StepShape& s, const StepWork& w, PartWork* part) {
-  AddOpListWork(s, BuildHeadOps(s.model, s.rank, s.lowering), part);
-  if (s.plan.tp > 1) {
-    const CommGroup tp = MeshGroup(s.plan, MeshDim::kTp);
-    const double bytes = s.T * s.E * s.a;
-    const bool overlap = s.plan.tp_comm_overlap;
-    using P = CollectivePosition;
-    using K = CollectiveKind;
-    auto add = [&](K kind, StepPhase phase, P position, double b, int32_t count) {
-      part->collectives.push_back(MakeCollective(MeshDim::kTp, kind, phase, position,
-                                                 Cadence::kPerMicrobatch, b, tp, overlap, count));
-    };
-    if (s.plan.sequence_parallel) {  // the backward re-gathers the saved sharded input too
-      add(K::kAllGather, StepPhase::kForward, P::kLmHeadInput, bytes, 1);
-      add(K::kAllGather, StepPhase::kBackward, P::kLmHeadInput, bytes, 1);
-      add(K::kReduceScatter, StepPhase::kBackward, P::kLmHeadInput, bytes, 1);
-    } else {
-      add(K::kAllReduce, StepPhase::kBackward, P::kLmHeadInput, bytes, 1);
-    }
-    add(K::kAllReduce, StepPhase::kForward, P::kInLoss, s.T * 4, 3);  // fp32 (T) each
-  }
+  const BlockOps ops = BuildHeadOps(s.model, s.rank, s.lowering);
+  AddOpListWork(s, ops, part);
+  OpListCollectives(s, ops, /*block=*/false, part);
   DpCollectives(s, w, part->params, 0, part);
 }
 
@@ -205,9 +153,7 @@ void BuildStepWork(const ModelSpec& model, const TrainingSpec& training, const P
   if (s.fp8)
     w.fp8_weight_cast_bytes_per_block = kFp8CastBytesPerElement * static_cast<double>(w.block.params);
   BlockCompute(s, shape.ops, &w.block);
-  BlockTpCollectives(s, &w.block);
-  BlockCpCollectives(s, &w.block);
-  BlockEpCollectives(s, &w.block);
+  OpListCollectives(s, shape.ops, /*block=*/true, &w.block);
   DpCollectives(s, w, w.block.params, w.block.expert_params, &w.block);
 
   // Embedding (first stage) and head (last stage).

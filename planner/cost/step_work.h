@@ -24,6 +24,7 @@
 #include <cassert>
 #include <cstdint>
 
+#include "planner/cost/collective_position.h"
 #include "planner/cost/collective_time.h"
 #include "planner/attention_impl.h"
 #include "planner/cost/compute_work.h"
@@ -43,30 +44,6 @@ struct PlanShape;
 enum class StepPhase : uint8_t { kForward, kBackward, kRecompute, kOptimizer };
 const char* ToString(StepPhase phase);  // forward | backward | recompute | optimizer
 
-// Where a collective sits, in the execution order of its phase: the forward runs
-// embedding -> blocks -> head and in a block attention -> MLP; the backward runs
-// head -> blocks -> embedding and in a block MLP -> attention (so in the backward
-// "after MLP" precedes "after attention"); recompute replays a block's forward.
-enum class CollectivePosition : uint8_t {
-  kBeforePart,       // ZeRO-3 all-gather of the part's parameters (prefetchable)
-  kBeforeAttention,  // SP all-gather of the normed input (backward: of its gradient)
-  kDuringAttention,  // CP ring K/V exchange, overlapped with the attention core
-  kAfterAttention,   // TP all-reduce / SP reduce-scatter of the attention output (or gradient)
-  kBeforeMlp,        // SP all-gather, as kBeforeAttention
-  kExpertDispatch,   // MoE, ep > 1: all-to-all of the routed rows to their experts' ranks (and
-                     // the tp all-gather of them); backward: the same exchange of their gradient
-  kExpertCombine,    // MoE, ep > 1: the tp reduce-scatter and all-to-all of the experts' outputs
-                     // back to their tokens' ranks; backward: first, before the experts' backward
-  kAfterMlp,         // TP all-reduce / SP reduce-scatter, as kAfterAttention
-  kEmbeddingOutput,  // vocabulary-parallel embedding: all-reduce (SP: reduce-scatter) of its
-                     // output; backward with SP: all-gather of the output gradient
-  kLmHeadInput,      // SP all-gather of the lm_head input; backward: all-reduce (SP:
-                     // reduce-scatter) of the input gradient
-  kInLoss,           // vocabulary-parallel cross-entropy: max, sum-exp, target logit
-  kAfterPart,        // gradient bucket ready (DP), stage output sent (PP), tied-embedding sync
-  kAfterOptimizer,   // ZeRO-1/2 all-gather of the updated parameters
-};
-const char* ToString(CollectivePosition position);
 
 enum class Cadence : uint8_t {
   kPerMicrobatch,  // once per micro-batch (per part instance)

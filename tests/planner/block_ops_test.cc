@@ -42,6 +42,13 @@ std::vector<std::string> Names(const BlockOps& ops) {
   return out;
 }
 
+const BlockOp& OpNamed(const BlockOps& ops, const std::string& name) {
+  for (const BlockOp& op : ops)
+    if (name == op.name) return op;
+  FAIL("no op " << name);
+  return *ops.begin();
+}
+
 BlockOps Build(const ModelSpec& m, const ParallelPlan& plan, AttentionImpl impl,
                KernelSet kernels = KernelSet::kEager) {
   TrainingSpec training = Training();
@@ -67,6 +74,99 @@ TEST_CASE("block ops: a llama block's ops in forward order", "[planner][block_op
           "attention.residual", "ffn_norm", "router", "moe.routing", "experts.w_gate",
           "experts.w_up", "experts.swiglu", "experts.w_down", "combine", "shared.w_gate",
           "shared.w_up", "shared.swiglu", "shared.w_down", "mlp.residual"});
+}
+
+// The collective ops of a pass, as (name, kind, count, place) strings.
+std::vector<std::string> CollectivesOf(const BlockOps& ops, bool backward) {
+  std::vector<std::string> out;
+  for (const BlockOp& op : ops) {
+    if (op.kind != OpKind::kCollective) continue;
+    const CollectivePass& pass = backward ? op.comm.backward : op.comm.forward;
+    if (pass.count > 0)
+      out.push_back(std::string(op.name) + " " + ToString(pass.kind) + " x" +
+                    std::to_string(pass.count) + " " + ToString(pass.at));
+  }
+  return out;
+}
+
+TEST_CASE("block ops: a block's tp, cp and ep collectives sit where the block runs them",
+          "[planner][block_ops]") {
+  using V = std::vector<std::string>;
+  ModelSpec m = Llama();
+  ParallelPlan plan;
+  plan.tp = 2;
+  // Megatron's f and g: all-reduce of the input's gradient, all-reduce of the output.
+  const BlockOps tp = Build(m, plan, AttentionImpl::kFused);
+  CHECK(Names(tp) == V{"attention_norm", "attention.tp_input", "wq", "wk", "wv", "rope",
+                       "attention.heads", "attention", "wo", "attention.tp_output",
+                       "attention.residual", "ffn_norm", "mlp.tp_input", "w_gate", "w_up",
+                       "swiglu", "w_down", "mlp.tp_output", "mlp.residual"});
+  CHECK(CollectivesOf(tp, false) == V{"attention.tp_output all_reduce x1 after_attention",
+                                      "mlp.tp_output all_reduce x1 after_mlp"});
+  CHECK(CollectivesOf(tp, true) == V{"attention.tp_input all_reduce x1 after_attention",
+                                     "mlp.tp_input all_reduce x1 after_mlp"});
+  const double T = 512, E = 1024, a = 2;  // micro-batch 1 of S 512, bf16
+  CHECK(OpNamed(tp, "attention.tp_output").comm.bytes == T * E * a);
+  CHECK(OpNamed(tp, "attention.tp_output").comm.dim == MeshDim::kTp);
+
+  // Sequence parallel: all-gather in (backward: reduce-scatter of its gradient and the saved
+  // input's re-gather), reduce-scatter out (backward: all-gather), whose output the op
+  // policy saves.
+  plan.sequence_parallel = true;
+  const BlockOps sp = Build(m, plan, AttentionImpl::kFused);
+  CHECK(CollectivesOf(sp, false) == V{"attention.sp_gather all_gather x1 before_attention",
+                                      "attention.sp_scatter reduce_scatter x1 after_attention",
+                                      "mlp.sp_gather all_gather x1 before_mlp",
+                                      "mlp.sp_scatter reduce_scatter x1 after_mlp"});
+  CHECK(CollectivesOf(sp, true) == V{"attention.sp_gather reduce_scatter x1 after_attention",
+                                     "attention.sp_regather all_gather x1 before_attention",
+                                     "attention.sp_scatter all_gather x1 before_attention",
+                                     "mlp.sp_gather reduce_scatter x1 after_mlp",
+                                     "mlp.sp_regather all_gather x1 before_mlp",
+                                     "mlp.sp_scatter all_gather x1 before_mlp"});
+  CHECK(OpNamed(sp, "attention.sp_scatter").output_saved_by_op);
+  CHECK_FALSE(OpNamed(sp, "attention.sp_gather").output_saved_by_op);
+
+  // cp 2: the ring's K and V exchange during the attention core, twice in the backward.
+  ParallelPlan cp;
+  cp.cp = 2;
+  const BlockOps ring = Build(m, cp, AttentionImpl::kFused);
+  const V names = Names(ring);
+  const auto at = std::find(names.begin(), names.end(), "attention.cp_ring");
+  REQUIRE(at != names.end());
+  CHECK(*(at + 1) == "attention");
+  const BlockOp& exchange = OpNamed(ring, "attention.cp_ring");
+  CHECK(exchange.comm.dim == MeshDim::kCp);
+  // K and V of the whole sequence: B * S * (K*D + K*Dv) * a, K = 2 heads of D = Dv = 128.
+  CHECK(exchange.comm.bytes == 1 * 512 * (2 * 128 + 2 * 128) * a);
+  CHECK(CollectivesOf(ring, true) == V{"attention.cp_ring ring_exchange x2 during_attention"});
+
+  // ep 2 with tp 2: the routed rows' all-to-all and tp all-gather before the experts, the
+  // reduce-scatter and all-to-all back after them.
+  m.moe = {/*experts=*/8, /*top_k=*/2, /*shared_experts=*/0, /*expert_ffn_hidden=*/512};
+  ParallelPlan ep;
+  ep.tp = 2;
+  ep.dp = 2;
+  ep.ep = 2;
+  const BlockOps moe = Build(m, ep, AttentionImpl::kFused);
+  CHECK(CollectivesOf(moe, false) == V{"attention.tp_output all_reduce x1 after_attention",
+                                       "moe.dispatch all_to_all x1 expert_dispatch",
+                                       "moe.dispatch_gather all_gather x1 expert_dispatch",
+                                       "moe.combine_scatter reduce_scatter x1 expert_combine",
+                                       "moe.combine all_to_all x1 expert_combine",
+                                       "mlp.tp_output all_reduce x1 after_mlp"});
+  CHECK(OpNamed(moe, "moe.dispatch").comm.dim == MeshDim::kEp);
+  CHECK(OpNamed(moe, "moe.combine_scatter").output_saved_by_op);
+
+  // The step's block replays, under the op policy, the collectives whose outputs its save
+  // list does not hold: sequence parallel's all-gathers, not its reduce-scatters.
+  plan.recompute = Recompute::kOp;
+  const StepWork w = BuildStepWork(Llama(), Training(), plan);
+  int all_gathers = 0, others = 0;
+  for (const Collective& c : w.block.collectives)
+    if (c.phase == StepPhase::kRecompute) (c.kind == CollectiveKind::kAllGather ? all_gathers : others) += c.count;
+  CHECK(all_gathers == 2);
+  CHECK(others == 0);
 }
 
 TEST_CASE("block ops: the framework's kernels, not the block kind, lower the ops",
@@ -225,12 +325,15 @@ TEST_CASE("block ops: the head's ops are the work of the step's head", "[planner
   const RankShape shape = MakeRankShape(m, training, plan);
   const BlockOps ops = BuildHeadOps(m, shape, LoweringOf(shape, AttentionImpl::kFused));
   using V = std::vector<std::string>;
-  REQUIRE(Names(ops) == V{"final_norm", "lm_head", "cross_entropy"});
+  // tp 2 with sequence parallel: the lm_head's input all-gathered (and re-gathered in the
+  // backward), the vocabulary-parallel loss's three per-token all-reduces.
+  REQUIRE(Names(ops) == V{"final_norm", "lm_head.sp_gather", "lm_head.sp_regather", "lm_head",
+                          "cross_entropy", "cross_entropy.tp_reductions"});
 
   // T = 8 * 512 tokens (dp 1, micro-batch 1: 512), Tn = T/2, V/tp = 16000.
   const double a = precision == Precision::kFp32 ? 4 : 2, T = 512, Tn = T / 2, E = 1024;
   const double Vt = 16000;
-  const BlockOp& lm_head = *(ops.begin() + 1);
+  const BlockOp& lm_head = OpNamed(ops, "lm_head");
   CHECK(lm_head.gemm.m == T);
   CHECK(lm_head.gemm.n == Vt);
   CHECK(lm_head.gemm.k == E);
@@ -238,7 +341,7 @@ TEST_CASE("block ops: the head's ops are the work of the step's head", "[planner
   CHECK(lm_head.gemm.flops() == 2 * T * E * Vt);
   // The loss: (a + 36) bytes per logit forward and (12 + a) backward with a 16-bit cast,
   // 32 and 8 on fp32 logits; 6 and 2 launches (5 and 1 without the cast).
-  const BlockOp& loss = *(ops.begin() + 2);
+  const BlockOp& loss = OpNamed(ops, "cross_entropy");
   CHECK(loss.forward.bytes == T * Vt * (a == 4 ? 32 : a + 36));
   CHECK(loss.backward.bytes == T * Vt * (a == 4 ? 8 : 12 + a));
   CHECK(loss.forward.kernels == (a == 4 ? 5 : 6));
@@ -270,7 +373,8 @@ TEST_CASE("block ops: the embedding's ops are the work of the step's embedding",
   using V = std::vector<std::string>;
 
   const BlockOps llama = BuildEmbeddingOps(m, shape);
-  REQUIRE(Names(llama) == V{"embedding"});
+  // tp 2 with sequence parallel: the vocabulary-parallel lookup's output reduce-scattered.
+  REQUIRE(Names(llama) == V{"embedding", "embedding.tp_output"});
   // The lookup reads the rows and writes (T, E); the weight gradient scatter-adds (T, E).
   CHECK(llama.begin()->forward.bytes == 2 * T * E * a);
   CHECK(llama.begin()->backward.bytes == 0);
@@ -287,7 +391,8 @@ TEST_CASE("block ops: the embedding's ops are the work of the step's embedding",
   m.block = BlockKind::kGpt;
   m.kv_heads = m.heads;
   const BlockOps gpt = BuildEmbeddingOps(m, MakeRankShape(m, training, plan));
-  REQUIRE(Names(gpt) == V{"embedding", "embedding.positions", "embedding.dropout"});
+  REQUIRE(Names(gpt) ==
+          V{"embedding", "embedding.tp_output", "embedding.positions", "embedding.dropout"});
   const StepWork wg = BuildStepWork(m, training, plan);
   CHECK(wg.embedding.forward.memory_bytes == 2 * T * E * a + 3 * T * E * a + (2 * a + 1) * T * E);
   CHECK(wg.embedding.forward.memory_bytes == SumOf(gpt).forward.bytes);
@@ -297,13 +402,6 @@ TEST_CASE("block ops: the embedding's ops are the work of the step's embedding",
 // torchtitan's Llama code of 2024 (configs/frameworks/torchtitan.yaml, kernels: torchtitan-2024):
 // each op's bytes per element as block_ops.cc derives them from torchtitan's source, and what
 // autograd keeps.
-const BlockOp& OpNamed(const BlockOps& ops, const std::string& name) {
-  for (const BlockOp& op : ops)
-    if (name == op.name) return op;
-  FAIL("no op " << name);
-  return *ops.begin();
-}
-
 TEST_CASE("block ops: torchtitan's 2024 Llama code, op by op, and what autograd keeps",
           "[planner][block_ops]") {
   const ModelSpec m = Llama();  // E 1024, 8 heads, 2 k/v heads (GQA), F 2816
