@@ -162,50 +162,57 @@ class BlockOpsBuilder {
     return op.output_saved_by_op;
   }
 
-  // A norm saves its input and its per-row statistics (RMSNorm: rstd; LayerNorm: mean,
-  // rstd). Megatron's fused LayerNorm: forward read + write (Tn, E), 1 kernel; backward
-  // cuComputePartGradGammaBeta reads dy and x, cuComputeGradInput reads dy and x and writes
-  // dx, 3 kernels. A one-kernel norm (Transformer Engine's, PyTorch's nn.LayerNorm): forward
-  // read + write, backward reads dy and x and writes dx in one kernel, then reduces the
-  // weight's partial gradients in a second. The executor's RMSNorm: RmsNormLaunches.
-  void Norm(const char* name, bool layer_input) {
-    const double bytes = 2 * sh_.Tn * E_ * a_;
-    if (torchtitan_ && !lowering_.fused_norm && m_.block != BlockKind::kGpt)
-      return TorchtitanNorm(name, layer_input);
-    if (megatron_) {
-      Memory(name, G::kNorm, {bytes, 1}, {5 * a_ * sh_.Tn * E_, 3});
-    } else if (fused_ || m_.block == BlockKind::kGpt || lowering_.fused_norm) {
-      Memory(name, G::kNorm, {bytes, 1}, {3 * a_ * sh_.Tn * E_, 2});
-    } else {
-      const NormLaunches launches = RmsNormLaunches(sh_);
-      Elementwise(name, G::kNorm, bytes, launches.fwd, launches.bwd);
-    }
-    const double rows = double(sh_.b) * sh_.s_norm;
-    SavedTensor input{name, "input (B,Sn,E)", rows * sh_.hidden, a_};
-    input.layer_input = layer_input;
-    Save(input);
-    if (m_.block == BlockKind::kGpt) Save(Statistic({name, "mean (B,Sn) fp32", rows, kFp32Bytes}));
-    Save(Statistic({name, "rstd (B,Sn) fp32", rows, kFp32Bytes}));
-  }
-  // torchtitan's eager RMSNorm (torchtitan/models/norms.py, RMSNorm at 157a12c56):
+  // A norm (a block's two, the head's final one) as the lowering runs it. Megatron's fused
+  // LayerNorm: forward read + write (Tn, E), 1 kernel; backward cuComputePartGradGammaBeta
+  // reads dy and x, cuComputeGradInput reads dy and x and writes dx, 3 kernels. A one-kernel
+  // norm (Transformer Engine's, PyTorch's nn.LayerNorm): forward read + write, backward reads
+  // dy and x and writes dx in one kernel, then reduces the weight's partial gradients in a
+  // second. The executor's RMSNorm: RmsNormLaunches. torchtitan's eager RMSNorm
+  // (torchtitan/models/norms.py, RMSNorm at 157a12c56):
   // (x.float() * rsqrt(x.float().pow(2).mean(-1) + eps)).type_as(x) * weight. Per element
   // of (Tn, E), forward: the cast to fp32 (read A, write 4), pow (4, 4), mean (4), x * rstd
   // (4, 4), the cast back (4, A), * weight (A, A): 4A + 28 bytes in 8 launches (with the
   // row-sized add and rsqrt). Backward, as autograd runs it: dy * w (2A) and the weight's
   // dy * n summed (4A), the casts back (A + 4, 4 + A), x * rstd's dx (8) and its rstd
   // gradient (dy * x).sum (16), mean's expand (4), pow's 2x * d (12), x's two gradients
-  // added (12): 8A + 60 bytes in 11 launches. Autograd keeps x in fp32 and the cast-back
-  // output, not x itself: only a checkpoint holds the block's input.
-  void TorchtitanNorm(const char* name, bool layer_input) {
-    const double TnE = sh_.Tn * E_, rows = double(sh_.b) * sh_.s_norm;
-    Memory(name, G::kNorm, {(4 * a_ + 28) * TnE, 8}, {(8 * a_ + 60) * TnE, 11});
-    if (layer_input) {
-      SavedTensor input{name, "input (B,Sn,E), held by a checkpoint", rows * sh_.hidden, a_};
-      input.layer_input = input.checkpoint_only = true;
-      Save(input);
+  // added (12): 8A + 60 bytes in 11 launches.
+  void NormOp(const char* name) {
+    const double TnE = sh_.Tn * E_, bytes = 2 * TnE * a_;
+    if (TorchtitanNorm()) {
+      Memory(name, G::kNorm, {(4 * a_ + 28) * TnE, 8}, {(8 * a_ + 60) * TnE, 11});
+    } else if (megatron_) {
+      Memory(name, G::kNorm, {bytes, 1}, {5 * a_ * TnE, 3});
+    } else if (fused_ || m_.block == BlockKind::kGpt || lowering_.fused_norm) {
+      Memory(name, G::kNorm, {bytes, 1}, {3 * a_ * TnE, 2});
+    } else {
+      const NormLaunches launches = RmsNormLaunches(sh_);
+      Elementwise(name, G::kNorm, bytes, launches.fwd, launches.bwd);
     }
-    Save({name, "input in fp32 (B,Sn,E)", rows * sh_.hidden, kFp32Bytes});
-    Save({name, "normed input before the weight (B,Sn,E)", rows * sh_.hidden, a_});
+  }
+  bool TorchtitanNorm() const {
+    return torchtitan_ && !lowering_.fused_norm && m_.block != BlockKind::kGpt;
+  }
+  // A block's norm saves its input and its per-row statistics (RMSNorm: rstd; LayerNorm:
+  // mean, rstd). torchtitan's autograd keeps x in fp32 and the cast-back output, not x
+  // itself: only a checkpoint holds the block's input.
+  void Norm(const char* name, bool layer_input) {
+    NormOp(name);
+    const double rows = double(sh_.b) * sh_.s_norm;
+    if (TorchtitanNorm()) {
+      if (layer_input) {
+        SavedTensor input{name, "input (B,Sn,E), held by a checkpoint", rows * sh_.hidden, a_};
+        input.layer_input = input.checkpoint_only = true;
+        Save(input);
+      }
+      Save({name, "input in fp32 (B,Sn,E)", rows * sh_.hidden, kFp32Bytes});
+      Save({name, "normed input before the weight (B,Sn,E)", rows * sh_.hidden, a_});
+      Save(Statistic({name, "rstd (B,Sn) fp32", rows, kFp32Bytes}));
+      return;
+    }
+    SavedTensor input{name, "input (B,Sn,E)", rows * sh_.hidden, a_};
+    input.layer_input = layer_input;
+    Save(input);
+    if (m_.block == BlockKind::kGpt) Save(Statistic({name, "mean (B,Sn) fp32", rows, kFp32Bytes}));
     Save(Statistic({name, "rstd (B,Sn) fp32", rows, kFp32Bytes}));
   }
   // torchtitan's repeat_kv copies k and v to every q head (fewer k/v heads than q heads).
@@ -225,9 +232,6 @@ class BlockOpsBuilder {
   // gradients (torch/csrc/autograd/input_buffer.cpp: read 2, write 1)).
   void Residual(const char* name, const char* mask_op) {
     const double TnE = sh_.Tn * E_;
-    // Sequence parallel: the branch output's reduce-scatter, on the op policy's save list.
-    if (sh_.tp > 1 && sh_.s_norm != sh_.s_local)
-      OpOutput({"reduce_scatter", "output (B,Sn,E)", double(sh_.b) * sh_.s_norm * sh_.hidden, a_});
     if (m_.block == BlockKind::kGpt) {
       Memory(name, G::kBiasDropoutAdd, {(3 * a_ + 1) * TnE, 1},
              {(3 * a_ + 1) * TnE + 3 * a_ * TnE, 2 + 1});
@@ -292,12 +296,14 @@ void BlockOpsBuilder::TpHalfOutput() {
   const CollectivePosition before = mlp_ ? P::kBeforeMlp : P::kBeforeAttention;
   const CollectivePosition after = mlp_ ? P::kAfterMlp : P::kAfterAttention;
   const double bytes = sh_.T * E_ * a_;
-  if (sh_.sequence_parallel)
+  if (sh_.sequence_parallel) {
     Collective(mlp_ ? "mlp.sp_scatter" : "attention.sp_scatter", MeshDim::kTp, bytes,
                {K::kReduceScatter, 1, after}, {K::kAllGather, 1, before}, /*saved_by_op=*/true);
-  else
+    OpOutput({"reduce_scatter", "output (B,Sn,E)", double(sh_.b) * sh_.s_norm * sh_.hidden, a_});
+  } else {
     Collective(mlp_ ? "mlp.tp_output" : "attention.tp_output", MeshDim::kTp, bytes,
                {K::kAllReduce, 1, after}, {K::kAllReduce, 0, before});
+  }
 }
 
 void BlockOpsBuilder::AttentionCore(bool v_saved_by_op) {
@@ -668,12 +674,10 @@ LossWork LossOf(double a) {
 
 }  // namespace
 
-// The final norm (a fused norm kernel: 1 launch forward, 2 backward; an eager RMSNorm as in a
-// llama block), the lm_head (T, E) x (E, V/tp), which stays bf16 in fp8 runs, and the loss.
+// The final norm (the blocks' norm, as the lowering runs it), the lm_head (T, E) x (E, V/tp),
+// which stays bf16 in fp8 runs, and the loss.
 void BlockOpsBuilder::Head() {
-  const bool eager_rms = m_.block == BlockKind::kLlama && lowering_.kernels == KernelSet::kEager;
-  const NormLaunches norm = eager_rms ? RmsNormLaunches(sh_) : NormLaunches{1, 2};
-  Elementwise("final_norm", G::kNorm, 2 * sh_.Tn * E_ * a_, norm.fwd, norm.bwd);
+  NormOp("final_norm");
   const double T = sh_.T, Vt = static_cast<double>(sh_.vocab);
   using K = CollectiveKind;
   const bool tp = sh_.tp > 1, sp = sh_.sequence_parallel;
