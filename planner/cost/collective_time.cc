@@ -36,6 +36,21 @@ CommGroup ExpertDataParallelGroup(const ParallelPlan& plan) {
   return group;
 }
 
+CommGroup TiedEmbeddingGroup(const ParallelPlan& plan) {
+  CommGroup group;
+  if (plan.pp > 1) group.inner = {plan.tp * plan.cp * (plan.pp - 1), 2};
+  return group;
+}
+
+RankGroups RankGroupsOf(const ParallelPlan& plan) {
+  RankGroups g;
+  for (MeshDim dim : kAllCommDims) g.of_dim[static_cast<int>(dim)] = MeshGroup(plan, dim);
+  g.weight_replicas = DataParallelGroup(plan);
+  g.expert_replicas = ExpertDataParallelGroup(plan);
+  g.tied_embedding = TiedEmbeddingGroup(plan);
+  return g;
+}
+
 CommGroup DataParallelGroup(const ParallelPlan& plan) {
   CommGroup group;
   group.inner = {plan.tp, plan.cp};

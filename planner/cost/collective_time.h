@@ -10,9 +10,11 @@
 // allocation.
 #pragma once
 
+#include <array>
 #include <cstdint>
 
 #include "planner/cluster_spec.h"
+#include "planner/mesh_dim.h"
 #include "planner/parallel_plan.h"
 #include "planner/plan_cost.h"
 
@@ -50,6 +52,19 @@ CommGroup DataParallelGroup(const ParallelPlan& plan);
 // The ranks that hold the same routed experts (expert gradients, ZeRO of expert states):
 // cp x dp/ep, the dp axis strided by ep (tp*cp*pp*ep). ep == 1: DataParallelGroup.
 CommGroup ExpertDataParallelGroup(const ParallelPlan& plan);
+// The two stages that hold a tied embedding's copies (the first and the last: Megatron's
+// embedding group); pp == 1: a group of one.
+CommGroup TiedEmbeddingGroup(const ParallelPlan& plan);
+
+// Every group a rank of `plan` communicates in, derived once (PlanShape::groups).
+struct RankGroups {
+  std::array<CommGroup, kNumCommDims> of_dim;  // MeshGroup(plan, dim)
+  CommGroup weight_replicas;                   // DataParallelGroup
+  CommGroup expert_replicas;                   // ExpertDataParallelGroup
+  CommGroup tied_embedding;                    // TiedEmbeddingGroup
+  const CommGroup& operator[](MeshDim dim) const { return of_dim[static_cast<int>(dim)]; }
+};
+RankGroups RankGroupsOf(const ParallelPlan& plan);
 
 // True when every aligned group of this shape lies inside one node: for each
 // axis of size n > 1 and stride s, s*n <= gpus_per_node and divides it.

@@ -43,7 +43,7 @@ void AddPass(const StepShape& s, const BlockOp& op, const CollectivePass& pass, 
   }
   part->collectives.push_back(MakeCollective(c.dim, pass.kind, phase, pass.at,
                                              Cadence::kPerMicrobatch, c.bytes,
-                                             MeshGroup(s.plan, c.dim), Overlappable(s.plan, c.dim),
+                                             s.groups[c.dim], Overlappable(s.plan, c.dim),
                                              pass.count));
 }
 
@@ -105,20 +105,18 @@ void AddDpSync(const StepShape& s, const StepWork& w, int64_t params, const Comm
 // expert-data-parallel group, the rest over dp x cp.
 void DpCollectives(const StepShape& s, const StepWork& w, int64_t params, int64_t expert_params,
                    PartWork* part) {
-  AddDpSync(s, w, params - expert_params, DataParallelGroup(s.plan), part);
-  AddDpSync(s, w, expert_params, ExpertDataParallelGroup(s.plan), part);
+  AddDpSync(s, w, params - expert_params, s.groups.weight_replicas, part);
+  AddDpSync(s, w, expert_params, s.groups.expert_replicas, part);
 }
 
 // Tied embeddings split over pipeline stages: the first and last stage each hold a copy
 // and all-reduce its gradient once per step (Megatron's embedding group).
 void TiedEmbeddingSync(const StepShape& s, const StepWork& w, int64_t params, PartWork* part) {
   if (!s.model.tied_embeddings || s.plan.pp <= 1) return;
-  CommGroup ends;
-  ends.inner = {s.plan.tp * s.plan.cp * (s.plan.pp - 1), 2};
   part->collectives.push_back(
       MakeCollective(MeshDim::kPp, CollectiveKind::kAllReduce, StepPhase::kBackward,
                      CollectivePosition::kAfterPart, Cadence::kPerStep,
-                     static_cast<double>(params * w.grad_bytes), ends, false));
+                     static_cast<double>(params * w.grad_bytes), s.groups.tied_embedding, false));
 }
 
 }  // namespace meshplan

@@ -34,6 +34,7 @@ void MakePlanShape(const ModelSpec& model, const TrainingSpec& training, const P
                    AttentionImpl attention, PlanShape* out) {
   PlanShape& p = *out;
   p.rank = MakeRankShape(model, training, plan);
+  p.groups = RankGroupsOf(plan);
   p.attention = ResolveAttentionImpl(attention, training.framework, training.precision);
   p.lowering = LoweringOf(p.rank, p.attention);
   p.layers = SplitLayers(model.layers, plan);

@@ -1,6 +1,6 @@
 // PlanShape: what a plan's ranks are, derived from the plan once (MakePlanShape) and passed
 // to the builders of the step's work and of its memory: the rank's local sizes (RankShape),
-// the stage split, the layers and parameters of each distinct stage (first, last and a middle
+// its communication groups, the stage split, the layers and parameters of each distinct stage (first, last and a middle
 // one: the stages the cost model evaluates), a block's parameters, and the block's op list as
 // the framework lowers it.
 // It follows from the plan's mesh, micro-batch, sequence parallel, schedule and stage split,
@@ -38,6 +38,7 @@ struct StageShape {
 
 struct PlanShape {
   RankShape rank;                // local sizes
+  RankGroups groups;             // the groups it communicates in (collective_time.h)
   AttentionImpl attention = AttentionImpl::kFused;  // resolved (ResolveAttentionImpl)
   Lowering lowering;             // which kernels run the block's ops
   StageLayers layers;            // SplitLayers(model.layers, plan)

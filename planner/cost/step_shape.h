@@ -19,6 +19,7 @@ namespace meshplan {
 struct StepShape {
   const ModelSpec& model;
   const ParallelPlan& plan;
+  const RankGroups& groups;  // the rank's communication groups (collective_time.h)
   RankShape rank;      // the rank's shape, derived once (T and Tn below are its)
   Lowering lowering;   // which kernels run the block's ops (block_ops.h)
   double T = 0;   // tokens of a micro-batch on this rank: B*S/cp

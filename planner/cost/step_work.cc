@@ -132,7 +132,7 @@ void BuildStepWork(const ModelSpec& model, const TrainingSpec& training, const P
   w.grad_bytes = static_cast<int64_t>(BytesPerParamFor(training).grad);
   w.calibration = training.framework.calibration;
 
-  StepShape s{model, plan, shape.rank, shape.lowering};
+  StepShape s{model, plan, shape.groups, shape.rank, shape.lowering};
   s.T = s.rank.T;
   s.tp = static_cast<double>(plan.tp);
   s.Tn = s.rank.Tn;
@@ -175,8 +175,8 @@ void BuildStepWork(const ModelSpec& model, const TrainingSpec& training, const P
     if (scatter)
       w.pp_regather = MakeCollective(MeshDim::kTp, CollectiveKind::kAllGather, StepPhase::kForward,
                                      CollectivePosition::kAfterPart, Cadence::kPerMicrobatch,
-                                     s.T * s.E * s.a, MeshGroup(plan, MeshDim::kTp), false);
-    const CommGroup pp = MeshGroup(plan, MeshDim::kPp);
+                                     s.T * s.E * s.a, s.groups[MeshDim::kTp], false);
+    const CommGroup& pp = s.groups[MeshDim::kPp];
     w.pp_activation =
         MakeCollective(MeshDim::kPp, CollectiveKind::kSendRecv, StepPhase::kForward,
                        CollectivePosition::kAfterPart, Cadence::kPerMicrobatch, bytes, pp, false);
