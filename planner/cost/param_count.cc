@@ -111,11 +111,15 @@ int64_t MoeLayersOfStage(const ModelSpec& m, const ParallelPlan& plan, int64_t s
 }
 
 StageParams CountStageParams(const ModelSpec& m, const ParallelPlan& plan, int64_t stage) {
+  return CountStageParams(m, plan, stage, LayersOfStage(m, plan, stage),
+                          MoeLayersOfStage(m, plan, stage), BlockParamsPerTpRank(m, plan.tp, false));
+}
+
+StageParams CountStageParams(const ModelSpec& m, const ParallelPlan& plan, int64_t stage,
+                             int64_t layers, int64_t moe, int64_t dense_block_params) {
   StageParams out;
   const int64_t vocab_shard = PaddedVocab(m, plan.tp) / plan.tp * m.hidden;
-  const int64_t layers = LayersOfStage(m, plan, stage);
-  const int64_t moe = MoeLayersOfStage(m, plan, stage);
-  out.blocks = (layers - moe) * BlockParamsPerTpRank(m, plan.tp, false);
+  out.blocks = (layers - moe) * dense_block_params;
   if (moe > 0) {
     out.blocks += moe * BlockParamsPerRank(m, plan, true);
     out.experts = moe * ExpertParamsPerRank(m, plan.tp, plan.ep);

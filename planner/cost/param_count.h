@@ -60,5 +60,10 @@ struct StageParams {
   int64_t total() const { return embedding + blocks + final_norm + lm_head; }
 };
 StageParams CountStageParams(const ModelSpec& model, const ParallelPlan& plan, int64_t stage);
+// The same from the stage's `layers` (LayersOfStage), `moe_layers` (MoeLayersOfStage) and a
+// dense block's parameters on a tp rank (BlockParamsPerTpRank(model, plan.tp, false)), when
+// the caller has them (PlanShape).
+StageParams CountStageParams(const ModelSpec& model, const ParallelPlan& plan, int64_t stage,
+                             int64_t layers, int64_t moe_layers, int64_t dense_block_params);
 
 }  // namespace meshplan

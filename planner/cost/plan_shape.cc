@@ -7,15 +7,17 @@
 namespace meshplan {
 namespace {
 
+// `dense_block_params`: PlanShape::dense_block_params.
 StageShape StageShapeOf(const ModelSpec& model, const TrainingSpec& training,
-                        const ParallelPlan& plan, const StageLayers& split, int64_t stage) {
+                        const ParallelPlan& plan, const StageLayers& split, int64_t stage,
+                        int64_t dense_block_params) {
   StageShape s;
   s.layers = split.Of(stage);
   s.largest_chunk = split.LargestChunkOf(stage);
   s.first_chunk = split.ChunkOf(stage, 0);
   s.last_chunk = split.ChunkOf(stage, split.vpp - 1);
   s.moe_layers = MoeLayersOfStage(model, plan, stage);
-  s.params = CountStageParams(model, plan, stage);
+  s.params = CountStageParams(model, plan, stage, s.layers, s.moe_layers, dense_block_params);
   s.in_flight = CountMicrobatchesInFlight(plan, model.layers,
                                           plan.num_microbatches(training.global_batch), stage);
   return s;
@@ -55,9 +57,10 @@ void MakePlanShape(const ModelSpec& model, const TrainingSpec& training, const P
   } else if (p.dense_ops.size() > 0) {
     p.dense_ops = BlockOps();  // (a zeroed value: only when *out held a MoE shape)
   }
-  p.first = StageShapeOf(model, training, plan, p.layers, 0);
-  p.last = StageShapeOf(model, training, plan, p.layers, plan.pp - 1);
-  p.middle = plan.pp > 2 ? StageShapeOf(model, training, plan, p.layers, 1) : StageShape{};
+  const int64_t dense = p.dense_block_params;
+  p.first = StageShapeOf(model, training, plan, p.layers, 0, dense);
+  p.last = plan.pp == 1 ? p.first : StageShapeOf(model, training, plan, p.layers, plan.pp - 1, dense);
+  p.middle = plan.pp > 2 ? StageShapeOf(model, training, plan, p.layers, 1, dense) : StageShape{};
 }
 
 PlanShape MakePlanShape(const ModelSpec& model, const TrainingSpec& training,
@@ -70,7 +73,7 @@ PlanShape MakePlanShape(const ModelSpec& model, const TrainingSpec& training,
 StageShape StageOf(const PlanShape& shape, const ModelSpec& model, const TrainingSpec& training,
                    const ParallelPlan& plan, int64_t index) {
   if (index == 0 || index == 1 || index == plan.pp - 1) return shape.stage(index);
-  return StageShapeOf(model, training, plan, shape.layers, index);
+  return StageShapeOf(model, training, plan, shape.layers, index, shape.dense_block_params);
 }
 
 bool SameShape(const ParallelPlan& a, const ParallelPlan& b) {

@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "planner/cost/cost_model.h"
+#include "planner/cost/plan_shape.h"
 #include "planner/cost/step_time.h"
 #include "planner/cost/step_work.h"
 
@@ -81,6 +82,22 @@ void BM_BuildStepWork(benchmark::State& state) {
   }
 }
 BENCHMARK(BM_BuildStepWork);
+
+// The same from each plan's shape, derived beforehand: what the search pays per ZeRO,
+// recompute and overlap / offload variant of a grid point (planner/cost/plan_evaluator.h).
+void BM_BuildStepWorkFromShape(benchmark::State& state) {
+  const Setup s = MakeSetup();
+  std::vector<PlanShape> shapes;
+  for (const ParallelPlan& p : s.plans) shapes.push_back(MakePlanShape(s.model, s.training, p));
+  size_t i = 0;
+  for (auto _ : state) {
+    StepWork w;
+    BuildStepWork(s.model, s.training, s.plans[i], shapes[i], &w);
+    benchmark::DoNotOptimize(w.block.forward.matmul_flops);
+    i = (i + 1) % s.plans.size();
+  }
+}
+BENCHMARK(BM_BuildStepWorkFromShape);
 
 void BM_AnalyticStepTime(benchmark::State& state) {
   const Setup s = MakeSetup();
