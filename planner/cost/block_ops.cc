@@ -119,8 +119,7 @@ class BlockOpsBuilder {
     op.comm = {dim, bytes, fwd, bwd};
     op.output_saved_by_op = saved_by_op;
   }
-  void TpHalfInput();
-  void TpHalfOutput();
+  void TpHalfCollectives(bool entering);  // after a half's norm / before its residual
   // A tensor the op added last saves.
   void Save(SavedTensor t) {
     t.mlp_half = mlp_;
@@ -273,30 +272,22 @@ class BlockOpsBuilder {
 // executor/model/llama_model.h), and a reduce-scatter of the output (backward: an all-gather
 // of its gradient), whose output the op policy saves. Else Megatron's f (identity forward,
 // all-reduce of the input's gradient) and g (all-reduce forward, identity backward).
-void BlockOpsBuilder::TpHalfInput() {
+void BlockOpsBuilder::TpHalfCollectives(bool entering) {
   if (sh_.tp <= 1) return;
   using K = CollectiveKind;
   const CollectivePosition before = mlp_ ? P::kBeforeMlp : P::kBeforeAttention;
   const CollectivePosition after = mlp_ ? P::kAfterMlp : P::kAfterAttention;
   const double bytes = sh_.T * E_ * a_;
-  if (sh_.sequence_parallel) {
+  const bool sp = sh_.sequence_parallel;
+  if (entering && sp) {
     Collective(mlp_ ? "mlp.sp_gather" : "attention.sp_gather", MeshDim::kTp, bytes,
                {K::kAllGather, 1, before}, {K::kReduceScatter, 1, after});
     Collective(mlp_ ? "mlp.sp_regather" : "attention.sp_regather", MeshDim::kTp, bytes,
                {K::kAllGather, 0, before}, {K::kAllGather, 1, before});
-  } else {
+  } else if (entering) {
     Collective(mlp_ ? "mlp.tp_input" : "attention.tp_input", MeshDim::kTp, bytes,
                {K::kAllReduce, 0, before}, {K::kAllReduce, 1, after});
-  }
-}
-
-void BlockOpsBuilder::TpHalfOutput() {
-  if (sh_.tp <= 1) return;
-  using K = CollectiveKind;
-  const CollectivePosition before = mlp_ ? P::kBeforeMlp : P::kBeforeAttention;
-  const CollectivePosition after = mlp_ ? P::kAfterMlp : P::kAfterAttention;
-  const double bytes = sh_.T * E_ * a_;
-  if (sh_.sequence_parallel) {
+  } else if (sp) {
     Collective(mlp_ ? "mlp.sp_scatter" : "attention.sp_scatter", MeshDim::kTp, bytes,
                {K::kReduceScatter, 1, after}, {K::kAllGather, 1, before}, /*saved_by_op=*/true);
     OpOutput({"reduce_scatter", "output (B,Sn,E)", double(sh_.b) * sh_.s_norm * sh_.hidden, a_});
@@ -400,7 +391,7 @@ void BlockOpsBuilder::AttentionHalf() {
   const double normed = b * sh_.s_norm * sh_.hidden;  // (B,Sn,E)
   const bool gpt = m_.block == BlockKind::kGpt;
   Norm("attention_norm", /*layer_input=*/true);
-  TpHalfInput();
+  TpHalfCollectives(/*entering=*/true);
   // wq, wq_a or gpt's qkv: reads the normed input, saved once for q, k, v
   const bool q_saved = Linear();
   bool k_saved = false, v_saved = false;  // by the op policy (gpt's qkv: q's)
@@ -490,7 +481,7 @@ void BlockOpsBuilder::AttentionHalf() {
   // The flash and ring kernels' output, which the op policy saves.
   SaveOutputOf(!naive, {"wo", "input: attention output (B,Sc,Ht*Dv)", out_heads, naive ? L : a});
   if (!naive && L != a) Save({"wo", "input: FP8 copy of the attention output (B,Sc,Ht*Dv)", out_heads, L});
-  TpHalfOutput();
+  TpHalfCollectives(/*entering=*/false);
   Residual("attention.residual", "attention.residual_dropout");
 }
 
@@ -499,7 +490,7 @@ void BlockOpsBuilder::MlpHalf() {
   const double normed = b * sh_.s_norm * sh_.hidden, inner = b * Sc * sh_.ffn;  // (B,Sc,Ft)
   const double T = sh_.T;
   Norm("ffn_norm", /*layer_input=*/false);
-  TpHalfInput();
+  TpHalfCollectives(/*entering=*/true);
   const bool gpt = m_.block == BlockKind::kGpt;
   if (gpt) {
     const double ffn = T * static_cast<double>(m_.ffn_hidden) / tp_;
@@ -513,7 +504,7 @@ void BlockOpsBuilder::MlpHalf() {
     Save({"fc2", "input: GeLU output (B,Sc,Ft)", inner, L});
     Temporary({"fc2 backward", "d(fc2 input) (B,Sc,Ft)", inner, a});
     Temporary({"gelu backward", "d(fc1 output) (B,Sc,Ft)", inner, a});
-    TpHalfOutput();
+    TpHalfCollectives(/*entering=*/false);
     Residual("mlp.residual", "mlp.residual_dropout");
     return;
   }
@@ -546,7 +537,7 @@ void BlockOpsBuilder::MlpHalf() {
     Temporary({"swiglu backward", "d gate (B,Sc,Ft)", inner, a});
     Temporary({"swiglu backward", "d up (B,Sc,Ft)", inner, a});
   }
-  TpHalfOutput();
+  TpHalfCollectives(/*entering=*/false);
   Residual("mlp.residual", "mlp.residual_dropout");
 }
 
