@@ -8,7 +8,6 @@
 
 #include "planner/attention_impl.h"
 #include "planner/cost/block_ops.h"
-#include "planner/cost/expert_parallel.h"
 #include "planner/cost/rank_shape.h"
 #include "planner/cost/step_work.h"
 #include "planner/model_spec.h"
@@ -25,13 +24,11 @@ struct StepShape {
   double T = 0;   // tokens of a micro-batch on this rank: B*S/cp
   double Tn = 0;  // tokens seen by norms / residuals: T/tp with SP, else T
   int64_t seq = 0;  // S: keys each query attends to (over the whole CP ring)
-  double S = 0;
-  double E = 0, F = 0, KD = 0;
+  double E = 0;
   double tp = 1;
   double a = 2;   // activation element size
   bool fp8 = false;  // the blocks' linear GEMMs in FP8 (planner/cost/fp8_convention.h)
   AttentionImpl attention = AttentionImpl::kFused;  // resolved
-  ExpertParallelWork ep = {};  // a MoE block's routed rows and all-to-all (expert_parallel.h)
 };
 
 inline Collective MakeCollective(MeshDim dim, CollectiveKind kind, StepPhase phase,

@@ -137,15 +137,11 @@ void BuildStepWork(const ModelSpec& model, const TrainingSpec& training, const P
   s.tp = static_cast<double>(plan.tp);
   s.Tn = s.rank.Tn;
   s.seq = training.seq_len;
-  s.S = static_cast<double>(training.seq_len);
   s.E = static_cast<double>(model.hidden);
-  s.F = static_cast<double>(model.ffn_hidden);
-  s.KD = static_cast<double>(model.kv_hidden());
   s.a = static_cast<double>(w.activation_bytes);
   s.attention = shape.attention;
   s.fp8 = s.rank.fp8;
-  s.ep = s.rank.expert_work;
-  w.experts = s.ep;
+  w.experts = s.rank.expert_work;
 
   // Transformer block.
   w.block.params = shape.block_params;
