@@ -14,7 +14,8 @@ namespace meshplan {
 // "after attention"); recompute replays a block's forward.
 enum class CollectivePosition : uint8_t {
   kBeforePart,       // ZeRO-3 all-gather of the part's parameters (prefetchable)
-  kBeforeAttention,  // SP all-gather of the normed input (backward: of its gradient)
+  kBeforeAttention,  // SP all-gather of the normed input (backward: the all-gathers of the
+                     // output's gradient and of the saved sharded input)
   kDuringAttention,  // CP ring K/V exchange, overlapped with the attention core
   kAfterAttention,   // TP all-reduce / SP reduce-scatter of the attention output (or gradient)
   kBeforeMlp,        // SP all-gather, as kBeforeAttention
@@ -26,7 +27,7 @@ enum class CollectivePosition : uint8_t {
   kEmbeddingOutput,  // vocabulary-parallel embedding: all-reduce (SP: reduce-scatter) of its
                      // output; backward with SP: all-gather of the output gradient
   kLmHeadInput,      // SP all-gather of the lm_head input; backward: all-reduce (SP:
-                     // reduce-scatter) of the input gradient
+                     // reduce-scatter) of the input gradient, with SP the saved input's re-gather
   kInLoss,           // vocabulary-parallel cross-entropy: max, sum-exp, target logit
   kAfterPart,        // gradient bucket ready (DP), stage output sent (PP), tied-embedding sync
   kAfterOptimizer,   // ZeRO-1/2 all-gather of the updated parameters

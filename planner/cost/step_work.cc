@@ -31,15 +31,9 @@ namespace {
 
 int64_t ElementBytes(Precision precision) { return precision == Precision::kFp32 ? 4 : 2; }
 
-void EmbeddingWork(const StepShape& s, const StepWork& w, PartWork* part) {
-  const BlockOps ops = BuildEmbeddingOps(s.model, s.rank);
-  AddOpListWork(s, ops, part);
-  OpListCollectives(s, ops, /*block=*/false, part);
-  DpCollectives(s, w, part->params, 0, part);
-}
-
-void HeadWork(const StepShape& s, const StepWork& w, PartWork* part) {
-  const BlockOps ops = BuildHeadOps(s.model, s.rank, s.lowering);
+// The embedding's or the head's work (`ops`: its op list): compute, its list's collectives, and
+// its DP / ZeRO ones over part->params.
+void EndPartWork(const StepShape& s, const StepWork& w, const BlockOps& ops, PartWork* part) {
   AddOpListWork(s, ops, part);
   OpListCollectives(s, ops, /*block=*/false, part);
   DpCollectives(s, w, part->params, 0, part);
@@ -156,10 +150,10 @@ void BuildStepWork(const ModelSpec& model, const TrainingSpec& training, const P
   const StageParams& first = shape.first.params;
   const StageParams& last = shape.last.params;
   w.embedding.params = first.embedding;
-  EmbeddingWork(s, w, &w.embedding);
+  EndPartWork(s, w, BuildEmbeddingOps(model, s.rank), &w.embedding);
   TiedEmbeddingSync(s, w, first.embedding, &w.embedding);
   w.head.params = last.final_norm + last.lm_head;
-  HeadWork(s, w, &w.head);
+  EndPartWork(s, w, BuildHeadOps(model, s.rank, s.lowering), &w.head);
   TiedEmbeddingSync(s, w, last.lm_head, &w.head);
 
   // Pipeline point-to-point: the (T, E) stage output, sequence-sharded with SP; without SP
