@@ -120,6 +120,13 @@ class BlockOpsBuilder {
     op.output_saved_by_op = saved_by_op;
   }
   void TpHalfCollectives(bool entering);  // after a half's norm / before its residual
+  // The names of the collectives where a tp-split linear reads its input: with sequence
+  // parallel the all-gather and the backward's re-gather, else Megatron's f.
+  struct TpInputNames {
+    const char *sp_gather, *sp_regather, *tp_input;
+  };
+  void TpInputCollectives(const TpInputNames& names, CollectivePosition before,
+                          CollectivePosition after);
   // A tensor the op added last saves.
   void Save(SavedTensor t) {
     t.mlp_half = mlp_;
@@ -265,29 +272,45 @@ class BlockOpsBuilder {
   bool mlp_ = false;
 };
 
-// The tensor-parallel collectives entering a half (after its norm) and leaving it (after its
-// last linear), each over the (T, E) activation. Sequence parallel: an all-gather of the
-// normed input, whose backward reduce-scatters the input's gradient and re-gathers the saved
-// sharded input for the weight gradients (Megatron, and the executor:
-// executor/model/llama_model.h), and a reduce-scatter of the output (backward: an all-gather
-// of its gradient), whose output the op policy saves. Else Megatron's f (identity forward,
-// all-reduce of the input's gradient) and g (all-reduce forward, identity backward).
+// The tensor-parallel collectives where a tp-split linear reads its (T, E) input (a half's
+// first linears, the lm_head). Sequence parallel: an all-gather of the normed input, whose
+// backward reduce-scatters the input's gradient and re-gathers the saved sharded input for the
+// weight gradients (Megatron, and the executor: executor/model/llama_model.h). Else Megatron's
+// f: identity forward, all-reduce of the input's gradient.
+void BlockOpsBuilder::TpInputCollectives(const TpInputNames& names, CollectivePosition before,
+                                         CollectivePosition after) {
+  if (sh_.tp <= 1) return;
+  using K = CollectiveKind;
+  const double bytes = sh_.T * E_ * a_;
+  if (sh_.sequence_parallel) {
+    Collective(names.sp_gather, MeshDim::kTp, bytes, {K::kAllGather, 1, before},
+               {K::kReduceScatter, 1, after});
+    Collective(names.sp_regather, MeshDim::kTp, bytes, {K::kAllGather, 0, before},
+               {K::kAllGather, 1, before});
+  } else {
+    Collective(names.tp_input, MeshDim::kTp, bytes, {K::kAllReduce, 0, before},
+               {K::kAllReduce, 1, after});
+  }
+}
+
+// Those entering a half (after its norm: TpInputCollectives) or leaving it (after its last
+// linear), over the (T, E) activation: with sequence parallel a reduce-scatter of the output
+// (backward: an all-gather of its gradient), whose output the op policy saves; else
+// Megatron's g (all-reduce forward, identity backward).
 void BlockOpsBuilder::TpHalfCollectives(bool entering) {
   if (sh_.tp <= 1) return;
   using K = CollectiveKind;
   const CollectivePosition before = mlp_ ? P::kBeforeMlp : P::kBeforeAttention;
   const CollectivePosition after = mlp_ ? P::kAfterMlp : P::kAfterAttention;
+  if (entering) {
+    TpInputCollectives(mlp_ ? TpInputNames{"mlp.sp_gather", "mlp.sp_regather", "mlp.tp_input"}
+                            : TpInputNames{"attention.sp_gather", "attention.sp_regather",
+                                           "attention.tp_input"},
+                       before, after);
+    return;
+  }
   const double bytes = sh_.T * E_ * a_;
-  const bool sp = sh_.sequence_parallel;
-  if (entering && sp) {
-    Collective(mlp_ ? "mlp.sp_gather" : "attention.sp_gather", MeshDim::kTp, bytes,
-               {K::kAllGather, 1, before}, {K::kReduceScatter, 1, after});
-    Collective(mlp_ ? "mlp.sp_regather" : "attention.sp_regather", MeshDim::kTp, bytes,
-               {K::kAllGather, 0, before}, {K::kAllGather, 1, before});
-  } else if (entering) {
-    Collective(mlp_ ? "mlp.tp_input" : "attention.tp_input", MeshDim::kTp, bytes,
-               {K::kAllReduce, 0, before}, {K::kAllReduce, 1, after});
-  } else if (sp) {
+  if (sh_.sequence_parallel) {
     Collective(mlp_ ? "mlp.sp_scatter" : "attention.sp_scatter", MeshDim::kTp, bytes,
                {K::kReduceScatter, 1, after}, {K::kAllGather, 1, before}, /*saved_by_op=*/true);
     OpOutput({"reduce_scatter", "output (B,Sn,E)", double(sh_.b) * sh_.s_norm * sh_.hidden, a_});
@@ -670,28 +693,19 @@ LossWork LossOf(double a) {
 void BlockOpsBuilder::Head() {
   NormOp("final_norm");
   const double T = sh_.T, Vt = static_cast<double>(sh_.vocab);
-  using K = CollectiveKind;
-  const bool tp = sh_.tp > 1, sp = sh_.sequence_parallel;
   // The lm_head's input: with sequence parallel all-gathered (backward: the gradient
   // reduce-scattered, the saved input re-gathered), else its gradient all-reduced.
-  if (tp && sp) {
-    Collective("lm_head.sp_gather", MeshDim::kTp, T * E_ * a_, {K::kAllGather, 1, P::kLmHeadInput},
-               {K::kReduceScatter, 1, P::kLmHeadInput});
-    Collective("lm_head.sp_regather", MeshDim::kTp, T * E_ * a_,
-               {K::kAllGather, 0, P::kLmHeadInput}, {K::kAllGather, 1, P::kLmHeadInput});
-  } else if (tp) {
-    Collective("lm_head.tp_input", MeshDim::kTp, T * E_ * a_, {K::kAllReduce, 0, P::kLmHeadInput},
-               {K::kAllReduce, 1, P::kLmHeadInput});
-  }
+  TpInputCollectives({"lm_head.sp_gather", "lm_head.sp_regather", "lm_head.tp_input"},
+                     P::kLmHeadInput, P::kLmHeadInput);
   Add("lm_head", OpKind::kLinear, G::kNone).gemm = {T, Vt, E_, 1, false, /*fp8=*/false};
   const LossWork loss = LossOf(a_);
   Memory("cross_entropy", G::kCrossEntropy, {T * Vt * loss.fwd_bytes, loss.fwd_kernels},
          {T * Vt * loss.bwd_bytes, loss.bwd_kernels});
   // The vocabulary-parallel loss's all-reduces of a value per token (fp32): the max, the
   // sum of exponentials and the target logit.
-  if (tp)
-    Collective("cross_entropy.tp_reductions", MeshDim::kTp, T * 4, {K::kAllReduce, 3, P::kInLoss},
-               {K::kAllReduce, 0, P::kInLoss});
+  if (sh_.tp > 1)
+    Collective("cross_entropy.tp_reductions", MeshDim::kTp, T * 4,
+               {CollectiveKind::kAllReduce, 3, P::kInLoss}, {CollectiveKind::kAllReduce, 0, P::kInLoss});
 }
 
 bool OpPolicySavesOutput(const BlockLinear& linear, int* matmuls) {
