@@ -63,6 +63,10 @@ struct GpuSpec {
   // overlaps: every collective blocks and its time adds to the step (SerializeCommunication,
   // planner/cost/step_work.h; docs/cost_model.md 7). meshplan calibrate writes false on CPU.
   bool comm_overlaps_compute = true;
+  // CPU profiles: the intra-op threads of one rank that its rates were measured with
+  // (`meshplan calibrate --threads`); `meshplan run` gives each CPU rank as many, so what is
+  // run is what was predicted. 0: a GPU, or not recorded (run's default: cores / ranks).
+  int threads_per_rank = 0;
   std::string source;                     // data sheet or "calibrated on ..." note
 
   // What a GPU process holds besides its tensors (all 0 for the CPU profile).

@@ -77,6 +77,8 @@ inline constexpr int64_t kMaxAdviceCandidates = 2 * kMaxSearchCandidates;
 inline constexpr int64_t kMaxSimulateTop = 100;
 // Worker threads of a search (--threads); more than cores only adds overhead.
 inline constexpr int64_t kMaxThreads = 1024;
+// Intra-op threads of one CPU rank (meshplan calibrate --threads, a profile's threads_per_rank).
+inline constexpr int64_t kMaxIntraOpThreads = 4096;
 // Ops in one simulated step (about 130 bytes and 0.3 us each: 5M ops ~ 0.7 GB, ~2 s).
 inline constexpr int64_t kMaxSimOps = 5'000'000;
 // Ops in a simulated step's timeline (simulate --trace, the GUI's timeline): each span

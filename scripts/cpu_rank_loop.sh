@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # The multi-rank CPU step-time loop (docs/validation/cpu_ranks.md): calibrate this CPU once
 # (meshplan calibrate --collective-ranks 2: the default calibration of its default model,
-# tiny-llama), then for every plan in tests/data/cpu_loop (a model of other shapes, 2 ranks:
-# dp, ZeRO-1/2/3, tp, tp+sp, pp) predict the step time, run the plan on 2 local ranks
-# (meshplan run) and compare. Prints one line per plan (predicted, measured, error, and peak
+# tiny-llama), then for every plan in tests/data/cpu_loop (a model of other shapes: on 2 ranks
+# dp, ZeRO-1/2/3, tp, tp+sp, pp; on one rank micro-batches 1, 2 and 4) predict the step time,
+# run the plan on its local ranks (meshplan run: each rank with the profile's threads_per_rank,
+# the calibration's --threads) and compare. Prints one line per plan (predicted, measured, error, and peak
 # memory error of rank 0) and the median |error|. Without --check it is a measurement and
 # exits 0 when every command ran, whatever the errors; run it on a quiet machine.
 #

@@ -359,8 +359,9 @@ int RunCalibrate(const CalibrateCommandOptions& o) {
       cuda ? "GPU" : "CPU", CommandLine());
   if (!cuda)
     yaml.header += fmt::format(
-        "\nCPU: one process with {} intra-op threads; peaks are the best measured GEMM and copy\n"
-        "rates (bf16 = fp32: a CPU runs 16-bit matmuls no faster); memory_MiB is the host's RAM.\n"
+        "\nCPU: one process with {} intra-op threads (threads_per_rank: meshplan run gives each\n"
+        "rank as many); peaks are the best measured GEMM and copy rates (bf16 = fp32: a CPU runs\n"
+        "16-bit matmuls no faster); memory_MiB is the host's RAM.\n"
         "Ranks sharing this CPU: calibrate with --threads cores/N for N ranks.",
         result.threads);
   const std::string text = GpuSpecToYaml(result.gpu, yaml);
@@ -403,7 +404,7 @@ void AddCalibrateCommand(CLI::App& app, int* exit_code) {
   command->add_option("--name", options->name, "the profile's name (default: the --out file stem)");
   command->add_option("--threads", options->threads,
                       "CPU intra-op threads (default: LibTorch's, one per core)")
-      ->check(IntegerInRange(1, 4096, "threads"));
+      ->check(IntegerInRange(1, kMaxIntraOpThreads, "threads"));
   command->add_option("--collective-ranks", options->collective_ranks,
                       "CPU: also time Gloo collectives between this many rank processes, each "
                       "computing between its collectives as a run does, and fit the network "

@@ -189,6 +189,7 @@ CalibrationResult RunCalibration(const CalibrationOptions& options) {
     if (base.memory_bytes == 0) base.memory_bytes = PhysicalMemoryBytes();
     base.kernel_shape.gemm_streams_operands = true;
     base.comm_overlaps_compute = false;  // Gloo's threads run on the ranks' own cores
+    base.threads_per_rank = result.threads;  // what `meshplan run` gives each rank
   }
 
   // Peaks first (a CPU profile's reference), then the fitted samples.

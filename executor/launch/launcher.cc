@@ -316,7 +316,9 @@ class RankGroup {
   // Starts every rank in order; on the first failure returns why (the ranks already
   // started keep running until StopAll), else "".
   std::string StartAll() {
-    const std::string omp_threads = std::to_string(std::max(1, UsableCores() / options_.nproc));
+    const std::string omp_threads = std::to_string(options_.threads_per_rank > 0
+                                                       ? options_.threads_per_rank
+                                                       : std::max(1, UsableCores() / options_.nproc));
     std::vector<std::string> argv_strings = options_.argv;
     std::vector<char*> argv = CStrings(argv_strings);
     for (int rank = 0; rank < options_.nproc; ++rank) {

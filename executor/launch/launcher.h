@@ -1,7 +1,8 @@
 // Launcher: start N local rank processes of one command and supervise them (what
 // `meshplan run PLAN --nproc N` does before any rank trains; like torchrun on one node).
 // Every rank is `exe argv[1..]` with the variables of executor/launch/rank_env.h set (the
-// caller hosts the store), and OMP_NUM_THREADS = cores / N unless already set; with
+// caller hosts the store), and OMP_NUM_THREADS = threads_per_rank (default cores / N) unless
+// already set; with
 // bind_cores and N <= cores, rank r runs on its own cores (CoreSlice). Each line a
 // rank writes is copied to out_fd / err_fd prefixed with "[rank R] ". When a rank exits
 // non-zero or is killed, or the launcher gets SIGINT / SIGTERM / SIGHUP, every other rank
@@ -35,6 +36,7 @@ struct LaunchOptions {
   std::string master_addr = "127.0.0.1";
   int master_port = 0;  // the rendezvous store, hosted by the caller
   std::vector<std::pair<std::string, std::string>> extra_env;  // set in every rank
+  int threads_per_rank = 0;  // each rank's OMP_NUM_THREADS; 0: usable cores / nproc (at least 1)
   std::chrono::milliseconds stop_grace{std::chrono::seconds(10)};
   // A watched rank silent this long while alive is hung (heartbeats come every 0.5 s).
   std::chrono::milliseconds hang_bound{std::chrono::seconds(10)};

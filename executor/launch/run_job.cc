@@ -148,6 +148,9 @@ int HostLocalRanks(const PlanFile& plan_file, const RunJob& job, int nproc, bool
   launch.argv = SelfArgv();
   launch.master_port = store.port();
   launch.bind_cores = bind_cores;
+  // A CPU profile's rates are those of a rank with its threads (meshplan calibrate --threads).
+  const int threads = plan_file.cluster.gpu.threads_per_rank;
+  launch.threads_per_rank = threads;
   std::cout << fmt::format("meshplan run: {} ranks of {} ({}), rendezvous at 127.0.0.1:{}\n",
                            nproc, plan_file.model.name, ToPlanString(plan_file.plan),
                            store.port())
@@ -159,6 +162,19 @@ int HostLocalRanks(const PlanFile& plan_file, const RunJob& job, int nproc, bool
         "each) and `compare` reads the prediction as\n  too fast; memory is unaffected. Run at "
         "most {} ranks to time the plan (meshplan shrink --nproc {}).\n",
         nproc, cores, static_cast<double>(nproc) / cores, cores, cores);
+  else if (threads > 0 && int64_t{nproc} * threads > cores)
+    std::cerr << fmt::format(
+        "meshplan run: warning: {} ranks of {} threads (the profile's threads_per_rank) on {} "
+        "cores: the threads take turns\n  on the cores, so the step measures that contention, "
+        "not the profile's rates; calibrate with --threads {} for {} ranks.\n",
+        nproc, threads, cores, std::max(1, cores / nproc), nproc);
+  if (const char* omp = std::getenv("OMP_NUM_THREADS"); omp != nullptr && threads > 0 &&
+                                                        std::string(omp) != std::to_string(threads))
+    std::cerr << fmt::format(
+        "meshplan run: warning: OMP_NUM_THREADS={} is set and wins, but the profile's rates are "
+        "those of {} thread(s) per rank\n  (threads_per_rank): `compare` will put a prediction "
+        "for {} beside this measurement.\n",
+        omp, threads, threads);
   const LaunchResult result = LaunchLocalRanks(launch);
   if (result.exit_code != 0) {
     std::cerr << "meshplan run: failed: " << result.failure;

@@ -20,6 +20,7 @@ constexpr NumberRange kBandwidthGBps{kMinBandwidthBps / 1e9, true, 1e6};
 constexpr NumberRange kBandwidthTBps{kMinBandwidthBps / 1e12, true, 1e4};
 constexpr NumberRange kPeakTFLOPs{kMinFlops / 1e12, true, 1e6};
 constexpr NumberRange kEfficiency{kMinEfficiency, true, 1};
+constexpr IntRange kThreads{1, kMaxIntraOpThreads};
 
 }  // namespace
 
@@ -258,7 +259,8 @@ double OptionalPeak(const YamlFields& peak, const std::string& key) {
 GpuConfig GpuFromYaml(const YamlFields& f, const std::string& default_name) {
   f.AllowOnly({"name", "aliases", "source", "memory_MiB", "peak_TFLOPs", "memory_bandwidth_TBps",
                "efficiency", "kernel_overhead_us", "kernel_shape", "network",
-               "runtime_memory", "comm_overlap_slowdown", "comm_overlaps_compute", "host"});
+               "runtime_memory", "comm_overlap_slowdown", "comm_overlaps_compute", "threads_per_rank",
+               "host"});
   GpuConfig out;
   GpuSpec& g = out.gpu;
   g.name = f.String("name", default_name);
@@ -300,6 +302,7 @@ GpuConfig GpuFromYaml(const YamlFields& f, const std::string& default_name) {
   if (f.Has("runtime_memory")) g.runtime_memory = RuntimeMemoryFromYaml(f.Map("runtime_memory"));
   g.comm_overlap_slowdown = f.Number("comm_overlap_slowdown", {0, true, 0.99}, 0);
   g.comm_overlaps_compute = f.Bool("comm_overlaps_compute", g.comm_overlaps_compute);
+  if (f.Has("threads_per_rank")) g.threads_per_rank = static_cast<int>(f.Int("threads_per_rank", kThreads));
   if (f.Has("host")) out.host = HostFromYaml(f.Map("host"), {});
   return out;
 }

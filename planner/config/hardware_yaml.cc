@@ -94,6 +94,9 @@ std::string GpuSpecToYaml(const GpuSpec& g, const HardwareYamlOptions& options) 
                        Rounded(g.comm_overlap_slowdown, 0, d));
   if (!g.comm_overlaps_compute)
     out += "comm_overlaps_compute: false       # communication runs on the cores that compute: none of it hides\n";
+  if (g.threads_per_rank > 0)
+    out += fmt::format("threads_per_rank: {:<19} # intra-op threads of one rank, as measured; meshplan run gives each rank as many\n",
+                       g.threads_per_rank);
   out += RuntimeMemoryToYaml(g.runtime_memory, "");
   return out;
 }

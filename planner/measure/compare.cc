@@ -153,8 +153,14 @@ void AddTimeFigures(const PlanFile& p, const Measurement& m, double tolerance_pc
       c->figures.push_back(EmulatedStepTime(cost, m, tolerance_pct));
       return;
     }
-    c->figures.push_back(
-        Checked("step time", "s", cost.time.total_s, m.median_step_s, tolerance_pct));
+    FigureComparison step = Checked("step time", "s", cost.time.total_s, m.median_step_s, tolerance_pct);
+    if (const int threads = p.cluster.gpu.threads_per_rank;
+        threads > 0 && m.environment.intra_op_threads != threads)
+      step.note = fmt::format(
+          "the ranks ran with {} intra-op thread(s) each, the profile's rates are those of {} "
+          "(threads_per_rank): not the process that was predicted",
+          m.environment.intra_op_threads, threads);
+    c->figures.push_back(std::move(step));
     c->figures.push_back(
         Checked("tokens/s", "tokens/s", cost.tokens_per_s, m.tokens_per_s, tolerance_pct));
     for (FigureComparison& f : PerGpuFigures(p, cost, m, tolerance_pct))

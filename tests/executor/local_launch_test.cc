@@ -11,6 +11,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
@@ -96,6 +97,42 @@ TEST_CASE("launcher gives each rank its environment and prefixes its output",
     CHECK_THAT(err, Catch::Contains("[rank " + rank + "] oops\n"));
   }
   for (const RankExit& e : result.ranks) CHECK((e.exited && e.code == 0));
+}
+
+// Restores (or removes) one variable of this process's environment when it goes.
+class ScopedEnv {
+ public:
+  explicit ScopedEnv(const char* name) : name_(name) {
+    if (const char* v = std::getenv(name)) saved_ = v, had_ = true;
+  }
+  ~ScopedEnv() { had_ ? ::setenv(name_, saved_.c_str(), 1) : ::unsetenv(name_); }
+
+ private:
+  const char* name_;
+  std::string saved_;
+  bool had_ = false;
+};
+
+TEST_CASE("launcher: each rank's OMP_NUM_THREADS is threads_per_rank, else cores / N; one "
+          "already set wins", "[executor][launcher]") {
+  ScopedEnv restore("OMP_NUM_THREADS");
+  const auto threads_seen = [](int threads_per_rank) {
+    Scratch scratch;
+    LaunchOptions options = Shell(scratch, 2, "echo \"threads=$OMP_NUM_THREADS\"");
+    options.threads_per_rank = threads_per_rank;
+    REQUIRE(LaunchLocalRanks(options).exit_code == 0);
+    return scratch.Read("out");
+  };
+  ::unsetenv("OMP_NUM_THREADS");
+  std::string out = threads_seen(3);  // a CPU profile calibrated with --threads 3
+  CHECK_THAT(out, Catch::Contains("[rank 0] threads=3\n") && Catch::Contains("[rank 1] threads=3\n"));
+  out = threads_seen(0);
+  const std::string share = std::to_string(std::max(1, UsableCores() / 2));
+  CHECK_THAT(out, Catch::Contains("[rank 0] threads=" + share + "\n") &&
+                      Catch::Contains("[rank 1] threads=" + share + "\n"));
+  ::setenv("OMP_NUM_THREADS", "5", 1);
+  out = threads_seen(3);
+  CHECK_THAT(out, Catch::Contains("[rank 0] threads=5\n") && Catch::Contains("[rank 1] threads=5\n"));
 }
 
 // The cores of a "Cpus_allowed_list:" line of /proc/PID/status ("0-2,5").

@@ -254,6 +254,7 @@ TEST_CASE("network fit: an all-reduce of the backend's own gets its own figures,
   p.model = LoadModel("tiny-llama");
   p.cluster = LoadCluster("2xa40-pcie");
   p.cluster.intra_node = fit;
+  p.cluster.gpu.threads_per_rank = 2;
   p.plan = ParsePlanString("dp=2");
   p.training.global_batch = 4;
   p.training.seq_len = 64;
@@ -261,6 +262,7 @@ TEST_CASE("network fit: an all-reduce of the backend's own gets its own figures,
   const NetworkTier planned = LoadPlanFile((dir / "plan.yaml").string()).cluster.intra_node;
   CHECK(planned.allreduce_latency_s == Approx(fit.allreduce_latency_s).epsilon(1e-9));
   CHECK(planned.allreduce_bandwidth_Bps == Approx(fit.allreduce_bandwidth_Bps).epsilon(1e-9));
+  CHECK(LoadPlanFile((dir / "plan.yaml").string()).cluster.gpu.threads_per_rank == 2);
   fs::remove_all(dir);
 }
 
@@ -275,6 +277,7 @@ TEST_CASE("hardware YAML: what calibrate writes, LoadGpu reads", "[planner][cali
   g.attention_efficiency = 0.456;
   g.memory_bandwidth_efficiency = 0.41572;
   g.kernel_overhead_s = 1.5523e-6;
+  g.threads_per_rank = 3;
   HardwareYamlOptions options;
   options.header = "a test profile\nsecond line";
   ClusterSpec node;
@@ -300,6 +303,7 @@ TEST_CASE("hardware YAML: what calibrate writes, LoadGpu reads", "[planner][cali
   CHECK(back.matmul_efficiency == Approx(0.8737));  // 4 significant digits
   CHECK(back.memory_bandwidth_efficiency == Approx(0.4157));
   CHECK(back.kernel_overhead_s == Approx(1.552e-6));
+  CHECK(back.threads_per_rank == 3);  // what `meshplan run` gives each rank
   REQUIRE(net.has_value());
   CHECK(net->gpus_per_node == 2);
   CHECK(net->intra_node.name == "loopback");

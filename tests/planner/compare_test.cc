@@ -187,6 +187,18 @@ TEST_CASE("compare: a CPU run against GPU hardware has no time prediction and do
   cpu.cluster.gpu.name = "cpu-test";
   const Comparison calibrated = ComparePlan(cpu, MeasuredAs(cpu, "cpu", 1.0, 1.0), 2.0);
   CHECK(Figure(calibrated, "step time").status == FigureStatus::kWithin);
+  CHECK(Figure(calibrated, "step time").note.empty());
+
+  // Its rates are those of threads_per_rank threads: a run with others is named in a note.
+  cpu.cluster.gpu.threads_per_rank = 2;
+  Measurement other = MeasuredAs(cpu, "cpu", 1.0, 1.0);
+  other.environment.intra_op_threads = 1;
+  const Comparison threads_differ = ComparePlan(cpu, other, 2.0);
+  const FigureComparison& step = Figure(threads_differ, "step time");
+  CHECK(step.status == FigureStatus::kWithin);
+  CHECK_THAT(step.note, Catch::Contains("1 intra-op thread(s) each") && Catch::Contains("those of 2"));
+  other.environment.intra_op_threads = 2;
+  CHECK(Figure(ComparePlan(cpu, other, 2.0), "step time").note.empty());
 }
 
 TEST_CASE("compare prints the per-GPU rates beside tokens/s, never failing twice",

@@ -678,7 +678,7 @@ TEST_CASE("error: a document that is not a mapping", "[planner][config][errors]"
 namespace meshplan {
 namespace {
 
-TEST_CASE("kernel_shape, bus_efficiency and comm_overlaps_compute out of range name the field",
+TEST_CASE("kernel_shape, bus_efficiency, comm_overlaps_compute and threads_per_rank out of range name the field",
           "[planner][config]") {
   struct Case {
     const char* yaml;
@@ -692,6 +692,9 @@ TEST_CASE("kernel_shape, bus_efficiency and comm_overlaps_compute out of range n
                           Case{"kernel_shape: {warp_size: 32}", "warp_size"},
                           Case{"efficiency: {matmul: 0.9, matmul_ceiling: 1.2}", "efficiency.matmul_ceiling"},
                           Case{"comm_overlaps_compute: sometimes", "comm_overlaps_compute"},
+                          Case{"threads_per_rank: 0", "threads_per_rank"},
+                          Case{"threads_per_rank: 1.5", "threads_per_rank"},
+                          Case{"threads_per_rank: 5000", "threads_per_rank"},
                           Case{"network: {gpus_per_node: 1, intra_node: {bandwidth_GBps: 1, latency_us: 300, "
                                "all_reduce: {bandwidth_GBps: 0, latency_us: 900}}, inter_node: "
                                "{bandwidth_GBps: 1, latency_us: 300}}",
