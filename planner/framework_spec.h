@@ -34,7 +34,9 @@ enum class KernelSet : uint8_t {
 // How the optimizer steps (planner/cost/step_work.cc counts its bytes).
 enum class OptimizerStep : uint8_t {
   kFusedAdam,     // one multi-tensor AdamW pass over the states (apex / TE FusedAdam,
-                  // torch.optim.AdamW foreach or fused, meshplan's executor)
+                  // torch.optim.AdamW(fused=True), meshplan's executor)
+  kForeachAdam,   // torch.optim.AdamW's multi-tensor (foreach) path, its default on CUDA: eight
+                  // passes, and a temporary of the rank's parameters in the state dtype
   kMegatronFp16,  // Megatron-LM 2021's Float16OptimizerWithFloat16Params chain: copy the
                   // 16-bit gradients to fp32, unscale, clip norm, Adam, copy back
 };

@@ -33,8 +33,9 @@ constexpr Spellings<Fp8StateDtype, 2> kFp8States{
     {{Fp8StateDtype::kBf16, "bf16"}, {Fp8StateDtype::kFp32, "fp32"}}};
 constexpr Spellings<MasterWeights, 2> kMasterWeights{
     {{MasterWeights::kFp32, "fp32"}, {MasterWeights::kRemainder, "remainder"}}};
-constexpr Spellings<OptimizerStep, 2> kOptimizers{
-    {{OptimizerStep::kFusedAdam, "fused-adam"}, {OptimizerStep::kMegatronFp16, "megatron-fp16"}}};
+constexpr Spellings<OptimizerStep, 3> kOptimizers{{{OptimizerStep::kFusedAdam, "fused-adam"},
+                                                    {OptimizerStep::kForeachAdam, "foreach-adam"},
+                                                    {OptimizerStep::kMegatronFp16, "megatron-fp16"}}};
 
 constexpr Spellings<LogFormat, 5> kLogFormats{{{LogFormat::kMeshplan, "meshplan"},
                                                {LogFormat::kMegatron, "megatron"},

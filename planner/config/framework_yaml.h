@@ -11,7 +11,7 @@
 //   fp8_states        bf16 | fp32      (master weights and Adam states under precision fp8)
 //   master_weights    fp32 | remainder (optional, fp32: how an fp32 master is kept)
 //   grad_accumulation fused | separate
-//   optimizer         fused-adam | megatron-fp16
+//   optimizer         fused-adam | foreach-adam | megatron-fp16
 //   recompute         a list of: none, selective, full, op, every
 //   zero1_gradients   in-place | shard-copy (ZeRO-1's reduce-scattered gradient shard)
 //   zero3_buffers     views | copies (optional, views: FSDP2's copies around its collectives)

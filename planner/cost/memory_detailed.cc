@@ -322,14 +322,25 @@ Phase EmbedBackwardPhase(const Stage& s) {
 
 // AdamW, group by group (executor/model/adamw.h): one temporary the size of the group's
 // (shard of the) parameters, the denominator, in the state dtype (none with the fused
-// kernel), + the fp32 copy of the gradient for mixed: the largest group's.
+// kernel), + the fp32 copy of the gradient for mixed: the largest group's. torch.optim.AdamW's
+// foreach path (OptimizerStep::kForeachAdam) takes the whole rank as one group (its tensors
+// grouped by device and dtype): its denominator d = _foreach_sqrt(v) spans every parameter
+// the rank updates (torch/optim/adamw.py _multi_tensor_adamw).
 double OptimizerTransientBytes(const Stage& s) {
   const ZeroLayout& z = s.zero;
-  double largest = z.stage_layers > 0 ? z.groups.block : 0.0;
-  largest = std::max({largest, z.groups.embed, z.groups.head});
-  if (z.zero >= 1) largest /= double(z.weight_replicas);
+  const auto shard = [](double params, int zero, int64_t replicas) {
+    return zero >= 1 ? params / double(replicas) : params;
+  };
+  double group = 0;  // the parameters one temporary spans
+  if (s.training.framework.optimizer == OptimizerStep::kForeachAdam) {
+    group = shard(z.groups.embed + z.groups.blocks + z.groups.head, z.zero, z.weight_replicas) +
+            shard(z.groups.expert_blocks, z.expert_zero, z.expert_replicas);
+  } else {
+    const double block = z.stage_layers > 0 ? z.groups.block : 0.0;
+    group = shard(std::max({block, z.groups.embed, z.groups.head}), z.zero, z.weight_replicas);
+  }
   const bool fp32_copy = s.training.precision == Precision::kMixed && z.bytes.grad < 4;
-  return largest * ((s.fused_adamw ? 0.0 : z.bytes.state) + (fp32_copy ? 4.0 : 0.0));
+  return group * ((s.fused_adamw ? 0.0 : z.bytes.state) + (fp32_copy ? 4.0 : 0.0));
 }
 
 // The update. ZeRO-1/2 all-gather the updated shard in place. offload_opt: the step and its

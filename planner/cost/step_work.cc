@@ -48,16 +48,27 @@ void EndPartWork(const StepShape& s, const StepWork& w, const BlockOps& ops, Par
 // multi_tensor_scale that clips runs only when the norm exceeds the limit: not counted);
 // apex FusedAdam on the fp32 main params (read grad, param, m, v, write param, m, v: 28);
 // _copy_main_params_to_model_params, multi_tensor_scale by 1 (read 4, write 2).
+// OptimizerStep::kForeachAdam: torch.optim.AdamW's _multi_tensor_adamw (torch/optim/adamw.py,
+// capturable off, as read at pytorch/pytorch 002d2f0b), one pass each over the weights w it
+// updates, m, v (state element size s), the gradient g and the temporary d: the weight decay
+// _foreach_mul_(w) (read and write w), _foreach_lerp_(m, g) (m, g; m), _foreach_mul_(v) (v; v),
+// _foreach_addcmul_(v, g, g) (v, g; v), d = _foreach_sqrt(v) (v; d), _foreach_div_(d) and
+// _foreach_add_(d, eps) (d; d each), _foreach_addcdiv_(w, m, d) (w, m, d; w): 4 w + 12 s + 2 g
+// (bf16: 36 bytes against the fused kernel's 14).
 double OptimizerBytesPerParam(const TrainingSpec& training) {
   const BytesPerParam bytes = BytesPerParamFor(training);
-  const bool megatron_fp16 = training.framework.optimizer == OptimizerStep::kMegatronFp16;
-  if (training.precision == Precision::kMixed && megatron_fp16) return 6 + 8 + 4 + 28 + 6;
+  const OptimizerStep step = training.framework.optimizer;
+  if (training.precision == Precision::kMixed && step == OptimizerStep::kMegatronFp16)
+    return 6 + 8 + 4 + 28 + 6;
+  const bool master = bytes.optimizer > 2 * bytes.state;  // master + m + v
+  const double weights = master ? bytes.optimizer - 2 * bytes.state : bytes.param;
+  const double copy_back = master ? bytes.param : 0.0;  // the 16-bit weights from the master
+  if (step == OptimizerStep::kForeachAdam)
+    return 4 * weights + 12 * bytes.state + 2 * bytes.grad + copy_back;
   // One fused pass: read the gradient, the weights it updates and m, v; write them back,
   // and with a master copy the 16-bit weights too (mixed: read grad + fp32 master, m, v,
   // write master, m, v and the bf16 param: 2 + 12 + 12 + 2; bf16: 2 + 6 + 6).
-  const bool master = bytes.optimizer > 2 * bytes.state;  // master + m + v
-  const double updated = master ? bytes.optimizer : bytes.param + bytes.optimizer;
-  return bytes.grad + 2 * updated + (master ? bytes.param : 0.0);
+  return bytes.grad + 2 * (weights + 2 * bytes.state) + copy_back;
 }
 
 }  // namespace

@@ -107,6 +107,8 @@ TEST_CASE("a hostile profile is refused with file, line, field and the allowed v
       {std::string(kProfile) + "calibration:\n  compute_scale: 0\n", "calibration.compute_scale",
        "", 12},
       {Replace(kProfile, "optimizer: fused-adam\n", ""), "optimizer", "missing", 0},
+      {Replace(kProfile, "optimizer: fused-adam", "optimizer: sgd"), "optimizer",
+       "fused-adam, foreach-adam, megatron-fp16", 0},
   };
   for (const Case& c : cases) {
     INFO(c.text);

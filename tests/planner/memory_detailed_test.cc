@@ -376,6 +376,18 @@ TEST_CASE("the peak phase is named and the fields sum to it", "[planner][memory]
     // parameter group, the head (final norm + the 50257 x 1024 lm_head).
     CHECK(b.transient_bytes == 8.0 * (1024 + 50257 * 1024));
     CHECK(b.total_bytes == FieldSum(b));
+    // torch.optim.AdamW's foreach path: one denominator over every parameter of the rank,
+    // in bf16 (a bf16 model: no fp32 gradient copy); ZeRO-1 over 2 ranks holds half.
+    training.precision = Precision::kBf16;
+    training.framework.optimizer = OptimizerStep::kForeachAdam;
+    const MemoryBreakdown foreach = Detailed(m, training, plan, 0);
+    CHECK(foreach.peak_phase == "optimizer");
+    const double params = double(CountParams(m));
+    CHECK(foreach.transient_bytes == Approx(2.0 * params).epsilon(1e-6));
+    plan.dp = 2;
+    plan.zero_stage = 1;
+    training.global_batch = 2;
+    CHECK(Detailed(m, training, plan, 0).transient_bytes == Approx(params).epsilon(1e-4));
   }
   SECTION("small model, large vocabulary: the loss on the last stage") {
     ModelSpec m = Llama(256, 4, 2, 512, true);

@@ -248,6 +248,15 @@ TEST_CASE("gpt in mixed precision: Megatron-LM's fp16 optimizer step moves 52 by
   const double lparams = static_cast<double>(2 * l.block.params + l.embedding.params + l.head.params);
   CHECK(OptimizerWork(l, PartsOfStage(l, 0)).memory_bytes == Approx(28 * lparams));
   CHECK(BuildStepWork(SmallGpt(), Megatron2022(Training(2, 512, Precision::kBf16)), p).optimizer_bytes_per_param == 14);
+  // torch.optim.AdamW's foreach path: weight decay (2w), lerp m (3), v * beta2 (2), addcmul
+  // v (3), d = sqrt(v) (2), d / bc2 and d + eps (2 + 2), addcdiv w (4): 4w + 12s + 2g.
+  TrainingSpec foreach = Training(2, 512, Precision::kBf16);
+  foreach.framework.optimizer = OptimizerStep::kForeachAdam;
+  CHECK(BuildStepWork(llama, foreach, p).optimizer_bytes_per_param == 4 * 2 + 12 * 2 + 2 * 2);
+  foreach.precision = Precision::kFp32;
+  CHECK(BuildStepWork(llama, foreach, p).optimizer_bytes_per_param == 4 * 4 + 12 * 4 + 2 * 4);
+  foreach.precision = Precision::kMixed;  // on the fp32 master, then its bf16 copy
+  CHECK(BuildStepWork(llama, foreach, p).optimizer_bytes_per_param == 4 * 4 + 12 * 4 + 2 * 2 + 2);
 }
 
 TEST_CASE("the busiest block fits the fixed collective list", "[planner][step_work]") {
