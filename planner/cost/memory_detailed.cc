@@ -169,6 +169,7 @@ struct StageActivations {
   double total = 0;                 // everything in flight
   double logits_all = 0;            // the loss tensors of every micro-batch in flight
   double logits_but_current = 0;    // ... but the one whose backward runs
+  double loss_held = 0;             // of its loss tensors, those alive in every phase (LossHeldBytes)
   double host_bytes = 0;            // offload_act: the saved tensors kept on the host
 };
 
@@ -222,6 +223,7 @@ StageActivations CountStageActivations(const ModelSpec& model, const ParallelPla
   }
   a.logits_all = double(a.in_flight.last_stage) * a.loss_bytes;
   a.logits_but_current = double(a.in_flight.last_stage - 1) * a.loss_bytes;
+  a.loss_held = last ? LossHeldBytes(block.shape) : 0;
   return a;
 }
 
@@ -256,7 +258,7 @@ Phase BlockBackwardPhase(const Stage& s, const BlockTensorBytes& t) {
   const bool attention_peak = attention_step - saved_mlp > mlp_step;
   Phase p{"layer_backward"};
   p.activations_bytes = a.total - a.last_bytes - (attention_peak ? saved_mlp : 0.0);
-  p.logits_bytes = a.logits_but_current;
+  p.logits_bytes = a.logits_but_current + a.loss_held;
   // The block's full gradient; on the last stage the head's is still in flight.
   p.comm_buffer_bytes = z.full_grad(z.groups.block) +
                         (s.last() ? z.full_grad(z.groups.head) * (1.0 + z.partial_shard) : 0.0);
@@ -289,7 +291,8 @@ Phase HeadBackwardPhase(const Stage& s) {
   // head's backward starts.
   head.gathered_params_bytes = z.gathered(z.groups.head) + z.prefetched_after_head();
   head.transient_bytes = HeadBackwardWorkspace(s.block.shape).TotalBytes();
-  if (s.block.shape.act_bytes != 4.0) {  // the fp32 logits are freed once cast, before d(input)
+  if (s.block.shape.act_bytes != 4.0 && s.block.shape.kernels != KernelSet::kTorchtitan2024) {
+    // The fp32 logits are freed once cast, before d(input).
     const RankShape& sh = s.block.shape;
     const double d_input = double(sh.b) * sh.s_norm * sh.hidden * sh.act_bytes;
     head.transient_bytes -= std::min(d_input, a.loss_bytes);
@@ -309,7 +312,7 @@ Phase EmbedBackwardPhase(const Stage& s) {
   embed.activations_bytes = std::max(0.0, a.in_flight.embedding_blocks - chunk) * a.per_microbatch +
                             double(a.in_flight.first_stage - 1) * a.first_bytes +
                             (s.last() ? double(a.in_flight.last_stage - 1) * a.last_bytes : 0.0);
-  embed.logits_bytes = a.logits_but_current;
+  embed.logits_bytes = a.logits_but_current + a.loss_held;
   // The embedding's full gradient, block 0's still in flight. The embedding backward
   // scatters into the gradient buffer and allocates nothing.
   embed.comm_buffer_bytes =
@@ -347,6 +350,7 @@ double OptimizerTransientBytes(const Stage& s) {
 // transient (a workspace kept on the host, Breakdown) leave the GPU.
 Phase OptimizerPhase(const Stage& s) {
   Phase opt{"optimizer"};
+  opt.logits_bytes = s.act.loss_held;
   opt.transient_bytes = s.plan.offload_optimizer ? 0.0 : OptimizerTransientBytes(s);
   return opt;
 }

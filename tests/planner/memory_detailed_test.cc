@@ -11,6 +11,7 @@
 #include "planner/cost/model_state_memory.h"
 #include "planner/cost/param_count.h"
 #include "planner/cost/pipeline_in_flight.h"
+#include "planner/cost/rank_shape.h"
 #include "planner/names.h"
 
 namespace meshplan {
@@ -353,6 +354,31 @@ TEST_CASE("buffers: in-place gradient all-reduce, ZeRO-3 gathers the computing a
   const MemoryBreakdown single = Detailed(m, training, plan, 0);
   CHECK(single.gathered_params_bytes == 0);
   CHECK(single.comm_buffer_bytes == 0);
+}
+
+TEST_CASE("torchtitan 2024 keeps its fp32 logits (pred) and log_softmax's output through the "
+          "backward", "[planner][memory]") {
+  ModelSpec m = Llama(256, 4, 2, 512, true);
+  m.vocab_size = 128'256;
+  TrainingSpec training{.global_batch = 1, .seq_len = 1024, .precision = Precision::kBf16};
+  const double logits = 1024.0 * 128'256;  // B x S x V
+  const MemoryBreakdown executor = Detailed(m, training, ParallelPlan{}, 0, AttentionImpl::kFused);
+  training.framework.kernels = KernelSet::kTorchtitan2024;
+  const RankShape shape = MakeRankShape(m, training, ParallelPlan{});
+  // pred = self.output(h).float() and log_softmax's output, 4 bytes each; the loss backward's
+  // two fp32 gradients; pred outlives the backward (train.py drops it at the next forward).
+  CHECK(LossSavedTensors(shape).TotalBytes() == 8 * logits);
+  CHECK(HeadBackwardWorkspace(shape).TotalBytes() == 8 * logits);
+  CHECK(LossHeldBytes(shape) == 4 * logits);
+  const MemoryBreakdown b = Detailed(m, training, ParallelPlan{}, 0, AttentionImpl::kFused);
+  CHECK(b.peak_phase == "head_backward");
+  CHECK(b.logits_bytes == 8 * logits);
+  CHECK(b.transient_bytes == 8 * logits);
+  CHECK(b.total_bytes == FieldSum(b));
+  // The executor's in-place fp32 buffer and its 16-bit copy: 6 bytes per logit at most.
+  CHECK(executor.logits_bytes + executor.transient_bytes <= 6 * logits);
+  training.framework.kernels = KernelSet::kEager;
+  CHECK(LossHeldBytes(MakeRankShape(m, training, ParallelPlan{})) == 0);
 }
 
 TEST_CASE("the peak phase is named and the fields sum to it", "[planner][memory]") {
