@@ -41,6 +41,17 @@ enum class OptimizerStep : uint8_t {
                   // 16-bit gradients to fp32, unscale, clip norm, Adam, copy back
 };
 
+// How the loss holds its logits (planner/cost/activation_memory.h LossSavedTensors).
+enum class LossKernel : uint8_t {
+  kFp32InPlace,       // the logits in an fp32 buffer, softmaxed in place, the backward's gradient
+                      // written over it (meshplan's executor; Megatron's vocab-parallel loss)
+  kCrossEntropy,      // F.cross_entropy on the logits the model returns, in the activation dtype:
+                      // log_softmax's output saved, the caller holding the logits through the
+                      // backward, two gradients of their size in the loss backward (plain PyTorch)
+  kCrossEntropyFp32,  // the same on logits the model casts to fp32 (torchtitan 2024's
+                      // `self.output(h).float()`)
+};
+
 // Activation recompute policies (ParallelPlan::recompute) a framework offers, as a bit set.
 struct RecomputeOffer {  // the default: meshplan's executor's
   bool none = true, selective = true, full = true;
@@ -124,6 +135,7 @@ struct FrameworkSpec {
   MasterWeights master_weights = MasterWeights::kFp32;
   GradAccumulation grad_accumulation = GradAccumulation::kFused;
   OptimizerStep optimizer = OptimizerStep::kFusedAdam;
+  LossKernel loss = LossKernel::kFp32InPlace;
   RecomputeOffer recompute;
   // ZeRO-1 reduce-scatters the gradients into a separate shard beside the full gradient
   // buffer (meshplan's executor, executor/parallel/zero_engine.h), rather than in place in

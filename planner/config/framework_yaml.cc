@@ -37,6 +37,10 @@ constexpr Spellings<OptimizerStep, 3> kOptimizers{{{OptimizerStep::kFusedAdam, "
                                                     {OptimizerStep::kForeachAdam, "foreach-adam"},
                                                     {OptimizerStep::kMegatronFp16, "megatron-fp16"}}};
 
+constexpr Spellings<LossKernel, 3> kLossKernels{{{LossKernel::kFp32InPlace, "fp32-in-place"},
+                                                 {LossKernel::kCrossEntropy, "cross-entropy"},
+                                                 {LossKernel::kCrossEntropyFp32, "cross-entropy-fp32"}}};
+
 constexpr Spellings<LogFormat, 5> kLogFormats{{{LogFormat::kMeshplan, "meshplan"},
                                                {LogFormat::kMegatron, "megatron"},
                                                {LogFormat::kTorchtitan, "torchtitan"},
@@ -102,7 +106,7 @@ FrameworkCalibration ReadCalibration(const YamlFields& f) {
 
 FrameworkSpec FrameworkFromYaml(const YamlFields& f, const std::string& default_name) {
   f.AllowOnly({"name", "version", "source", "built_on", "kernels", "norm", "attention", "main_grads", "fp8_states",
-               "master_weights", "grad_accumulation", "optimizer", "recompute", "zero1_gradients", "zero3_buffers",
+               "master_weights", "grad_accumulation", "optimizer", "loss", "recompute", "zero1_gradients", "zero3_buffers",
                "allocator_fragmentation", "log_format", "calibration"});
   FrameworkSpec s;
   s.name = f.String("name", default_name);
@@ -125,6 +129,7 @@ FrameworkSpec FrameworkFromYaml(const YamlFields& f, const std::string& default_
     f.Fail("grad_accumulation", "expected one of: " + std::string(AllowedGradAccumulations()) +
                                     "; got '" + accumulation + "'");
   s.optimizer = ReadChoice(f, "optimizer", kOptimizers);
+  if (f.Has("loss")) s.loss = ReadChoice(f, "loss", kLossKernels);
   s.recompute = ReadRecompute(f);
   s.zero1_gradient_shard = ReadChoice(f, "zero1_gradients", kZero1Gradients);
   if (f.Has("zero3_buffers")) s.zero3_buffers = ReadChoice(f, "zero3_buffers", kZero3Buffers);
@@ -226,6 +231,7 @@ std::string FrameworkToYamlText(const FrameworkSpec& s, const std::string& comme
   out += "master_weights: " + spelled(kMasterWeights, s.master_weights) + "\n";
   out += "grad_accumulation: " + std::string(ToString(s.grad_accumulation)) + "\n";
   out += "optimizer: " + spelled(kOptimizers, s.optimizer) + "\n";
+  out += "loss: " + spelled(kLossKernels, s.loss) + "\n";
   out += "recompute: [" + recompute + "]\n";
   out += "zero1_gradients: " + spelled(kZero1Gradients, s.zero1_gradient_shard) + "\n";
   out += "zero3_buffers: " + spelled(kZero3Buffers, s.zero3_buffers) + "\n";

@@ -1,6 +1,6 @@
 // Loading configs/frameworks/<name>.yaml into a FrameworkSpec (planner/framework_spec.h).
 //
-// Schema (every key required but norm, master_weights, zero3_buffers and
+// Schema (every key required but norm, master_weights, loss, zero3_buffers and
 // allocator_fragmentation; docs/frameworks.md):
 //   name              the file stem (optional; defaults to it)
 //   version           the version the profile's values were read from (a string)
@@ -12,6 +12,8 @@
 //   master_weights    fp32 | remainder (optional, fp32: how an fp32 master is kept)
 //   grad_accumulation fused | separate
 //   optimizer         fused-adam | foreach-adam | megatron-fp16
+//   loss              fp32-in-place | cross-entropy | cross-entropy-fp32 (optional,
+//                     fp32-in-place: how the loss holds its logits)
 //   recompute         a list of: none, selective, full, op, every
 //   zero1_gradients   in-place | shard-copy (ZeRO-1's reduce-scattered gradient shard)
 //   zero3_buffers     views | copies (optional, views: FSDP2's copies around its collectives)

@@ -94,16 +94,30 @@ SavedTensorList LastStageSavedTensors(const ModelSpec& model, const RankShape& s
   return out;
 }
 
-// torchtitan at 157a12c56 (April 2024): models/llama/model.py returns
-// `self.output(h).float()`; train.py keeps it as `pred` while `loss.backward()` runs (its
-// `del pred`, "to save 3.9G memory" on Llama 3 8B, came in e29b6b4d4, June 2024); loss_fn is
-// F.cross_entropy(pred.flatten(0, 1), ...), whose log_softmax saves its fp32 output.
+namespace {
+
+// The logits' element size under a PyTorch cross-entropy (FrameworkSpec::loss), 0 under the
+// executor's in-place fp32 buffer.
+double CrossEntropyLogitBytes(const RankShape& sh) {
+  switch (sh.loss) {
+    case LossKernel::kCrossEntropy: return sh.act_bytes;
+    case LossKernel::kCrossEntropyFp32: return kFp32Bytes;
+    default: return 0;
+  }
+}
+
+}  // namespace
+
+// PyTorch's F.cross_entropy: log_softmax saves its output; the caller's logits live on
+// (nanoGPT-style loops hold `logits`; torchtitan's train.py at 157a12c56 holds `pred`, its
+// model's `self.output(h).float()`, until the next step's forward assigns it again: its
+// `del pred`, "to save 3.9G memory" on Llama 3 8B, came in e29b6b4d4, June 2024).
 SavedTensorList LossSavedTensors(const RankShape& sh) {
   SavedTensorList out;
   const double logits = double(sh.b) * sh.s_local * sh.vocab;
-  if (sh.kernels == KernelSet::kTorchtitan2024) {
-    out.Add({"output.float", "pred: the fp32 logits train.py holds (B,Sc,Vt)", logits, kFp32Bytes});
-    out.Add({"cross_entropy.log_softmax", "output (B,Sc,Vt) fp32", logits, kFp32Bytes});
+  if (const double e = CrossEntropyLogitBytes(sh); e > 0) {
+    out.Add({"lm_head", "logits, held by the caller (B,Sc,Vt)", logits, e});
+    out.Add({"cross_entropy.log_softmax", "output (B,Sc,Vt)", logits, e});
     return out;
   }
   out.Add({"cross_entropy.softmax", "logits, softmaxed in place (B,Sc,Vt) fp32", logits,
@@ -112,19 +126,18 @@ SavedTensorList LossSavedTensors(const RankShape& sh) {
 }
 
 double LossHeldBytes(const RankShape& sh) {
-  if (sh.kernels != KernelSet::kTorchtitan2024) return 0;
-  return double(sh.b) * sh.s_local * sh.vocab * kFp32Bytes;  // pred (LossSavedTensors)
+  return double(sh.b) * sh.s_local * sh.vocab * CrossEntropyLogitBytes(sh);  // the caller's logits
 }
 
 SavedTensorList HeadBackwardWorkspace(const RankShape& sh) {
   SavedTensorList out;
-  if (sh.kernels == KernelSet::kTorchtitan2024) {
+  if (const double e = CrossEntropyLogitBytes(sh); e > 0) {
     // nll_loss_backward's zeros-and-scatter gradient, then log_softmax_backward's output,
-    // both fp32 and alive together; afterwards the saved output and the first are freed, and
-    // the cast to A and d(normed h) fit in what they leave.
+    // alive together; afterwards the saved output and the first are freed, and a cast to A
+    // and d(normed h) fit in what they leave.
     const double logits = double(sh.b) * sh.s_local * sh.vocab;
-    out.Add({"cross_entropy backward", "d(log_softmax output) (B,Sc,Vt) fp32", logits, kFp32Bytes});
-    out.Add({"cross_entropy backward", "d(pred) (B,Sc,Vt) fp32", logits, kFp32Bytes});
+    out.Add({"cross_entropy backward", "d(log_softmax output) (B,Sc,Vt)", logits, e});
+    out.Add({"cross_entropy backward", "d(logits) (B,Sc,Vt)", logits, e});
     return out;
   }
   out.Add({"lm_head backward", "d(normed h) (B,Sn,E)", double(sh.b) * sh.s_norm * sh.hidden,

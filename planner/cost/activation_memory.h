@@ -51,19 +51,19 @@ SavedTensorList LastStageSavedTensors(const ModelSpec& model, const RankShape& s
 // place and keeps it as the probabilities for backward; the backward turns it, in place,
 // into the gradient of the logits (probs - onehot), so the loss backward allocates
 // nothing more and the buffer is freed after the lm_head backward.
-// torchtitan's 2024 code (shape.kernels kTorchtitan2024) keeps two fp32 copies instead: the
-// model's `self.output(h).float()`, which train.py holds as `pred` through the backward, and
-// F.cross_entropy's log_softmax output, which autograd saves.
+// A PyTorch cross-entropy (shape.loss kCrossEntropy, kCrossEntropyFp32: plain PyTorch,
+// torchtitan 2024) keeps two copies of the logits' size instead: the logits the caller holds
+// and log_softmax's output, which autograd saves.
 SavedTensorList LossSavedTensors(const RankShape& shape);
-// Of those, the bytes alive outside the loss's own backward too (torchtitan 2024's `pred`,
-// which train.py drops only when the next step's forward assigns it again); 0 otherwise.
+// Of those, the bytes alive outside the loss's own backward too (the caller's logits, which a
+// training loop drops only when the next step's forward assigns them again); 0 otherwise.
 double LossHeldBytes(const RankShape& shape);
 // The lm_head backward's new tensors: the gradient of its input (B,Sn,E) in A (the weight
 // gradient is accumulated straight into the flat gradient buffer) and, when A is not fp32,
 // the copy of d(logits) cast to A that the matmul reads (the fp32 buffer is freed once
 // cast, before d(input) is allocated: planner/cost/memory_detailed.cc, head_backward).
-// torchtitan's 2024 code: the loss backward's two fp32 gradients, alive at once beside the
-// two copies (nll_loss's, then log_softmax's); what follows is smaller.
+// A PyTorch cross-entropy: the loss backward's two gradients of the logits' size, alive at once
+// beside the two copies (nll_loss's, then log_softmax's); what follows is smaller.
 SavedTensorList HeadBackwardWorkspace(const RankShape& shape);
 
 }  // namespace meshplan

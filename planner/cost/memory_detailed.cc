@@ -291,7 +291,7 @@ Phase HeadBackwardPhase(const Stage& s) {
   // head's backward starts.
   head.gathered_params_bytes = z.gathered(z.groups.head) + z.prefetched_after_head();
   head.transient_bytes = HeadBackwardWorkspace(s.block.shape).TotalBytes();
-  if (s.block.shape.act_bytes != 4.0 && s.block.shape.kernels != KernelSet::kTorchtitan2024) {
+  if (s.block.shape.act_bytes != 4.0 && s.block.shape.loss == LossKernel::kFp32InPlace) {
     // The fp32 logits are freed once cast, before d(input).
     const RankShape& sh = s.block.shape;
     const double d_input = double(sh.b) * sh.s_norm * sh.hidden * sh.act_bytes;

@@ -109,6 +109,8 @@ TEST_CASE("a hostile profile is refused with file, line, field and the allowed v
       {Replace(kProfile, "optimizer: fused-adam\n", ""), "optimizer", "missing", 0},
       {Replace(kProfile, "optimizer: fused-adam", "optimizer: sgd"), "optimizer",
        "fused-adam, foreach-adam, megatron-fp16", 0},
+      {std::string(kProfile) + "loss: chunked\n", "loss",
+       "fp32-in-place, cross-entropy, cross-entropy-fp32", 11},
   };
   for (const Case& c : cases) {
     INFO(c.text);

@@ -356,14 +356,14 @@ TEST_CASE("buffers: in-place gradient all-reduce, ZeRO-3 gathers the computing a
   CHECK(single.comm_buffer_bytes == 0);
 }
 
-TEST_CASE("torchtitan 2024 keeps its fp32 logits (pred) and log_softmax's output through the "
-          "backward", "[planner][memory]") {
+TEST_CASE("a PyTorch cross-entropy keeps the caller's logits and log_softmax's output through "
+          "the backward (torchtitan 2024: in fp32)", "[planner][memory]") {
   ModelSpec m = Llama(256, 4, 2, 512, true);
   m.vocab_size = 128'256;
   TrainingSpec training{.global_batch = 1, .seq_len = 1024, .precision = Precision::kBf16};
   const double logits = 1024.0 * 128'256;  // B x S x V
   const MemoryBreakdown executor = Detailed(m, training, ParallelPlan{}, 0, AttentionImpl::kFused);
-  training.framework.kernels = KernelSet::kTorchtitan2024;
+  training.framework.loss = LossKernel::kCrossEntropyFp32;
   const RankShape shape = MakeRankShape(m, training, ParallelPlan{});
   // pred = self.output(h).float() and log_softmax's output, 4 bytes each; the loss backward's
   // two fp32 gradients; pred outlives the backward (train.py drops it at the next forward).
@@ -377,7 +377,13 @@ TEST_CASE("torchtitan 2024 keeps its fp32 logits (pred) and log_softmax's output
   CHECK(b.total_bytes == FieldSum(b));
   // The executor's in-place fp32 buffer and its 16-bit copy: 6 bytes per logit at most.
   CHECK(executor.logits_bytes + executor.transient_bytes <= 6 * logits);
-  training.framework.kernels = KernelSet::kEager;
+  // Plain PyTorch: the same over the model's bf16 logits.
+  training.framework.loss = LossKernel::kCrossEntropy;
+  const RankShape bf16 = MakeRankShape(m, training, ParallelPlan{});
+  CHECK(LossSavedTensors(bf16).TotalBytes() == 4 * logits);
+  CHECK(HeadBackwardWorkspace(bf16).TotalBytes() == 4 * logits);
+  CHECK(LossHeldBytes(bf16) == 2 * logits);
+  training.framework.loss = LossKernel::kFp32InPlace;
   CHECK(LossHeldBytes(MakeRankShape(m, training, ParallelPlan{})) == 0);
 }
 
