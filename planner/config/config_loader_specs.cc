@@ -302,7 +302,7 @@ GpuConfig GpuFromYaml(const YamlFields& f, const std::string& default_name) {
   if (f.Has("runtime_memory")) g.runtime_memory = RuntimeMemoryFromYaml(f.Map("runtime_memory"));
   g.comm_overlap_slowdown = f.Number("comm_overlap_slowdown", {0, true, 0.99}, 0);
   g.comm_overlaps_compute = f.Bool("comm_overlaps_compute", g.comm_overlaps_compute);
-  if (f.Has("threads_per_rank")) g.threads_per_rank = static_cast<int>(f.Int("threads_per_rank", kThreads));
+  g.threads_per_rank = static_cast<int>(f.Int("threads_per_rank", kThreads, 0));
   if (f.Has("host")) out.host = HostFromYaml(f.Map("host"), {});
   return out;
 }

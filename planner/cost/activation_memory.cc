@@ -96,6 +96,9 @@ SavedTensorList LastStageSavedTensors(const ModelSpec& model, const RankShape& s
 
 namespace {
 
+// The logits of a micro-batch on this rank: (B,Sc,Vt) elements.
+double LogitElements(const RankShape& sh) { return double(sh.b) * sh.s_local * sh.vocab; }
+
 // The logits' element size under a PyTorch cross-entropy (FrameworkSpec::loss), 0 under the
 // executor's in-place fp32 buffer.
 double CrossEntropyLogitBytes(const RankShape& sh) {
@@ -114,7 +117,7 @@ double CrossEntropyLogitBytes(const RankShape& sh) {
 // `del pred`, "to save 3.9G memory" on Llama 3 8B, came in e29b6b4d4, June 2024).
 SavedTensorList LossSavedTensors(const RankShape& sh) {
   SavedTensorList out;
-  const double logits = double(sh.b) * sh.s_local * sh.vocab;
+  const double logits = LogitElements(sh);
   if (const double e = CrossEntropyLogitBytes(sh); e > 0) {
     out.Add({"lm_head", "logits, held by the caller (B,Sc,Vt)", logits, e});
     out.Add({"cross_entropy.log_softmax", "output (B,Sc,Vt)", logits, e});
@@ -126,7 +129,7 @@ SavedTensorList LossSavedTensors(const RankShape& sh) {
 }
 
 double LossHeldBytes(const RankShape& sh) {
-  return double(sh.b) * sh.s_local * sh.vocab * CrossEntropyLogitBytes(sh);  // the caller's logits
+  return LogitElements(sh) * CrossEntropyLogitBytes(sh);  // the caller's logits
 }
 
 SavedTensorList HeadBackwardWorkspace(const RankShape& sh) {
@@ -135,16 +138,14 @@ SavedTensorList HeadBackwardWorkspace(const RankShape& sh) {
     // nll_loss_backward's zeros-and-scatter gradient, then log_softmax_backward's output,
     // alive together; afterwards the saved output and the first are freed, and a cast to A
     // and d(normed h) fit in what they leave.
-    const double logits = double(sh.b) * sh.s_local * sh.vocab;
-    out.Add({"cross_entropy backward", "d(log_softmax output) (B,Sc,Vt)", logits, e});
-    out.Add({"cross_entropy backward", "d(logits) (B,Sc,Vt)", logits, e});
+    out.Add({"cross_entropy backward", "d(log_softmax output) (B,Sc,Vt)", LogitElements(sh), e});
+    out.Add({"cross_entropy backward", "d(logits) (B,Sc,Vt)", LogitElements(sh), e});
     return out;
   }
   out.Add({"lm_head backward", "d(normed h) (B,Sn,E)", double(sh.b) * sh.s_norm * sh.hidden,
            sh.act_bytes});
   if (sh.act_bytes != kFp32Bytes)
-    out.Add({"lm_head backward", "d(logits) cast to A (B,Sc,Vt)",
-             double(sh.b) * sh.s_local * sh.vocab, sh.act_bytes});
+    out.Add({"lm_head backward", "d(logits) cast to A (B,Sc,Vt)", LogitElements(sh), sh.act_bytes});
   return out;
 }
 

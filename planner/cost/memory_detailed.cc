@@ -116,6 +116,15 @@ struct ZeroLayout {
   double fp8_copies = 0;     // fp8: FP8 weight bytes per block parameter (fp8_convention.h)
   double prefetch = 1;       // ZeRO-3 gathers issued ahead (the plan's `prefetch`)
 
+  // Of `group` parameters, those this rank's optimizer updates (ZeRO >= 1: its shard).
+  double owned(double group) const { return zero >= 1 ? group / double(weight_replicas) : group; }
+  // Every parameter this rank's optimizer updates: its share of the stage's groups and of the
+  // routed experts (ep > 1: sharded over the expert replicas).
+  double owned_params() const {
+    const double experts = expert_zero >= 1 ? groups.expert_blocks / double(expert_replicas)
+                                            : groups.expert_blocks;
+    return owned(groups.embed + groups.blocks + groups.head) + experts;
+  }
   // A group's full gradient (ZeRO 2/3) and its gathered weights (ZeRO-3).
   double full_grad(double group) const { return zero >= 2 ? bytes.grad * group : 0.0; }
   double gathered(double group) const { return zero == 3 ? bytes.param * group : 0.0; }
@@ -331,17 +340,11 @@ Phase EmbedBackwardPhase(const Stage& s) {
 // the rank updates (torch/optim/adamw.py _multi_tensor_adamw).
 double OptimizerTransientBytes(const Stage& s) {
   const ZeroLayout& z = s.zero;
-  const auto shard = [](double params, int zero, int64_t replicas) {
-    return zero >= 1 ? params / double(replicas) : params;
-  };
-  double group = 0;  // the parameters one temporary spans
-  if (s.training.framework.optimizer == OptimizerStep::kForeachAdam) {
-    group = shard(z.groups.embed + z.groups.blocks + z.groups.head, z.zero, z.weight_replicas) +
-            shard(z.groups.expert_blocks, z.expert_zero, z.expert_replicas);
-  } else {
-    const double block = z.stage_layers > 0 ? z.groups.block : 0.0;
-    group = shard(std::max({block, z.groups.embed, z.groups.head}), z.zero, z.weight_replicas);
-  }
+  const double block = z.stage_layers > 0 ? z.groups.block : 0.0;
+  // The parameters one temporary spans.
+  const double group = s.training.framework.optimizer == OptimizerStep::kForeachAdam
+                           ? z.owned_params()
+                           : z.owned(std::max({block, z.groups.embed, z.groups.head}));
   const bool fp32_copy = s.training.precision == Precision::kMixed && z.bytes.grad < 4;
   return group * ((s.fused_adamw ? 0.0 : z.bytes.state) + (fp32_copy ? 4.0 : 0.0));
 }
@@ -396,9 +399,8 @@ MemoryBreakdown Breakdown(const Stage& s, const Phase& peak) {
   if (s.plan.offload_optimizer) {
     // The owned parameters (experts included) are what the optimizer states count; the
     // update's workspace is held once.
-    const double owned = out.optimizer_bytes / z.bytes.optimizer;
     out.host_optimizer_bytes =
-        HostOptimizerBytesPerParam(z.bytes) * owned + OptimizerTransientBytes(s);
+        HostOptimizerBytesPerParam(z.bytes) * z.owned_params() + OptimizerTransientBytes(s);
     out.total_bytes -= out.optimizer_bytes;
     out.optimizer_bytes = 0;
   }
