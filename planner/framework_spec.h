@@ -82,6 +82,15 @@ enum class MasterWeights : uint8_t {
 //         memory-bound pass over the part's full parameters (planner/cost/step_work.cc).
 enum class Zero3Buffers : uint8_t { kViews, kCopies };
 
+// What data parallelism without ZeRO (zero=0, dp x cp > 1) all-reduces.
+// views:  the gradients themselves, in their buffer (Megatron-Core's grad buffer, FSDP1
+//         NO_SHARD's FlatParameter, DDP with gradient_as_bucket_view=True, meshplan's executor).
+// copies: PyTorch DDP's default (gradient_as_bucket_view=False): its Reducer allocates flat
+//         buckets for every gradient when it wraps the model and keeps them, copies each
+//         gradient into its bucket (scaled by 1/world) in the backward of the step's last
+//         micro-batch and copies the all-reduced bucket back into .grad.
+enum class DdpBuckets : uint8_t { kViews, kCopies };
+
 // How micro-batches' weight gradients are summed (docs/cost_model.md "Gradient accumulation"):
 // fused:    inside the weight-gradient GEMM (its epilogue adds to the accumulator):
 //           Megatron-Core's gradient_accumulation_fusion, meshplan's executor (addmm_).
@@ -142,6 +151,7 @@ struct FrameworkSpec {
   // that buffer (Megatron-Core's distributed optimizer, DeepSpeed, FSDP).
   bool zero1_gradient_shard = true;
   Zero3Buffers zero3_buffers = Zero3Buffers::kViews;
+  DdpBuckets ddp_buckets = DdpBuckets::kViews;
   // < 0: the hardware file's runtime_memory.allocator_fragmentation; else this share of
   // the allocator's reserved memory that no live tensor holds (expandable segments: less).
   double allocator_fragmentation = -1;

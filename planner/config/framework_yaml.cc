@@ -50,6 +50,8 @@ constexpr Spellings<LogFormat, 5> kLogFormats{{{LogFormat::kMeshplan, "meshplan"
 constexpr Spellings<bool, 2> kZero1Gradients{{{false, "in-place"}, {true, "shard-copy"}}};
 constexpr Spellings<Zero3Buffers, 2> kZero3Buffers{
     {{Zero3Buffers::kViews, "views"}, {Zero3Buffers::kCopies, "copies"}}};
+constexpr Spellings<DdpBuckets, 2> kDdpBuckets{
+    {{DdpBuckets::kViews, "views"}, {DdpBuckets::kCopies, "copies"}}};
 
 template <typename Enum, size_t N>
 std::string AllowedOf(const Spellings<Enum, N>& table) {
@@ -107,7 +109,7 @@ FrameworkCalibration ReadCalibration(const YamlFields& f) {
 FrameworkSpec FrameworkFromYaml(const YamlFields& f, const std::string& default_name) {
   f.AllowOnly({"name", "version", "source", "built_on", "kernels", "norm", "attention", "main_grads", "fp8_states",
                "master_weights", "grad_accumulation", "optimizer", "loss", "recompute", "zero1_gradients", "zero3_buffers",
-               "allocator_fragmentation", "log_format", "calibration"});
+               "ddp_buckets", "allocator_fragmentation", "log_format", "calibration"});
   FrameworkSpec s;
   s.name = f.String("name", default_name);
   s.version = f.String("version");
@@ -133,6 +135,7 @@ FrameworkSpec FrameworkFromYaml(const YamlFields& f, const std::string& default_
   s.recompute = ReadRecompute(f);
   s.zero1_gradient_shard = ReadChoice(f, "zero1_gradients", kZero1Gradients);
   if (f.Has("zero3_buffers")) s.zero3_buffers = ReadChoice(f, "zero3_buffers", kZero3Buffers);
+  if (f.Has("ddp_buckets")) s.ddp_buckets = ReadChoice(f, "ddp_buckets", kDdpBuckets);
   if (f.Has("allocator_fragmentation")) {
     s.allocator_fragmentation = f.Number("allocator_fragmentation", {0, true});
     if (s.allocator_fragmentation >= 1)
@@ -235,6 +238,7 @@ std::string FrameworkToYamlText(const FrameworkSpec& s, const std::string& comme
   out += "recompute: [" + recompute + "]\n";
   out += "zero1_gradients: " + spelled(kZero1Gradients, s.zero1_gradient_shard) + "\n";
   out += "zero3_buffers: " + spelled(kZero3Buffers, s.zero3_buffers) + "\n";
+  out += "ddp_buckets: " + spelled(kDdpBuckets, s.ddp_buckets) + "\n";
   if (s.allocator_fragmentation >= 0)
     out += fmt::format("allocator_fragmentation: {}\n", s.allocator_fragmentation);
   out += "log_format: " + spelled(kLogFormats, s.log_format) + "\n";

@@ -384,6 +384,10 @@ MemoryBreakdown Breakdown(const Stage& s, const Phase& peak) {
     states.grads_bytes += experts.grads_bytes;
     states.optimizer_bytes += experts.optimizer_bytes;
   }
+  // DDP's buckets (FrameworkSpec::ddp_buckets copies): a second copy of every gradient,
+  // allocated when DDP wraps the model and kept for the run.
+  if (s.training.framework.ddp_buckets == DdpBuckets::kCopies && z.zero == 0 && z.weight_replicas > 1)
+    states.grads_bytes *= 2;
   const double model_buffers = ModelBufferBytes(s.model, s.training) + Fp8ResidentBytes(s);
   MemoryBreakdown out;
   out.params_bytes = states.params_bytes + model_buffers;

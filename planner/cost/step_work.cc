@@ -117,6 +117,17 @@ void AddZero3BufferCopies(StepWork& w) {
   }
 }
 
+// FrameworkSpec::ddp_buckets copies (PyTorch DDP's default): once per step, in the last
+// micro-batch's backward, each gradient is copied into its bucket, scaled by 1/world on the
+// way (read and write, 2 x grad_bytes), and the all-reduced bucket back into .grad (2 x
+// grad_bytes): 4 x grad_bytes over every gradient of the rank, 1/m of it per micro-batch.
+void AddDdpBucketCopies(StepWork& w) {
+  const double m = static_cast<double>(w.micro_batches);
+  for (PartWork* part : {&w.block, &w.embedding, &w.head})
+    part->backward_weight.memory_bytes +=
+        4 * static_cast<double>(w.grad_bytes) * static_cast<double>(part->params) / m;
+}
+
 void BuildStepWork(const ModelSpec& model, const TrainingSpec& training, const ParallelPlan& plan,
                    AttentionImpl attention, StepWork* out) {
   BuildStepWork(model, training, plan, MakePlanShape(model, training, plan, attention), out);
@@ -194,6 +205,9 @@ void BuildStepWork(const ModelSpec& model, const TrainingSpec& training, const P
   if (plan.zero_stage == 3 && w.zero_shards > 1 &&
       training.framework.zero3_buffers == Zero3Buffers::kCopies)
     AddZero3BufferCopies(w);
+  if (plan.zero_stage == 0 && plan.weight_replicas() > 1 &&
+      training.framework.ddp_buckets == DdpBuckets::kCopies)
+    AddDdpBucketCopies(w);
   w.offload.host_state_bytes_per_param = HostUpdatedBytesPerParam(BytesPerParamFor(training));
   if (plan.offload_activations)
     w.offload.activation_bytes_per_block = OffloadedBytesPerBlock(shape, plan);

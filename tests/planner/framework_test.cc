@@ -8,6 +8,7 @@
 #include "planner/config/config_loader.h"
 #include "planner/config/framework_yaml.h"
 #include "planner/cost/cost_model.h"
+#include "planner/cost/memory_model.h"
 #include "planner/cost/model_state_memory.h"
 #include "planner/cost/step_work.h"
 #include "tests/planner/test_util.h"
@@ -99,6 +100,7 @@ TEST_CASE("a hostile profile is refused with file, line, field and the allowed v
       {std::string(kProfile) + "turbo: true\n", "turbo", "", 11},
       {std::string(kProfile) + "master_weights: fp16\n", "master_weights", "fp32, remainder", 11},
       {std::string(kProfile) + "zero3_buffers: pinned\n", "zero3_buffers", "views, copies", 11},
+      {std::string(kProfile) + "ddp_buckets: shared\n", "ddp_buckets", "views, copies", 11},
       {std::string(kProfile) + "built_on: jax\n", "built_on", "megatron-core, megatron-lm-2021", 11},
       {Replace(kProfile, "log_format: megatron", "log_format: nemo"), "log_format",
        "meshplan, megatron, torchtitan, deepspeed, pytorch-hook", 10},
@@ -217,6 +219,50 @@ TEST_CASE("zero3_buffers copies: FSDP2's copy-out, cast and copy-in per block an
   const StepWork zero1 = BuildStepWork(model, t, plan);
   t.framework.zero3_buffers = Zero3Buffers::kViews;
   CHECK(zero1.block.forward.memory_bytes == BuildStepWork(model, t, plan).block.forward.memory_bytes);
+}
+
+// PyTorch DDP's default buckets (the pytorch profile): once per step each gradient is copied
+// into its bucket and back (4 x grad bytes per parameter, 1/m of it per micro-batch), and the
+// buckets hold a second copy of the gradients; only without ZeRO and on more than one replica.
+TEST_CASE("ddp_buckets copies: DDP's bucket copies of the gradients, in time and in memory",
+          "[planner][framework]") {
+  const ModelSpec model = LoadModel("llama2-7b");
+  TrainingSpec t{.global_batch = 16, .seq_len = 1024, .precision = Precision::kBf16, .framework = {}};
+  t.framework = LoadFramework("pytorch");
+  REQUIRE(t.framework.ddp_buckets == DdpBuckets::kCopies);
+  ParallelPlan plan;
+  plan.dp = 4;
+  plan.micro_batch = 2;  // 2 micro-batches per step
+  const StepWork copies = BuildStepWork(model, t, plan);
+  const MemoryBreakdown copies_memory = EstimateMemory(model, t, plan, MemoryModel::kDetailed);
+  t.framework.ddp_buckets = DdpBuckets::kViews;
+  const StepWork views = BuildStepWork(model, t, plan);
+  const MemoryBreakdown views_memory = EstimateMemory(model, t, plan, MemoryModel::kDetailed);
+  REQUIRE(copies.grad_bytes == 2);
+  REQUIRE(copies.micro_batches == 2);
+  for (const auto& [with, without] : {std::pair{&copies.block, &views.block},
+                                      {&copies.embedding, &views.embedding}, {&copies.head, &views.head}}) {
+    const double P = static_cast<double>(with->params);
+    CHECK(with->backward_weight.memory_bytes - without->backward_weight.memory_bytes ==
+          Approx(4 * 2 * P / 2));
+    CHECK(with->forward.memory_bytes == without->forward.memory_bytes);
+  }
+  CHECK(copies_memory.grads_bytes == Approx(2 * views_memory.grads_bytes));
+  CHECK(copies_memory.total_bytes - views_memory.total_bytes == Approx(views_memory.grads_bytes));
+  // Neither with ZeRO (FSDP or a sharded optimizer reduce-scatters) nor on one replica.
+  for (const auto& [dp, zero] : {std::pair{4, 1}, {4, 3}, {1, 0}}) {
+    INFO("dp " << dp << " zero " << zero);
+    plan.dp = dp;
+    plan.zero_stage = zero;
+    plan.tp = 4 / dp;
+    t.framework.ddp_buckets = DdpBuckets::kCopies;
+    const StepWork with = BuildStepWork(model, t, plan);
+    const MemoryBreakdown with_memory = EstimateMemory(model, t, plan, MemoryModel::kDetailed);
+    t.framework.ddp_buckets = DdpBuckets::kViews;
+    CHECK(with.block.backward_weight.memory_bytes ==
+          BuildStepWork(model, t, plan).block.backward_weight.memory_bytes);
+    CHECK(with_memory.total_bytes == EstimateMemory(model, t, plan, MemoryModel::kDetailed).total_bytes);
+  }
 }
 
 TEST_CASE("the framework's recompute offer: the search tries it, estimate refuses the rest",
