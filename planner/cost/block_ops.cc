@@ -671,19 +671,40 @@ struct LossWork {
   int64_t fwd_kernels = 0, bwd_kernels = 0;
 };
 
-// Megatron-LM's loss, which the executor runs too (executor/model/ops.cc CrossEntropyForward,
-// executor/parallel/vocab_parallel_ops.cc with tp > 1): megatron/model/gpt_model.py
-// post_language_model_processing with fp16_lm_cross_entropy off, its default, passes
-// output.float(); mpu/cross_entropy.py _VocabParallelCrossEntropy works in place on that fp32
-// copy. Forward, the cast (read a, write 4; none when the logits are fp32), max (read 4), sub_
-// of the max (read 4, write 4), exp (read 4, write 4), sum (read 4), div_ by the sum, the
-// softmax kept for backward (read 4, write 4); backward, mul_ by the loss gradient (read 4,
-// write 4) and the cast's gradient back to the logits' type (read 4, write a). The per-token
-// gathers and all-reduces of (T) values are left out.
-LossWork LossOf(double a) {
-  const bool cast = a != 4;
-  const double cast_bytes = cast ? a + 4 : 0;
-  return {cast_bytes + 4 + 8 + 8 + 4 + 8, 8 + cast_bytes, cast ? 6 : 5, cast ? 2 : 1};
+// The loss as FrameworkSpec::loss runs it (the memory side: LossSavedTensors,
+// planner/cost/activation_memory.h), bytes per logit of this rank's (T, V/tp) logits in
+// the activation dtype a. The per-token gathers, nll_loss's (T) values and the all-reduces of
+// (T) values are left out.
+//
+// fp32-in-place: Megatron-LM's loss, which the executor runs too (executor/model/ops.cc
+// CrossEntropyForward, executor/parallel/vocab_parallel_ops.cc with tp > 1):
+// megatron/model/gpt_model.py post_language_model_processing with fp16_lm_cross_entropy off,
+// its default, passes output.float(); mpu/cross_entropy.py _VocabParallelCrossEntropy works in
+// place on that fp32 copy. Forward, the cast (read a, write 4; none when the logits are fp32),
+// max (read 4), sub_ of the max (read 4, write 4), exp (read 4, write 4), sum (read 4), div_ by
+// the sum, the softmax kept for backward (read 4, write 4); backward, mul_ by the loss gradient
+// (read 4, write 4) and the cast's gradient back to the logits' type (read 4, write a).
+//
+// cross-entropy: PyTorch's F.cross_entropy (torch/nn/functional.py: log_softmax, then
+// nll_loss) on logits of L bytes. log_softmax runs aten/src/ATen/native/cuda/SoftMax.cu's
+// cunn_SoftMaxForward, one block per row, which reads the row three times (its max, its sum of
+// exponentials, the output pass) and writes it once: 4L; its shared-memory variant needs the
+// row within cudaDeviceProp::sharedMemPerBlock (48 KiB), which no LLM vocabulary row fits.
+// Backward, nll_loss_backward's zero-filled gradient (write L) and its scatter, then
+// cunn_SoftMaxBackward: the gradient read for its sum, then the gradient and the saved output
+// read and the input gradient written (4L). cross-entropy-fp32 runs it on logits the model
+// casts to fp32 (L = 4): the cast (read a, write 4) before it and the cast's gradient (read 4,
+// write a) after it.
+LossWork LossOf(double a, LossKernel kind) {
+  if (kind == LossKernel::kFp32InPlace) {
+    const bool cast = a != 4;
+    const double cast_bytes = cast ? a + 4 : 0;
+    return {cast_bytes + 4 + 8 + 8 + 4 + 8, 8 + cast_bytes, cast ? 6 : 5, cast ? 2 : 1};
+  }
+  const bool cast = kind == LossKernel::kCrossEntropyFp32 && a != 4;
+  const double L = kind == LossKernel::kCrossEntropyFp32 ? 4 : a, cast_bytes = cast ? a + 4 : 0;
+  const int64_t casts = cast ? 1 : 0;
+  return {4 * L + cast_bytes, 5 * L + cast_bytes, 2 + casts, 3 + casts};
 }
 
 }  // namespace
@@ -698,7 +719,7 @@ void BlockOpsBuilder::Head() {
   TpInputCollectives({"lm_head.sp_gather", "lm_head.sp_regather", "lm_head.tp_input"},
                      P::kLmHeadInput, P::kLmHeadInput);
   Add("lm_head", OpKind::kLinear, G::kNone).gemm = {T, Vt, E_, 1, false, /*fp8=*/false};
-  const LossWork loss = LossOf(a_);
+  const LossWork loss = LossOf(a_, sh_.loss);
   Memory("cross_entropy", G::kCrossEntropy, {T * Vt * loss.fwd_bytes, loss.fwd_kernels},
          {T * Vt * loss.bwd_bytes, loss.bwd_kernels});
   // The vocabulary-parallel loss's all-reduces of a value per token (fp32): the max, the

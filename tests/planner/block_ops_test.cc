@@ -346,6 +346,25 @@ TEST_CASE("block ops: the head's ops are the work of the step's head", "[planner
   CHECK(loss.backward.bytes == T * Vt * (a == 4 ? 8 : 12 + a));
   CHECK(loss.forward.kernels == (a == 4 ? 5 : 6));
   CHECK(loss.backward.kernels == (a == 4 ? 1 : 2));
+  // PyTorch's F.cross_entropy (the framework's `loss`): log_softmax (three reads of a row and
+  // a write) and nll_loss forward; the zero-filled gradient, its scatter and
+  // log_softmax_backward (three reads, one write) backward. On logits cast to fp32, the cast
+  // and its gradient come on top.
+  RankShape pytorch = shape;
+  pytorch.loss = LossKernel::kCrossEntropy;
+  const BlockOps pytorch_ops = BuildHeadOps(m, pytorch, LoweringOf(pytorch, AttentionImpl::kFused));
+  const BlockOp& ce = OpNamed(pytorch_ops, "cross_entropy");
+  CHECK(ce.forward.bytes == T * Vt * 4 * a);
+  CHECK(ce.backward.bytes == T * Vt * 5 * a);
+  CHECK(ce.forward.kernels == 2);
+  CHECK(ce.backward.kernels == 3);
+  pytorch.loss = LossKernel::kCrossEntropyFp32;
+  const BlockOps fp32_ops = BuildHeadOps(m, pytorch, LoweringOf(pytorch, AttentionImpl::kFused));
+  const BlockOp& ce32 = OpNamed(fp32_ops, "cross_entropy");
+  CHECK(ce32.forward.bytes == T * Vt * (a == 4 ? 16 : 16 + a + 4));
+  CHECK(ce32.backward.bytes == T * Vt * (a == 4 ? 20 : 20 + 4 + a));
+  CHECK(ce32.forward.kernels == (a == 4 ? 2 : 3));
+  CHECK(ce32.backward.kernels == (a == 4 ? 3 : 4));
   // The final norm: read + write (Tn, E), backward twice that.
   CHECK(ops.begin()->forward.bytes == 2 * Tn * E * a);
   CHECK(ops.begin()->backward.bytes == 4 * Tn * E * a);
