@@ -152,6 +152,12 @@ struct FrameworkSpec {
   bool zero1_gradient_shard = true;
   Zero3Buffers zero3_buffers = Zero3Buffers::kViews;
   DdpBuckets ddp_buckets = DdpBuckets::kViews;
+  // ZeRO's gradient bucket, in elements of the parameters' dtype (DeepSpeed's
+  // reduce_bucket_size with contiguous_gradients): each gradient is copied into it as it is
+  // produced and reduced from it. ZeRO-1/2 allocate it as each backward starts and free it as
+  // it ends (two with the plan's dp_overlap: DeepSpeed's overlap_comm double-buffers it),
+  // ZeRO-3 holds one for the run. 0: none (the gradients are reduced where they are).
+  double reduce_bucket_elements = 0;
   // < 0: the hardware file's runtime_memory.allocator_fragmentation; else this share of
   // the allocator's reserved memory that no live tensor holds (expandable segments: less).
   double allocator_fragmentation = -1;

@@ -109,7 +109,7 @@ FrameworkCalibration ReadCalibration(const YamlFields& f) {
 FrameworkSpec FrameworkFromYaml(const YamlFields& f, const std::string& default_name) {
   f.AllowOnly({"name", "version", "source", "built_on", "kernels", "norm", "attention", "main_grads", "fp8_states",
                "master_weights", "grad_accumulation", "optimizer", "loss", "recompute", "zero1_gradients", "zero3_buffers",
-               "ddp_buckets", "allocator_fragmentation", "log_format", "calibration"});
+               "ddp_buckets", "reduce_bucket_elements", "allocator_fragmentation", "log_format", "calibration"});
   FrameworkSpec s;
   s.name = f.String("name", default_name);
   s.version = f.String("version");
@@ -136,6 +136,7 @@ FrameworkSpec FrameworkFromYaml(const YamlFields& f, const std::string& default_
   s.zero1_gradient_shard = ReadChoice(f, "zero1_gradients", kZero1Gradients);
   if (f.Has("zero3_buffers")) s.zero3_buffers = ReadChoice(f, "zero3_buffers", kZero3Buffers);
   if (f.Has("ddp_buckets")) s.ddp_buckets = ReadChoice(f, "ddp_buckets", kDdpBuckets);
+  s.reduce_bucket_elements = f.Number("reduce_bucket_elements", {0, true, 1e12}, 0.0);
   if (f.Has("allocator_fragmentation")) {
     s.allocator_fragmentation = f.Number("allocator_fragmentation", {0, true});
     if (s.allocator_fragmentation >= 1)
@@ -239,6 +240,8 @@ std::string FrameworkToYamlText(const FrameworkSpec& s, const std::string& comme
   out += "zero1_gradients: " + spelled(kZero1Gradients, s.zero1_gradient_shard) + "\n";
   out += "zero3_buffers: " + spelled(kZero3Buffers, s.zero3_buffers) + "\n";
   out += "ddp_buckets: " + spelled(kDdpBuckets, s.ddp_buckets) + "\n";
+  if (s.reduce_bucket_elements > 0)
+    out += fmt::format("reduce_bucket_elements: {}\n", s.reduce_bucket_elements);
   if (s.allocator_fragmentation >= 0)
     out += fmt::format("allocator_fragmentation: {}\n", s.allocator_fragmentation);
   out += "log_format: " + spelled(kLogFormats, s.log_format) + "\n";

@@ -1,7 +1,7 @@
 // Loading configs/frameworks/<name>.yaml into a FrameworkSpec (planner/framework_spec.h).
 //
-// Schema (every key required but norm, master_weights, loss, zero3_buffers, ddp_buckets and
-// allocator_fragmentation; docs/frameworks.md):
+// Schema (every key required but norm, master_weights, loss, zero3_buffers, ddp_buckets,
+// reduce_bucket_elements and allocator_fragmentation; docs/frameworks.md):
 //   name              the file stem (optional; defaults to it)
 //   version           the version the profile's values were read from (a string)
 //   kernels           megatron-2021 | eager | fused | torchtitan-2024
@@ -18,6 +18,7 @@
 //   zero1_gradients   in-place | shard-copy (ZeRO-1's reduce-scattered gradient shard)
 //   zero3_buffers     views | copies (optional, views: FSDP2's copies around its collectives)
 //   ddp_buckets       views | copies (optional, views: DDP's bucket copies of the gradients)
+//   reduce_bucket_elements  >= 0 (optional, 0: ZeRO's gradient bucket, in elements)
 //   allocator_fragmentation  in [0, 1) (optional: the hardware file's when absent)
 //   log_format        meshplan | megatron | torchtitan | deepspeed | pytorch-hook (the log
 //                     `compare --log` reads; docs/framework_logs.md)

@@ -115,6 +115,7 @@ struct ZeroLayout {
   double partial_shard = 0;  // the temporary reduce-scatter shard per group, in groups
   double fp8_copies = 0;     // fp8: FP8 weight bytes per block parameter (fp8_convention.h)
   double prefetch = 1;       // ZeRO-3 gathers issued ahead (the plan's `prefetch`)
+  double reduce_bucket = 0;  // bytes of the framework's gradient bucket (ZeRO >= 1)
 
   // Of `group` parameters, those this rank's optimizer updates (ZeRO >= 1: its shard).
   double owned(double group) const { return zero >= 1 ? group / double(weight_replicas) : group; }
@@ -127,6 +128,9 @@ struct ZeroLayout {
   }
   // A group's full gradient (ZeRO 2/3) and its gathered weights (ZeRO-3).
   double full_grad(double group) const { return zero >= 2 ? bytes.grad * group : 0.0; }
+  // A backward's communication buffers: `pending` gradients, or the framework's gradient
+  // bucket (FrameworkSpec::reduce_bucket_elements), which holds them, when it is larger.
+  double backward_buffers(double pending) const { return std::max(pending, reduce_bucket); }
   double gathered(double group) const { return zero == 3 ? bytes.param * group : 0.0; }
   // A gathered block, with its FP8 copies in fp8 runs (ZeRO-3 casts the gathered weights).
   double gathered_block() const {
@@ -164,6 +168,10 @@ ZeroLayout MakeZeroLayout(const TrainingSpec& training, const ParallelPlan& plan
   z.partial_shard = plan.num_microbatches(training.global_batch) > 1 ? 1.0 / double(z.weight_replicas) : 0.0;
   if (training.precision == Precision::kFp8) z.fp8_copies = kFp8WeightCopiesPerParam * kFp8Bytes;
   z.prefetch = double(std::max<int64_t>(0, plan.zero3_prefetch));
+  // ZeRO-1/2 double the bucket to overlap its reduction (stage_1_and_2.py: a second buffer
+  // with overlap_comm); ZeRO-3 keeps one.
+  const double buckets = z.zero <= 2 && plan.dp_comm_overlap ? 2.0 : 1.0;
+  if (z.zero >= 1) z.reduce_bucket = buckets * training.framework.reduce_bucket_elements * z.bytes.param;
   return z;
 }
 
@@ -269,8 +277,9 @@ Phase BlockBackwardPhase(const Stage& s, const BlockTensorBytes& t) {
   p.activations_bytes = a.total - a.last_bytes - (attention_peak ? saved_mlp : 0.0);
   p.logits_bytes = a.logits_but_current + a.loss_held;
   // The block's full gradient; on the last stage the head's is still in flight.
-  p.comm_buffer_bytes = z.full_grad(z.groups.block) +
-                        (s.last() ? z.full_grad(z.groups.head) * (1.0 + z.partial_shard) : 0.0);
+  p.comm_buffer_bytes = z.backward_buffers(
+      z.full_grad(z.groups.block) +
+      (s.last() ? z.full_grad(z.groups.head) * (1.0 + z.partial_shard) : 0.0));
   // The block computing and the block before it, prefetched (the head is released).
   p.gathered_params_bytes = z.gathered_block() + z.prefetched_block();
   p.transient_bytes = attention_peak ? attention_step : mlp_step;
@@ -295,7 +304,7 @@ Phase HeadBackwardPhase(const Stage& s) {
   head.activations_bytes =
       a.total - std::max(0.0, a.in_flight.blocks - a.in_flight.head_blocks) * a.per_microbatch;
   head.logits_bytes = a.logits_all;
-  head.comm_buffer_bytes = z.full_grad(z.groups.head);
+  head.comm_buffer_bytes = z.backward_buffers(z.full_grad(z.groups.head));
   // The head (gathered since its forward) and the chunk's last block, prefetched as the
   // head's backward starts.
   head.gathered_params_bytes = z.gathered(z.groups.head) + z.prefetched_after_head();
@@ -324,8 +333,8 @@ Phase EmbedBackwardPhase(const Stage& s) {
   embed.logits_bytes = a.logits_but_current + a.loss_held;
   // The embedding's full gradient, block 0's still in flight. The embedding backward
   // scatters into the gradient buffer and allocates nothing.
-  embed.comm_buffer_bytes =
-      z.full_grad(z.groups.embed) + z.full_grad(z.groups.block) * (1.0 + z.partial_shard);
+  embed.comm_buffer_bytes = z.backward_buffers(
+      z.full_grad(z.groups.embed) + z.full_grad(z.groups.block) * (1.0 + z.partial_shard));
   // Nothing gathered: the embedding backward reads only the token ids, and block 0's
   // gather was freed with its backward (it prefetched nothing).
   embed.gathered_params_bytes = 0;
@@ -354,6 +363,7 @@ double OptimizerTransientBytes(const Stage& s) {
 Phase OptimizerPhase(const Stage& s) {
   Phase opt{"optimizer"};
   opt.logits_bytes = s.act.loss_held;
+  opt.comm_buffer_bytes = s.zero.zero == 3 ? s.zero.reduce_bucket : 0.0;  // ZeRO-3 keeps its bucket
   opt.transient_bytes = s.plan.offload_optimizer ? 0.0 : OptimizerTransientBytes(s);
   return opt;
 }

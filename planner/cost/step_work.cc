@@ -128,6 +128,23 @@ void AddDdpBucketCopies(StepWork& w) {
         4 * static_cast<double>(w.grad_bytes) * static_cast<double>(part->params) / m;
 }
 
+// FrameworkSpec::reduce_bucket_elements (DeepSpeed's contiguous_gradients): each gradient is
+// copied into the bucket as it is produced (read and write, 2 x param_bytes per element;
+// deepspeed/runtime/zero/stage_1_and_2.py reduce_independent_p_g_buckets_and_remove_grads,
+// stage3.py __add_grad_to_ipg_bucket): ZeRO-2/3 in every micro-batch's backward, ZeRO-1 once
+// per step (reduce_ready_partitions_and_remove_grads waits for the accumulation boundary
+// without partition_gradients), so 1/m of a pass per micro-batch. A
+// tensor larger than the bucket is reduced where it is (extra_large_param_to_reduce): the
+// embedding's and the lm_head's matrix when the part exceeds the bucket.
+void AddReduceBucketCopies(StepWork& w, double bucket_elements) {
+  const double share = w.zero_stage == 1 ? 1.0 / static_cast<double>(w.micro_batches) : 1.0;
+  for (PartWork* part : {&w.block, &w.embedding, &w.head}) {
+    const double P = static_cast<double>(part->params);
+    if (part != &w.block && P > bucket_elements) continue;
+    part->backward_weight.memory_bytes += share * 2 * static_cast<double>(w.param_bytes) * P;
+  }
+}
+
 void BuildStepWork(const ModelSpec& model, const TrainingSpec& training, const ParallelPlan& plan,
                    AttentionImpl attention, StepWork* out) {
   BuildStepWork(model, training, plan, MakePlanShape(model, training, plan, attention), out);
@@ -208,6 +225,8 @@ void BuildStepWork(const ModelSpec& model, const TrainingSpec& training, const P
   if (plan.zero_stage == 0 && plan.weight_replicas() > 1 &&
       training.framework.ddp_buckets == DdpBuckets::kCopies)
     AddDdpBucketCopies(w);
+  if (plan.zero_stage >= 1 && w.zero_shards > 1 && training.framework.reduce_bucket_elements > 0)
+    AddReduceBucketCopies(w, training.framework.reduce_bucket_elements);
   w.offload.host_state_bytes_per_param = HostUpdatedBytesPerParam(BytesPerParamFor(training));
   if (plan.offload_activations)
     w.offload.activation_bytes_per_block = OffloadedBytesPerBlock(shape, plan);

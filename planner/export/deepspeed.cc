@@ -50,6 +50,10 @@ std::string ExportDeepspeed(const ExportJob& job) {
   }
   nlohmann::ordered_json zero = {{"stage", plan.zero_stage},
                                  {"overlap_comm", plan.dp_comm_overlap}};
+  // The gradient bucket the prediction holds (FrameworkSpec::reduce_bucket_elements).
+  const double bucket = training.framework.reduce_bucket_elements;
+  zero["contiguous_gradients"] = bucket > 0;
+  if (bucket > 0) zero["reduce_bucket_size"] = static_cast<int64_t>(bucket);
   if (plan.offload_optimizer) zero["offload_optimizer"] = {{"device", "cpu"}, {"pin_memory", true}};
   if (plan.offload_params) zero["offload_param"] = {{"device", "cpu"}, {"pin_memory", true}};
   config["zero_optimization"] = zero;

@@ -7,6 +7,7 @@
 #include <string>
 
 #include "planner/config/config_loader.h"
+#include "planner/config/framework_yaml.h"
 #include "planner/export/export.h"
 #include "planner/input_error.h"
 #include "tests/planner/test_util.h"
@@ -218,6 +219,15 @@ TEST_CASE("deepspeed: ds_config.json with ZeRO, offload, batch and bf16",
   CHECK(config["zero_optimization"]["offload_optimizer"]["device"] == "cpu");
   CHECK(config["zero_optimization"]["offload_param"]["device"] == "cpu");
   CHECK(config.contains("activation_checkpointing"));
+  // The gradient bucket the prediction counts: none under the plan's default profile, the
+  // deepspeed profile's reduce_bucket_size under it.
+  CHECK(config["zero_optimization"]["contiguous_gradients"] == false);
+  CHECK_FALSE(config["zero_optimization"].contains("reduce_bucket_size"));
+  PlanFile searched = Plan("dp=8,zero=2");
+  searched.training.framework = LoadFramework("deepspeed");
+  const nlohmann::json bucket = nlohmann::json::parse(Export(searched, ExportTarget::kDeepspeed));
+  CHECK(bucket["zero_optimization"]["contiguous_gradients"] == true);
+  CHECK(bucket["zero_optimization"]["reduce_bucket_size"] == 500000000);
   const ExportTarget t = ExportTarget::kDeepspeed;
   CheckRefused(Plan("dp=4,tp=2,sp=1"), t, "tp", "2");
   CheckRefused(Plan("dp=4,pp=2"), t, "pp", "2");

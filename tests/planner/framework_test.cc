@@ -101,6 +101,7 @@ TEST_CASE("a hostile profile is refused with file, line, field and the allowed v
       {std::string(kProfile) + "master_weights: fp16\n", "master_weights", "fp32, remainder", 11},
       {std::string(kProfile) + "zero3_buffers: pinned\n", "zero3_buffers", "views, copies", 11},
       {std::string(kProfile) + "ddp_buckets: shared\n", "ddp_buckets", "views, copies", 11},
+      {std::string(kProfile) + "reduce_bucket_elements: -1\n", "reduce_bucket_elements", "", 11},
       {std::string(kProfile) + "built_on: jax\n", "built_on", "megatron-core, megatron-lm-2021", 11},
       {Replace(kProfile, "log_format: megatron", "log_format: nemo"), "log_format",
        "meshplan, megatron, torchtitan, deepspeed, pytorch-hook", 10},
@@ -263,6 +264,68 @@ TEST_CASE("ddp_buckets copies: DDP's bucket copies of the gradients, in time and
           BuildStepWork(model, t, plan).block.backward_weight.memory_bytes);
     CHECK(with_memory.total_bytes == EstimateMemory(model, t, plan, MemoryModel::kDetailed).total_bytes);
   }
+}
+
+// DeepSpeed's gradient bucket (reduce_bucket_size, 5e8 elements of the parameters' dtype):
+// held through each backward by ZeRO-1/2, for the run by ZeRO-3, and every gradient copied
+// into it (ZeRO-2/3 per micro-batch, ZeRO-1 once per step); a matrix larger than the bucket
+// (Llama 3's 128,256 x 4,096 embedding) is reduced where it is.
+TEST_CASE("reduce_bucket_elements: DeepSpeed's gradient bucket, in memory and in time",
+          "[planner][framework]") {
+  const ModelSpec model = LoadModel("llama3-8b");
+  TrainingSpec t{.global_batch = 16, .seq_len = 1024, .precision = Precision::kMixed, .framework = {}};
+  t.framework = LoadFramework("deepspeed");
+  REQUIRE(t.framework.reduce_bucket_elements == 5e8);
+  ParallelPlan plan;
+  plan.dp = 8;  // 2 micro-batches per step
+  for (const int zero : {1, 2, 3}) {
+    INFO("zero " << zero);
+    plan.zero_stage = zero;
+    t.framework.reduce_bucket_elements = 5e8;
+    const StepWork with = BuildStepWork(model, t, plan);
+    t.framework.reduce_bucket_elements = 0;
+    const StepWork without = BuildStepWork(model, t, plan);
+    REQUIRE(with.param_bytes == 2);
+    REQUIRE(with.micro_batches == 2);
+    const double share = zero == 1 ? 0.5 : 1.0;
+    CHECK(with.block.backward_weight.memory_bytes - without.block.backward_weight.memory_bytes ==
+          Approx(share * 4 * static_cast<double>(with.block.params)));
+    CHECK(with.embedding.params > 5e8);
+    CHECK(with.embedding.backward_weight.memory_bytes == without.embedding.backward_weight.memory_bytes);
+    // A bucket larger than any pending gradient: every backward holds it whole, twice with
+    // ZeRO-1/2's overlapped reduction (overlap_comm's second buffer), once without it or
+    // under ZeRO-3.
+    for (const bool overlap : {true, false}) {
+      INFO("dp_overlap " << overlap);
+      plan.dp_comm_overlap = overlap;
+      const double bucket = (zero <= 2 && overlap ? 2 : 1) * 8e9;
+      t.framework.reduce_bucket_elements = 4e9;
+      const MemoryBreakdown big = EstimateMemory(model, t, plan, MemoryModel::kDetailed);
+      t.framework.reduce_bucket_elements = 0;
+      const MemoryBreakdown none = EstimateMemory(model, t, plan, MemoryModel::kDetailed);
+      REQUIRE(big.peak_phase != "optimizer");
+      CHECK(big.comm_buffer_bytes == Approx(bucket));
+      if (big.peak_phase == none.peak_phase)
+        CHECK(big.total_bytes - none.total_bytes == Approx(bucket - none.comm_buffer_bytes));
+      else
+        CHECK(big.total_bytes > none.total_bytes);
+    }
+    plan.dp_comm_overlap = true;
+  }
+  // ZeRO-3 holds it through the optimizer's step too (a short sequence, a small bucket and
+  // foreach AdamW's temporary put the peak there).
+  t.seq_len = 8;
+  t.framework.reduce_bucket_elements = 1e6;
+  t.framework.optimizer = OptimizerStep::kForeachAdam;
+  plan.dp = 2;
+  plan.zero_stage = 3;
+  const MemoryBreakdown step = EstimateMemory(model, t, plan, MemoryModel::kDetailed);
+  REQUIRE(step.peak_phase == "optimizer");
+  CHECK(step.comm_buffer_bytes == 2e6);
+  // Without ZeRO there is no bucket.
+  plan.zero_stage = 0;
+  const MemoryBreakdown zero0 = EstimateMemory(model, t, plan, MemoryModel::kDetailed);
+  CHECK(zero0.comm_buffer_bytes == 0);
 }
 
 TEST_CASE("the framework's recompute offer: the search tries it, estimate refuses the rest",
