@@ -431,6 +431,8 @@ with tempfile.TemporaryDirectory() as folder:
     ds2 = plan_file(folder, "ds2", "llama3-8b", "8xH100", "dp=8,zero=2", precision="bf16", framework="deepspeed")
     c = check_deepspeed(export(ds2, "deepspeed"), "deepspeed zero2 bf16", 8)
     check(c.bfloat16_config.bf16_master_weights_and_grads, "deepspeed: bf16 master weights for precision bf16")
+    check(c.zero_config.contiguous_gradients and c.zero_config.reduce_bucket_size == 500000000,
+          "deepspeed: the gradient bucket the deepspeed profile predicts (contiguous, 5e8 elements)")
 
     run = plan_file(folder, "run", "llama3-8b", "16xH100", "dp=4,tp=4,sp=1,zero=1", framework="meshplan")
     a = check_torchrun(export(run, "torchrun"), "torchrun 2 nodes")
