@@ -133,9 +133,9 @@ void AddDdpBucketCopies(StepWork& w) {
 // deepspeed/runtime/zero/stage_1_and_2.py reduce_independent_p_g_buckets_and_remove_grads,
 // stage3.py __add_grad_to_ipg_bucket): ZeRO-2/3 in every micro-batch's backward, ZeRO-1 once
 // per step (reduce_ready_partitions_and_remove_grads waits for the accumulation boundary
-// without partition_gradients), so 1/m of a pass per micro-batch. A
-// tensor larger than the bucket is reduced where it is (extra_large_param_to_reduce): the
-// embedding's and the lm_head's matrix when the part exceeds the bucket.
+// without partition_gradients), so 1/m of a pass per micro-batch. A tensor larger than the
+// bucket is reduced where it is (extra_large_param_to_reduce): the embedding's and the
+// lm_head's matrix when the part exceeds the bucket.
 void AddReduceBucketCopies(StepWork& w, double bucket_elements) {
   const double share = w.zero_stage == 1 ? 1.0 / static_cast<double>(w.micro_batches) : 1.0;
   for (PartWork* part : {&w.block, &w.embedding, &w.head}) {
