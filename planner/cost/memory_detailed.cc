@@ -7,6 +7,7 @@
 
 #include "planner/cost/activation_memory.h"
 #include "planner/cost/fp8_convention.h"
+#include "planner/cost/gradient_buffers.h"
 #include "planner/cost/memory_model.h"
 #include "planner/cost/model_state_memory.h"
 #include "planner/cost/offload.h"
@@ -171,7 +172,7 @@ ZeroLayout MakeZeroLayout(const TrainingSpec& training, const ParallelPlan& plan
   // ZeRO-1/2 double the bucket to overlap its reduction (stage_1_and_2.py: a second buffer
   // with overlap_comm); ZeRO-3 keeps one.
   const double buckets = z.zero <= 2 && plan.dp_comm_overlap ? 2.0 : 1.0;
-  if (z.zero >= 1) z.reduce_bucket = buckets * training.framework.reduce_bucket_elements * z.bytes.param;
+  z.reduce_bucket = buckets * ReduceBucketElements(training.framework, plan) * z.bytes.param;
   return z;
 }
 
@@ -396,8 +397,7 @@ MemoryBreakdown Breakdown(const Stage& s, const Phase& peak) {
   }
   // DDP's buckets (FrameworkSpec::ddp_buckets copies): a second copy of every gradient,
   // allocated when DDP wraps the model and kept for the run.
-  if (s.training.framework.ddp_buckets == DdpBuckets::kCopies && z.zero == 0 && z.weight_replicas > 1)
-    states.grads_bytes *= 2;
+  if (HasDdpBucketCopies(s.training.framework, s.plan)) states.grads_bytes *= 2;
   const double model_buffers = ModelBufferBytes(s.model, s.training) + Fp8ResidentBytes(s);
   MemoryBreakdown out;
   out.params_bytes = states.params_bytes + model_buffers;

@@ -5,6 +5,7 @@
 #include "planner/cost/activation_memory.h"
 #include "planner/cost/block_work.h"
 #include "planner/cost/fp8_convention.h"
+#include "planner/cost/gradient_buffers.h"
 #include "planner/cost/model_state_memory.h"
 #include "planner/cost/offload.h"
 #include "planner/cost/param_count.h"
@@ -222,11 +223,9 @@ void BuildStepWork(const ModelSpec& model, const TrainingSpec& training, const P
   if (plan.zero_stage == 3 && w.zero_shards > 1 &&
       training.framework.zero3_buffers == Zero3Buffers::kCopies)
     AddZero3BufferCopies(w);
-  if (plan.zero_stage == 0 && plan.weight_replicas() > 1 &&
-      training.framework.ddp_buckets == DdpBuckets::kCopies)
-    AddDdpBucketCopies(w);
-  if (plan.zero_stage >= 1 && w.zero_shards > 1 && training.framework.reduce_bucket_elements > 0)
-    AddReduceBucketCopies(w, training.framework.reduce_bucket_elements);
+  if (HasDdpBucketCopies(training.framework, plan)) AddDdpBucketCopies(w);
+  if (const double bucket = ReduceBucketElements(training.framework, plan); bucket > 0)
+    AddReduceBucketCopies(w, bucket);
   w.offload.host_state_bytes_per_param = HostUpdatedBytesPerParam(BytesPerParamFor(training));
   if (plan.offload_activations)
     w.offload.activation_bytes_per_block = OffloadedBytesPerBlock(shape, plan);
