@@ -12,6 +12,8 @@
 #include <cstdint>
 #include <string>
 
+#include "planner/attention_kernel.h"
+
 namespace meshplan {
 
 // How the attention core is computed, which sets what it keeps for backward and which kernel
@@ -137,6 +139,8 @@ struct FrameworkSpec {
   bool fused_norm = false;
   // fused (flash), naive, or auto (naive in fp32, fused otherwise: the executor's choice).
   AttentionImpl attention = AttentionImpl::kAuto;
+  // The kernel that runs a fused core (its rate: GpuSpec::AttentionEfficiency).
+  AttentionKernel attention_kernel = AttentionKernel::kFlash2;
   // Gradients of 16-bit weights whose optimizer keeps an fp32 master copy (mixed; fp8 with
   // fp32 states): in the weights' dtype, or fp32 (Megatron's main_grad).
   GradDtype main_grads = GradDtype::kParam;

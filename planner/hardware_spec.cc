@@ -16,6 +16,13 @@ double GpuSpec::PeakFlops(Precision precision) const {
   return peak_flops_fp32;
 }
 
+double GpuSpec::AttentionEfficiency(AttentionKernel kernel) const {
+  const double own = kernel == AttentionKernel::kCudnn    ? attention_cudnn_efficiency
+                     : kernel == AttentionKernel::kFlash3 ? attention_flash3_efficiency
+                                                          : 0.0;
+  return own > 0 ? own : attention_efficiency;
+}
+
 std::string WhyPrecisionUnsupported(const GpuSpec& gpu, Precision precision) {
   if (precision != Precision::kFp8 || gpu.peak_flops_fp8 > 0) return "";
   return "fp8 needs FP8 tensor cores, and " + gpu.name +

@@ -11,6 +11,7 @@
 #include <cstdint>
 #include <string>
 
+#include "planner/attention_kernel.h"
 #include "planner/runtime_memory_spec.h"
 
 namespace meshplan {
@@ -50,7 +51,14 @@ struct GpuSpec {
   double matmul_ceiling_efficiency = 0;
   // The same for FP8 GEMMs, of peak_flops_fp8 (< 0: as matmul_ceiling_efficiency).
   double matmul_fp8_ceiling_efficiency = -1;
-  double attention_efficiency = 0.50;     // fraction of peak reached by attention kernels
+  double attention_efficiency = 0.50;     // fraction of peak reached by attention kernels:
+                                          // FlashAttention-2's, and the unfused core's
+  // The other fused attention kernels' (AttentionKernel), where the file gives them; 0: as
+  // attention_efficiency (no figure, or a framework that runs FlashAttention-2 on this GPU).
+  double attention_cudnn_efficiency = 0;
+  double attention_flash3_efficiency = 0;
+  // The fraction of peak `kernel` reaches on this GPU (the fallback above).
+  double AttentionEfficiency(AttentionKernel kernel) const;
   double memory_bandwidth_efficiency = 0.80;  // fraction of bandwidth by elementwise ops
   double kernel_overhead_s = 0;           // fixed cost per launched op (CPU profile: dispatch)
   KernelShape kernel_shape;

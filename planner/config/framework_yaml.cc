@@ -28,6 +28,9 @@ constexpr Spellings<KernelSet, 4> kKernelSets{{{KernelSet::kMegatron2021, "megat
 constexpr Spellings<bool, 2> kNormKernels{{{false, "unfused"}, {true, "fused"}}};
 constexpr Spellings<AttentionImpl, 3> kAttention{
     {{AttentionImpl::kFused, "fused"}, {AttentionImpl::kNaive, "naive"}, {AttentionImpl::kAuto, "auto"}}};
+constexpr Spellings<AttentionKernel, 3> kAttentionKernels{{{AttentionKernel::kFlash2, "flash2"},
+                                                           {AttentionKernel::kFlash3, "flash3"},
+                                                           {AttentionKernel::kCudnn, "cudnn"}}};
 constexpr Spellings<GradDtype, 2> kGradDtypes{{{GradDtype::kParam, "param"}, {GradDtype::kFp32, "fp32"}}};
 constexpr Spellings<Fp8StateDtype, 2> kFp8States{
     {{Fp8StateDtype::kBf16, "bf16"}, {Fp8StateDtype::kFp32, "fp32"}}};
@@ -107,9 +110,10 @@ FrameworkCalibration ReadCalibration(const YamlFields& f) {
 }
 
 FrameworkSpec FrameworkFromYaml(const YamlFields& f, const std::string& default_name) {
-  f.AllowOnly({"name", "version", "source", "built_on", "kernels", "norm", "attention", "main_grads", "fp8_states",
-               "master_weights", "grad_accumulation", "optimizer", "loss", "recompute", "zero1_gradients", "zero3_buffers",
-               "ddp_buckets", "reduce_bucket_elements", "allocator_fragmentation", "log_format", "calibration"});
+  f.AllowOnly({"name", "version", "source", "built_on", "kernels", "norm", "attention",
+               "attention_kernel", "main_grads", "fp8_states", "master_weights", "grad_accumulation",
+               "optimizer", "loss", "recompute", "zero1_gradients", "zero3_buffers", "ddp_buckets",
+               "reduce_bucket_elements", "allocator_fragmentation", "log_format", "calibration"});
   FrameworkSpec s;
   s.name = f.String("name", default_name);
   s.version = f.String("version");
@@ -123,6 +127,8 @@ FrameworkSpec FrameworkFromYaml(const YamlFields& f, const std::string& default_
   s.kernels = ReadChoice(f, "kernels", kKernelSets);
   if (f.Has("norm")) s.fused_norm = ReadChoice(f, "norm", kNormKernels);
   s.attention = ReadChoice(f, "attention", kAttention);
+  if (f.Has("attention_kernel"))
+    s.attention_kernel = ReadChoice(f, "attention_kernel", kAttentionKernels);
   s.main_grads = ReadChoice(f, "main_grads", kGradDtypes);
   s.fp8_states = ReadChoice(f, "fp8_states", kFp8States);
   if (f.Has("master_weights")) s.master_weights = ReadChoice(f, "master_weights", kMasterWeights);
@@ -230,6 +236,7 @@ std::string FrameworkToYamlText(const FrameworkSpec& s, const std::string& comme
   out += "kernels: " + spelled(kKernelSets, s.kernels) + "\n";
   out += "norm: " + spelled(kNormKernels, s.fused_norm) + "\n";
   out += "attention: " + spelled(kAttention, s.attention) + "\n";
+  out += "attention_kernel: " + spelled(kAttentionKernels, s.attention_kernel) + "\n";
   out += "main_grads: " + spelled(kGradDtypes, s.main_grads) + "\n";
   out += "fp8_states: " + spelled(kFp8States, s.fp8_states) + "\n";
   out += "master_weights: " + spelled(kMasterWeights, s.master_weights) + "\n";

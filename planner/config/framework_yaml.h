@@ -1,12 +1,13 @@
 // Loading configs/frameworks/<name>.yaml into a FrameworkSpec (planner/framework_spec.h).
 //
-// Schema (every key required but norm, master_weights, loss, zero3_buffers, ddp_buckets,
-// reduce_bucket_elements and allocator_fragmentation; docs/frameworks.md):
+// Schema (every key required but norm, attention_kernel, master_weights, loss, zero3_buffers,
+// ddp_buckets, reduce_bucket_elements and allocator_fragmentation; docs/frameworks.md):
 //   name              the file stem (optional; defaults to it)
 //   version           the version the profile's values were read from (a string)
 //   kernels           megatron-2021 | eager | fused | torchtitan-2024
 //   norm              unfused | fused (optional, unfused: an eager set's RMSNorm as one kernel)
 //   attention         fused | naive | auto
+//   attention_kernel  flash2 | flash3 | cudnn (optional, flash2: the kernel of a fused core)
 //   main_grads        param | fp32     (gradients of 16-bit weights with an fp32 master)
 //   fp8_states        bf16 | fp32      (master weights and Adam states under precision fp8)
 //   master_weights    fp32 | remainder (optional, fp32: how an fp32 master is kept)

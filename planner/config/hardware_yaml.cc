@@ -64,8 +64,12 @@ std::string GpuSpecToYaml(const GpuSpec& g, const HardwareYamlOptions& options) 
     out += fmt::format("  matmul_ceiling: {}\n", Rounded(g.matmul_ceiling_efficiency, 0, d));
   if (g.matmul_fp8_ceiling_efficiency >= 0)
     out += fmt::format("  matmul_fp8_ceiling: {}\n", Rounded(g.matmul_fp8_ceiling_efficiency, 0, d));
-  out += fmt::format("  attention: {}\n  memory_bandwidth: {}\n",
-                     Rounded(g.attention_efficiency, 0, d), Rounded(g.memory_bandwidth_efficiency, 0, d));
+  out += fmt::format("  attention: {}\n", Rounded(g.attention_efficiency, 0, d));
+  if (g.attention_cudnn_efficiency > 0)
+    out += fmt::format("  attention_cudnn: {}\n", Rounded(g.attention_cudnn_efficiency, 0, d));
+  if (g.attention_flash3_efficiency > 0)
+    out += fmt::format("  attention_flash3: {}\n", Rounded(g.attention_flash3_efficiency, 0, d));
+  out += fmt::format("  memory_bandwidth: {}\n", Rounded(g.memory_bandwidth_efficiency, 0, d));
   out += fmt::format("kernel_overhead_us: {:<17} # microseconds per launched op\n",
                      Rounded(g.kernel_overhead_s, -6, d));
   const KernelShape& k = g.kernel_shape;

@@ -10,7 +10,7 @@
 namespace meshplan {
 
 Lowering LoweringOf(const RankShape& shape, AttentionImpl resolved_attention) {
-  return {shape.kernels, resolved_attention, shape.fused_norm};
+  return {shape.kernels, resolved_attention, shape.fused_norm, shape.attention_kernel};
 }
 
 TensorFate FateUnder(const SavedTensor& t, Recompute recompute) {

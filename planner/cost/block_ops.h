@@ -28,12 +28,13 @@
 
 namespace meshplan {
 
-// Which kernels run a block's ops: the framework's kernel set (planner/framework_spec.h) and
-// the resolved attention kernel.
+// Which kernels run a block's ops: the framework's kernel set (planner/framework_spec.h), the
+// resolved attention (fused or naive) and, fused, its kernel.
 struct Lowering {
   KernelSet kernels = KernelSet::kEager;
   AttentionImpl attention = AttentionImpl::kFused;  // resolved: fused or naive
   bool fused_norm = false;  // an eager set's RMSNorm as one kernel each way
+  AttentionKernel flash = AttentionKernel::kFlash2;  // the kernel of a fused core
 };
 // The lowering of a rank: its framework's kernels (RankShape::kernels) and `resolved_attention`.
 Lowering LoweringOf(const RankShape& shape, AttentionImpl resolved_attention);

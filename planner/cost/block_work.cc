@@ -46,8 +46,9 @@ void AddAttentionCore(const StepShape& s, const AttentionCoreShape& c, PartWork*
   ComputeWork core_bwd;
   core_bwd.attention_flops = 2 * nominal_fwd;
   if (s.lowering.attention == AttentionImpl::kFused) {
-    core.flash.push_back({bh, q, kv, d, c.causal, /*backward=*/false});
-    core_bwd.flash.push_back({bh, q, kv, d, c.causal, /*backward=*/true});
+    const AttentionKernel kernel = s.lowering.flash;
+    core.flash.push_back({bh, q, kv, d, c.causal, /*backward=*/false, kernel});
+    core_bwd.flash.push_back({bh, q, kv, d, c.causal, /*backward=*/true, kernel});
     core.kernels = core_bwd.kernels = ring_steps;
   } else {
     const double scores = bh * q * kv;  // elements of the score matrix

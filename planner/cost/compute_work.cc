@@ -51,6 +51,8 @@ ComputeRates RatesFor(const GpuSpec& gpu, Precision precision,
                                                            : gpu.matmul_ceiling_efficiency);
   }
   rates.attention_flops_per_s = peak * gpu.attention_efficiency;
+  rates.cudnn_attention_flops_per_s = peak * gpu.AttentionEfficiency(AttentionKernel::kCudnn);
+  rates.flash3_attention_flops_per_s = peak * gpu.AttentionEfficiency(AttentionKernel::kFlash3);
   rates.memory_Bps =
       gpu.memory_bandwidth_Bps * gpu.memory_bandwidth_efficiency * calibration.bandwidth_scale;
   rates.kernel_overhead_s = gpu.kernel_overhead_s;
@@ -112,7 +114,7 @@ double GemmTime(const GemmOp& gemm, const ComputeRates& rates) {
 }
 
 double FlashAttentionTime(const FlashAttentionOp& op, const ComputeRates& rates) {
-  return Seconds(ShapedFlashFlops(op, rates), rates.attention_flops_per_s);
+  return Seconds(ShapedFlashFlops(op, rates), rates.flash_flops_per_s(op.kernel));
 }
 
 namespace {

@@ -107,6 +107,24 @@ TEST_CASE("causal flash attention executes half the square plus the diagonal til
   CHECK(backward.ctas(128) == 8 * 32);
 }
 
+TEST_CASE("a flash kernel runs at its own kernel's rate, or FlashAttention-2's without a figure") {
+  GpuSpec g = ShapedH100();
+  FlashAttentionOp op{8, 4096, 4096, 128, /*causal=*/true, /*backward=*/false};
+  const double flash2 = FlashAttentionTime(op, Rates(g));
+  for (AttentionKernel kernel : {AttentionKernel::kCudnn, AttentionKernel::kFlash3}) {
+    op.kernel = kernel;
+    CHECK(FlashAttentionTime(op, Rates(g)) == Approx(flash2));  // no figure for it
+  }
+  g.attention_cudnn_efficiency = 1.6 * g.attention_efficiency;
+  g.attention_flash3_efficiency = 1.75 * g.attention_efficiency;
+  op.kernel = AttentionKernel::kCudnn;
+  CHECK(FlashAttentionTime(op, Rates(g)) == Approx(flash2 / 1.6));
+  op.kernel = AttentionKernel::kFlash3;
+  CHECK(FlashAttentionTime(op, Rates(g)) == Approx(flash2 / 1.75));
+  op.kernel = AttentionKernel::kFlash2;
+  CHECK(FlashAttentionTime(op, Rates(g)) == Approx(flash2));
+}
+
 TEST_CASE("shapes that matter: each split is slower per FLOP than the unsplit op") {
   const GpuSpec gpu = ShapedH100();
   const ComputeRates r = Rates(gpu);

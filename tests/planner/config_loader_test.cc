@@ -167,6 +167,10 @@ TEST_CASE("GPU numbers convert from the YAML units", "[planner][config]") {
   CHECK(h100.peak_flops_bf16 == 989.4e12);
   CHECK(h100.memory_bandwidth_Bps == 3.35e12);
   CHECK(h100.kernel_overhead_s == 4e-6);
+  // Per attention kernel: the file's figure, else FlashAttention-2's (`attention`).
+  const GpuSpec a100 = LoadGpu("a100-80gb");
+  CHECK(a100.AttentionEfficiency(AttentionKernel::kCudnn) == a100.attention_efficiency);
+  CHECK(a100.AttentionEfficiency(AttentionKernel::kFlash2) == a100.attention_efficiency);
 }
 
 TEST_CASE("GPU aliases are unique and match case-insensitively", "[planner][config]") {
@@ -689,6 +693,8 @@ TEST_CASE("kernel_shape, bus_efficiency, comm_overlaps_compute and threads_per_r
                           Case{"kernel_shape: {gemm_k_overhead: -8}", "kernel_shape.gemm_k_overhead"},
                           Case{"kernel_shape: {gemm_k_overhead_fp8: -8}", "kernel_shape.gemm_k_overhead_fp8"},
                           Case{"efficiency: {matmul: 0.9, matmul_fp8_ceiling: 1.2}", "efficiency.matmul_fp8_ceiling"},
+                          Case{"efficiency: {attention: 0.3, attention_cudnn: 1.5}", "efficiency.attention_cudnn"},
+                          Case{"efficiency: {attention: 0.3, attention_flash3: 0}", "efficiency.attention_flash3"},
                           Case{"kernel_shape: {warp_size: 32}", "warp_size"},
                           Case{"efficiency: {matmul: 0.9, matmul_ceiling: 1.2}", "efficiency.matmul_ceiling"},
                           Case{"comm_overlaps_compute: sometimes", "comm_overlaps_compute"},

@@ -114,6 +114,8 @@ TEST_CASE("a hostile profile is refused with file, line, field and the allowed v
        "fused-adam, foreach-adam, megatron-fp16", 0},
       {std::string(kProfile) + "loss: chunked\n", "loss",
        "fp32-in-place, cross-entropy, cross-entropy-fp32", 11},
+      {std::string(kProfile) + "attention_kernel: sdpa\n", "attention_kernel",
+       "flash2, flash3, cudnn", 11},
   };
   for (const Case& c : cases) {
     INFO(c.text);
@@ -130,6 +132,9 @@ TEST_CASE("a hostile profile is refused with file, line, field and the allowed v
         "nemo");
   CHECK(FrameworkFromYamlText(std::string(kProfile) + "norm: fused\n", "mine.yaml").fused_norm);
   CHECK_FALSE(FrameworkFromYamlText(kProfile, "mine.yaml").fused_norm);
+  CHECK(FrameworkFromYamlText(kProfile, "mine.yaml").attention_kernel == AttentionKernel::kFlash2);
+  CHECK(FrameworkFromYamlText(std::string(kProfile) + "attention_kernel: cudnn\n", "mine.yaml")
+            .attention_kernel == AttentionKernel::kCudnn);
   const InputError unknown = ErrorOf([] { LoadFramework("jax"); });
   CHECK(unknown.field() == "framework");
   CHECK_THAT(unknown.what(), Catch::Contains("megatron-core") && Catch::Contains("torchtitan"));
@@ -220,6 +225,48 @@ TEST_CASE("zero3_buffers copies: FSDP2's copy-out, cast and copy-in per block an
   const StepWork zero1 = BuildStepWork(model, t, plan);
   t.framework.zero3_buffers = Zero3Buffers::kViews;
   CHECK(zero1.block.forward.memory_bytes == BuildStepWork(model, t, plan).block.forward.memory_bytes);
+}
+
+// attention_kernel: the fused core's kernel sets its rate, from the hardware file's figure for
+// that kernel, and nothing else: the same FLOPs, the same kernels, the same memory. A GPU whose
+// file has no figure for the kernel times it as FlashAttention-2.
+TEST_CASE("attention_kernel: the fused core at its kernel's rate, the rest unchanged",
+          "[planner][framework]") {
+  const ModelSpec model = LoadModel("llama3-8b");
+  TrainingSpec t{.global_batch = 8, .seq_len = 8192, .precision = Precision::kBf16, .framework = {}};
+  t.framework = LoadFramework("torchtitan");
+  REQUIRE(t.framework.attention_kernel == AttentionKernel::kFlash2);
+  ParallelPlan plan;
+  plan.dp = 8;
+  const StepWork flash2 = BuildStepWork(model, t, plan);
+  t.framework.attention_kernel = AttentionKernel::kCudnn;
+  const StepWork cudnn = BuildStepWork(model, t, plan);
+  REQUIRE(cudnn.block.attention_forward.flash.size == 1);
+  CHECK(cudnn.block.attention_forward.flash[0].kernel == AttentionKernel::kCudnn);
+  CHECK(cudnn.block.attention_backward.flash[0].kernel == AttentionKernel::kCudnn);
+  CHECK(cudnn.block.forward.attention_flops == flash2.block.forward.attention_flops);
+  CHECK(cudnn.block.forward.memory_bytes == flash2.block.forward.memory_bytes);
+  CHECK(cudnn.block.forward.kernels == flash2.block.forward.kernels);
+
+  GpuSpec gpu = LoadGpu("a100-80gb");
+  REQUIRE(gpu.attention_cudnn_efficiency == 0);  // no figure: as FlashAttention-2
+  const ComputeRates plain = RatesFor(gpu, t.precision);
+  CHECK(TimeOf(cudnn.block.forward, plain).attention_s ==
+        Approx(TimeOf(flash2.block.forward, plain).attention_s));
+  gpu.attention_cudnn_efficiency = 2 * gpu.attention_efficiency;
+  const ComputeRates rates = RatesFor(gpu, t.precision);
+  for (auto pass : {&PartWork::forward, &PartWork::backward_input}) {
+    const ComputeTime fast = TimeOf(cudnn.block.*pass, rates);
+    const ComputeTime slow = TimeOf(flash2.block.*pass, rates);
+    CHECK(fast.attention_s == Approx(slow.attention_s / 2));
+    CHECK(fast.matmul_s == Approx(slow.matmul_s));
+    CHECK(fast.memory_s == Approx(slow.memory_s));
+  }
+  // Memory: the same tensors whatever the kernel.
+  TrainingSpec as_flash2 = t;
+  as_flash2.framework.attention_kernel = AttentionKernel::kFlash2;
+  CHECK(EstimateMemory(model, t, plan, MemoryModel::kDetailed).total_bytes ==
+        EstimateMemory(model, as_flash2, plan, MemoryModel::kDetailed).total_bytes);
 }
 
 // PyTorch DDP's default buckets (the pytorch profile): once per step each gradient is copied

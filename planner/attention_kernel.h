@@ -1,0 +1,17 @@
+// AttentionKernel: which fused (flash-style) kernel computes the attention core, as a
+// framework profile names it (FrameworkSpec::attention_kernel). Every one keeps the same
+// tensors for backward (the output and the softmax statistics); they differ in rate, which
+// the hardware file gives per kernel (GpuSpec::AttentionEfficiency; docs/frameworks.md).
+#pragma once
+
+#include <cstdint>
+
+namespace meshplan {
+
+enum class AttentionKernel : uint8_t {
+  kFlash2,  // FlashAttention-2: the flash-attn package, PyTorch SDPA's flash backend
+  kFlash3,  // FlashAttention-3 (Hopper): flash-attn's hopper/ build
+  kCudnn,   // cuDNN's fused attention: Transformer Engine's FusedAttention, SDPA's cuDNN backend
+};
+
+}  // namespace meshplan
