@@ -61,6 +61,20 @@ void RecordText(DrawnLayout& layout, const std::string& text, ImVec2 min, ImVec2
                           ToDrawnRect(min, max), ToDrawnRect(fit_min, fit_max)});
 }
 
+std::string WithinLines(const std::string& items, char separator, float width, int lines) {
+  const float most = static_cast<float>(lines) * ImGui::GetTextLineHeight() + 0.5f;
+  auto fits = [&](const std::string& text) {
+    return ImGui::CalcTextSize(text.c_str(), nullptr, false, width).y <= most;
+  };
+  if (fits(items)) return items;
+  for (size_t cut = items.rfind(separator); cut != std::string::npos && cut > 0;
+       cut = items.rfind(separator, cut - 1)) {
+    const std::string shown = items.substr(0, cut + 1) + "...";
+    if (fits(shown)) return shown;
+  }
+  return "...";
+}
+
 void RecordItemText(DrawnLayout& layout, const std::string& text) {
   ImDrawList* draw = ImGui::GetWindowDrawList();
   const float scroll = ImGui::GetScrollY(), scroll_max = ImGui::GetScrollMaxY();

@@ -28,6 +28,10 @@ void ColoredText(Rgb color, const std::string& text);
 // Text in a palette colour on one line (table cells, labels).
 void ColoredLabel(Rgb color, const std::string& text);
 
+// `items` (separated by `separator`), cut after the last whole item that leaves room, with
+// an ellipsis, so that it wraps at `width` into at most `lines` lines; whole when it fits.
+std::string WithinLines(const std::string& items, char separator, float width, int lines);
+
 // A tooltip with `text` when the last item is hovered (also when disabled).
 void TooltipOnHover(const std::string& text);
 

@@ -19,6 +19,8 @@ namespace {
 constexpr ImU32 kPlotBackground = IM_COL32(24, 26, 32, 255);
 // The table's width (in font sizes) below which it starts with fewer columns.
 constexpr float kWideTableEm = 48.0f;
+// Lines a plan cell wraps into at most, so that a long plan leaves room for the next rows.
+constexpr int kPlanCellLines = 4;
 
 void DrawControls(ExplorerState& state) {
   SearchPanelState& s = state.search;
@@ -103,8 +105,11 @@ void DrawTable(ExplorerState& state, float height) {
           ImGui::TextUnformatted(cell.c_str());
           continue;
         }
-        ImGui::TextWrapped("%s", cell.c_str());  // the plan wraps at its column's edge
-        RecordItemText(state.drawn, cell);
+        // The plan wraps at its column's edge, in a few lines at most: a row's tooltip has all.
+        const std::string shown =
+            WithinLines(cell, ',', ImGui::GetContentRegionAvail().x, kPlanCellLines);
+        ImGui::TextWrapped("%s", shown.c_str());
+        RecordItemText(state.drawn, shown);
       }
     }
   ImGui::EndTable();
