@@ -177,6 +177,10 @@ std::string ClusterToYaml(const ClusterSpec& c) {
          (g.matmul_fp8_ceiling_efficiency >= 0
               ? ", matmul_fp8_ceiling: " + Shortest(g.matmul_fp8_ceiling_efficiency) : "") +
          ", attention: " + Shortest(g.attention_efficiency) +
+         (g.attention_cudnn_efficiency > 0
+              ? ", attention_cudnn: " + Shortest(g.attention_cudnn_efficiency) : "") +
+         (g.attention_flash3_efficiency > 0
+              ? ", attention_flash3: " + Shortest(g.attention_flash3_efficiency) : "") +
          ", memory_bandwidth: " + Shortest(g.memory_bandwidth_efficiency) + "}\n";
   out += "  kernel_overhead_us: " + FormatShifted(g.kernel_overhead_s, ci::kMicro) + "\n";
   const KernelShape& k = g.kernel_shape;
