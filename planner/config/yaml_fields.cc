@@ -4,6 +4,7 @@
 #include <cmath>
 #include <map>
 #include <sstream>
+#include <type_traits>
 #include <vector>
 
 #include <fmt/format.h>
@@ -269,21 +270,30 @@ YAML::Node YamlFields::Scalar(const std::string& key, const std::string& expecta
   return value;
 }
 
-int64_t YamlFields::Int(const std::string& key, IntRange range) const {
-  const std::string expected = Expectation(range);
+template <typename T>
+T YamlFields::Parsed(const std::string& key, const std::string& expected,
+                     const char* beyond_range) const {
   const YAML::Node value = Scalar(key, expected);
   const std::string& text = value.Scalar();
   if (IsQuoted(value)) Fail(key, "expected " + expected + ", got " + DescribeNode(value));
   const char* begin = text.data() + (!text.empty() && text[0] == '+' ? 1 : 0);
   const char* end = text.data() + text.size();
-  int64_t out = 0;
+  T out{};
   const auto [ptr, ec] = std::from_chars(begin, end, out);
   if (ec == std::errc::result_out_of_range)
-    Fail(key, "value " + text + " overflows a 64-bit integer; expected " + expected);
-  if (ec != std::errc() || ptr != end || begin == end)
+    Fail(key, "value " + text + " " + beyond_range + "; expected " + expected);
+  bool finite = true;
+  if constexpr (std::is_floating_point_v<T>) finite = std::isfinite(out);
+  if (ec != std::errc() || ptr != end || begin == end || !finite)
     Fail(key, "expected " + expected + ", got " + DescribeNode(value));
+  return out;
+}
+
+int64_t YamlFields::Int(const std::string& key, IntRange range) const {
+  const std::string expected = Expectation(range);
+  const auto out = Parsed<int64_t>(key, expected, "overflows a 64-bit integer");
   if (out < range.min || out > range.max)
-    Fail(key, "value " + text + " is out of range; expected " + expected);
+    Fail(key, "value " + Get(key).Scalar() + " is out of range; expected " + expected);
   return out;
 }
 
@@ -293,20 +303,10 @@ int64_t YamlFields::Int(const std::string& key, IntRange range, int64_t fallback
 
 double YamlFields::Number(const std::string& key, NumberRange range) const {
   const std::string expected = Expectation(range);
-  const YAML::Node value = Scalar(key, expected);
-  const std::string& text = value.Scalar();
-  if (IsQuoted(value)) Fail(key, "expected " + expected + ", got " + DescribeNode(value));
-  const char* begin = text.data() + (!text.empty() && text[0] == '+' ? 1 : 0);
-  const char* end = text.data() + text.size();
-  double out = 0;
-  const auto [ptr, ec] = std::from_chars(begin, end, out);
-  if (ec == std::errc::result_out_of_range)
-    Fail(key, "value " + text + " is out of range; expected " + expected);
-  if (ec != std::errc() || ptr != end || begin == end || !std::isfinite(out))
-    Fail(key, "expected " + expected + ", got " + DescribeNode(value));
+  const double out = Parsed<double>(key, expected, "is out of range");
   const bool above_min = range.min_inclusive ? out >= range.min : out > range.min;
   if (!above_min || out > range.max)
-    Fail(key, "value " + text + " is out of range; expected " + expected);
+    Fail(key, "value " + Get(key).Scalar() + " is out of range; expected " + expected);
   return out;
 }
 

@@ -97,6 +97,10 @@ class YamlFields {
  private:
   YAML::Node Required(const std::string& key, const std::string& expectation) const;
   YAML::Node Scalar(const std::string& key, const std::string& expectation) const;
+  // The unquoted scalar at `key` read whole as a T (an optional leading '+'; a double must be
+  // finite), else Fail: "value TEXT <beyond_range>" when it is beyond T's range.
+  template <typename T>
+  T Parsed(const std::string& key, const std::string& expected, const char* beyond_range) const;
 
   YAML::Node node_;
   std::string file_;
