@@ -31,6 +31,13 @@ const char* kProfile =
     "zero1_gradients: in-place\n"
     "log_format: megatron\n";
 
+// A training spec run by the shipped profile `framework`.
+TrainingSpec Under(const char* framework, int64_t global_batch, int64_t seq_len,
+                   Precision precision) {
+  return {.global_batch = global_batch, .seq_len = seq_len, .precision = precision,
+          .framework = LoadFramework(framework)};
+}
+
 std::string Replace(std::string text, const std::string& from, const std::string& to) {
   text.replace(text.find(from), from.size(), to);
   return text;
@@ -201,8 +208,7 @@ TEST_CASE("master_weights remainder and bf16 gradients: NeMo 24.07's 14 bytes pe
 TEST_CASE("zero3_buffers copies: FSDP2's copy-out, cast and copy-in per block and micro-batch",
           "[planner][framework]") {
   const ModelSpec model = LoadModel("llama3-8b");
-  TrainingSpec t{.global_batch = 16, .seq_len = 4096, .precision = Precision::kMixed, .framework = {}};
-  t.framework = LoadFramework("torchtitan");
+  TrainingSpec t = Under("torchtitan", 16, 4096, Precision::kMixed);
   REQUIRE(t.framework.zero3_buffers == Zero3Buffers::kCopies);
   ParallelPlan plan;
   plan.dp = 8;
@@ -233,8 +239,7 @@ TEST_CASE("zero3_buffers copies: FSDP2's copy-out, cast and copy-in per block an
 TEST_CASE("attention_kernel: the fused core at its kernel's rate, the rest unchanged",
           "[planner][framework]") {
   const ModelSpec model = LoadModel("llama3-8b");
-  TrainingSpec t{.global_batch = 8, .seq_len = 8192, .precision = Precision::kBf16, .framework = {}};
-  t.framework = LoadFramework("torchtitan");
+  TrainingSpec t = Under("torchtitan", 8, 8192, Precision::kBf16);
   REQUIRE(t.framework.attention_kernel == AttentionKernel::kFlash2);
   ParallelPlan plan;
   plan.dp = 8;
@@ -275,8 +280,7 @@ TEST_CASE("attention_kernel: the fused core at its kernel's rate, the rest uncha
 TEST_CASE("ddp_buckets copies: DDP's bucket copies of the gradients, in time and in memory",
           "[planner][framework]") {
   const ModelSpec model = LoadModel("llama2-7b");
-  TrainingSpec t{.global_batch = 16, .seq_len = 1024, .precision = Precision::kBf16, .framework = {}};
-  t.framework = LoadFramework("pytorch");
+  TrainingSpec t = Under("pytorch", 16, 1024, Precision::kBf16);
   REQUIRE(t.framework.ddp_buckets == DdpBuckets::kCopies);
   ParallelPlan plan;
   plan.dp = 4;
@@ -320,8 +324,7 @@ TEST_CASE("ddp_buckets copies: DDP's bucket copies of the gradients, in time and
 TEST_CASE("reduce_bucket_elements: DeepSpeed's gradient bucket, in memory and in time",
           "[planner][framework]") {
   const ModelSpec model = LoadModel("llama3-8b");
-  TrainingSpec t{.global_batch = 16, .seq_len = 1024, .precision = Precision::kMixed, .framework = {}};
-  t.framework = LoadFramework("deepspeed");
+  TrainingSpec t = Under("deepspeed", 16, 1024, Precision::kMixed);
   REQUIRE(t.framework.reduce_bucket_elements == 5e8);
   ParallelPlan plan;
   plan.dp = 8;  // 2 micro-batches per step
