@@ -7,6 +7,7 @@
 #include "gui/timeline_source.h"
 #include "planner/atomic_file.h"
 #include "planner/config/config_loader.h"
+#include "planner/config/framework_yaml.h"
 #include "planner/cost/cost_model.h"
 #include "planner/cost/memory_model.h"
 #include "planner/input_error.h"
@@ -82,6 +83,7 @@ void InitExplorerState(ExplorerState& state, ModelSpec model, std::string model_
   Guarded(state, [&] {
     state.model_names = ListModels();
     state.cluster_names = ListClusters();
+    state.framework_names = ListFrameworks();
   });
 }
 
@@ -116,6 +118,15 @@ void SetCluster(ExplorerState& state, ClusterSpec cluster, std::string source) {
   state.inputs.cluster = std::move(cluster);
   state.inputs.cluster_source = std::move(source);
   SetupChanged(state);
+}
+
+bool LoadFrameworkInto(ExplorerState& state, const std::string& name_or_path) {
+  return Guarded(state, [&] {
+    FrameworkSpec framework = LoadFramework(name_or_path);
+    if (framework == state.inputs.training.framework) return;
+    state.inputs.training.framework = std::move(framework);
+    SetupChanged(state);
+  });
 }
 
 bool LoadModelInto(ExplorerState& state, const std::string& name_or_path) {

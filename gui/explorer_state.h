@@ -132,6 +132,7 @@ struct ExplorerState {
 
   std::vector<std::string> model_names;    // configs/models/
   std::vector<std::string> cluster_names;  // configs/clusters/
+  std::vector<std::string> framework_names;  // configs/frameworks/
 
   SearchPanelState search;
   MeasuredPanelState measured;
@@ -154,6 +155,8 @@ void SetCluster(ExplorerState& state, ClusterSpec cluster, std::string source);
 // LoadModel / LoadCluster (planner/config/config_loader.h) into the state; false: ui.error.
 bool LoadModelInto(ExplorerState& state, const std::string& name_or_path);
 bool LoadClusterInto(ExplorerState& state, const std::string& name_or_path_or_shorthand);
+// LoadFramework (planner/config/framework_yaml.h) as the training's framework; false: ui.error.
+bool LoadFrameworkInto(ExplorerState& state, const std::string& name_or_path);
 
 // ----- recomputation -------------------------------------------------------------
 // Recomputes when an input changed since the last call; returns whether it did.

@@ -1,5 +1,5 @@
 // DrawSetupPanel: model and cluster (from configs/, a file, a HF config.json or
-// NxGPU), global batch, sequence length and precision.
+// NxGPU), global batch, sequence length, precision and the framework that runs the plan.
 #include <imgui.h>
 #include <imgui_stdlib.h>
 
@@ -118,6 +118,9 @@ void DrawSetupPanel(ExplorerState& state) {
     ImGui::EndCombo();
   }
   if (changed && training.global_batch > 0 && training.seq_len > 0) SetTraining(state, training);
+  // The software that runs the plan (configs/frameworks/): its kernels, dtypes and buffers.
+  NameCombo(state, "framework", in.training.framework.name, state.framework_names,
+            [&](const std::string& name) { LoadFrameworkInto(state, name); });
   ImGui::PopItemWidth();
   ImGui::TextDisabled("%s tokens per step",
                       FormatCount(static_cast<double>(in.training.tokens_per_step())).c_str());

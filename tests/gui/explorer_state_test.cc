@@ -4,6 +4,7 @@
 #include <catch2/catch.hpp>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <filesystem>
 #include <fstream>
@@ -111,6 +112,30 @@ TEST_CASE("a new setup refits the plan and recomputes", "[gui][state]") {
   SetTraining(state, training);
   CHECK(RecomputeIfChanged(state));
   CHECK(state.derived.valid);
+}
+
+TEST_CASE("the framework combo: another profile re-predicts the plan and its band", "[gui][state]") {
+  ExplorerState state;
+  InitDefault(state);
+  REQUIRE(LoadFrameworkInto(state, "megatron-core"));  // what `meshplan gui` picks on a GPU
+  RecomputeIfChanged(state);
+  CHECK(state.inputs.training.framework.name == "megatron-core");
+  CHECK(std::find(state.framework_names.begin(), state.framework_names.end(), "nemo") !=
+        state.framework_names.end());
+  const double megatron_step = state.derived.cost.time.total_s;
+  const double megatron_memory = state.derived.cost.memory.total_bytes;
+  REQUIRE(LoadFrameworkInto(state, "nemo"));
+  CHECK(RecomputeIfChanged(state));
+  CHECK(state.inputs.training.framework.name == "nemo");
+  CHECK(state.derived.cost.time.total_s != megatron_step);  // FlashAttention-2, bf16 grads
+  CHECK(state.derived.cost.memory.total_bytes < megatron_memory);
+  CHECK(state.band.framework == "nemo");
+  CHECK(LoadFrameworkInto(state, "nemo"));  // the same profile again: nothing to recompute
+  CHECK_FALSE(RecomputeIfChanged(state));
+
+  CHECK_FALSE(LoadFrameworkInto(state, "jax"));
+  CHECK_THAT(state.ui.error, Catch::Matchers::Contains("megatron-core"));
+  CHECK(state.inputs.training.framework.name == "nemo");
 }
 
 TEST_CASE("a Hugging Face config.json loads as the model", "[gui][state]") {
