@@ -136,6 +136,14 @@ MeasurementEnvironment CurrentEnvironment(const PlanFile& pf, const at::Device& 
   // What the block's attention core is (context parallelism runs ring attention, which
   // the memory model knows from cp).
   e.attention = ToString(ExecutorAttention(device, pf.training.precision));
+  // The kernel SDPA picks for it (context parallelism runs the executor's ring kernel).
+  if (pf.plan.cp == 1) {
+    const ModelSpec& m = pf.model;
+    e.attention_kernel = SdpaKernel(
+        device, pf.training.precision,
+        {pf.plan.micro_batch, m.heads / pf.plan.tp, m.kv_heads / pf.plan.tp, pf.training.seq_len,
+         m.head_dim(), m.v_head_dim()});
+  }
   // The AdamW kernel where the update runs (offload_opt: on the host).
   e.adamw = FusedAdamWBuiltIn(pf.plan.offload_optimizer ? at::Device(at::kCPU) : device)
                 ? "fused"

@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstdint>
+#include <string>
 
 namespace meshplan {
 
@@ -13,5 +14,9 @@ enum class AttentionKernel : uint8_t {
   kFlash3,  // FlashAttention-3 (Hopper): flash-attn's hopper/ build
   kCudnn,   // cuDNN's fused attention: Transformer Engine's FusedAttention, SDPA's cuDNN backend
 };
+
+const char* ToString(AttentionKernel kernel);  // flash2 | flash3 | cudnn
+// "flash2" | "flash3" | "cudnn"; false for anything else.
+bool ParseAttentionKernel(const std::string& text, AttentionKernel* kernel);
 
 }  // namespace meshplan

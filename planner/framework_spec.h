@@ -139,8 +139,10 @@ struct FrameworkSpec {
   bool fused_norm = false;
   // fused (flash), naive, or auto (naive in fp32, fused otherwise: the executor's choice).
   AttentionImpl attention = AttentionImpl::kAuto;
-  // The kernel that runs a fused core (its rate: GpuSpec::AttentionEfficiency).
-  AttentionKernel attention_kernel = AttentionKernel::kFlash2;
+  // The kernel that runs a fused core (its rate: GpuSpec::AttentionEfficiency): the
+  // executor's SDPA picks cuDNN where the hardware file has its figure (Hopper); a profile
+  // without the key says flash2.
+  AttentionKernel attention_kernel = AttentionKernel::kCudnn;
   // Gradients of 16-bit weights whose optimizer keeps an fp32 master copy (mixed; fp8 with
   // fp32 states): in the weights' dtype, or fp32 (Megatron's main_grad).
   GradDtype main_grads = GradDtype::kParam;

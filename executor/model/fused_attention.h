@@ -22,6 +22,15 @@ bool UseFusedAttention(const at::Device& device, Precision precision);
 // parallelism runs ring attention whatever this says).
 AttentionImpl ExecutorAttention(const at::Device& device, Precision precision);
 
+// The kernel at::scaled_dot_product_attention picks for this core on `device` (its batch,
+// query and key/value heads of D and Dv wide, over `seq` tokens, in bf16 and the core's
+// layout): "flash2" | "cudnn" | "efficient" | "math" | "other", from at::_fused_sdp_choice;
+// "" where the core is not fused. Allocates the four empty inputs once on the device.
+struct SdpaShape {
+  int64_t batch = 1, heads = 1, kv_heads = 1, seq = 1, head_dim = 1, v_head_dim = 1;
+};
+std::string SdpaKernel(const at::Device& device, Precision precision, const SdpaShape& shape);
+
 // The graph of one forward: the output (its grad_fn holds the kernel's saved tensors) and
 // the leaves it was computed from.
 struct FusedAttentionGraph {

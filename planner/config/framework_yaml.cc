@@ -127,8 +127,9 @@ FrameworkSpec FrameworkFromYaml(const YamlFields& f, const std::string& default_
   s.kernels = ReadChoice(f, "kernels", kKernelSets);
   if (f.Has("norm")) s.fused_norm = ReadChoice(f, "norm", kNormKernels);
   s.attention = ReadChoice(f, "attention", kAttention);
-  if (f.Has("attention_kernel"))
-    s.attention_kernel = ReadChoice(f, "attention_kernel", kAttentionKernels);
+  s.attention_kernel = f.Has("attention_kernel")
+                           ? ReadChoice(f, "attention_kernel", kAttentionKernels)
+                           : AttentionKernel::kFlash2;
   s.main_grads = ReadChoice(f, "main_grads", kGradDtypes);
   s.fp8_states = ReadChoice(f, "fp8_states", kFp8States);
   if (f.Has("master_weights")) s.master_weights = ReadChoice(f, "master_weights", kMasterWeights);

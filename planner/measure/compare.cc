@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include "planner/attention_kernel.h"
 #include "planner/config/framework_yaml.h"
 #include "planner/cost/cost_model.h"
 #include "planner/cost/flops.h"
@@ -176,6 +177,19 @@ void AddTimeFigures(const PlanFile& p, const Measurement& m, double tolerance_pc
   }
 }
 
+// The fused core's kernel a run recorded (MeasurementEnvironment::attention_kernel) as the
+// executor profile's: flash2, flash3 and cudnn have their rates; efficient, math and other
+// (SDPA's kernels meshplan has no figure for) and "" keep the profile's.
+void ApplyRecordedKernel(const std::string& recorded, const std::string& source,
+                         FrameworkSpec* framework) {
+  if (recorded.empty() || recorded == "efficient" || recorded == "math" || recorded == "other")
+    return;
+  if (!ParseAttentionKernel(recorded, &framework->attention_kernel))
+    throw InputError({source}, "environment.attention_kernel",
+                     "expected one of: flash2, flash3, cudnn, efficient, math, other; got '" +
+                         recorded + "'");
+}
+
 }  // namespace
 
 const char* ToString(FigureStatus status) {
@@ -208,9 +222,11 @@ bool HardwareDescribesDevice(const GpuSpec& gpu, const std::string& device) {
 Comparison ComparePlan(const PlanFile& plan_file, const Measurement& m, double tolerance_pct,
                        const std::string& measured_source) {
   CheckSamePlan(plan_file, m, measured_source);
-  // meshplan's executor ran it, whatever framework the plan was searched for.
+  // meshplan's executor ran it, whatever framework the plan was searched for, with the
+  // attention kernel SDPA picked where the run recorded one (the time of a fused core).
   PlanFile p = plan_file;
   p.training.framework = LoadFramework(kExecutorFramework);
+  ApplyRecordedKernel(m.environment.attention_kernel, measured_source, &p.training.framework);
   Comparison c;
   c.tolerance_pct = tolerance_pct;
   c.device = m.environment.device;

@@ -229,6 +229,7 @@ json MeasurementToJson(const Measurement& m) {
                 {"plan", e.plan},
                 {"precision", e.precision},
                 {"attention", e.attention},
+                {"attention_kernel", e.attention_kernel},
                 {"adamw", e.adamw},
                 {"global_batch", e.global_batch},
                 {"seq_len", e.seq_len}}},
@@ -295,6 +296,7 @@ Measurement MeasurementFromJson(const json& j, const std::string& source) {
   e.plan = env.Get<std::string>("plan");
   e.precision = env.Get<std::string>("precision");
   e.attention = env.GetOr<std::string>("attention", "");
+  e.attention_kernel = env.GetOr<std::string>("attention_kernel", "");
   e.adamw = env.GetOr<std::string>("adamw", "");
   e.global_batch = env.AtLeast<int64_t>("global_batch", 0);
   e.seq_len = env.AtLeast<int64_t>("seq_len", 0);

@@ -61,6 +61,10 @@ struct MeasurementEnvironment {
   std::string precision;         // ToString(Precision)
   std::string attention;         // the attention core that ran: naive | fused ("": not
                                  // recorded, older files; compare then assumes auto)
+  // The kernel PyTorch's SDPA picked for a fused core on this device: flash2 | cudnn |
+  // efficient | math | other ("": no fused core, context parallelism's ring, or an older
+  // file; compare then times the meshplan profile's kernel).
+  std::string attention_kernel;
   std::string adamw;             // the AdamW kernel where the update ran: fused | unfused
                                  // ("": older files; compare then assumes unfused)
   int64_t global_batch = 0;      // sequences per step

@@ -76,22 +76,26 @@ TEST_CASE("measured.json: the attention core and reserved bytes, optional in old
   env.world_size = 1;
   env.precision = "mixed";
   env.attention = "fused";
+  env.attention_kernel = "cudnn";
   env.adamw = "fused";
   RankMeasurement rank = Rank(0, {5, 1, 2, 1}, 300);
   rank.peak_reserved_bytes = 512;
   const Measurement m = CombineRanks(env, 1, 1000, {rank});
   const nlohmann::json json = MeasurementToJson(m);
   CHECK(json["environment"]["attention"] == "fused");
+  CHECK(json["environment"]["attention_kernel"] == "cudnn");
   CHECK(json["ranks"][0]["peak_reserved_bytes"] == 512);
   CHECK(MeasurementFromJson(json, "x") == m);
 
   nlohmann::json older = json;  // written before these fields existed
   older["environment"].erase("attention");
   older["environment"].erase("adamw");
+  older["environment"].erase("attention_kernel");
   older["ranks"][0].erase("peak_reserved_bytes");
   const Measurement read = MeasurementFromJson(older, "old.json");
   CHECK(read.environment.attention.empty());
   CHECK(read.environment.adamw.empty());
+  CHECK(read.environment.attention_kernel.empty());
   CHECK(read.ranks[0].peak_reserved_bytes == 0);
 
   nlohmann::json wrong = json;
