@@ -12,8 +12,7 @@ const char* ToString(AttentionKernel kernel) {
 }
 
 bool ParseAttentionKernel(const std::string& text, AttentionKernel* kernel) {
-  for (const AttentionKernel candidate :
-       {AttentionKernel::kFlash2, AttentionKernel::kFlash3, AttentionKernel::kCudnn})
+  for (const AttentionKernel candidate : kEveryAttentionKernel)
     if (text == ToString(candidate)) {
       *kernel = candidate;
       return true;

@@ -4,6 +4,7 @@
 // the hardware file gives per kernel (GpuSpec::AttentionEfficiency; docs/frameworks.md).
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <string>
 
@@ -14,6 +15,8 @@ enum class AttentionKernel : uint8_t {
   kFlash3,  // FlashAttention-3 (Hopper): flash-attn's hopper/ build
   kCudnn,   // cuDNN's fused attention: Transformer Engine's FusedAttention, SDPA's cuDNN backend
 };
+inline constexpr std::array<AttentionKernel, 3> kEveryAttentionKernel{
+    AttentionKernel::kFlash2, AttentionKernel::kFlash3, AttentionKernel::kCudnn};
 
 const char* ToString(AttentionKernel kernel);  // flash2 | flash3 | cudnn
 // "flash2" | "flash3" | "cudnn"; false for anything else.

@@ -25,7 +25,7 @@ AttentionImpl ExecutorAttention(const at::Device& device, Precision precision);
 // The kernel at::scaled_dot_product_attention picks for this core on `device` (its batch,
 // query and key/value heads of D and Dv wide, over `seq` tokens, in bf16 and the core's
 // layout): "flash2" | "cudnn" | "efficient" | "math" | "other", from at::_fused_sdp_choice;
-// "" where the core is not fused. Allocates the four empty inputs once on the device.
+// "" where the core is not fused. Allocates the three empty inputs once on the device.
 struct SdpaShape {
   int64_t batch = 1, heads = 1, kv_heads = 1, seq = 1, head_dim = 1, v_head_dim = 1;
 };

@@ -51,8 +51,8 @@ ComputeRates RatesFor(const GpuSpec& gpu, Precision precision,
                                                            : gpu.matmul_ceiling_efficiency);
   }
   rates.attention_flops_per_s = peak * gpu.attention_efficiency;
-  rates.cudnn_attention_flops_per_s = peak * gpu.AttentionEfficiency(AttentionKernel::kCudnn);
-  rates.flash3_attention_flops_per_s = peak * gpu.AttentionEfficiency(AttentionKernel::kFlash3);
+  for (const AttentionKernel kernel : kEveryAttentionKernel)
+    rates.flash_flops_per_s[static_cast<size_t>(kernel)] = peak * gpu.AttentionEfficiency(kernel);
   rates.memory_Bps =
       gpu.memory_bandwidth_Bps * gpu.memory_bandwidth_efficiency * calibration.bandwidth_scale;
   rates.kernel_overhead_s = gpu.kernel_overhead_s;
@@ -114,7 +114,8 @@ double GemmTime(const GemmOp& gemm, const ComputeRates& rates) {
 }
 
 double FlashAttentionTime(const FlashAttentionOp& op, const ComputeRates& rates) {
-  return Seconds(ShapedFlashFlops(op, rates), rates.flash_flops_per_s(op.kernel));
+  const double rate = rates.flash_flops_per_s[static_cast<size_t>(op.kernel)];
+  return Seconds(ShapedFlashFlops(op, rates), rate);
 }
 
 namespace {

@@ -76,7 +76,7 @@ struct FlashAttentionOp {
   double head_dim = 0;
   bool causal = true;
   bool backward = false;
-  AttentionKernel kernel = AttentionKernel::kFlash2;  // its rate (ComputeRates::flash_flops_per_s)
+  AttentionKernel kernel = AttentionKernel::kFlash2;  // its rate: ComputeRates::flash_flops_per_s
   double executed_flops(double tile) const;
   double ctas(double tile) const;  // thread blocks of the kernel
 };
@@ -117,13 +117,8 @@ struct ComputeRates {
   double matmul_ceiling_flops_per_s = 0;
   double fp8_matmul_ceiling_flops_per_s = 0;
   double attention_flops_per_s = 0;  // FlashAttention-2 and the unfused core (GEMMs, FLOPs)
-  double cudnn_attention_flops_per_s = 0, flash3_attention_flops_per_s = 0;
-  // The rate of a fused attention kernel.
-  double flash_flops_per_s(AttentionKernel kernel) const {
-    return kernel == AttentionKernel::kCudnn    ? cudnn_attention_flops_per_s
-           : kernel == AttentionKernel::kFlash3 ? flash3_attention_flops_per_s
-                                                : attention_flops_per_s;
-  }
+  // Each fused attention kernel's rate, indexed by AttentionKernel (GpuSpec::AttentionEfficiency).
+  std::array<double, kEveryAttentionKernel.size()> flash_flops_per_s{};
   double memory_Bps = 0;
   double kernel_overhead_s = 0;
   double element_bytes = 2;  // operand size of GEMMs (roofline)
