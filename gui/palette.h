@@ -29,6 +29,7 @@ inline constexpr Rgb kColorRuntime{141, 110, 99};       // brown: CUDA context, 
 inline constexpr Rgb kColorCapacityLine{255, 255, 255};  // the GPU's memory capacity
 inline constexpr Rgb kColorDoesNotFit{229, 57, 53};      // outline and text of a bar over capacity
 inline constexpr Rgb kColorFits{102, 187, 106};          // text "fits"
+inline constexpr Rgb kColorTight{255, 179, 0};           // text "tight" (planner/plan_cost.h FitIsTight)
 // --- step time split ---
 inline constexpr Rgb kColorCompute{66, 133, 244};
 inline constexpr Rgb kColorRecompute{121, 134, 203};

@@ -38,6 +38,8 @@ void DrawHeader(const ExplorerState& state) {
               static_cast<long long>(cost.memory.worst_stage), cost.memory.peak_phase.c_str());
   if (cost.fits)
     ColoredText(kColorFits, "fits");
+  else if (FitIsTight(cost))
+    ColoredText(kColorTight, "tight: " + cost.reason);
   else
     ColoredText(kColorDoesNotFit, "does not fit: " + cost.reason);
 }

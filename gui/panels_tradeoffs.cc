@@ -16,6 +16,10 @@
 namespace meshplan {
 namespace {
 
+// The colour of a plan's figures that does not fit: amber when only the allocator's assumed
+// fragmentation puts it over (FitIsTight), red otherwise.
+Rgb NoFitColor(const PlanCost& cost) { return FitIsTight(cost) ? kColorTight : kColorDoesNotFit; }
+
 constexpr ImU32 kPlotBackground = IM_COL32(24, 26, 32, 255);
 constexpr ImU32 kCurrentHighlight = IM_COL32(255, 255, 255, 40);
 
@@ -63,7 +67,7 @@ void DrawRowsChart(ExplorerState& state, const char* id, const char* title, cons
       draw->AddText(ImVec2(centre - ImGui::CalcTextSize("n/a").x * 0.5f, plot1.y - line * 1.2f),
                     ImGui::GetColorU32(ImGuiCol_TextDisabled), "n/a");
     const std::string speed = row.valid ? FormatTokensPerS(row.cost.tokens_per_s) : "-";
-    const ImU32 text = row.valid && !row.cost.fits ? ToImU32(kColorDoesNotFit)
+    const ImU32 text = row.valid && !row.cost.fits ? ToImU32(NoFitColor(row.cost))
                                                    : ImGui::GetColorU32(ImGuiCol_Text);
     SlotLabel(state.drawn, AxisValue(row.label), sx0, sx0 + slot, plot1.y + 2, end.y,
               ImGui::GetColorU32(ImGuiCol_Text));
@@ -114,7 +118,7 @@ void DrawRowsTable(const std::vector<TradeoffRow>& zero, const std::vector<Trade
       if (r.cost.fits)
         ImGui::TextUnformatted(FormatGiB(r.cost.memory.total_bytes).c_str());
       else
-        ColoredLabel(kColorDoesNotFit, FormatGiB(r.cost.memory.total_bytes));
+        ColoredLabel(NoFitColor(r.cost), FormatGiB(r.cost.memory.total_bytes));
       ImGui::TableNextColumn();
       ImGui::TextUnformatted(FormatTokensPerS(r.cost.tokens_per_s).c_str());
       ImGui::TableNextColumn();

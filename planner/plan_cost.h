@@ -106,6 +106,16 @@ struct PlanCost {
                                 // starts with kHostMemoryExceeded
 };
 
+// Over the usable GPU memory by no more than the allocator's assumed fragmentation
+// (MemoryBreakdown::allocator_overhead_bytes): an average share over measured runs (the
+// hardware file's runtime_memory.allocator_fragmentation), not something the plan's tensors
+// decide, so the run fits if its allocator wastes less. The search still rejects such a plan
+// (fits is false); `estimate`, `validate` and the GUI call it "tight", not "does not fit".
+inline bool FitIsTight(const PlanCost& cost) {
+  return !cost.fits && cost.fits_host &&
+         cost.memory.total_bytes - cost.memory.allocator_overhead_bytes <= cost.usable_bytes;
+}
+
 // A plan with its cost and its place in the search order (planner/search/plan_space.h).
 struct RankedPlan {
   ParallelPlan plan;

@@ -99,6 +99,7 @@ nlohmann::json CostToJson(const PlanCost& c) {
           {"mfu_fp8_peak", c.mfu_fp8_peak},
           {"host_bytes_per_node", c.host_bytes_per_node},
           {"fits", c.fits},
+          {"fit_tight", FitIsTight(c)},
           {"usable_bytes", c.usable_bytes},
           {"fits_host", c.fits_host},
           {"reason", c.reason}};
@@ -210,7 +211,7 @@ std::string FormatCostTable(const PlanFile& s, const PlanCost& c) {
     Line(out, "fits: yes, {} of {} usable ({:.0f}% headroom kept free)",
          FormatGiB(m.total_bytes), FormatGiB(c.usable_bytes, 1),
          100 * (1 - c.usable_bytes / capacity));
-  else Line(out, "fits: no: {}", c.reason);
+  else Line(out, "fits: {}: {}", FitIsTight(c) ? "tight" : "no", c.reason);
   return out;
 }
 

@@ -9,7 +9,8 @@
 // flops_per_step_no_attention, hardware_flops_per_step, comm_bytes_per_step {dp, tp, cp,
 // pp}, step_time_s, time {compute_s, recompute_s, exposed_comm_s {dp, tp, cp, pp},
 // bubble_s, optimizer_s, total_s}, tokens_per_s, tokens_per_s_per_gpu,
-// model_flops_per_s_per_gpu, mfu, mfu_no_attention, hfu, fits, reason.
+// model_flops_per_s_per_gpu, mfu, mfu_no_attention, hfu, fits, fit_tight
+// (over only by the allocator's assumed fragmentation: FitIsTight), reason.
 // Pure functions; the table never throws.
 #pragma once
 

@@ -70,6 +70,10 @@ void ExplainNoFit(const ClusterSpec& cluster, const EstimateOptions& options, Pl
   const double usable = UsableBytes(cluster.gpu, options.memory_headroom);
   if (cost->memory.total_bytes > usable) {
     cost->reason = NoFitReason(cost->memory.total_bytes, capacity, options.memory_headroom, usable);
+    if (FitIsTight(*cost))
+      cost->reason += fmt::format("; {:.1f} GiB of it is the allocator's assumed "
+                                  "fragmentation: it fits if the allocator wastes less",
+                                  ToGiB(cost->memory.allocator_overhead_bytes));
     return;
   }
   // Within the GPU's memory: the node's host memory is what it exceeds (JudgeFit).

@@ -102,6 +102,7 @@ ValidatedTable PredictPublishedTable(const PublishedTable& table) {
     }
     const ValidatedRow& v = out.rows.emplace_back(PredictPublishedRow(row, table.figure));
     if (v.fit_disagrees()) ++out.fit_disagreements;
+    if (v.fit_tight()) ++out.tight_fits;
     if (!v.has_published) continue;
     const double abs_error = std::abs(v.error_pct);
     sum_abs += abs_error;
@@ -149,6 +150,7 @@ nlohmann::json ValidationToJson(const ValidationReport& report) {
                       {"published", r.has_published ? nlohmann::json(r.published) : nullptr},
                       {"error_pct", r.has_published ? nlohmann::json(r.error_pct) : nullptr},
                       {"fits", r.cost.fits},
+                      {"fit_tight", r.fit_tight()},
                       {"published_fits", r.published_fits},
                       {"fit_reason", r.cost.reason},
                       {"step_time_s", r.cost.time.total_s},
@@ -172,6 +174,7 @@ nlohmann::json ValidationToJson(const ValidationReport& report) {
                       {"rows", std::move(rows)},
                       {"skipped", std::move(skipped)},
                       {"fit_disagreements", t.fit_disagreements},
+                      {"tight_fits", t.tight_fits},
                       {"mape_pct", t.mape_pct},
                       {"max_abs_error_pct", t.max_abs_error_pct},
                       {"worst_row", t.worst_row}});
@@ -199,14 +202,16 @@ std::string FormatValidationTable(const ValidationReport& report) {
           r.has_published ? fmt::format("{:>9.{}f}", r.published, decimals) : fmt::format("{:>9}", "-");
       const std::string error =
           r.has_published ? fmt::format("{:>+6.1f}%", r.error_pct) : fmt::format("{:>7}", "-");
-      std::string fits = r.cost.fits ? "yes" : "no";
-      if (r.fit_disagrees()) {
+      std::string fits = r.cost.fits ? "yes" : r.fit_tight() ? "tight" : "no";
+      if (r.fit_disagrees() || r.fit_tight()) {
         // How far off, and how much of the prediction is the allocator's assumed waste (a
         // planning margin, docs/memory_model.md "Runtime memory on GPUs").
         const MemoryBreakdown& m = r.cost.memory;
-        fits += fmt::format("  <- the run {} (predicted {:.2f} of {:.2f} GiB, {:.2f} of them the "
+        fits += fmt::format("  <- {} (predicted {:.2f} of {:.2f} GiB, {:.2f} of them the "
                             "allocator's assumed fragmentation)",
-                            r.published_fits ? "fitted" : "ran out of memory",
+                            r.fit_tight()         ? "fits if the allocator wastes less"
+                            : r.published_fits ? "the run fitted"
+                                               : "the run ran out of memory",
                             ToGiB(m.total_bytes), ToGiB(r.cost.usable_bytes),
                             ToGiB(m.allocator_overhead_bytes));
       }
@@ -217,13 +222,21 @@ std::string FormatValidationTable(const ValidationReport& report) {
     if (t.figure_rows > 0)
       out += fmt::format("  MAPE {:.1f}% over {} rows; max |error| {:.1f}% ({})\n", t.mape_pct,
                          t.figure_rows, t.max_abs_error_pct, t.worst_row);
-    std::string disagree;
-    for (const ValidatedRow& r : t.rows)
+    std::string disagree, tight;
+    for (const ValidatedRow& r : t.rows) {
       if (r.fit_disagrees()) disagree += (disagree.empty() ? "" : ", ") + r.name;
-    out += t.fit_disagreements == 0
-               ? fmt::format("  fit: as published in all {} rows\n", t.rows.size())
-               : fmt::format("  fit: {} of {} rows predicted otherwise than published ({})\n",
-                             t.fit_disagreements, t.rows.size(), disagree);
+      if (r.fit_tight()) tight += (tight.empty() ? "" : ", ") + r.name;
+    }
+    const size_t agree = t.rows.size() - size_t(t.fit_disagreements + t.tight_fits);
+    out += agree == t.rows.size() ? fmt::format("  fit: as published in all {} rows", agree)
+                                  : fmt::format("  fit: as published in {} of {} rows", agree,
+                                                t.rows.size());
+    if (t.fit_disagreements > 0)
+      out += fmt::format("; predicted otherwise in {} ({})", t.fit_disagreements, disagree);
+    if (t.tight_fits > 0)
+      out += fmt::format("; tight in {} ({}): over only by the allocator's assumed fragmentation",
+                         t.tight_fits, tight);
+    out += "\n";
     for (const SkippedRow& r : t.skipped) {
       std::string published;
       if (r.published) published = fmt::format("; published {:.{}f}", *r.published, decimals);

@@ -5,6 +5,7 @@
 #include <algorithm>
 
 #include "planner/cost/cost_model.h"
+#include "planner/cost/cost_report.h"
 #include "planner/cost/flops.h"
 #include "planner/cost/memory_model.h"
 #include "planner/cost/param_count.h"
@@ -188,6 +189,46 @@ TEST_CASE("a plan that does not fit says by how much", "[planner][cost]") {
   const PlanCost tight = Estimate(m, c, t, Plan(2, 1, 1, 1, 3), {MemoryModel::kSeed, 0.9});
   CHECK_FALSE(tight.fits);
   CHECK(tight.reason.find("headroom 90%") != std::string::npos);
+}
+
+TEST_CASE("a plan over the GPU only by the allocator's assumed fragmentation is tight",
+          "[planner][cost]") {
+  const ModelSpec m = Spec7b();
+  ClusterSpec c = H100Cluster(1, 2);
+  c.gpu.runtime_memory.allocator_fragmentation = 0.15;
+  const TrainingSpec t = Training(2, 2048);
+  const ParallelPlan p = Plan(2, 1, 1, 1, 3);
+  const PlanCost roomy = Estimate(m, c, t, p);
+  REQUIRE(roomy.fits);
+  CHECK_FALSE(FitIsTight(roomy));
+  const double total = roomy.memory.total_bytes;
+  const double overhead = roomy.memory.allocator_overhead_bytes;
+  REQUIRE(overhead > 0);
+  // A GPU between the tensors' total and the total with the assumed fragmentation: tight, and
+  // the reason says how much of the need is that assumption.
+  c.gpu.memory_bytes = static_cast<int64_t>(total - overhead / 2);
+  const PlanCost tight = Estimate(m, c, t, p);
+  REQUIRE(tight.memory.total_bytes == total);  // the memory does not depend on the capacity
+  CHECK_FALSE(tight.fits);
+  CHECK(FitIsTight(tight));
+  CHECK(tight.reason.find(fmt::format("; {:.1f} GiB of it is the allocator's assumed fragmentation",
+                                      overhead / (1024.0 * 1024 * 1024))) != std::string::npos);
+  PlanFile setup;
+  setup.model = m;
+  setup.cluster = c;
+  setup.training = t;
+  setup.plan = p;
+  CHECK(FormatCostTable(setup, tight).find("\nfits: tight: needs ") != std::string::npos);
+  CHECK(CostToJson(tight)["fit_tight"] == true);
+  // Below the tensors' total: no longer tight, and the reason does not blame the allocator.
+  c.gpu.memory_bytes = static_cast<int64_t>(total - overhead * 1.01);
+  const PlanCost over = Estimate(m, c, t, p);
+  CHECK_FALSE(over.fits);
+  CHECK_FALSE(FitIsTight(over));
+  CHECK(over.reason.find("allocator") == std::string::npos);
+  setup.cluster = c;
+  CHECK(FormatCostTable(setup, over).find("\nfits: no: needs ") != std::string::npos);
+  CHECK(CostToJson(over)["fit_tight"] == false);
 }
 
 TEST_CASE("tp inside a node uses NVLink, dp across nodes the inter-node network",

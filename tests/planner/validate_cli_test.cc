@@ -75,11 +75,12 @@ TEST_CASE("validate --format json: rows, errors and MAPEs", "[planner][cli][vali
     for (const nlohmann::json& s : t["skipped"]) CHECK(!s["reason"].get<std::string>().empty());
     CHECK(t["unit"] == units[i]);
     CHECK(t["framework"].is_string());
-    int64_t disagreements = 0;
+    int64_t disagreements = 0, tight = 0;
     double sum = 0, worst = 0;
     int64_t figures = 0;
     for (const nlohmann::json& row : t["rows"]) {
-      disagreements += row["fits"] != row["published_fits"];
+      disagreements += !row["fit_tight"].get<bool>() && row["fits"] != row["published_fits"];
+      tight += row["fit_tight"].get<bool>();
       if (row["published"].is_null()) continue;  // ran out of memory: no figure
       ++figures;
       const double predicted = row["predicted"], published = row["published"];
@@ -95,6 +96,7 @@ TEST_CASE("validate --format json: rows, errors and MAPEs", "[planner][cli][vali
     CHECK(t["mape_pct"].get<double>() == Approx(sum / double(figures)));
     CHECK(t["max_abs_error_pct"].get<double>() == Approx(worst));
     CHECK(t["fit_disagreements"] == disagreements);
+    CHECK(t["tight_fits"] == tight);
     CHECK(t["worst_row"].is_string());
   }
 }

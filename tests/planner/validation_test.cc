@@ -447,10 +447,44 @@ TEST_CASE("a fit the publication contradicts is reported", "[planner][validation
                               ToGiB(m.total_bytes), ToGiB(t.rows[0].cost.usable_bytes),
                               ToGiB(m.allocator_overhead_bytes))) != std::string::npos);
   CHECK(m.allocator_overhead_bytes > 0);
-  CHECK(text.find("fit: 1 of 1 rows predicted otherwise than published (tiny)") !=
+  CHECK(text.find("fit: as published in 0 of 1 rows; predicted otherwise in 1 (tiny)\n") !=
         std::string::npos);
   CHECK(text.find("MAPE") == std::string::npos);  // no figure, no MAPE
   CHECK(ValidationToJson(report)["tables"][0]["rows"][0]["published"].is_null());
+}
+
+TEST_CASE("a row over the GPU only by the allocator's assumed fragmentation is tight, not a "
+          "disagreement", "[planner][validation]") {
+  test::TempDir dir;
+  PublishedRuns runs = LoadPublishedRuns(dir.Write(
+      "tight.yaml",
+      OneTable("      - {name: tiny, block: llama, vocab_size: 32000, heads: 16, hidden: 2048,\n"
+               "         layers: 20, ffn_hidden: 5632, tied_embeddings: false, gpus: 1,\n"
+               "         global_batch: 8, plan: \"dp=1,mbs=1\", published: 1000}\n")));
+  const MemoryBreakdown m = PredictPublishedRuns(runs).tables[0].rows[0].cost.memory;
+  REQUIRE(m.allocator_overhead_bytes > 0);
+  // A GPU between the tensors' total and the total with the assumed fragmentation.
+  PublishedRow& row = runs.tables[0].rows[0];
+  row.setup.cluster.gpu.memory_bytes =
+      static_cast<int64_t>(m.total_bytes - m.allocator_overhead_bytes / 2);
+  for (bool published_fits : {true, false}) {
+    row.fits = published_fits;
+    const ValidationReport report = PredictPublishedRuns(runs);
+    const ValidatedTable& t = report.tables[0];
+    CHECK_FALSE(t.rows[0].cost.fits);
+    CHECK(t.rows[0].fit_tight());
+    CHECK_FALSE(t.rows[0].fit_disagrees());  // it may have fitted or not
+    CHECK(t.fit_disagreements == 0);
+    CHECK(t.tight_fits == 1);
+    const std::string text = FormatValidationTable(report);
+    CHECK(text.find("  tight  <- fits if the allocator wastes less (predicted ") !=
+          std::string::npos);
+    CHECK(text.find("fit: as published in 0 of 1 rows; tight in 1 (tiny): over only by the "
+                    "allocator's assumed fragmentation\n") != std::string::npos);
+    const nlohmann::json j = ValidationToJson(report)["tables"][0];
+    CHECK(j["tight_fits"] == 1);
+    CHECK(j["rows"][0]["fit_tight"] == true);
+  }
 }
 
 TEST_CASE("a hostile runs file is an InputError at its file, line and field",
