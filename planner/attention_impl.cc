@@ -2,22 +2,10 @@
 
 namespace meshplan {
 
-const char* ToString(AttentionImpl impl) {
-  switch (impl) {
-    case AttentionImpl::kAuto: return "auto";
-    case AttentionImpl::kNaive: return "naive";
-    case AttentionImpl::kFused: return "fused";
-  }
-  return "?";
-}
+const char* ToString(AttentionImpl impl) { return SpellingOf(kAttentionImplSpellings, impl); }
 
 bool ParseAttentionImpl(const std::string& text, AttentionImpl* impl) {
-  for (const AttentionImpl candidate : {AttentionImpl::kAuto, AttentionImpl::kNaive, AttentionImpl::kFused})
-    if (text == ToString(candidate)) {
-      *impl = candidate;
-      return true;
-    }
-  return false;
+  return ParseSpelling(kAttentionImplSpellings, text, impl);
 }
 
 AttentionImpl ResolveAttentionImpl(AttentionImpl requested, const FrameworkSpec& framework,

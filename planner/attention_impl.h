@@ -6,9 +6,14 @@
 #include <string>
 
 #include "planner/framework_spec.h"
+#include "planner/spellings.h"
 #include "planner/training_spec.h"
 
 namespace meshplan {
+
+// Every value with its spelling, in the order error messages list them.
+inline constexpr Spellings<AttentionImpl, 3> kAttentionImplSpellings{
+    {{AttentionImpl::kFused, "fused"}, {AttentionImpl::kNaive, "naive"}, {AttentionImpl::kAuto, "auto"}}};
 
 const char* ToString(AttentionImpl impl);  // auto | naive | fused
 // "auto" | "naive" | "fused"; false for anything else.

@@ -2,22 +2,10 @@
 
 namespace meshplan {
 
-const char* ToString(AttentionKernel kernel) {
-  switch (kernel) {
-    case AttentionKernel::kFlash2: return "flash2";
-    case AttentionKernel::kFlash3: return "flash3";
-    case AttentionKernel::kCudnn: return "cudnn";
-  }
-  return "?";
-}
+const char* ToString(AttentionKernel kernel) { return SpellingOf(kAttentionKernelSpellings, kernel); }
 
 bool ParseAttentionKernel(const std::string& text, AttentionKernel* kernel) {
-  for (const AttentionKernel candidate : kEveryAttentionKernel)
-    if (text == ToString(candidate)) {
-      *kernel = candidate;
-      return true;
-    }
-  return false;
+  return ParseSpelling(kAttentionKernelSpellings, text, kernel);
 }
 
 }  // namespace meshplan

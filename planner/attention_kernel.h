@@ -4,9 +4,10 @@
 // the hardware file gives per kernel (GpuSpec::AttentionEfficiency; docs/frameworks.md).
 #pragma once
 
-#include <array>
 #include <cstdint>
 #include <string>
+
+#include "planner/spellings.h"
 
 namespace meshplan {
 
@@ -15,8 +16,11 @@ enum class AttentionKernel : uint8_t {
   kFlash3,  // FlashAttention-3 (Hopper): flash-attn's hopper/ build
   kCudnn,   // cuDNN's fused attention: Transformer Engine's FusedAttention, SDPA's cuDNN backend
 };
-inline constexpr std::array<AttentionKernel, 3> kEveryAttentionKernel{
-    AttentionKernel::kFlash2, AttentionKernel::kFlash3, AttentionKernel::kCudnn};
+// Every kernel with its profile spelling, in the order error messages list them.
+inline constexpr Spellings<AttentionKernel, 3> kAttentionKernelSpellings{
+    {{AttentionKernel::kFlash2, "flash2"},
+     {AttentionKernel::kFlash3, "flash3"},
+     {AttentionKernel::kCudnn, "cudnn"}}};
 
 const char* ToString(AttentionKernel kernel);  // flash2 | flash3 | cudnn
 // "flash2" | "flash3" | "cudnn"; false for anything else.

@@ -4,7 +4,6 @@
 #include <fmt/ranges.h>
 
 #include <algorithm>
-#include <array>
 #include <filesystem>
 #include <utility>
 
@@ -12,25 +11,18 @@
 #include "planner/config/config_loader_internal.h"
 #include "planner/input_file.h"
 #include "planner/names.h"
+#include "planner/spellings.h"
 
 namespace meshplan {
 namespace {
 
 namespace ci = config_internal;
 
-template <typename Enum, size_t N>
-using Spellings = std::array<std::pair<Enum, const char*>, N>;
-
 constexpr Spellings<KernelSet, 4> kKernelSets{{{KernelSet::kMegatron2021, "megatron-2021"},
                                                {KernelSet::kEager, "eager"},
                                                {KernelSet::kFused, "fused"},
                                                {KernelSet::kTorchtitan2024, "torchtitan-2024"}}};
 constexpr Spellings<bool, 2> kNormKernels{{{false, "unfused"}, {true, "fused"}}};
-constexpr Spellings<AttentionImpl, 3> kAttention{
-    {{AttentionImpl::kFused, "fused"}, {AttentionImpl::kNaive, "naive"}, {AttentionImpl::kAuto, "auto"}}};
-constexpr Spellings<AttentionKernel, 3> kAttentionKernels{{{AttentionKernel::kFlash2, "flash2"},
-                                                           {AttentionKernel::kFlash3, "flash3"},
-                                                           {AttentionKernel::kCudnn, "cudnn"}}};
 constexpr Spellings<GradDtype, 2> kGradDtypes{{{GradDtype::kParam, "param"}, {GradDtype::kFp32, "fp32"}}};
 constexpr Spellings<Fp8StateDtype, 2> kFp8States{
     {{Fp8StateDtype::kBf16, "bf16"}, {Fp8StateDtype::kFp32, "fp32"}}};
@@ -56,20 +48,14 @@ constexpr Spellings<Zero3Buffers, 2> kZero3Buffers{
 constexpr Spellings<DdpBuckets, 2> kDdpBuckets{
     {{DdpBuckets::kViews, "views"}, {DdpBuckets::kCopies, "copies"}}};
 
-template <typename Enum, size_t N>
-std::string AllowedOf(const Spellings<Enum, N>& table) {
-  std::string out;
-  for (const auto& [value, name] : table) out += (out.empty() ? "" : ", ") + std::string(name);
-  return out;
-}
-
 // A required key whose value is one of `table`'s spellings.
 template <typename Enum, size_t N>
 Enum ReadChoice(const YamlFields& f, const std::string& key, const Spellings<Enum, N>& table) {
   const std::string text = f.String(key);
-  for (const auto& [value, name] : table)
-    if (text == name) return value;
-  f.Fail(key, "expected one of: " + AllowedOf(table) + "; got '" + text + "'");
+  Enum value{};
+  if (!ParseSpelling(table, text, &value))
+    f.Fail(key, "expected one of: " + AllowedSpellings(table) + "; got '" + text + "'");
+  return value;
 }
 
 RecomputeOffer ReadRecompute(const YamlFields& f) {
@@ -126,9 +112,9 @@ FrameworkSpec FrameworkFromYaml(const YamlFields& f, const std::string& default_
   }
   s.kernels = ReadChoice(f, "kernels", kKernelSets);
   if (f.Has("norm")) s.fused_norm = ReadChoice(f, "norm", kNormKernels);
-  s.attention = ReadChoice(f, "attention", kAttention);
+  s.attention = ReadChoice(f, "attention", kAttentionImplSpellings);
   s.attention_kernel = f.Has("attention_kernel")
-                           ? ReadChoice(f, "attention_kernel", kAttentionKernels)
+                           ? ReadChoice(f, "attention_kernel", kAttentionKernelSpellings)
                            : AttentionKernel::kFlash2;
   s.main_grads = ReadChoice(f, "main_grads", kGradDtypes);
   s.fp8_states = ReadChoice(f, "fp8_states", kFp8States);
@@ -188,35 +174,18 @@ const char* DefaultFrameworkName(const GpuSpec& gpu) {
   return gpu.kernel_shape.sm_count == 0 ? kExecutorFramework : "megatron-core";
 }
 
-const char* ToString(KernelSet kernels) {
-  for (const auto& [value, name] : kKernelSets)
-    if (value == kernels) return name;
-  return "?";
-}
+const char* ToString(KernelSet kernels) { return SpellingOf(kKernelSets, kernels); }
 
 bool ParseNormKernel(const std::string& name, bool* fused) {
-  for (const auto& [value, spelling] : kNormKernels)
-    if (name == spelling) {
-      *fused = value;
-      return true;
-    }
-  return false;
+  return ParseSpelling(kNormKernels, name, fused);
 }
 
-const char* NormKernelName(bool fused) { return fused ? "fused" : "unfused"; }
+const char* NormKernelName(bool fused) { return SpellingOf(kNormKernels, fused); }
 
-const char* ToString(LogFormat format) {
-  for (const auto& [value, name] : kLogFormats)
-    if (value == format) return name;
-  return "?";
-}
+const char* ToString(LogFormat format) { return SpellingOf(kLogFormats, format); }
 
 std::string FrameworkToYamlText(const FrameworkSpec& s, const std::string& comment) {
-  auto spelled = [](const auto& table, auto value) {
-    for (const auto& [v, name] : table)
-      if (v == value) return std::string(name);
-    return std::string("?");
-  };
+  auto spelled = [](const auto& table, auto value) { return std::string(SpellingOf(table, value)); };
   std::string recompute;
   const RecomputeOffer& r = s.recompute;
   for (const auto& [on, name] : {std::pair{r.none, "none"}, {r.selective, "selective"},
@@ -236,8 +205,8 @@ std::string FrameworkToYamlText(const FrameworkSpec& s, const std::string& comme
   if (!s.built_on.empty()) out += "built_on: " + s.built_on + "\n";
   out += "kernels: " + spelled(kKernelSets, s.kernels) + "\n";
   out += "norm: " + spelled(kNormKernels, s.fused_norm) + "\n";
-  out += "attention: " + spelled(kAttention, s.attention) + "\n";
-  out += "attention_kernel: " + spelled(kAttentionKernels, s.attention_kernel) + "\n";
+  out += "attention: " + spelled(kAttentionImplSpellings, s.attention) + "\n";
+  out += "attention_kernel: " + spelled(kAttentionKernelSpellings, s.attention_kernel) + "\n";
   out += "main_grads: " + spelled(kGradDtypes, s.main_grads) + "\n";
   out += "fp8_states: " + spelled(kFp8States, s.fp8_states) + "\n";
   out += "master_weights: " + spelled(kMasterWeights, s.master_weights) + "\n";

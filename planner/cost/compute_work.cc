@@ -51,7 +51,7 @@ ComputeRates RatesFor(const GpuSpec& gpu, Precision precision,
                                                            : gpu.matmul_ceiling_efficiency);
   }
   rates.attention_flops_per_s = peak * gpu.attention_efficiency;
-  for (const AttentionKernel kernel : kEveryAttentionKernel)
+  for (const auto& [kernel, name] : kAttentionKernelSpellings)
     rates.flash_flops_per_s[static_cast<size_t>(kernel)] = peak * gpu.AttentionEfficiency(kernel);
   rates.memory_Bps =
       gpu.memory_bandwidth_Bps * gpu.memory_bandwidth_efficiency * calibration.bandwidth_scale;

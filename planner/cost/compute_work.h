@@ -118,7 +118,7 @@ struct ComputeRates {
   double fp8_matmul_ceiling_flops_per_s = 0;
   double attention_flops_per_s = 0;  // FlashAttention-2 and the unfused core (GEMMs, FLOPs)
   // Each fused attention kernel's rate, indexed by AttentionKernel (GpuSpec::AttentionEfficiency).
-  std::array<double, kEveryAttentionKernel.size()> flash_flops_per_s{};
+  std::array<double, kAttentionKernelSpellings.size()> flash_flops_per_s{};
   double memory_Bps = 0;
   double kernel_overhead_s = 0;
   double element_bytes = 2;  // operand size of GEMMs (roofline)
