@@ -73,24 +73,21 @@ bool ParseGradAccumulation(const std::string& name, GradAccumulation* out) {
   return ParseSpelling(kGradAccumulations, name, out);
 }
 
-const char* AllowedBlockKinds() {
-  static const std::string names = AllowedSpellings(kBlockKinds);
+namespace {
+// AllowedSpellings(Table), built once and kept for the const char* the Allowed* return.
+template <const auto& Table>
+const char* AllowedList() {
+  static const std::string names = AllowedSpellings(Table);
   return names.c_str();
 }
-const char* AllowedPrecisions() {
-  static const std::string names = AllowedSpellings(kPrecisions);
-  return names.c_str();
-}
+}  // namespace
+
+const char* AllowedBlockKinds() { return AllowedList<kBlockKinds>(); }
+const char* AllowedPrecisions() { return AllowedList<kPrecisions>(); }
 const char* AllowedRecomputes() {
   return "none, selective, full, op, every:N (N an integer >= 2; every:1 is full)";
 }
-const char* AllowedPipelineSchedules() {
-  static const std::string names = AllowedSpellings(kSchedules);
-  return names.c_str();
-}
-const char* AllowedGradAccumulations() {
-  static const std::string names = AllowedSpellings(kGradAccumulations);
-  return names.c_str();
-}
+const char* AllowedPipelineSchedules() { return AllowedList<kSchedules>(); }
+const char* AllowedGradAccumulations() { return AllowedList<kGradAccumulations>(); }
 
 }  // namespace meshplan
