@@ -64,8 +64,15 @@ struct GpuSpec {
   KernelShape kernel_shape;
   // Compute slowed by communication overlapped with it (issue 17): the fraction of the GPU
   // its kernels lose while NCCL's (or TE userbuffers') kernels run beside them, one CTA per
-  // channel on SMs the GEMMs would use (docs/cost_model.md 7(b)). 0 = free overlap.
+  // channel on SMs the GEMMs would use (docs/cost_model.md 7(b)). 0 = free overlap. This is
+  // the figure for TP overlap (tp_overlap).
   double comm_overlap_slowdown = 0;
+  // The same beside the DP and ZeRO collectives the backward and forward hide (dp_overlap,
+  // ZeRO-3 prefetch): a measured figure where the file gives one; < 0: comm_overlap_slowdown.
+  double dp_overlap_slowdown = -1;
+  double DpOverlapSlowdown() const {
+    return dp_overlap_slowdown >= 0 ? dp_overlap_slowdown : comm_overlap_slowdown;
+  }
   // False where a rank's communication runs on the cores that compute: CPU ranks, whose
   // Gloo threads copy, reduce and drive loopback TCP on the rank's own core. Then nothing
   // overlaps: every collective blocks and its time adds to the step (SerializeCommunication,

@@ -165,7 +165,7 @@ std::array<PlanFieldSpec, kNumPlanFields> MakeTable() {
           Help(Field<&P::dp_comm_overlap>(F::kDpOverlap, "dp_overlap", kBool, kChoice,
                                           "overlap DP gradient sync with the backward"),
                "hides the gradient sync behind the backward, which runs slower while it does "
-               "(comm_overlap_slowdown of the GPU); off: the sync runs after the backward"),
+               "(dp_overlap_slowdown of the GPU); off: the sync runs after the backward"),
           "the executor starts each group's gradient sync as its backward ends, behind the "
           "rest of the backward (dp_overlap=1's timeline)"),
       Ranged(Help(Field<&P::zero3_prefetch>(F::kPrefetch, "prefetch", kInt, kChoice,

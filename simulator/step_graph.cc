@@ -709,7 +709,7 @@ StepGraph GraphBuilder::Build() {
     for (int t = 0; t < kNumTiers; ++t)
       g.link_bandwidth_Bps[r * kNumTiers + t] =
           TierOf(cluster_, static_cast<TierId>(t)).bus_bandwidth_Bps();
-  g.dp_comm_slowdown = cluster_.gpu.comm_overlap_slowdown;
+  g.dp_comm_slowdown = cluster_.gpu.DpOverlapSlowdown();
   g.ops = std::move(ops_);
   return g;
 }

@@ -80,7 +80,7 @@ struct StepGraph {
   // Link bandwidths per (rank, tier), index rank * kNumTiers + tier.
   std::vector<double> link_bandwidth_Bps;
   // While a dp-stream op of a rank runs (gradient syncs, ZeRO gathers), its compute runs
-  // this much slower: GpuSpec::comm_overlap_slowdown (event_sim.h).
+  // this much slower: GpuSpec::DpOverlapSlowdown() (event_sim.h).
   double dp_comm_slowdown = 0;
 };
 

@@ -193,6 +193,8 @@ std::string ClusterToYaml(const ClusterSpec& c) {
   out += RuntimeMemoryToYaml(g.runtime_memory, "  ");
   if (g.comm_overlap_slowdown > 0)
     out += "  comm_overlap_slowdown: " + Shortest(g.comm_overlap_slowdown) + "\n";
+  if (g.dp_overlap_slowdown >= 0)
+    out += "  dp_overlap_slowdown: " + Shortest(g.dp_overlap_slowdown) + "\n";
   if (!g.comm_overlaps_compute) out += "  comm_overlaps_compute: false\n";
   if (g.threads_per_rank > 0) out += fmt::format("  threads_per_rank: {}\n", g.threads_per_rank);
   out += "intra_node: " + Tier(c.intra_node) + "\n";

@@ -259,7 +259,7 @@ double OptionalPeak(const YamlFields& peak, const std::string& key) {
 GpuConfig GpuFromYaml(const YamlFields& f, const std::string& default_name) {
   f.AllowOnly({"name", "aliases", "source", "memory_MiB", "peak_TFLOPs", "memory_bandwidth_TBps",
                "efficiency", "kernel_overhead_us", "kernel_shape", "network",
-               "runtime_memory", "comm_overlap_slowdown", "comm_overlaps_compute", "threads_per_rank",
+               "runtime_memory", "comm_overlap_slowdown", "dp_overlap_slowdown", "comm_overlaps_compute", "threads_per_rank",
                "host"});
   GpuConfig out;
   GpuSpec& g = out.gpu;
@@ -304,6 +304,8 @@ GpuConfig GpuFromYaml(const YamlFields& f, const std::string& default_name) {
   }
   if (f.Has("runtime_memory")) g.runtime_memory = RuntimeMemoryFromYaml(f.Map("runtime_memory"));
   g.comm_overlap_slowdown = f.Number("comm_overlap_slowdown", {0, true, 0.99}, 0);
+  if (f.Has("dp_overlap_slowdown"))
+    g.dp_overlap_slowdown = f.Number("dp_overlap_slowdown", {0, true, 0.99}, 0);
   g.comm_overlaps_compute = f.Bool("comm_overlaps_compute", g.comm_overlaps_compute);
   g.threads_per_rank = static_cast<int>(f.Int("threads_per_rank", kThreads, 0));
   if (f.Has("host")) out.host = HostFromYaml(f.Map("host"), {});

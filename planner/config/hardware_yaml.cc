@@ -96,6 +96,9 @@ std::string GpuSpecToYaml(const GpuSpec& g, const HardwareYamlOptions& options) 
   if (g.comm_overlap_slowdown > 0)
     out += fmt::format("comm_overlap_slowdown: {}        # compute lost beside overlapped TP communication\n",
                        Rounded(g.comm_overlap_slowdown, 0, d));
+  if (g.dp_overlap_slowdown >= 0)
+    out += fmt::format("dp_overlap_slowdown: {}        # compute lost beside overlapped DP / ZeRO communication\n",
+                       Rounded(g.dp_overlap_slowdown, 0, d));
   if (!g.comm_overlaps_compute)
     out += "comm_overlaps_compute: false       # communication runs on the cores that compute: none of it hides\n";
   if (g.threads_per_rank > 0)

@@ -6,7 +6,7 @@
 // attention_flash3, memory_bandwidth} (the optional ones when set), kernel_overhead_us and,
 // when given, a network block (the defaults of NxGPU shorthand clusters, taken from a ClusterSpec's
 // gpus_per_node and tiers) and that cluster's host: block when it has one (planner/host_spec.h),
-// comm_overlap_slowdown when not 0, then the runtime_memory section when it is not all zero
+// comm_overlap_slowdown when not 0, dp_overlap_slowdown when set, then the runtime_memory section when it is not all zero
 // (planner/config/runtime_memory_yaml.h). Every key carries a unit comment. Numbers are rounded to
 // `significant_digits` (a calibration is not more precise than that), so LoadGpu of the
 // text gives the spec back to that precision, not bit for bit. Pure function.

@@ -318,7 +318,7 @@ StageTimes TimeStage(const StepWork& work, int64_t stage, const PartTimes& emb,
   s.tp_slowdown = n * blk.tp_slowdown_total() + e * emb.tp_slowdown_total() + h * head.tp_slowdown_total();
   s.cp = n * blk.cp_exposed_total() + e * emb.cp_exposed_total() + h * head.cp_exposed_total();
   s.ep = n * blk.ep_exposed_total();
-  const DpTimes dp = DpPerStep(work, parts, emb, blk, head, cluster.gpu.comm_overlap_slowdown);
+  const DpTimes dp = DpPerStep(work, parts, emb, blk, head, cluster.gpu.DpOverlapSlowdown());
   s.dp = dp.exposed;
   s.dp_slowdown = dp.slowed;
   s.pp_sync = e * emb.pp_sync + h * head.pp_sync;

@@ -682,7 +682,7 @@ TEST_CASE("error: a document that is not a mapping", "[planner][config][errors]"
 namespace meshplan {
 namespace {
 
-TEST_CASE("kernel_shape, bus_efficiency, comm_overlaps_compute and threads_per_rank out of range name the field",
+TEST_CASE("kernel_shape, bus_efficiency, comm_overlaps_compute, dp_overlap_slowdown and threads_per_rank out of range name the field",
           "[planner][config]") {
   struct Case {
     const char* yaml;
@@ -698,6 +698,9 @@ TEST_CASE("kernel_shape, bus_efficiency, comm_overlaps_compute and threads_per_r
                           Case{"kernel_shape: {warp_size: 32}", "warp_size"},
                           Case{"efficiency: {matmul: 0.9, matmul_ceiling: 1.2}", "efficiency.matmul_ceiling"},
                           Case{"comm_overlaps_compute: sometimes", "comm_overlaps_compute"},
+                          Case{"dp_overlap_slowdown: 1.5", "dp_overlap_slowdown"},
+                          Case{"dp_overlap_slowdown: -0.1", "dp_overlap_slowdown"},
+                          Case{"dp_overlap_slowdown: much", "dp_overlap_slowdown"},
                           Case{"threads_per_rank: 0", "threads_per_rank"},
                           Case{"threads_per_rank: 1.5", "threads_per_rank"},
                           Case{"threads_per_rank: 5000", "threads_per_rank"},

@@ -159,6 +159,15 @@ TEST_CASE("runtime memory survives the hardware and plan-file writers exactly",
   CHECK(back.attention_flash3_efficiency == gpu.attention_flash3_efficiency);
   CHECK(back.kernel_shape == gpu.kernel_shape);  // gemm_k_overhead_fp8 814
   CHECK(gpu.kernel_shape.gemm_k_overhead_fp8 == 814);
+  // The DP overlap slowdown: the file's measured figure, and without one the TP figure.
+  CHECK(gpu.dp_overlap_slowdown == 0.189);
+  CHECK(gpu.DpOverlapSlowdown() == 0.189);
+  CHECK(back.dp_overlap_slowdown == gpu.dp_overlap_slowdown);
+  GpuSpec unset = gpu;
+  unset.dp_overlap_slowdown = -1;
+  const GpuSpec unset_back = GpuFromYamlText(GpuSpecToYaml(unset, {}), "written.yaml");
+  CHECK(unset_back.dp_overlap_slowdown == -1);
+  CHECK(unset_back.DpOverlapSlowdown() == gpu.comm_overlap_slowdown);
   // A CPU profile writes no section at all.
   CHECK(GpuSpecToYaml(LoadGpu("cpu-ci"), {}).find("runtime_memory") == std::string::npos);
 

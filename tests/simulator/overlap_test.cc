@@ -21,9 +21,10 @@ struct DdpCase {
 
 // dp=2, one micro-batch, equal blocks (no embedding / head / optimizer), no latency; the
 // all-reduce of one block's gradients takes `ratio` times the block's backward. `slowdown`:
-// the GPU's comm_overlap_slowdown (compute beside communication runs 1 + slowdown times
-// longer).
-DdpCase RunDdp(double ratio, double slowdown = 0) {
+// the GPU's DP overlap slowdown (compute beside communication runs 1 + slowdown times
+// longer), as dp_overlap_slowdown or, with `from_tp_figure`, through its fallback
+// comm_overlap_slowdown.
+DdpCase RunDdp(double ratio, double slowdown = 0, bool from_tp_figure = true) {
   const ModelSpec model = test::TinyLlama(8);
   ParallelPlan plan;
   plan.dp = 2;
@@ -42,7 +43,12 @@ DdpCase RunDdp(double ratio, double slowdown = 0) {
   // A ring all-reduce over 2 ranks sends the buffer once: time = bytes / bandwidth.
   const double bandwidth = bucket->bytes / (ratio * c.backward_s);
   ClusterSpec cluster = test::TestCluster(1, 2, bandwidth, bandwidth, 0);
-  cluster.gpu.comm_overlap_slowdown = slowdown;
+  if (from_tp_figure) {
+    cluster.gpu.comm_overlap_slowdown = slowdown;
+  } else {
+    cluster.gpu.dp_overlap_slowdown = slowdown;
+    cluster.gpu.comm_overlap_slowdown = 0.7;  // the TP figure: nothing here overlaps TP
+  }
   c.bucket_s = CollectiveTime(bucket->kind, bucket->bytes, bucket->group, cluster);
   REQUIRE(c.bucket_s == Approx(ratio * c.backward_s).epsilon(1e-12));
   c.sim = SimulateWork(work, model, cluster, training.precision, {.timeline = false});
@@ -77,7 +83,8 @@ TEST_CASE("compute beside a DP all-reduce runs (1 + slowdown) times slower, in b
   // time that backward computes at 1 / (1 + s) speed, so it ends bucket_s * s / (1 + s) later.
   const double s = GENERATE(0.15, 0.5);
   const double ratio = GENERATE(0.1, 0.5);
-  const DdpCase c = RunDdp(ratio, s);
+  const bool from_tp_figure = GENERATE(true, false);
+  const DdpCase c = RunDdp(ratio, s, from_tp_figure);
   const double n = static_cast<double>(c.blocks);
   const double slowed = (n - 1) * c.bucket_s * s / (1 + s);
   CHECK(c.sim.time.total_s == Approx(c.analytic.compute_s + c.bucket_s + slowed).epsilon(1e-9));
