@@ -27,6 +27,15 @@ namespace {
 // A step-time cell of the plan table: a bare "0" for nothing, so empty columns read as empty.
 std::string TimeCell(double s) { return s == 0 ? "0" : FormatSeconds(s); }
 
+// For a plan over the GPU only by the allocator's assumed fragmentation (FitIsTight): how much
+// of its need that is; "" otherwise.
+std::string TightNote(const PlanCost& cost) {
+  if (!FitIsTight(cost)) return "";
+  return fmt::format("; {} of it is the allocator's assumed fragmentation: it fits if the "
+                     "allocator wastes less",
+                     FormatGiB(cost.memory.allocator_overhead_bytes, 1));
+}
+
 double StatesBytes(const MemoryBreakdown& m) {
   return m.params_bytes + m.grads_bytes + m.optimizer_bytes;
 }
@@ -187,11 +196,11 @@ void PrintProbeFate(const ProbeReport& p, const SearchResult& r, const TrainingS
   }
   if (!cost.fits) {
     const MemoryBreakdown& m = cost.memory;
-    fmt::print("  does not fit: needs {}, has {} ({} minus {:.0f}% headroom)\n",
-               FormatGiB(m.total_bytes, 1),
+    fmt::print("  {}: needs {}, has {} ({} minus {:.0f}% headroom){}\n",
+               FitIsTight(cost) ? "tight, left out" : "does not fit", FormatGiB(m.total_bytes, 1),
                FormatGiB(UsableBytes(s.cluster.gpu, options.memory_headroom), 1),
                FormatGiB(static_cast<double>(s.cluster.gpu.memory_bytes), 1),
-               100 * options.memory_headroom);
+               100 * options.memory_headroom, TightNote(cost));
     fmt::print(
         "  memory: states {} (params {}, grads {}, optimizer {}), activations {}, other {}"
         " (peak in {})\n",
@@ -237,10 +246,10 @@ void PrintNoFit(const FitAdvice& advice, const SearchResult& r, const TrainingSe
       FormatGiB(static_cast<double>(s.cluster.gpu.memory_bytes), 1), 100 * options.memory_headroom);
   if (advice.smallest) {
     const MemoryBreakdown& m = advice.smallest->cost.memory;
-    fmt::print("The smallest is {}: {} per GPU (states {}, activations {}, other {})",
+    fmt::print("The smallest is {}: {} per GPU (states {}, activations {}, other {}){}",
                ToShortPlanString(advice.smallest->plan), FormatGiB(m.total_bytes, 1),
                FormatGiB(StatesBytes(m), 1), FormatGiB(m.activations_bytes, 1),
-               FormatGiB(OtherBytes(m), 1));
+               FormatGiB(OtherBytes(m), 1), TightNote(advice.smallest->cost));
     if (!advice.levers.empty()) {
       std::string levers;
       for (const std::string& l : advice.levers) levers += (levers.empty() ? "" : ", ") + l;

@@ -1,6 +1,7 @@
 // `meshplan search` end to end: runs the built binary, checks its table, its JSON,
 // --out, --explain, exit codes 0 / 2 / 3 and determinism across --threads.
 #include <catch2/catch.hpp>
+#include <fmt/format.h>
 
 #include <unistd.h>
 
@@ -111,6 +112,26 @@ TEST_CASE("search --explain and --explain-plan say why", "[planner][cli][search]
   CHECK_THAT(fat.output, Catch::Contains("does not fit: needs"));
   const CliResult ranked = RunSearch("--explain-plan tp=8");
   CHECK_THAT(ranked.output, Catch::Contains("fits (") && Catch::Contains("rank "));
+}
+
+TEST_CASE("search --explain-plan calls a plan over only by the assumed fragmentation tight",
+          "[planner][cli][search]") {
+  const CliResult e = test::RunMeshplan("estimate --plan dp=8,zero=1 --headroom 0 --format json",
+                                        /*with_stderr=*/false);
+  REQUIRE(e.exit_code == 0);
+  const nlohmann::json j = nlohmann::json::parse(e.output);
+  const double total = j["memory"]["total_bytes"];
+  const double overhead = j["memory"]["breakdown"]["allocator_overhead_bytes"];
+  const double capacity = j["usable_bytes"];  // headroom 0: the whole card
+  REQUIRE(overhead > 0);
+  // A headroom that leaves between the tensors' need and the need with the fragmentation.
+  const double headroom = 1 - (total - overhead / 2) / capacity;
+  const CliResult r =
+      RunSearch(fmt::format("--explain-plan dp=8,zero=1 --headroom {:.6f} --top 1", headroom));
+  INFO(r.output);
+  CHECK_THAT(r.output, Catch::Contains("  tight, left out: needs ") &&
+                           Catch::Contains("of it is the allocator's assumed fragmentation: it "
+                                           "fits if the allocator wastes less"));
 }
 
 TEST_CASE("search: bad inputs exit 2 with a clear message", "[planner][cli][search]") {
