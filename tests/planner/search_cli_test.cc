@@ -134,6 +134,28 @@ TEST_CASE("search --explain-plan calls a plan over only by the assumed fragmenta
                                            "fits if the allocator wastes less"));
 }
 
+TEST_CASE("search's no-fit advice says when the smallest plan is tight", "[planner][cli][search]") {
+  // Nothing fits in 5% of the card; the smallest plan's needs with and without the assumed
+  // fragmentation, and the card's capacity (usable / 0.05). No offload: the headroom shrinks
+  // the host memory too, and a plan over it is not tight.
+  const char* no_offload = "--only offload_opt=0,offload_act=0,offload_params=0";
+  const nlohmann::json none = RunJson(fmt::format("{} --headroom 0.95", no_offload), 3);
+  const nlohmann::json& smallest = none["no_fit"]["smallest"]["cost"];
+  const double total = smallest["memory"]["total_bytes"];
+  const double overhead = smallest["memory"]["breakdown"]["allocator_overhead_bytes"];
+  const double capacity = smallest["usable_bytes"].get<double>() / 0.05;
+  REQUIRE(overhead > 0);
+  // Between the two needs: still nothing fits (no plan needs less than the smallest), and the
+  // smallest is tight.
+  const double headroom = 1 - (total - overhead / 2) / capacity;
+  const CliResult r = RunSearch(fmt::format("{} --headroom {:.6f}", no_offload, headroom));
+  INFO(r.output);
+  CHECK(r.exit_code == 3);
+  CHECK_THAT(r.output, Catch::Contains("The smallest is ") &&
+                           Catch::Contains("of it is the allocator's assumed fragmentation: it "
+                                           "fits if the allocator wastes less"));
+}
+
 TEST_CASE("search: bad inputs exit 2 with a clear message", "[planner][cli][search]") {
   struct Bad {
     const char* args;
