@@ -27,15 +27,6 @@ namespace {
 // A step-time cell of the plan table: a bare "0" for nothing, so empty columns read as empty.
 std::string TimeCell(double s) { return s == 0 ? "0" : FormatSeconds(s); }
 
-// For a plan over the GPU only by the allocator's assumed fragmentation (FitIsTight): how much
-// of its need that is; "" otherwise.
-std::string TightNote(const PlanCost& cost) {
-  if (!FitIsTight(cost)) return "";
-  return fmt::format("; {} of it is the allocator's assumed fragmentation: it fits if the "
-                     "allocator wastes less",
-                     FormatGiB(cost.memory.allocator_overhead_bytes, 1));
-}
-
 double StatesBytes(const MemoryBreakdown& m) {
   return m.params_bytes + m.grads_bytes + m.optimizer_bytes;
 }

@@ -139,6 +139,13 @@ std::string DescribeCluster(const ClusterSpec& c) {
                      c.inter_node.bandwidth_Bps / 1e9);
 }
 
+std::string TightNote(const PlanCost& cost) {
+  if (!FitIsTight(cost)) return "";
+  return fmt::format("; {} of it is the allocator's assumed fragmentation: it fits if the "
+                     "allocator wastes less",
+                     FormatGiB(cost.memory.allocator_overhead_bytes, 1));
+}
+
 std::string FormatCostTable(const PlanFile& s, const PlanCost& c) {
   std::string out;
   const MemoryBreakdown& m = c.memory;

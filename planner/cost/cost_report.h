@@ -57,6 +57,11 @@ nlohmann::json SetupToJson(const PlanFile& setup);  // model, cluster, gpus, bat
 // 50 GB/s per GPU". Every command's header and the GUI's Setup panel use it.
 std::string DescribeCluster(const ClusterSpec& cluster);
 
+// For a plan over the GPU only by the allocator's assumed fragmentation (FitIsTight):
+// "; 6.7 GiB of it is the allocator's assumed fragmentation: it fits if the allocator wastes
+// less", what the no-fit reason and search's reports append; "" for any other plan.
+std::string TightNote(const PlanCost& cost);
+
 // A multi-line breakdown: parameters, memory parts in GiB against the GPU's capacity,
 // FLOPs, communication per mesh dimension, the step time split, tokens/s (in all and per
 // GPU), model TFLOP/s per GPU, MFU/HFU with the FLOP convention, fit.

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 
+#include "planner/cost/cost_report.h"
 #include "planner/cost/flops.h"
 #include "planner/cost/memory_model.h"
 #include "planner/cost/param_count.h"
@@ -69,11 +70,8 @@ void ExplainNoFit(const ClusterSpec& cluster, const EstimateOptions& options, Pl
   const double capacity = static_cast<double>(cluster.gpu.memory_bytes);
   const double usable = UsableBytes(cluster.gpu, options.memory_headroom);
   if (cost->memory.total_bytes > usable) {
-    cost->reason = NoFitReason(cost->memory.total_bytes, capacity, options.memory_headroom, usable);
-    if (FitIsTight(*cost))
-      cost->reason += fmt::format("; {:.1f} GiB of it is the allocator's assumed "
-                                  "fragmentation: it fits if the allocator wastes less",
-                                  ToGiB(cost->memory.allocator_overhead_bytes));
+    cost->reason = NoFitReason(cost->memory.total_bytes, capacity, options.memory_headroom, usable) +
+                   TightNote(*cost);
     return;
   }
   // Within the GPU's memory: the node's host memory is what it exceeds (JudgeFit).
