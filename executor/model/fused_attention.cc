@@ -9,6 +9,8 @@
 #include <string>
 #include <utility>
 
+#include "planner/attention_kernel.h"
+
 namespace meshplan {
 
 bool UseFusedAttention(const at::Device& device, Precision precision) {
@@ -31,8 +33,8 @@ std::string SdpaKernel(const at::Device& device, Precision precision, const Sdpa
   switch (static_cast<at::SDPBackend>(at::_fused_sdp_choice(
       q, k, v, /*attn_mask=*/{}, /*dropout_p=*/0.0, /*is_causal=*/true, /*scale=*/std::nullopt,
       /*enable_gqa=*/true))) {
-    case at::SDPBackend::flash_attention: return "flash2";
-    case at::SDPBackend::cudnn_attention: return "cudnn";
+    case at::SDPBackend::flash_attention: return ToString(AttentionKernel::kFlash2);
+    case at::SDPBackend::cudnn_attention: return ToString(AttentionKernel::kCudnn);
     case at::SDPBackend::efficient_attention: return "efficient";
     case at::SDPBackend::math: return "math";
     default: return "other";

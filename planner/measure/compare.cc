@@ -186,8 +186,8 @@ void ApplyRecordedKernel(const std::string& recorded, const std::string& source,
     return;
   if (!ParseAttentionKernel(recorded, &framework->attention_kernel))
     throw InputError({source}, "environment.attention_kernel",
-                     "expected one of: flash2, flash3, cudnn, efficient, math, other; got '" +
-                         recorded + "'");
+                     "expected one of: " + AllowedSpellings(kAttentionKernelSpellings) +
+                         ", efficient, math, other; got '" + recorded + "'");
 }
 
 }  // namespace
