@@ -28,7 +28,8 @@ enum class KernelSet : uint8_t {
                   // bias-dropout-add and bias-GeLU, unfused 3-D bias adds
   kEager,         // PyTorch eager, one launch per op: meshplan's executor (executor/model/ops.cc)
   kFused,         // one kernel per fusion group each way: Transformer Engine's fused norms,
-                  // fused RoPE, SwiGLU and bias-dropout-add (Megatron-Core), torch.compile
+                  // fused RoPE, SwiGLU and bias-dropout-add (Megatron-Core), torch.compile;
+                  // the attention through TE's DotProductAttention and its layout copies
   kTorchtitan2024,  // PyTorch eager running torchtitan's Llama code of 2024: RMSNorm in fp32
                     // ops, complex fp32 RoPE, silu * mul, repeat_kv, a contiguous output copy
 };

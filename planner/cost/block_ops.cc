@@ -254,6 +254,8 @@ class BlockOpsBuilder {
   void AttentionHalf();
   // `v_saved_by_op`: v is the output of a matmul the op policy saves.
   void AttentionCore(bool v_saved_by_op);
+  // The copies around Transformer Engine's attention under Megatron-Core (`kernels: fused`).
+  void TeAttentionLayout(bool gpt);
   void MlpHalf();
   void MoeFfn();
   struct ExpertNames {
@@ -428,8 +430,7 @@ void BlockOpsBuilder::AttentionHalf() {
     Memory("qkv.bias", G::kBias, {2 * a * qkv, 1}, {a * qkv, 1});
     QkvSplit(qkv);
   } else if (gpt) {
-    // Transformer Engine adds the bias in the GEMM's epilogue; the split stays.
-    QkvSplit(T * (E_ + 2 * KD) / tp_);
+    // Transformer Engine adds the bias in the GEMM's epilogue; the split: TeAttentionLayout.
   } else if (m_.mla.enabled()) {
     const double rows = b * Sc;
     if (sh_.q_lora_rank > 0) {
@@ -487,6 +488,7 @@ void BlockOpsBuilder::AttentionHalf() {
     Elementwise("attention.heads", G::kLayout, 0,
              1 + (lowering_.attention != AttentionImpl::kFused ? 1 : 0), 2);
   }
+  if (fused_ && !m_.mla.enabled()) TeAttentionLayout(gpt);
   AttentionCore(v_saved);
   if (megatron_) {
     // baddbmm's backward multiplies the q and k gradients by alpha = 1/norm_factor in a
@@ -506,6 +508,44 @@ void BlockOpsBuilder::AttentionHalf() {
   if (!naive && L != a) Save({"wo", "input: FP8 copy of the attention output (B,Sc,Ht*Dv)", out_heads, L});
   TpHalfCollectives(/*entering=*/false);
   Residual("attention.residual", "attention.residual_dropout");
+}
+
+// Megatron-Core's SelfAttention splits the QKV linear's [s, b, ...] output into q, k and v
+// views with Transformer Engine's SplitAlongDim, whose backward skips its torch.cat when the
+// gradients come back as views of one tensor in that layout (get_query_key_value_tensors in
+// megatron/core/transformer/attention.py; _SplitAlongDim in TE 1.8
+// transformer_engine/pytorch/attention.py). TE 1.8's DotProductAttention then lays them out
+// for its backend, each copy a read and a write:
+// - gpt: q, k, v interleaved per head ("sbh3d"). cuDNN's FusedAttention reads them in place
+//   and writes their gradients packed; the flash-attn package takes [b, s, h, d], so they are
+//   copied (_PrepareQKVForFA's fa_prepare_fwd, or transpose(0, 1).contiguous()) and their
+//   gradients copied back packed (fa_prepare_bwd) or, unpacked, cat by the split.
+// - llama: RoPE (and q/k norms) write q and k anew; v, still a view of the QKV output, fails
+//   _get_qkv_layout's stride check, which copies it (.contiguous()); with several query
+//   groups of several heads on the rank, query.reshape to [s, b, heads, d] copies q first.
+//   Backward, q's, k's and v's gradients are separate tensors, which the split cats.
+// - flash-attn with a micro-batch over 1: FlashAttention.forward's transpose(0, 1).contiguous()
+//   of q, k and v to [b, s, h, d] (gpt: done above), and of its output back to [s, b, h*d];
+//   backward, the output gradient's copy (the view's backward reshapes the transposed one).
+void BlockOpsBuilder::TeAttentionLayout(bool gpt) {
+  const double a = a_, T = sh_.T;
+  const double q = T * static_cast<double>(sh_.heads * sh_.head_dim);
+  const double k = T * static_cast<double>(sh_.kv_heads * sh_.head_dim);
+  const double v = T * static_cast<double>(sh_.kv_heads * sh_.v_head_dim);
+  const double qkv = q + k + v;
+  const bool flash = lowering_.flash != AttentionKernel::kCudnn;
+  const bool batched = sh_.b > 1;
+  if (gpt) {
+    if (flash) Memory("attention.fa_prepare", G::kLayout, {2 * a * qkv, 1}, {2 * a * qkv, 1});
+  } else {
+    if (sh_.kv_heads > 1 && sh_.heads > sh_.kv_heads)
+      Memory("attention.q_reshape", G::kLayout, {2 * a * q, 1}, {0, 0});
+    Memory("attention.v_contiguous", G::kLayout, {2 * a * v, 1}, {0, 0});
+    if (flash && batched) Memory("attention.to_bshd", G::kLayout, {2 * a * qkv, 3}, {0, 0});
+    Memory("qkv.split", G::kLayout, {0, 0}, {2 * a * qkv, 1});
+  }
+  const double out = T * static_cast<double>(sh_.heads * sh_.v_head_dim);
+  if (flash && batched) Memory("attention.to_sbhd", G::kLayout, {2 * a * out, 1}, {2 * a * out, 1});
 }
 
 void BlockOpsBuilder::MlpHalf() {

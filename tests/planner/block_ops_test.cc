@@ -180,25 +180,92 @@ TEST_CASE("block ops: the framework's kernels, not the block kind, lower the ops
         V{"attention_norm", "wqkv", "qkv.bias", "qkv.split", "attention", "attention.scale",
           "attention.context", "wo", "attention.residual", "ffn_norm", "fc1", "bias_gelu", "fc2",
           "mlp.residual"});
-  // Transformer Engine: the bias in the GEMM's epilogue, a fused attention kernel.
+  // Transformer Engine: the bias in the GEMM's epilogue, a fused attention kernel (cuDNN's,
+  // which reads q, k, v where the split left them).
   CHECK(Names(Build(gpt, ParallelPlan{}, AttentionImpl::kFused, KernelSet::kFused)) ==
-        V{"attention_norm", "wqkv", "qkv.split", "attention", "wo", "attention.residual",
-          "ffn_norm", "fc1", "bias_gelu", "fc2", "mlp.residual"});
+        V{"attention_norm", "wqkv", "attention", "wo", "attention.residual", "ffn_norm", "fc1",
+          "bias_gelu", "fc2", "mlp.residual"});
   // A llama block under fused kernels: no head transposes around the fused attention, one
-  // RoPE kernel per tensor and one SwiGLU kernel each way.
+  // RoPE kernel per tensor and one SwiGLU kernel each way (TE's copies: the test below).
   const BlockOps fused = Build(Llama(), ParallelPlan{}, AttentionImpl::kFused, KernelSet::kFused);
-  CHECK(Names(fused) == V{"attention_norm", "wq", "wk", "wv", "rope", "attention", "wo",
+  CHECK(Names(fused) == V{"attention_norm", "wq", "wk", "wv", "rope", "attention.q_reshape",
+                          "attention.v_contiguous", "qkv.split", "attention", "wo",
                           "attention.residual", "ffn_norm", "w_gate", "w_up", "swiglu",
                           "w_down", "mlp.residual"});
-  const BlockOp& rope = *(fused.begin() + 4);
+  const BlockOp& rope = OpNamed(fused, "rope");
   CHECK(rope.forward.kernels == 2);
   CHECK(rope.backward.kernels == 2);
-  const BlockOp& swiglu = *(fused.begin() + 11);
+  const BlockOp& swiglu = OpNamed(fused, "swiglu");
   CHECK(swiglu.forward.kernels == 1);
   CHECK(swiglu.backward.kernels == 1);
   // What is saved is the architecture's and the attention kernel's, not the kernel set's.
   CHECK(fused.saved().TotalBytes() ==
         Build(Llama(), ParallelPlan{}, AttentionImpl::kFused).saved().TotalBytes());
+}
+
+// The copies Transformer Engine 1.8's DotProductAttention makes under Megatron-Core
+// (BlockOpsBuilder::TeAttentionLayout): per backend, block kind, micro-batch and grouping.
+TEST_CASE("block ops: Megatron-Core's q, k, v layouts for Transformer Engine's attention",
+          "[planner][block_ops]") {
+  auto build = [](const ModelSpec& m, AttentionKernel kernel, int64_t mbs) {
+    TrainingSpec training = Training();
+    training.framework.kernels = KernelSet::kFused;
+    ParallelPlan plan;
+    plan.micro_batch = mbs;
+    const RankShape shape = MakeRankShape(m, training, plan);
+    Lowering lowering = LoweringOf(shape, AttentionImpl::kFused);
+    lowering.flash = kernel;
+    return BuildBlockOps(m, shape, lowering);
+  };
+  auto has = [](const BlockOps& ops, const std::string& name) {
+    const std::vector<std::string> names = Names(ops);
+    return std::find(names.begin(), names.end(), name) != names.end();
+  };
+  const double a = 2, s = Training().seq_len;  // bf16, one sequence per micro-batch row
+  ModelSpec gpt = Llama();
+  gpt.block = BlockKind::kGpt;
+  gpt.kv_heads = gpt.heads;
+  const double E = static_cast<double>(gpt.hidden);
+  // gpt, cuDNN: q, k, v read in place, gradients written packed: no copy, no cat.
+  const BlockOps gpt_cudnn = build(gpt, AttentionKernel::kCudnn, 2);
+  CHECK_FALSE(has(gpt_cudnn, "qkv.split"));
+  CHECK_FALSE(has(gpt_cudnn, "attention.fa_prepare"));
+  CHECK_FALSE(has(gpt_cudnn, "attention.to_sbhd"));
+  // gpt, flash-attn: q, k, v to [b, s, h, d] and their gradients back, each (T, 3E) read and
+  // written once; with two sequences the output and its gradient are copied too.
+  const BlockOps gpt_flash = build(gpt, AttentionKernel::kFlash2, 2);
+  const BlockOp& prepare = OpNamed(gpt_flash, "attention.fa_prepare");
+  CHECK(prepare.forward.bytes == Approx(2 * a * (2 * s) * 3 * E));
+  CHECK(prepare.backward.bytes == prepare.forward.bytes);
+  const BlockOp& output = OpNamed(gpt_flash, "attention.to_sbhd");
+  CHECK(output.forward.bytes == Approx(2 * a * (2 * s) * E));
+  CHECK(output.backward.bytes == output.forward.bytes);
+  CHECK_FALSE(has(build(gpt, AttentionKernel::kFlash2, 1), "attention.to_sbhd"));
+  // llama (8 heads in 2 groups of 128): q reshaped (a copy), v made contiguous, the split's
+  // gradients cat, under either backend; flash with two sequences transposes all three.
+  const ModelSpec llama = Llama();
+  const double q = 8 * 128, kv = 2 * 128;
+  const BlockOps llama_cudnn = build(llama, AttentionKernel::kCudnn, 1);
+  CHECK(OpNamed(llama_cudnn, "attention.q_reshape").forward.bytes == Approx(2 * a * s * q));
+  CHECK(OpNamed(llama_cudnn, "attention.v_contiguous").forward.bytes == Approx(2 * a * s * kv));
+  CHECK(OpNamed(llama_cudnn, "attention.v_contiguous").backward.bytes == 0);
+  CHECK(OpNamed(llama_cudnn, "qkv.split").backward.bytes == Approx(2 * a * s * (q + 2 * kv)));
+  CHECK_FALSE(has(llama_cudnn, "attention.to_bshd"));
+  CHECK_FALSE(has(build(llama, AttentionKernel::kFlash2, 1), "attention.to_bshd"));
+  const BlockOps llama_flash = build(llama, AttentionKernel::kFlash2, 2);
+  CHECK(OpNamed(llama_flash, "attention.to_bshd").forward.bytes ==
+        Approx(2 * a * (2 * s) * (q + 2 * kv)));
+  CHECK(OpNamed(llama_flash, "attention.to_bshd").forward.kernels == 3);
+  CHECK(has(llama_flash, "attention.to_sbhd"));
+  // One group per rank (or none grouped): query.reshape is a view.
+  ModelSpec mha = llama;
+  mha.kv_heads = mha.heads;
+  CHECK_FALSE(has(build(mha, AttentionKernel::kCudnn, 1), "attention.q_reshape"));
+  ModelSpec mqa = llama;
+  mqa.kv_heads = 1;
+  CHECK_FALSE(has(build(mqa, AttentionKernel::kCudnn, 1), "attention.q_reshape"));
+  // Other kernel sets make none of these copies.
+  CHECK_FALSE(has(Build(llama, ParallelPlan{}, AttentionImpl::kFused), "attention.v_contiguous"));
 }
 
 TEST_CASE("block ops: the lowering is an input of its own", "[planner][block_ops]") {
