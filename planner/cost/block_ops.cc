@@ -6,6 +6,7 @@
 #include <utility>
 
 #include "planner/cost/fp8_convention.h"
+#include "planner/cost/te_ring_copies.h"
 
 namespace meshplan {
 
@@ -546,6 +547,10 @@ void BlockOpsBuilder::TeAttentionLayout(bool gpt) {
   }
   const double out = T * static_cast<double>(sh_.heads * sh_.v_head_dim);
   if (flash && batched) Memory("attention.to_sbhd", G::kLayout, {2 * a * out, 1}, {2 * a * out, 1});
+  if (sh_.cp > 1) {  // TE's ring over the cp ranks (te_ring_copies.h)
+    const TeRingCopies ring = TeRingAttentionCopies(sh_.cp, q, k + v, a, !flash);
+    Memory("attention.cp_ring_copies", G::kLayout, ring.forward, ring.backward);
+  }
 }
 
 void BlockOpsBuilder::MlpHalf() {

@@ -1,0 +1,76 @@
+// Transformer Engine 1.8's context-parallel ring copies (planner/cost/te_ring_copies.h): the
+// per-rank branches of AttnFuncWithCP summed by hand for cp = 2, the cuDNN backend's extra
+// dk/dv concatenation, growth with cp, and their place in a Megatron-Core block's op list.
+#include <catch2/catch.hpp>
+
+#include <string>
+
+#include "planner/cost/block_ops.h"
+#include "planner/cost/rank_shape.h"
+#include "planner/cost/te_ring_copies.h"
+
+namespace meshplan {
+namespace {
+
+TEST_CASE("TE's ring copies at cp = 2, rank by rank", "[planner][block_ops]") {
+  const double a = 2, q = 1000, kv = 500;
+  // Forward. Rank 0: the k/v cat (2a kv), out's zero fill (a q), step 0's correction over all
+  // of q (3a q), step 1's half of q made contiguous (a q) and its correction over that half
+  // (1.5a q): 2a kv + 6.5a q. Rank 1: step 1 takes half of kv instead (a kv) and corrects all
+  // of q (3a q): 3a kv + 7a q. Mean: 2.5a kv + 6.75a q.
+  // Backward. Rank 0: kv's copy into the ring buffer (2a kv); step 0 copies the second halves
+  // of q, out and dout (3a q), copies its half of dq (a q) and all of dkv (2a kv); step 1 (the
+  // diagonal) copies half of dq and adds the other (2.5a q), adds and copies halves of dkv
+  // (2.5a kv): 6.5a kv + 6.5a q. Rank 1: 2a kv; step 0 copies half of kv (a kv), all of dq
+  // (2a q), half of dkv (a kv); step 1 adds dq (3a q) and dkv (3a kv): 7a kv + 5a q.
+  // Mean: 6.75a kv + 5.75a q.
+  const TeRingCopies flash = TeRingAttentionCopies(2, q, kv, a, /*cudnn=*/false);
+  CHECK(flash.forward.bytes == Approx(a * (2.5 * kv + 6.75 * q)));
+  CHECK(flash.backward.bytes == Approx(a * (6.75 * kv + 5.75 * q)));
+  // cuDNN's FusedAttention returns dk and dv apart: torch.cat per step, all of kv at steps
+  // where the rank's gradient is whole, half where it took half of kv (rank 1, step 0).
+  const TeRingCopies cudnn = TeRingAttentionCopies(2, q, kv, a, /*cudnn=*/true);
+  CHECK(cudnn.forward.bytes == Approx(flash.forward.bytes));
+  CHECK(cudnn.backward.bytes == Approx(flash.backward.bytes + a * 3.5 * kv));
+  CHECK(flash.forward.kernels > 0);
+  CHECK(flash.backward.kernels > flash.forward.kernels);
+  // More ranks, more steps: each corrects, copies halves and accumulates once more.
+  const TeRingCopies wider = TeRingAttentionCopies(4, q, kv, a, false);
+  CHECK(wider.forward.bytes > flash.forward.bytes);
+  CHECK(wider.backward.bytes > flash.backward.bytes);
+}
+
+TEST_CASE("block ops: Megatron-Core's ring copies only with cp > 1", "[planner][block_ops]") {
+  ModelSpec m;
+  m.vocab_size = 32000;
+  m.hidden = 1024;
+  m.heads = 8;
+  m.kv_heads = 2;
+  m.layers = 4;
+  m.ffn_hidden = 2816;
+  TrainingSpec training;
+  training.global_batch = 8;
+  training.seq_len = 512;
+  training.precision = Precision::kBf16;
+  training.framework.kernels = KernelSet::kFused;
+  auto ring_op = [&](int64_t cp, KernelSet kernels) {
+    TrainingSpec t = training;
+    t.framework.kernels = kernels;
+    ParallelPlan plan;
+    plan.cp = cp;
+    const RankShape shape = MakeRankShape(m, t, plan);
+    const BlockOps ops = BuildBlockOps(m, shape, LoweringOf(shape, AttentionImpl::kFused));
+    for (const BlockOp& op : ops)
+      if (std::string(op.name) == "attention.cp_ring_copies") return op.forward.bytes;
+    return -1.0;
+  };
+  CHECK(ring_op(1, KernelSet::kFused) < 0);
+  CHECK(ring_op(2, KernelSet::kFused) > 0);
+  CHECK(ring_op(2, KernelSet::kEager) < 0);  // the executor's own ring: executor/parallel
+  // This rank's 256 tokens of q (8 heads of 128) and of k and v (2 heads each).
+  CHECK(ring_op(2, KernelSet::kFused) ==
+        Approx(TeRingAttentionCopies(2, 256.0 * 1024, 256.0 * 512, 2, true).forward.bytes));
+}
+
+}  // namespace
+}  // namespace meshplan
