@@ -12,6 +12,56 @@
 namespace meshplan {
 namespace {
 
+// TE 1.8's AttnFuncWithCP walked step by step for every rank, its branches as its code writes
+// them (forward: the halves taken and the output corrections; backward: the halves made
+// contiguous, the dq and dk/dv accumulations, FusedAttention's dk/dv cat): the bytes summed
+// over the ranks. The model's closed form must equal their mean.
+double WalkedBytes(int64_t cp, double q, double kv, double a, bool cudnn, bool backward) {
+  auto copy = [a](double n) { return 2 * a * n; };
+  auto add = [a](double n) { return 3 * a * n; };
+  double sum = 0;
+  for (int64_t r = 0; r < cp; ++r) {
+    if (!backward) {
+      sum += copy(kv) + a * q;  // torch.cat((k, v)); out zero-filled
+      for (int64_t i = 0; i < cp; ++i) {
+        if (i > 0) sum += i <= r ? copy(kv / 2) : copy(q / 2);
+        sum += i <= r ? add(q) : add(q / 2);
+      }
+      continue;
+    }
+    sum += copy(kv);  // p2p_comm_buffers[0][0].copy_(kv)
+    for (int64_t i = 0; i < cp; ++i) {
+      const bool diagonal = i == cp - 1;
+      const bool kv_half = !diagonal && i >= cp - 1 - r;
+      const bool q_half = !diagonal && !kv_half;
+      if (kv_half) sum += copy(kv / 2);
+      if (q_half) sum += 3 * copy(q / 2);
+      if (i > cp - 1 - r) sum += add(q);
+      else if (i == cp - 1 - r) sum += r == cp - 1 ? copy(q) : copy(q / 2) + add(q / 2);
+      else sum += i > 0 ? add(q / 2) : copy(q / 2);
+      if (cudnn) sum += copy(kv_half ? kv / 2 : kv);
+      if (diagonal) sum += r == 0 ? add(kv / 2) + copy(kv / 2) : add(kv);
+      else if (kv_half) sum += i == 0 && r == cp - 1 ? copy(kv / 2) : add(kv / 2);
+      else sum += i > 0 ? add(kv) : copy(kv);
+    }
+  }
+  return sum;
+}
+
+TEST_CASE("TE's ring copies: the closed form is TE's branches, walked", "[planner][block_ops]") {
+  const double a = 2, q = 1000, kv = 300;
+  for (int64_t cp = 2; cp <= 16; ++cp) {
+    for (const bool cudnn : {false, true}) {
+      const TeRingCopies c = TeRingAttentionCopies(cp, q, kv, a, cudnn);
+      CHECK(c.forward.bytes == Approx(WalkedBytes(cp, q, kv, a, cudnn, false) / cp));
+      CHECK(c.backward.bytes == Approx(WalkedBytes(cp, q, kv, a, cudnn, true) / cp));
+    }
+  }
+  const TeRingCopies none = TeRingAttentionCopies(1, q, kv, a, false);
+  CHECK(none.forward.bytes == 0);
+  CHECK(none.backward.bytes == 0);
+}
+
 TEST_CASE("TE's ring copies at cp = 2, rank by rank", "[planner][block_ops]") {
   const double a = 2, q = 1000, kv = 500;
   // Forward. Rank 0: the k/v cat (2a kv), out's zero fill (a q), step 0's correction over all
