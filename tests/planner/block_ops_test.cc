@@ -13,6 +13,7 @@
 #include "planner/cost/block_ops.h"
 #include "planner/cost/flops.h"
 #include "planner/cost/step_work.h"
+#include "planner/cost/te_ring_copies.h"
 
 namespace meshplan {
 namespace {
@@ -266,6 +267,22 @@ TEST_CASE("block ops: Megatron-Core's q, k, v layouts for Transformer Engine's a
   CHECK_FALSE(has(build(mqa, AttentionKernel::kCudnn, 1), "attention.q_reshape"));
   // Other kernel sets make none of these copies.
   CHECK_FALSE(has(Build(llama, ParallelPlan{}, AttentionImpl::kFused), "attention.v_contiguous"));
+}
+
+TEST_CASE("block ops: Megatron-Core's ring copies only with cp > 1", "[planner][block_ops]") {
+  auto ring_bytes = [](int64_t cp, KernelSet kernels) {
+    ParallelPlan plan;
+    plan.cp = cp;
+    const BlockOps ops = Build(Llama(), plan, AttentionImpl::kFused, kernels);
+    for (const BlockOp& op : ops)
+      if (std::string(op.name) == "attention.cp_ring_copies") return op.forward.bytes;
+    return -1.0;
+  };
+  CHECK(ring_bytes(1, KernelSet::kFused) < 0);
+  CHECK(ring_bytes(2, KernelSet::kEager) < 0);  // the executor's own ring: executor/parallel
+  // This rank's 256 tokens of q (8 heads of 128) and of k and v (2 heads each), cuDNN's.
+  CHECK(ring_bytes(2, KernelSet::kFused) ==
+        Approx(TeRingAttentionCopies(2, 256.0 * 1024, 256.0 * 512, 2, true).forward.bytes));
 }
 
 TEST_CASE("block ops: the lowering is an input of its own", "[planner][block_ops]") {

@@ -1,12 +1,9 @@
 // Transformer Engine 1.8's context-parallel ring copies (planner/cost/te_ring_copies.h): the
-// per-rank branches of AttnFuncWithCP summed by hand for cp = 2, the cuDNN backend's extra
-// dk/dv concatenation, growth with cp, and their place in a Megatron-Core block's op list.
+// per-rank branches of AttnFuncWithCP walked step by step against the closed form, summed by
+// hand for cp = 2, the cuDNN backend's extra dk/dv concatenation and growth with cp. Their
+// place in a block's op list: block_ops_test.cc.
 #include <catch2/catch.hpp>
 
-#include <string>
-
-#include "planner/cost/block_ops.h"
-#include "planner/cost/rank_shape.h"
 #include "planner/cost/te_ring_copies.h"
 
 namespace meshplan {
@@ -88,38 +85,6 @@ TEST_CASE("TE's ring copies at cp = 2, rank by rank", "[planner][block_ops]") {
   const TeRingCopies wider = TeRingAttentionCopies(4, q, kv, a, false);
   CHECK(wider.forward.bytes > flash.forward.bytes);
   CHECK(wider.backward.bytes > flash.backward.bytes);
-}
-
-TEST_CASE("block ops: Megatron-Core's ring copies only with cp > 1", "[planner][block_ops]") {
-  ModelSpec m;
-  m.vocab_size = 32000;
-  m.hidden = 1024;
-  m.heads = 8;
-  m.kv_heads = 2;
-  m.layers = 4;
-  m.ffn_hidden = 2816;
-  TrainingSpec training;
-  training.global_batch = 8;
-  training.seq_len = 512;
-  training.precision = Precision::kBf16;
-  training.framework.kernels = KernelSet::kFused;
-  auto ring_op = [&](int64_t cp, KernelSet kernels) {
-    TrainingSpec t = training;
-    t.framework.kernels = kernels;
-    ParallelPlan plan;
-    plan.cp = cp;
-    const RankShape shape = MakeRankShape(m, t, plan);
-    const BlockOps ops = BuildBlockOps(m, shape, LoweringOf(shape, AttentionImpl::kFused));
-    for (const BlockOp& op : ops)
-      if (std::string(op.name) == "attention.cp_ring_copies") return op.forward.bytes;
-    return -1.0;
-  };
-  CHECK(ring_op(1, KernelSet::kFused) < 0);
-  CHECK(ring_op(2, KernelSet::kFused) > 0);
-  CHECK(ring_op(2, KernelSet::kEager) < 0);  // the executor's own ring: executor/parallel
-  // This rank's 256 tokens of q (8 heads of 128) and of k and v (2 heads each).
-  CHECK(ring_op(2, KernelSet::kFused) ==
-        Approx(TeRingAttentionCopies(2, 256.0 * 1024, 256.0 * 512, 2, true).forward.bytes));
 }
 
 }  // namespace
