@@ -28,7 +28,7 @@ TeRingCopies TeRingAttentionCopies(int64_t cp, double q, double kv, double eleme
                      pairs * (a * q + 1.5 * a * q);
   // Backward, summed over the ranks.
   double bwd = c * 2 * a * kv;                                // kv into the ring's buffer
-  bwd += 2.5 * a * q + 3 * a * q * (c - 1);                   // diagonal: dq (rank 0 half copy + half add)
+  bwd += 2.5 * a * q + 3 * a * q * (c - 1);                   // diagonal: dq (rank 0: half each)
   bwd += 2.5 * a * kv + 3 * a * kv * (c - 1);                 // diagonal: dkv (rank 0 likewise)
   bwd += pairs * a * kv;                                      // kv halves made contiguous
   bwd += 3 * a * q * later + 2.5 * a * q * (c - 2) + 2 * a * q;  // dq on the kv-half steps
