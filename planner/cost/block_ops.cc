@@ -489,7 +489,8 @@ void BlockOpsBuilder::AttentionHalf() {
     Elementwise("attention.heads", G::kLayout, 0,
              1 + (lowering_.attention != AttentionImpl::kFused ? 1 : 0), 2);
   }
-  if (fused_ && !m_.mla.enabled()) TeAttentionLayout(gpt);
+  if (fused_ && !m_.mla.enabled() && lowering_.attention == AttentionImpl::kFused)
+    TeAttentionLayout(gpt);
   AttentionCore(v_saved);
   if (megatron_) {
     // baddbmm's backward multiplies the q and k gradients by alpha = 1/norm_factor in a
@@ -536,20 +537,25 @@ void BlockOpsBuilder::TeAttentionLayout(bool gpt) {
   const double qkv = q + k + v;
   const bool flash = lowering_.flash != AttentionKernel::kCudnn;
   const bool batched = sh_.b > 1;
+  // Megatron's split and reshape run before TE's call; the rest inside it (in_attention_call).
+  auto in_call = [this](const char* name, OpPass fwd, OpPass bwd) {
+    Memory(name, G::kLayout, fwd, bwd);
+    (out_.ops_.end() - 1)->in_attention_call = true;
+  };
   if (gpt) {
-    if (flash) Memory("attention.fa_prepare", G::kLayout, {2 * a * qkv, 1}, {2 * a * qkv, 1});
+    if (flash) in_call("attention.fa_prepare", {2 * a * qkv, 1}, {2 * a * qkv, 1});
   } else {
     if (sh_.kv_heads > 1 && sh_.heads > sh_.kv_heads)
       Memory("attention.q_reshape", G::kLayout, {2 * a * q, 1}, {0, 0});
-    Memory("attention.v_contiguous", G::kLayout, {2 * a * v, 1}, {0, 0});
-    if (flash && batched) Memory("attention.to_bshd", G::kLayout, {2 * a * qkv, 3}, {0, 0});
+    in_call("attention.v_contiguous", {2 * a * v, 1}, {0, 0});
+    if (flash && batched) in_call("attention.to_bshd", {2 * a * qkv, 3}, {0, 0});
     Memory("qkv.split", G::kLayout, {0, 0}, {2 * a * qkv, 1});
   }
   const double out = T * static_cast<double>(sh_.heads * sh_.v_head_dim);
-  if (flash && batched) Memory("attention.to_sbhd", G::kLayout, {2 * a * out, 1}, {2 * a * out, 1});
+  if (flash && batched) in_call("attention.to_sbhd", {2 * a * out, 1}, {2 * a * out, 1});
   if (sh_.cp > 1) {  // TE's ring over the cp ranks (te_ring_copies.h)
     const TeRingCopies ring = TeRingAttentionCopies(sh_.cp, q, k + v, a, !flash);
-    Memory("attention.cp_ring_copies", G::kLayout, ring.forward, ring.backward);
+    in_call("attention.cp_ring_copies", ring.forward, ring.backward);
   }
 }
 

@@ -148,6 +148,9 @@ struct BlockOp {
   GemmOp gemm;
   OpPass forward, backward;    // kMemoryBound, as lowered; backward: the input gradient's
   OpPass backward_weight;      // kMemoryBound: the weight gradient's pass (the embedding's)
+  // kMemoryBound: runs inside the attention core's own call (Transformer Engine's
+  // DotProductAttention), so selective recompute replays its forward with the core's.
+  bool in_attention_call = false;
   OpCollective comm;           // kCollective
 };
 

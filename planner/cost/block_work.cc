@@ -91,7 +91,7 @@ void AddAttentionCore(const StepShape& s, const AttentionCoreShape& c, PartWork*
 // saved.
 void AddOpListWork(const StepShape& s, const BlockOps& ops, PartWork* part,
                    ComputeWork* op_replay) {
-  OpPass fwd, bwd, bwd_weight;
+  OpPass fwd, bwd, bwd_weight, in_call;
   const BlockOp* core = nullptr;
   for (const BlockOp& op : ops) {
     switch (op.kind) {
@@ -111,6 +111,7 @@ void AddOpListWork(const StepShape& s, const BlockOps& ops, PartWork* part,
         break;
       }
       case OpKind::kMemoryBound:
+        if (op.in_attention_call) in_call += op.forward;
         fwd += op.forward;
         bwd += op.backward;
         bwd_weight += op.backward_weight;
@@ -129,11 +130,15 @@ void AddOpListWork(const StepShape& s, const BlockOps& ops, PartWork* part,
   part->backward_input.kernels += matmuls + bwd.kernels;
   part->backward_weight.memory_bytes += bwd_weight.bytes;
   part->backward_weight.kernels += matmuls + bwd_weight.kernels;
-  if (core != nullptr) AddAttentionCore(s, ops.core(), part);
-  if (op_replay == nullptr) return;
-  op_replay->memory_bytes += fwd.bytes;
-  op_replay->kernels += fwd.kernels;
-  if (core != nullptr && !core->output_saved_by_op) *op_replay += part->attention_forward;
+  if (op_replay != nullptr) {
+    op_replay->memory_bytes += fwd.bytes;
+    op_replay->kernels += fwd.kernels;
+  }
+  if (core == nullptr) return;
+  AddAttentionCore(s, ops.core(), part);
+  if (op_replay != nullptr && !core->output_saved_by_op) *op_replay += part->attention_forward;
+  part->attention_forward.memory_bytes += in_call.bytes;  // TE's copies inside the call
+  part->attention_forward.kernels += in_call.kernels;
 }
 
 void BlockCompute(const StepShape& s, const BlockOps& ops, PartWork* part) {

@@ -74,7 +74,9 @@ struct PartWork {
   // The forward work replayed in backward, indexed by a block's Recompute (none is empty;
   // every:N replays full's on its checkpointed blocks: RecomputeWork).
   std::array<ComputeWork, kNumBlockRecomputes> recompute;
-  // The attention core alone (blocks only), already counted in forward / backward_input.
+  // The attention core's call alone (blocks only; forward: with the copies Transformer
+  // Engine makes inside it, BlockOp::in_attention_call), already counted in forward /
+  // backward_input. Selective recompute replays the forward one.
   ComputeWork attention_forward, attention_backward;
   int64_t params = 0;  // this rank's parameters of the part (tp shard, before ZeRO)
   int64_t expert_params = 0;  // of params: the X/ep routed experts' (ep > 1 only; their

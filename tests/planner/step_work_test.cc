@@ -4,7 +4,9 @@
 #include <algorithm>
 
 #include "planner/config/framework_yaml.h"
+#include "planner/cost/block_ops.h"
 #include "planner/cost/flops.h"
+#include "planner/cost/rank_shape.h"
 #include "planner/cost/step_time.h"
 #include "planner/cost/step_work.h"
 #include "tests/planner/cost_test_specs.h"
@@ -180,6 +182,35 @@ TEST_CASE("gpt block: Megatron-LM's memory-bound kernels op by op, the backward 
   const StepWork l = BuildStepWork(testing::SpecLlama(1024, 16, 2, 2816), Training(2, 512), p);
   CHECK(l.block.backward_input.memory_bytes - l.block.attention_backward.memory_bytes ==
         Approx(2 * (l.block.forward.memory_bytes - l.block.attention_forward.memory_bytes)));
+}
+
+TEST_CASE("selective recompute replays Transformer Engine's copies inside the attention call",
+          "[planner][step_work]") {
+  // Megatron-Core's selective recompute checkpoints TE's DotProductAttention call: its v copy,
+  // its transposes to and from [b, s, h, d] (flash-attn, two sequences) and its CP ring copies
+  // replay with the flash kernel, whose own memory traffic is none. Megatron's q reshape and
+  // the split's backward cat stay outside.
+  TrainingSpec t = Training(8, 512);
+  t.framework.kernels = KernelSet::kFused;
+  t.framework.attention_kernel = AttentionKernel::kFlash2;
+  const ModelSpec m = testing::SpecLlama(1024, 8, 2, 2816);
+  ParallelPlan p;
+  p.dp = 2;
+  p.cp = 2;
+  p.micro_batch = 2;
+  p.recompute = Recompute::kSelective;
+  const StepWork w = BuildStepWork(m, t, p);
+  const RankShape shape = MakeRankShape(m, t, p);
+  double in_call = 0;
+  for (const BlockOp& op : BuildBlockOps(m, shape, LoweringOf(shape, AttentionImpl::kFused)))
+    if (op.in_attention_call) in_call += op.forward.bytes;
+  CHECK(in_call > 0);
+  CHECK(w.block.recompute[static_cast<int>(Recompute::kSelective)].memory_bytes ==
+        Approx(in_call));
+  // The executor's kernels make none of them: selective replays the flash kernel alone.
+  t.framework.kernels = KernelSet::kEager;
+  CHECK(BuildStepWork(m, t, p).block.recompute[static_cast<int>(Recompute::kSelective)]
+            .memory_bytes == 0);
 }
 
 TEST_CASE("gpt attention core: Megatron-LM's fused causal softmax reads the lower triangle only",
