@@ -258,9 +258,9 @@ double OptionalPeak(const YamlFields& peak, const std::string& key) {
 
 GpuConfig GpuFromYaml(const YamlFields& f, const std::string& default_name) {
   f.AllowOnly({"name", "aliases", "source", "memory_MiB", "peak_TFLOPs", "memory_bandwidth_TBps",
-               "efficiency", "kernel_overhead_us", "kernel_shape", "network",
-               "runtime_memory", "comm_overlap_slowdown", "dp_overlap_slowdown", "comm_overlaps_compute", "threads_per_rank",
-               "host"});
+               "efficiency", "kernel_overhead_us", "kernel_shape", "network", "runtime_memory",
+               "comm_overlap_slowdown", "dp_overlap_slowdown", "comm_overlaps_compute",
+               "threads_per_rank", "host"});
   GpuConfig out;
   GpuSpec& g = out.gpu;
   g.name = f.String("name", default_name);

@@ -2,8 +2,9 @@
 // attention kernels (AttnFuncWithCP in transformer_engine/pytorch/attention.py: the causal
 // ring over load-balanced sequence halves), as memory-bound passes of one rank, averaged over
 // the cp ranks (each rank's share of halves differs). Megatron-Core runs it for cp > 1
-// (`kernels: fused`); its per-step branches are walked in te_ring_copies.cc and tabled in
-// docs/cost_model.md, "Megatron-Core's q, k and v around Transformer Engine's attention".
+// (`kernels: fused`). te_ring_copies.cc sums its per-step branches over the ranks in closed
+// form (tests/planner/te_ring_copies_test.cc walks them step by step); docs/cost_model.md,
+// "Megatron-Core's q, k and v around Transformer Engine's attention", tables them.
 #pragma once
 
 #include <cstdint>
