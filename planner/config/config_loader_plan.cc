@@ -18,11 +18,11 @@
 #include "planner/atomic_file.h"
 #include "planner/config/config_loader.h"
 #include "planner/config/config_loader_internal.h"
-#include "planner/config/runtime_memory_yaml.h"
 #include "planner/input_file.h"
 #include "planner/limits.h"
 #include "planner/checked_math.h"
 #include "planner/config/framework_yaml.h"
+#include "planner/config/hardware_yaml.h"
 #include "planner/names.h"
 #include "planner/plan_fields.h"
 
@@ -145,69 +145,18 @@ void EmitSection(std::string& out, const char* key, const std::string& reference
   }
 }
 
-std::string Tier(const NetworkTier& t) {
-  std::string s = "{";
-  if (!t.name.empty()) s += "name: " + Quote(t.name) + ", ";
-  s += "bandwidth_GBps: " + FormatShifted(t.bandwidth_Bps, ci::kGiga) +
-       ", latency_us: " + FormatShifted(t.latency_s, ci::kMicro) +
-       ", bus_efficiency: " + Shortest(t.bus_efficiency);
-  if (t.has_allreduce())
-    s += ", all_reduce: {bandwidth_GBps: " + FormatShifted(t.allreduce_bandwidth_Bps, ci::kGiga) +
-         ", latency_us: " + FormatShifted(t.allreduce_latency_s, ci::kMicro) + "}";
-  return s + "}";
-}
-
 }  // namespace
 
 std::string ClusterToYaml(const ClusterSpec& c) {
-  const GpuSpec& g = c.gpu;
   std::string out;
   if (!c.name.empty()) out += "name: " + Quote(c.name) + "\n";
-  out += fmt::format("nodes: {}\ngpus_per_node: {}\ngpu:\n", c.nodes, c.gpus_per_node);
-  if (!g.name.empty()) out += "  name: " + Quote(g.name) + "\n";
-  if (!g.source.empty()) out += "  source: " + Quote(g.source) + "\n";
-  const auto tflops = [](double flops) { return FormatShifted(flops, ci::kTera); };
-  out += "  memory_MiB: " + Shortest(static_cast<double>(g.memory_bytes) / ci::kBytesPerMiB) + "\n";
-  out += "  peak_TFLOPs: {fp32: " + tflops(g.peak_flops_fp32) + ", tf32: " +
-         tflops(g.peak_flops_tf32) + ", bf16: " + tflops(g.peak_flops_bf16) +
-         ", fp8: " + tflops(g.peak_flops_fp8) + "}\n";
-  out += "  memory_bandwidth_TBps: " + FormatShifted(g.memory_bandwidth_Bps, ci::kTera) + "\n";
-  out += "  efficiency: {matmul: " + Shortest(g.matmul_efficiency) +
-         (g.matmul_ceiling_efficiency > 0 ? ", matmul_ceiling: " + Shortest(g.matmul_ceiling_efficiency) : "") +
-         (g.matmul_fp8_ceiling_efficiency >= 0
-              ? ", matmul_fp8_ceiling: " + Shortest(g.matmul_fp8_ceiling_efficiency) : "") +
-         ", attention: " + Shortest(g.attention_efficiency) +
-         (g.attention_cudnn_efficiency > 0
-              ? ", attention_cudnn: " + Shortest(g.attention_cudnn_efficiency) : "") +
-         (g.attention_flash3_efficiency > 0
-              ? ", attention_flash3: " + Shortest(g.attention_flash3_efficiency) : "") +
-         ", memory_bandwidth: " + Shortest(g.memory_bandwidth_efficiency) + "}\n";
-  out += "  kernel_overhead_us: " + FormatShifted(g.kernel_overhead_s, ci::kMicro) + "\n";
-  const KernelShape& k = g.kernel_shape;
-  out += fmt::format("  kernel_shape: {{sm_count: {}, gemm_tile_m: {}, gemm_tile_n: {}, "
-                     "gemm_k_overhead: {}, {}attention_tile_q: {}, gemm_streams_operands: {}}}\n",
-                     k.sm_count, k.gemm_tile_m, k.gemm_tile_n, Shortest(k.gemm_k_overhead),
-                     k.gemm_k_overhead_fp8 >= 0
-                         ? "gemm_k_overhead_fp8: " + Shortest(k.gemm_k_overhead_fp8) + ", " : "",
-                     k.attention_tile_q, k.gemm_streams_operands);
-  out += RuntimeMemoryToYaml(g.runtime_memory, "  ");
-  if (g.comm_overlap_slowdown > 0)
-    out += "  comm_overlap_slowdown: " + Shortest(g.comm_overlap_slowdown) + "\n";
-  if (g.dp_overlap_slowdown >= 0)
-    out += "  dp_overlap_slowdown: " + Shortest(g.dp_overlap_slowdown) + "\n";
-  if (!g.comm_overlaps_compute) out += "  comm_overlaps_compute: false\n";
-  if (g.threads_per_rank > 0) out += fmt::format("  threads_per_rank: {}\n", g.threads_per_rank);
-  out += "intra_node: " + Tier(c.intra_node) + "\n";
-  out += "inter_node: " + Tier(c.inter_node) + "\n";
-  if (c.host.known()) {
-    const HostSpec& h = c.host;
-    out += "host:\n  memory_GB_per_node: " +
-           FormatShifted(static_cast<double>(h.memory_bytes_per_node), ci::kGiga) + "\n";
-    out += "  link: " + Tier(h.link) + "\n";
-    out += "  optimizer_GBps: " + FormatShifted(h.optimizer_Bps, ci::kGiga) + "\n";
-    if (!h.source.empty()) out += "  source: " + Quote(h.source) + "\n";
-  }
-  return out;
+  out += fmt::format("nodes: {}\ngpus_per_node: {}\n", c.nodes, c.gpus_per_node);
+  HardwareYamlOptions exact;
+  exact.significant_digits = 0;
+  EmitSection(out, "gpu", "", GpuSpecToYaml(c.gpu, exact));
+  out += "intra_node: " + NetworkTierToYaml(c.intra_node, 0) + "\n";
+  out += "inter_node: " + NetworkTierToYaml(c.inter_node, 0) + "\n";
+  return out + HostToYaml(c.host, 0);
 }
 
 namespace {

@@ -12,10 +12,16 @@
 namespace meshplan {
 namespace {
 
-// `value` rounded to `digits` significant digits, as text in units of 10^exponent.
-std::string Rounded(double value, int exponent, int digits) {
-  const double rounded = std::stod(fmt::format("{:.{}g}", value, digits));
-  return FormatShifted(rounded, exponent);
+// `value` in units of 10^exponent: rounded to `digits` significant digits, or with digits 0
+// the shortest text that reads back to the identical double.
+std::string Number(double value, int exponent, int digits) {
+  if (digits == 0) return FormatShifted(value, exponent);
+  return FormatShifted(std::stod(fmt::format("{:.{}g}", value, digits)), exponent);
+}
+
+// `line` with `comment` after it, the comments of a file in one column.
+std::string Commented(const std::string& line, const std::string& comment) {
+  return fmt::format("{:<34} # {}\n", line, comment);
 }
 
 // A YAML double-quoted scalar (JSON string syntax is a subset of YAML's).
@@ -23,26 +29,37 @@ std::string Quote(const std::string& text) {
   return nlohmann::json(text).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
 }
 
-std::string Tier(const NetworkTier& t, int digits) {
-  std::string all_reduce;
+}  // namespace
+
+std::string NetworkTierToYaml(const NetworkTier& t, int d) {
+  std::string s = "{";
+  if (!t.name.empty()) s += "name: " + Quote(t.name) + ", ";
+  s += fmt::format("bandwidth_GBps: {}, latency_us: {}, bus_efficiency: {}",
+                   Number(t.bandwidth_Bps, 9, d), Number(t.latency_s, -6, d),
+                   Number(t.bus_efficiency, 0, d));
   if (t.has_allreduce())
-    all_reduce = fmt::format(", all_reduce: {{bandwidth_GBps: {}, latency_us: {}}}",
-                             Rounded(t.allreduce_bandwidth_Bps, 9, digits),
-                             Rounded(t.allreduce_latency_s, -6, digits));
-  return fmt::format("{{name: {}, bandwidth_GBps: {}, latency_us: {}, bus_efficiency: {}{}}}",
-                     Quote(t.name), Rounded(t.bandwidth_Bps, 9, digits),
-                     Rounded(t.latency_s, -6, digits), Rounded(t.bus_efficiency, 0, digits),
-                     all_reduce);
+    s += fmt::format(", all_reduce: {{bandwidth_GBps: {}, latency_us: {}}}",
+                     Number(t.allreduce_bandwidth_Bps, 9, d), Number(t.allreduce_latency_s, -6, d));
+  return s + "}";
 }
 
-}  // namespace
+std::string HostToYaml(const HostSpec& h, int d) {
+  if (!h.known()) return "";
+  std::string out = Commented("host:", "offload: host memory, the GPU's host link, CPU AdamW rate");
+  out += fmt::format("  memory_GB_per_node: {}\n  link: {}\n  optimizer_GBps: {}\n",
+                     Number(static_cast<double>(h.memory_bytes_per_node), 9, d),
+                     NetworkTierToYaml(h.link, d), Number(h.optimizer_Bps, 9, d));
+  if (!h.source.empty()) out += "  source: " + Quote(h.source) + "\n";
+  return out;
+}
 
 std::string GpuSpecToYaml(const GpuSpec& g, const HardwareYamlOptions& options) {
   const int d = options.significant_digits;
+  const auto number = [d](double value, int exponent) { return Number(value, exponent, d); };
   std::string out;
   std::istringstream header(options.header);
   for (std::string line; std::getline(header, line);) out += line.empty() ? "#\n" : "# " + line + "\n";
-  out += "name: " + Quote(g.name) + "\n";
+  if (!g.name.empty()) out += "name: " + Quote(g.name) + "\n";
   if (!options.aliases.empty()) {
     out += "aliases: [";
     for (size_t i = 0; i < options.aliases.size(); ++i)
@@ -50,61 +67,56 @@ std::string GpuSpecToYaml(const GpuSpec& g, const HardwareYamlOptions& options) 
     out += "]\n";
   }
   if (!g.source.empty()) out += "source: " + Quote(g.source) + "\n";
-  out += fmt::format("memory_MiB: {:<22} # MiB (2^20 bytes)\n",
-                     Rounded(static_cast<double>(g.memory_bytes) / (1024.0 * 1024.0), 0, 8));
-  out += "peak_TFLOPs:                  # dense peak, TFLOP/s (1e12 FLOP/s)\n";
-  out += fmt::format("  fp32: {}\n  tf32: {}\n  bf16: {}\n  fp8: {}\n",
-                     Rounded(g.peak_flops_fp32, 12, d), Rounded(g.peak_flops_tf32, 12, d),
-                     Rounded(g.peak_flops_bf16, 12, d), Rounded(g.peak_flops_fp8, 12, d));
-  out += fmt::format("memory_bandwidth_TBps: {:<14} # TB/s (1e12 bytes/s)\n",
-                     Rounded(g.memory_bandwidth_Bps, 12, d));
-  out += "efficiency:                   # fractions of peak that real kernels reach\n";
-  out += fmt::format("  matmul: {}\n", Rounded(g.matmul_efficiency, 0, d));
-  if (g.matmul_ceiling_efficiency > 0)
-    out += fmt::format("  matmul_ceiling: {}\n", Rounded(g.matmul_ceiling_efficiency, 0, d));
+  const double mib = static_cast<double>(g.memory_bytes) / (1024.0 * 1024.0);
+  out += Commented("memory_MiB: " + Number(mib, 0, d == 0 ? 0 : 8), "MiB (2^20 bytes)");
+  out += Commented("peak_TFLOPs:", "dense peak, TFLOP/s (1e12 FLOP/s)");
+  out += fmt::format("  fp32: {}\n  tf32: {}\n  bf16: {}\n  fp8: {}\n", number(g.peak_flops_fp32, 12),
+                     number(g.peak_flops_tf32, 12), number(g.peak_flops_bf16, 12),
+                     number(g.peak_flops_fp8, 12));
+  out += Commented("memory_bandwidth_TBps: " + number(g.memory_bandwidth_Bps, 12),
+                   "TB/s (1e12 bytes/s)");
+  out += Commented("efficiency:", "fractions of peak that real kernels reach");
+  const auto fraction = [&](const char* key, double value) {
+    out += fmt::format("  {}: {}\n", key, number(value, 0));
+  };
+  fraction("matmul", g.matmul_efficiency);
+  if (g.matmul_ceiling_efficiency > 0) fraction("matmul_ceiling", g.matmul_ceiling_efficiency);
   if (g.matmul_fp8_ceiling_efficiency >= 0)
-    out += fmt::format("  matmul_fp8_ceiling: {}\n", Rounded(g.matmul_fp8_ceiling_efficiency, 0, d));
-  out += fmt::format("  attention: {}\n", Rounded(g.attention_efficiency, 0, d));
-  if (g.attention_cudnn_efficiency > 0)
-    out += fmt::format("  attention_cudnn: {}\n", Rounded(g.attention_cudnn_efficiency, 0, d));
-  if (g.attention_flash3_efficiency > 0)
-    out += fmt::format("  attention_flash3: {}\n", Rounded(g.attention_flash3_efficiency, 0, d));
-  out += fmt::format("  memory_bandwidth: {}\n", Rounded(g.memory_bandwidth_efficiency, 0, d));
-  out += fmt::format("kernel_overhead_us: {:<17} # microseconds per launched op\n",
-                     Rounded(g.kernel_overhead_s, -6, d));
+    fraction("matmul_fp8_ceiling", g.matmul_fp8_ceiling_efficiency);
+  fraction("attention", g.attention_efficiency);
+  if (g.attention_cudnn_efficiency > 0) fraction("attention_cudnn", g.attention_cudnn_efficiency);
+  if (g.attention_flash3_efficiency > 0) fraction("attention_flash3", g.attention_flash3_efficiency);
+  fraction("memory_bandwidth", g.memory_bandwidth_efficiency);
+  out += Commented("kernel_overhead_us: " + number(g.kernel_overhead_s, -6),
+                   "microseconds per launched op");
   const KernelShape& k = g.kernel_shape;
-  out += "kernel_shape:                 # how efficiency depends on shape (planner/cost/compute_work.h)\n";
-  out += fmt::format("  sm_count: {}\n  gemm_tile_m: {}\n  gemm_tile_n: {}\n  gemm_k_overhead: {}\n"
-                     "  attention_tile_q: {}\n  gemm_streams_operands: {}\n",
-                     k.sm_count, k.gemm_tile_m, k.gemm_tile_n, Rounded(k.gemm_k_overhead, 0, d),
-                     k.attention_tile_q, k.gemm_streams_operands);
+  out += Commented("kernel_shape:", "how efficiency depends on shape (planner/cost/compute_work.h)");
+  out += fmt::format("  sm_count: {}\n  gemm_tile_m: {}\n  gemm_tile_n: {}\n  gemm_k_overhead: {}\n",
+                     k.sm_count, k.gemm_tile_m, k.gemm_tile_n, number(k.gemm_k_overhead, 0));
   if (k.gemm_k_overhead_fp8 >= 0)
-    out += fmt::format("  gemm_k_overhead_fp8: {}\n", Rounded(k.gemm_k_overhead_fp8, 0, d));
+    out += fmt::format("  gemm_k_overhead_fp8: {}\n", number(k.gemm_k_overhead_fp8, 0));
+  out += fmt::format("  attention_tile_q: {}\n  gemm_streams_operands: {}\n", k.attention_tile_q,
+                     k.gemm_streams_operands);
   if (options.network) {
     const ClusterSpec& n = *options.network;
-    out += "network:                      # bandwidth_GBps per GPU per direction, latency_us per ring step\n";
+    out += Commented("network:", "bandwidth_GBps per GPU per direction, latency_us per ring step");
     out += fmt::format("  gpus_per_node: {}\n  intra_node: {}\n  inter_node: {}\n", n.gpus_per_node,
-                       Tier(n.intra_node, d), Tier(n.inter_node, d));
-    if (n.host.known()) {  // planner/host_spec.h
-      out += "host:                         # offload: host memory, the GPU's host link, CPU AdamW rate\n";
-      out += fmt::format("  memory_GB_per_node: {}\n  link: {}\n  optimizer_GBps: {}\n",
-                         Rounded(static_cast<double>(n.host.memory_bytes_per_node), 9, d),
-                         Tier(n.host.link, d), Rounded(n.host.optimizer_Bps, 9, d));
-      if (!n.host.source.empty()) out += "  source: " + Quote(n.host.source) + "\n";
-    }
+                       NetworkTierToYaml(n.intra_node, d), NetworkTierToYaml(n.inter_node, d));
+    out += HostToYaml(n.host, d);  // planner/host_spec.h
   }
   if (g.comm_overlap_slowdown > 0)
-    out += fmt::format("comm_overlap_slowdown: {}        # compute lost beside overlapped TP communication\n",
-                       Rounded(g.comm_overlap_slowdown, 0, d));
+    out += Commented("comm_overlap_slowdown: " + number(g.comm_overlap_slowdown, 0),
+                     "compute lost beside overlapped TP communication");
   if (g.dp_overlap_slowdown >= 0)
-    out += fmt::format("dp_overlap_slowdown: {}        # compute lost beside overlapped DP / ZeRO communication\n",
-                       Rounded(g.dp_overlap_slowdown, 0, d));
+    out += Commented("dp_overlap_slowdown: " + number(g.dp_overlap_slowdown, 0),
+                     "compute lost beside overlapped DP / ZeRO communication");
   if (!g.comm_overlaps_compute)
-    out += "comm_overlaps_compute: false       # communication runs on the cores that compute: none of it hides\n";
+    out += Commented("comm_overlaps_compute: false",
+                     "communication runs on the cores that compute: none of it hides");
   if (g.threads_per_rank > 0)
-    out += fmt::format("threads_per_rank: {:<19} # intra-op threads of one rank, as measured; meshplan run gives each rank as many\n",
-                       g.threads_per_rank);
-  out += RuntimeMemoryToYaml(g.runtime_memory, "");
+    out += Commented(fmt::format("threads_per_rank: {}", g.threads_per_rank),
+                     "intra-op threads of one rank, as measured; meshplan run gives each rank as many");
+  out += RuntimeMemoryToYaml(g.runtime_memory);
   return out;
 }
 

@@ -34,11 +34,11 @@ RuntimeMemorySpec RuntimeMemoryFromYaml(const YamlFields& f) {
   return s;
 }
 
-std::string RuntimeMemoryToYaml(const RuntimeMemorySpec& s, const std::string& indent) {
+std::string RuntimeMemoryToYaml(const RuntimeMemorySpec& s) {
   if (s == RuntimeMemorySpec{}) return "";
   const auto mib = [](double bytes) { return FormatShifted(bytes / kBytesPerMiB, 0); };
-  std::string out = indent + "runtime_memory:\n";
-  const std::string item = indent + "  ";
+  std::string out = "runtime_memory:\n";
+  const std::string item = "  ";
   out += item + "cuda_context_MiB: " + mib(s.cuda_context_bytes) + "\n";
   out += item + "nccl_buffer_MiB_per_communicator: " + mib(s.nccl_buffer_bytes_per_communicator) + "\n";
   out += item + "cublas_workspace_MiB: " + mib(s.cublas_workspace_bytes) + "\n";

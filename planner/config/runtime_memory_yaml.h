@@ -22,8 +22,8 @@ namespace meshplan {
 
 RuntimeMemorySpec RuntimeMemoryFromYaml(const YamlFields& section);
 
-// The section as YAML lines ("runtime_memory:" and its keys), each line starting with
-// `indent`; "" for an all-zero spec. Numbers are exact (shortest text that reads back equal).
-std::string RuntimeMemoryToYaml(const RuntimeMemorySpec& spec, const std::string& indent);
+// The section as YAML lines ("runtime_memory:" and its keys, indented by two); "" for an
+// all-zero spec. Numbers are exact (shortest text that reads back equal).
+std::string RuntimeMemoryToYaml(const RuntimeMemorySpec& spec);
 
 }  // namespace meshplan
