@@ -53,7 +53,8 @@ int RunGui(const CLI::App& command, const GuiCommandOptions& options) {
     TrainingSetup setup = ResolveSetup(options.setup);
     ParallelPlan plan;
     if (command.count("--plan") > 0) {
-      plan = ParsePlanString(options.plan, "--plan");  // kept as given: the GUI shows violations
+      // Kept as given (dp filled as estimate fills it): the GUI shows violations.
+      plan = ParsePlanOption(options.plan, setup.cluster.world_size());
     } else {
       plan.dp = setup.cluster.world_size();
       plan = FitPlanToSetup(setup.model, setup.cluster, setup.training, plan);

@@ -136,7 +136,8 @@ void AddPlanInputOptions(CLI::App* command, PlanInputOptions* options) {
   command->add_option("--plan", options->plan,
                       "the plan, e.g. \"dp=2,tp=4,pp=1,cp=1,zero=1,sp=1,mbs=1,recompute=none,"
                       "schedule=1f1b,vpp=1,tp_overlap=0\"; keys: " + PlanFieldKeyList() +
-                          " (omitted keys keep their defaults; no --plan: dp = all GPUs)");
+                          " (omitted keys keep their defaults, but dp fills the GPUs that tp x pp x cp "
+                          "leave: no --plan is dp = all GPUs)");
   command->add_option("--plan-file", options->plan_file,
                       "a plan YAML (as `meshplan search --out` writes): supplies model, cluster, "
                       "training and plan");
@@ -150,6 +151,15 @@ constexpr const char* kPlanFileReplaces[] = {
     "--precision", "--framework", "--grad-accumulation", "--plan"};
 
 }  // namespace
+
+ParallelPlan ParsePlanOption(const std::string& text, int64_t world_size) {
+  ParallelPlan plan = ParsePlanString(text, "--plan");
+  for (const PlanFieldValue& item : ParsePlanFields(text, "--plan"))
+    if (item.field->id == PlanField::kDp) return plan;
+  const int64_t others = plan.tp * plan.pp * plan.cp;
+  if (world_size % others == 0) plan.dp = world_size / others;
+  return plan;
+}
 
 void RefuseSetupFlagsBesidePlanFile(const CLI::App& command) {
   for (const char* flag : kPlanFileReplaces)
@@ -170,9 +180,7 @@ PlanFile ResolvePlanInput(const CLI::App& command, const SetupOptions& setup_opt
     input.model = std::move(setup.model);
     input.cluster = std::move(setup.cluster);
     input.training = setup.training;
-    input.plan = ParsePlanString(options.plan, "--plan");
-    // An empty --plan means plain data parallel over every GPU.
-    if (command.count("--plan") == 0) input.plan.dp = input.cluster.world_size();
+    input.plan = ParsePlanOption(options.plan, input.cluster.world_size());
   }
   const std::vector<PlanViolation> violations =
       Validate(input.plan, input.model, input.training, input.cluster.world_size());

@@ -63,9 +63,14 @@ TrainingSetup ResolveSetup(const SetupOptions& options);
 // The plan of estimate and simulate: --plan (a plan string, with the setup flags) or
 // --plan-file (a plan YAML that supplies model, cluster, training and plan).
 struct PlanInputOptions {
-  std::string plan;       // ParsePlanString syntax; empty: all defaults (dp = GPUs)
+  std::string plan;       // ParsePlanString syntax (dp left out: ParsePlanOption)
   std::string plan_file;  // a plan YAML
 };
+// --plan's text as a plan for `world_size` GPUs: a key left out keeps its default, except dp,
+// which fills the GPUs the other factors leave (GPUs / (tp x pp x cp) when that divides;
+// else 1, and Validate says why). So no --plan is dp = all GPUs, and "tp=8" on 64 GPUs is
+// dp=8,tp=8. Throws InputError at --plan for a malformed string.
+ParallelPlan ParsePlanOption(const std::string& text, int64_t world_size);
 // A setup flag (--model .. --grad-accumulation, --plan) given beside --plan-file throws
 // InputError naming it: the plan file supplies them.
 void RefuseSetupFlagsBesidePlanFile(const CLI::App& command);

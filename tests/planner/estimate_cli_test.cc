@@ -87,6 +87,25 @@ TEST_CASE("estimate table output", "[planner][cli][estimate]") {
     CHECK(r.output.find(text) != std::string::npos);
 }
 
+TEST_CASE("estimate: dp left out of --plan fills the GPUs the other factors leave",
+          "[planner][cli][estimate]") {
+  const std::string setup = "--model tiny-llama --cluster 8xH100 --global-batch 8 --seq 256 ";
+  const auto plan_of = [&](const std::string& flags) {
+    return RunJson(setup + flags)["setup"]["plan"].get<std::string>();
+  };
+  CHECK(plan_of("").starts_with("dp=8,tp=1,pp=1,cp=1,"));
+  CHECK(plan_of("--plan tp=2").starts_with("dp=4,tp=2,pp=1,cp=1,"));
+  CHECK(plan_of("--plan pp=2,cp=2").starts_with("dp=2,tp=1,pp=2,cp=2,"));
+  CHECK(plan_of("--plan recompute=full").starts_with("dp=8,"));
+  // A dp given is kept, and one the others cannot fill stays 1: both break world_size.
+  for (const std::string plan : {"dp=2,tp=2", "tp=3"}) {
+    const Result r = RunCli("estimate " + setup + "--plan " + plan);
+    INFO(r.output);
+    CHECK(r.exit_code == 2);
+    CHECK_THAT(r.output, Catch::Contains("world_size"));
+  }
+}
+
 TEST_CASE("estimate rejects bad input with exit code 2", "[planner][cli][estimate]") {
   const std::string setup = "--cluster 8xH100 --global-batch 64 --seq 2048 ";
   SECTION("malformed --plan") {
