@@ -141,7 +141,6 @@ SearchOptions ToSearchOptions(const SearchCommandOptions& o) {
   options.space.allow_tp_across_nodes = o.allow_tp_across_nodes;
   options.space.uneven_stages = !o.even_stages;
   options.space.pins = ParsePlanPins(o.only, "--only");
-  if (!o.explain_plan.empty()) options.probe = ParsePlanString(o.explain_plan, "--explain-plan");
   return options;
 }
 
@@ -287,6 +286,8 @@ int RunSearch(const SearchCommandOptions& o) {
                      "cannot be combined with --bench (the benchmark times the search alone)");
   if (o.bench) return RunBench(o, options);
   const TrainingSetup s = ResolveSetup(o.setup);
+  if (!o.explain_plan.empty())
+    options.probe = ParsePlanOption(o.explain_plan, s.cluster.world_size(), "--explain-plan");
   ParallelPlan pinned_offload;  // offload pinned on: the cluster must say what its host has
   options.space.pins.SetKnobs(&pinned_offload);
   RequireHostData(s.cluster, pinned_offload, {"--cluster " + o.setup.cluster});
@@ -338,7 +339,8 @@ void AddSearchCommand(CLI::App& app, int* exit_code) {
   cmd->add_flag("--explain", options->explain,
                 "print how many candidates each rule and the memory limit removed");
   cmd->add_option("--explain-plan", options->explain_plan,
-                  "say why this plan (a plan string, e.g. \"dp=2,tp=4\") was rejected, or its rank")
+                  "say why this plan (a plan string, e.g. \"dp=2,tp=4\"; dp left out fills the GPUs) "
+                  "was rejected, or its rank")
       ->check(NonEmptyText("a plan string"));
   cmd->add_flag("--pareto", options->pareto, "print the memory-vs-tokens/s Pareto frontier");
   cmd->add_option("--simulate-top", options->simulate_top,

@@ -152,9 +152,9 @@ constexpr const char* kPlanFileReplaces[] = {
 
 }  // namespace
 
-ParallelPlan ParsePlanOption(const std::string& text, int64_t world_size) {
-  ParallelPlan plan = ParsePlanString(text, "--plan");
-  for (const PlanFieldValue& item : ParsePlanFields(text, "--plan"))
+ParallelPlan ParsePlanOption(const std::string& text, int64_t world_size, const std::string& flag) {
+  ParallelPlan plan = ParsePlanString(text, flag);
+  for (const PlanFieldValue& item : ParsePlanFields(text, flag))
     if (item.field->id == PlanField::kDp) return plan;
   const int64_t others = plan.tp * plan.pp * plan.cp;
   if (world_size % others == 0) plan.dp = world_size / others;

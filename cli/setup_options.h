@@ -69,8 +69,9 @@ struct PlanInputOptions {
 // --plan's text as a plan for `world_size` GPUs: a key left out keeps its default, except dp,
 // which fills the GPUs the other factors leave (GPUs / (tp x pp x cp) when that divides;
 // else 1, and Validate says why). So no --plan is dp = all GPUs, and "tp=8" on 64 GPUs is
-// dp=8,tp=8. Throws InputError at --plan for a malformed string.
-ParallelPlan ParsePlanOption(const std::string& text, int64_t world_size);
+// dp=8,tp=8. Throws InputError at `flag` for a malformed string.
+ParallelPlan ParsePlanOption(const std::string& text, int64_t world_size,
+                             const std::string& flag = "--plan");
 // A setup flag (--model .. --grad-accumulation, --plan) given beside --plan-file throws
 // InputError naming it: the plan file supplies them.
 void RefuseSetupFlagsBesidePlanFile(const CLI::App& command);

@@ -112,6 +112,10 @@ TEST_CASE("search --explain and --explain-plan say why", "[planner][cli][search]
   CHECK_THAT(fat.output, Catch::Contains("does not fit: needs"));
   const CliResult ranked = RunSearch("--explain-plan tp=8");
   CHECK_THAT(ranked.output, Catch::Contains("fits (") && Catch::Contains("rank "));
+  // dp left out fills the GPUs, as in estimate's --plan: 8 GPUs / tp=4.
+  const CliResult filled = RunSearch("--explain-plan tp=4,zero=1");
+  INFO(filled.output);
+  CHECK_THAT(filled.output, Catch::Contains("dp=2,tp=4,zero=1") && !Catch::Contains("world_size"));
 }
 
 TEST_CASE("search --explain-plan calls a plan over only by the assumed fragmentation tight",
