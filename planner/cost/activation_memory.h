@@ -6,7 +6,7 @@
 // prediction with what it allocates. The per-op list, the recompute policies and the
 // workspaces are derived in docs/memory_model.md ("Activations, op by op"); shapes use the
 // legend of docs/architecture.md. When the executor changes what an op keeps, change the
-// op in block_ops.cc and the table there.
+// op in block_ops*.cc and the table there.
 #pragma once
 
 #include <cstdint>

@@ -503,7 +503,7 @@ TEST_CASE("block ops: the embedding's ops are the work of the step's embedding",
 }
 
 // torchtitan's Llama code of 2024 (configs/frameworks/torchtitan.yaml, kernels: torchtitan-2024):
-// each op's bytes per element as block_ops.cc derives them from torchtitan's source, and what
+// each op's bytes per element as block_ops*.cc derive them from torchtitan's source, and what
 // autograd keeps.
 TEST_CASE("block ops: torchtitan's 2024 Llama code, op by op, and what autograd keeps",
           "[planner][block_ops]") {
