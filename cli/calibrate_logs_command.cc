@@ -48,7 +48,7 @@ int RunCalibrateLogs(const CalibrateLogsOptions& o) {
   std::vector<LoggedStepTime> runs;
   for (size_t i = 0; i < o.logs.size(); ++i) {
     const std::string& plan_path = o.plans[o.plans.size() == 1 ? 0 : i];
-    const PlanFile plan = NamingFlag("plan", [&] { return LoadPlanFile(plan_path); });
+    const PlanFile plan = NamingFlag("plan", [&] { return LoadPlanFile(plan_path, &base); });
     const LoggedRun run = ReadFrameworkLogs(base.log_format, FilesOfRun(o.logs[i]), RunShapeOf(plan));
     runs.push_back({plan, MeasurementOfRun(run, plan, o.warmup, o.logs[i]).median_step_s, o.logs[i]});
   }

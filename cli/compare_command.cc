@@ -57,7 +57,13 @@ int RunCompare(const CompareCommandOptions& options) {
     throw InputError({"<command line>"}, "measured",
                      "give either measured.json (a `meshplan run`) or --log FILE (a framework's "
                      "log), not both");
-  const PlanFile plan_file = NamingFlag("plan", [&] { return LoadPlanFile(options.plan_file); });
+  // measured.json: meshplan's executor ran the plan, whatever it was searched for, so it is
+  // validated under the `meshplan` profile. A framework's log: under the plan file's (the log
+  // then says whether --framework names the software that wrote it).
+  const FrameworkSpec executor = LoadFramework(kExecutorFramework);
+  const PlanFile plan_file = NamingFlag("plan", [&] {
+    return LoadPlanFile(options.plan_file, options.logs.empty() ? &executor : nullptr);
+  });
   const Comparison comparison =
       options.logs.empty()
           ? ComparePlan(plan_file, LoadMeasurement(options.measured_file), options.tolerance_pct,

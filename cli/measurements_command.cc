@@ -68,9 +68,9 @@ std::optional<SweepRow> ReadRecord(const std::filesystem::path& path, bool skip_
 std::vector<SweepRow> LogRows(const MeasurementsCommandOptions& options) {
   if (options.plan.empty())
     throw InputError({"<command line>"}, "plan", "--framework needs --plan: the plan the logs ran");
-  const PlanFile plan = NamingFlag("--plan", [&] { return LoadPlanFile(options.plan); });
   const FrameworkSpec framework =
       NamingFlag("--framework", [&] { return LoadFramework(options.framework); });
+  const PlanFile plan = NamingFlag("--plan", [&] { return LoadPlanFile(options.plan, &framework); });
   std::vector<SweepRow> rows;
   for (const std::string& input : options.inputs) {
     std::vector<std::filesystem::path> runs{input};

@@ -63,6 +63,13 @@ struct RecomputeOffer {  // the default: meshplan's executor's
   bool operator==(const RecomputeOffer&) const = default;
 };
 
+// ZeRO stages (ParallelPlan::zero_stage) a framework offers, as a bit set: bit s is stage s.
+struct ZeroOffer {  // the default: meshplan's executor's, all four
+  uint8_t stages = 0b1111;
+  bool offers(int64_t stage) const { return stage >= 0 && stage <= 3 && ((stages >> stage) & 1); }
+  bool operator==(const ZeroOffer&) const = default;
+};
+
 // Whether gradients of 16-bit parameters are accumulated in 16 bits or fp32.
 enum class GradDtype : uint8_t { kParam, kFp32 };
 // The dtype of master weights and Adam states in fp8 runs.
@@ -153,6 +160,7 @@ struct FrameworkSpec {
   OptimizerStep optimizer = OptimizerStep::kFusedAdam;
   LossKernel loss = LossKernel::kFp32InPlace;
   RecomputeOffer recompute;
+  ZeroOffer zero;
   // ZeRO-1 reduce-scatters the gradients into a separate shard beside the full gradient
   // buffer (meshplan's executor, executor/parallel/zero_engine.h), rather than in place in
   // that buffer (Megatron-Core's distributed optimizer, DeepSpeed, FSDP).

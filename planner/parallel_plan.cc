@@ -25,7 +25,7 @@ const char* ConstraintId(PlanConstraint constraint) {
       "cp_divides_seq",   "seq_within_max",     "sp_needs_tp",     "tp_divides_seq",
       "batch_divides",    "vpp_needs_interleaved", "interleaved_needs_pp_vpp",
       "interleaved_microbatches", "offload_params_needs_zero3",
-      "offload_params_needs_offload_opt", "prefetch_range", "recompute_offered"};
+      "offload_params_needs_offload_opt", "prefetch_range", "recompute_offered", "zero_offered"};
   const int i = static_cast<int>(constraint);
   return i >= 0 && i < kNumPlanConstraints ? kIds[i] : "?";
 }
@@ -47,6 +47,19 @@ std::vector<RecomputePolicy> OfferedRecomputePolicies(const RecomputeOffer& offe
     if (Offers(offer, r)) out.push_back(r);
   if (offer.every) out.push_back(RecomputePolicy::Every(2));
   return out;
+}
+
+std::vector<int> OfferedZeroStages(const ZeroOffer& offer) {
+  std::vector<int> stages;
+  for (int stage = 0; stage <= 3; ++stage)
+    if (offer.offers(stage)) stages.push_back(stage);
+  return stages;
+}
+
+std::string OfferedZeroStagesText(const ZeroOffer& offer) {
+  std::string text;
+  for (int stage : OfferedZeroStages(offer)) text += (text.empty() ? "" : ", ") + std::to_string(stage);
+  return text;
 }
 
 std::string OfferedRecomputes(const RecomputeOffer& offer) {
@@ -128,6 +141,9 @@ PlanConstraintMask CheckPlan(const ParallelPlan& plan, const ModelSpec& model,
   fail_if(plan.offload_params && !plan.offload_optimizer, C::kOffloadParamsNeedsOptimizer);
   fail_if(plan.zero3_prefetch < 0 || plan.zero3_prefetch > kMaxZero3Prefetch, C::kPrefetchRange);
   fail_if(!Offers(training.framework.recompute, plan.recompute.kind), C::kRecomputeOffered);
+  // One replica shards nothing: every stage is the same plan there.
+  fail_if(plan.weight_replicas() > 1 && !training.framework.zero.offers(plan.zero_stage),
+          C::kZeroOffered);
   return out;
 }
 
@@ -246,6 +262,9 @@ std::string ViolationMessage(PlanConstraint c, const ParallelPlan& plan, const M
     case C::kRecomputeOffered:
       return std::string("recompute=") + ToString(plan.recompute) + " is not offered by " +
              training.framework.name + "; allowed: " + OfferedRecomputes(training.framework.recompute);
+    case C::kZeroOffered:
+      return "zero=" + Str(plan.zero_stage) + " is not offered by " + training.framework.name +
+             "; allowed: " + OfferedZeroStagesText(training.framework.zero);
     case C::kCount:
       break;
   }

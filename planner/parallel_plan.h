@@ -126,6 +126,10 @@ bool Offers(const RecomputeOffer& offer, Recompute recompute);
 std::string OfferedRecomputes(const RecomputeOffer& offer);
 // The policies a framework offers, in the search's grid order (every:N tried as every:2).
 std::vector<RecomputePolicy> OfferedRecomputePolicies(const RecomputeOffer& offer);
+// The ZeRO stages a framework offers (configs/frameworks/*.yaml, `zero:`), ascending, and as
+// a list ("0, 1").
+std::vector<int> OfferedZeroStages(const ZeroOffer& offer);
+std::string OfferedZeroStagesText(const ZeroOffer& offer);
 
 // The rules a plan can break, in the order they are checked (outer mesh factors
 // first, then sequence, batch and schedule). The search counts rejections by them.
@@ -156,6 +160,7 @@ enum class PlanConstraint : uint8_t {
   kOffloadParamsNeedsOptimizer,  // offload_params only with offload_opt
   kPrefetchRange,           // prefetch in 0..kMaxZero3Prefetch
   kRecomputeOffered,        // the framework offers the recompute policy (FrameworkSpec::recompute)
+  kZeroOffered,             // over dp x cp > 1, the framework offers the ZeRO stage (FrameworkSpec::zero)
   kCount
 };
 inline constexpr int kNumPlanConstraints = static_cast<int>(PlanConstraint::kCount);

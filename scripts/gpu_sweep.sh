@@ -119,7 +119,7 @@ json_str() {
 yaml_keys() { echo "$1" | sed 's/=/: /g; s/,/, /g'; }
 
 # measure PART DIR NAME MODEL CLUSTER GB SEQ PRECISION PLAN-KEYS [RUN-FLAGS...]: writes the plan
-# file, runs it, predicts and compares it, and writes the record DIR/NAME.json
+# file (run by meshplan's executor: the `meshplan` profile), runs it, predicts and compares it, and writes the record DIR/NAME.json
 # (planner/measure/sweep_table.h). Returns non-zero when the run failed (no record).
 measure() {
   local part="$1" dir="$2" pname="$3" model="$4" cluster="$5" gb="$6" seq="$7" prec="$8" keys="$9"
@@ -130,7 +130,7 @@ measure() {
   cat > "$plan" <<EOF
 model: $model
 cluster: $cluster
-training: {global_batch: $gb, seq_len: $seq, precision: $prec, steps: $steps}
+training: {global_batch: $gb, seq_len: $seq, precision: $prec, steps: $steps, framework: meshplan}
 plan: {$keys}
 EOF
   local run_cmd=(run "$plan" --device "$device" --steps "$steps" --warmup 2 --out "$work/measured.json" "$@")

@@ -42,6 +42,7 @@
 #include "executor/run_rank.h"
 #include "executor/snapshot.h"
 #include "planner/config/config_loader.h"
+#include "planner/config/framework_yaml.h"
 #include "planner/input_error.h"
 #include "planner/parallel_plan.h"
 
@@ -282,7 +283,9 @@ int RunEmulated(const PlanFile& plan_file, const RunCommandOptions& options) {
 }
 
 int RunRun(const RunCommandOptions& options) {
-  const PlanFile plan_file = LoadPlanFile(options.plan_file);
+  // The executor runs the plan, whatever framework it was searched for.
+  const FrameworkSpec executor = LoadFramework(kExecutorFramework);
+  const PlanFile plan_file = LoadPlanFile(options.plan_file, &executor);
   if (!options.emulate_rank.empty()) return RunEmulated(plan_file, options);
   if (options.emulated_comm != "zero")
     throw InputError(kFlags, "--emulated-comm", "is for emulated peers; it needs --emulate-rank");

@@ -61,9 +61,12 @@ std::vector<std::string> ListClusters();
 // Plan file sections: model, cluster (a name/path/NxGPU string, or an inline spec; relative
 // paths are relative to the plan file), training {global_batch, seq_len, precision, steps,
 // learning_rate, moe_aux_loss_coef, grad_accumulation}, plan {the keys of ParsePlanString; omitted keys keep their defaults}.
-// Also runs Validate() and throws InputError naming the plan file on any violation.
-PlanFile LoadPlanFile(const std::string& path);
-PlanFile PlanFileFromText(const std::string& text, const std::string& file);
+// Also runs Validate() and throws InputError naming the plan file on any violation. `run_by`:
+// the framework that runs the plan instead of the file's (meshplan run and the comparison of
+// its runs: the executor, whatever the plan was searched for), which it is validated under.
+PlanFile LoadPlanFile(const std::string& path, const FrameworkSpec* run_by = nullptr);
+PlanFile PlanFileFromText(const std::string& text, const std::string& file,
+                          const FrameworkSpec* run_by = nullptr);
 // The model and cluster sections by reference (a name or a path relative to the plan file)
 // instead of inline; empty: inline, so the file is self-contained.
 struct PlanFileReferences {

@@ -192,11 +192,12 @@ void EmitPlan(std::string& out, const ParallelPlan& plan) {
 
 }  // namespace
 
-PlanFile LoadPlanFile(const std::string& path) {
-  return PlanFileFromText(ReadInputFile(path), path);
+PlanFile LoadPlanFile(const std::string& path, const FrameworkSpec* run_by) {
+  return PlanFileFromText(ReadInputFile(path), path, run_by);
 }
 
-PlanFile PlanFileFromText(const std::string& text, const std::string& path_text) {
+PlanFile PlanFileFromText(const std::string& text, const std::string& path_text,
+                          const FrameworkSpec* run_by) {
   const std::filesystem::path path(path_text);
   const YamlFields f(LoadYamlText(text, path_text), path_text, "");
   f.AllowOnly({"model", "cluster", "training", "plan"});
@@ -220,6 +221,7 @@ PlanFile PlanFileFromText(const std::string& text, const std::string& path_text)
       !why.empty())
     f.Map("training").Fail("precision", why);
   out.plan = PlanFromYaml(f.Map("plan"));
+  if (run_by != nullptr) out.training.framework = *run_by;
 
   const auto violations = Validate(out.plan, out.model, out.training, out.cluster.world_size());
   if (!violations.empty()) {

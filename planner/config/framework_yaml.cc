@@ -11,6 +11,7 @@
 #include "planner/config/config_loader_internal.h"
 #include "planner/input_file.h"
 #include "planner/names.h"
+#include "planner/parallel_plan.h"
 #include "planner/spellings.h"
 
 namespace meshplan {
@@ -77,6 +78,22 @@ RecomputeOffer ReadRecompute(const YamlFields& f) {
   return offer;
 }
 
+// `zero`: the ZeRO stages the framework offers, a list of 0, 1, 2, 3 (each at most once).
+ZeroOffer ReadZero(const YamlFields& f) {
+  const char* expected = "expected a list of ZeRO stages: 0, 1, 2, 3";
+  if (!f.Has("zero")) f.Fail("zero", std::string("missing required field; ") + expected);
+  ZeroOffer offer{0};
+  for (const std::string& text : f.StringList("zero")) {
+    if (text.size() != 1 || text[0] < '0' || text[0] > '3')
+      f.Fail("zero", std::string(expected) + "; got '" + text + "'");
+    const int stage = text[0] - '0';
+    if (offer.offers(stage)) f.Fail("zero", "stage " + text + " given twice");
+    offer.stages = static_cast<uint8_t>(offer.stages | (1 << stage));
+  }
+  if (offer.stages == 0) f.Fail("zero", std::string(expected) + "; got an empty list");
+  return offer;
+}
+
 // The optional `calibration` mapping: the factors (in (0, 10]) and which of them
 // `calibrate --from-logs` fits.
 FrameworkCalibration ReadCalibration(const YamlFields& f) {
@@ -98,7 +115,7 @@ FrameworkCalibration ReadCalibration(const YamlFields& f) {
 FrameworkSpec FrameworkFromYaml(const YamlFields& f, const std::string& default_name) {
   f.AllowOnly({"name", "version", "source", "built_on", "kernels", "norm", "attention",
                "attention_kernel", "main_grads", "fp8_states", "master_weights", "grad_accumulation",
-               "optimizer", "loss", "recompute", "zero1_gradients", "zero3_buffers", "ddp_buckets",
+               "optimizer", "loss", "recompute", "zero", "zero1_gradients", "zero3_buffers", "ddp_buckets",
                "reduce_bucket_elements", "allocator_fragmentation", "log_format", "calibration"});
   FrameworkSpec s;
   s.name = f.String("name", default_name);
@@ -126,6 +143,7 @@ FrameworkSpec FrameworkFromYaml(const YamlFields& f, const std::string& default_
   s.optimizer = ReadChoice(f, "optimizer", kOptimizers);
   if (f.Has("loss")) s.loss = ReadChoice(f, "loss", kLossKernels);
   s.recompute = ReadRecompute(f);
+  s.zero = ReadZero(f);
   s.zero1_gradient_shard = ReadChoice(f, "zero1_gradients", kZero1Gradients);
   if (f.Has("zero3_buffers")) s.zero3_buffers = ReadChoice(f, "zero3_buffers", kZero3Buffers);
   if (f.Has("ddp_buckets")) s.ddp_buckets = ReadChoice(f, "ddp_buckets", kDdpBuckets);
@@ -214,6 +232,7 @@ std::string FrameworkToYamlText(const FrameworkSpec& s, const std::string& comme
   out += "optimizer: " + spelled(kOptimizers, s.optimizer) + "\n";
   out += "loss: " + spelled(kLossKernels, s.loss) + "\n";
   out += "recompute: [" + recompute + "]\n";
+  out += "zero: [" + OfferedZeroStagesText(s.zero) + "]\n";
   out += "zero1_gradients: " + spelled(kZero1Gradients, s.zero1_gradient_shard) + "\n";
   out += "zero3_buffers: " + spelled(kZero3Buffers, s.zero3_buffers) + "\n";
   out += "ddp_buckets: " + spelled(kDdpBuckets, s.ddp_buckets) + "\n";

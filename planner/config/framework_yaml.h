@@ -16,6 +16,7 @@
 //   loss              fp32-in-place | cross-entropy | cross-entropy-fp32 (optional,
 //                     fp32-in-place: how the loss holds its logits)
 //   recompute         a list of: none, selective, full, op, every
+//   zero              a list of the ZeRO stages offered: 0, 1, 2, 3
 //   zero1_gradients   in-place | shard-copy (ZeRO-1's reduce-scattered gradient shard)
 //   zero3_buffers     views | copies (optional, views: FSDP2's copies around its collectives)
 //   ddp_buckets       views | copies (optional, views: DDP's bucket copies of the gradients)

@@ -204,14 +204,17 @@ PlanSpace::PlanSpace(const ModelSpec& model, const TrainingSpec& training,
     pipelined_schedules_.push_back({mesh.pp, std::move(choices)});
   }
 
+  // A pinned stage; else ZeRO-3 for offloaded parameters (offload_params_needs_zero3); else
+  // the stages the framework offers. One the framework does not offer is refused by
+  // Validate's zero_offered. With one weight replica every stage is stage 0.
   if (pin_zero) {
     zero_single_ = zero_multi_ = {*pin_zero};
-  } else if (pins[F::kOffloadParams].value_or(0) == 1) {  // ZeRO-3 only (offload_params_needs_zero3)
+  } else if (pins[F::kOffloadParams].value_or(0) == 1) {
     zero_single_ = {0};
     zero_multi_ = {3};
   } else {
     zero_single_ = {0};
-    zero_multi_ = {0, 1, 2, 3};
+    zero_multi_ = OfferedZeroStages(training.framework.zero);
   }
   // A pinned policy; else the caller's list; else what the framework offers (every:N as
   // torchtitan's "selective layer", every:2). A pinned policy the framework does not offer

@@ -52,7 +52,8 @@ TEST_CASE("estimate --format json has every documented field", "[planner][cli][e
 TEST_CASE("estimate reproduces docs/cost_model.md 2(c): ZeRO-3 moves 1.5x the DP bytes of ZeRO-1",
           "[planner][cli][estimate][spec]") {
   const std::string common =
-      "--model spec-7b --cluster 2xa40-pcie --global-batch 2 --seq 256 --precision bf16 ";
+      "--model spec-7b --cluster 2xa40-pcie --global-batch 2 --seq 256 --precision bf16 "
+      "--framework pytorch ";  // the documents' runs: plain PyTorch
   const nlohmann::json z1 = RunJson(common + "--plan dp=2,zero=1");
   const nlohmann::json z3 = RunJson(common + "--plan dp=2,zero=3");
   const double P = 7'257'206'784.0;

@@ -45,7 +45,7 @@ TEST_CASE("export: an inexpressible plan exits 2 naming knob, value and target; 
           "[planner][cli][export]") {
   TempDir dir;
   const std::string plan =
-      dir.Write("plan.yaml", PlanYaml("  dp: 4\n  pp: 2\n  zero: 3\n  schedule: zb_h1\n"));
+      dir.Write("plan.yaml", PlanYaml("  dp: 4\n  pp: 2\n  zero: 1\n  schedule: zb_h1\n"));
   const std::string out = (dir.path / "job.toml").string();
   const CliResult r = RunMeshplan("export " + plan + " --to torchtitan --out " + out);
   CHECK(r.exit_code == 2);
@@ -90,7 +90,7 @@ TEST_CASE("search --export writes the best plan for the target, or nothing when 
   const std::string out = (dir.path / "args.sh").string();
   const std::string plan = (dir.path / "best.yaml").string();
   const CliResult r = RunMeshplan(
-      "search --model llama3-8b --cluster 8xH100 --global-batch 64 --only "
+      "search --model llama3-8b --cluster 8xH100 --global-batch 64 --framework meshplan --only "
       "recompute=full,pp=1,prefetch=1,offload_act=0,offload_opt=0 "
       "--out " +
       plan + " --export megatron --export-out " + out);
@@ -102,7 +102,7 @@ TEST_CASE("search --export writes the best plan for the target, or nothing when 
   // torchtitan does not offer `selective`: nothing is written.
   const std::string refused = (dir.path / "job.toml").string();
   const CliResult no = RunMeshplan(
-      "search --model llama3-8b --cluster 8xH100 --global-batch 64 --only "
+      "search --model llama3-8b --cluster 8xH100 --global-batch 64 --framework meshplan --only "
       "recompute=selective,zero=3,prefetch=1,offload_act=0,offload_opt=0,tp=1 "
       "--export torchtitan --export-out " +
       refused);

@@ -28,6 +28,7 @@ const char* kProfile =
     "grad_accumulation: fused\n"
     "optimizer: fused-adam\n"
     "recompute: [none, full]\n"
+    "zero: [0, 1]\n"
     "zero1_gradients: in-place\n"
     "log_format: megatron\n";
 
@@ -90,7 +91,7 @@ TEST_CASE("a hostile profile is refused with file, line, field and the allowed v
   const Case cases[] = {
       {Replace(kProfile, "kernels: fused", "kernels: turbo"), "kernels",
        "megatron-2021, eager, fused, torchtitan-2024", 2},
-      {std::string(kProfile) + "norm: triton\n", "norm", "unfused, fused", 11},
+      {std::string(kProfile) + "norm: triton\n", "norm", "unfused, fused", 12},
       {Replace(kProfile, "attention: fused", "attention: sparse"), "attention",
        "fused, naive, auto", 3},
       {Replace(kProfile, "main_grads: fp32", "main_grads: fp16"), "main_grads", "param, fp32", 4},
@@ -100,29 +101,33 @@ TEST_CASE("a hostile profile is refused with file, line, field and the allowed v
        "must offer 'none'", 8},
       {Replace(kProfile, "recompute: [none, full]", "recompute: [none, half]"), "recompute",
        "none, selective, full, op, every", 8},
+      {Replace(kProfile, "zero: [0, 1]", "zero: [1, 4]"), "zero", "0, 1, 2, 3; got '4'", 9},
+      {Replace(kProfile, "zero: [0, 1]", "zero: [1, 1]"), "zero", "given twice", 9},
+      {Replace(kProfile, "zero: [0, 1]", "zero: []"), "zero", "an empty list", 9},
+      {Replace(kProfile, "zero: [0, 1]\n", ""), "zero", "missing", 0},
       {Replace(kProfile, "zero1_gradients: in-place", "zero1_gradients: both"),
-       "zero1_gradients", "in-place, shard-copy", 9},
+       "zero1_gradients", "in-place, shard-copy", 10},
       {std::string(kProfile) + "allocator_fragmentation: 1.5\n", "allocator_fragmentation",
-       "[0, 1)", 11},
-      {std::string(kProfile) + "turbo: true\n", "turbo", "", 11},
-      {std::string(kProfile) + "master_weights: fp16\n", "master_weights", "fp32, remainder", 11},
-      {std::string(kProfile) + "zero3_buffers: pinned\n", "zero3_buffers", "views, copies", 11},
-      {std::string(kProfile) + "ddp_buckets: shared\n", "ddp_buckets", "views, copies", 11},
-      {std::string(kProfile) + "reduce_bucket_elements: -1\n", "reduce_bucket_elements", "", 11},
-      {std::string(kProfile) + "built_on: jax\n", "built_on", "megatron-core, megatron-lm-2021", 11},
+       "[0, 1)", 12},
+      {std::string(kProfile) + "turbo: true\n", "turbo", "", 12},
+      {std::string(kProfile) + "master_weights: fp16\n", "master_weights", "fp32, remainder", 12},
+      {std::string(kProfile) + "zero3_buffers: pinned\n", "zero3_buffers", "views, copies", 12},
+      {std::string(kProfile) + "ddp_buckets: shared\n", "ddp_buckets", "views, copies", 12},
+      {std::string(kProfile) + "reduce_bucket_elements: -1\n", "reduce_bucket_elements", "", 12},
+      {std::string(kProfile) + "built_on: jax\n", "built_on", "megatron-core, megatron-lm-2021", 12},
       {Replace(kProfile, "log_format: megatron", "log_format: nemo"), "log_format",
-       "meshplan, megatron, torchtitan, deepspeed, pytorch-hook", 10},
+       "meshplan, megatron, torchtitan, deepspeed, pytorch-hook", 11},
       {std::string(kProfile) + "calibration:\n  fittable: [mfu]\n", "calibration.fittable",
-       "compute_scale, bandwidth_scale", 12},
+       "compute_scale, bandwidth_scale", 13},
       {std::string(kProfile) + "calibration:\n  compute_scale: 0\n", "calibration.compute_scale",
-       "", 12},
+       "", 13},
       {Replace(kProfile, "optimizer: fused-adam\n", ""), "optimizer", "missing", 0},
       {Replace(kProfile, "optimizer: fused-adam", "optimizer: sgd"), "optimizer",
        "fused-adam, foreach-adam, megatron-fp16", 0},
       {std::string(kProfile) + "loss: chunked\n", "loss",
-       "fp32-in-place, cross-entropy, cross-entropy-fp32", 11},
+       "fp32-in-place, cross-entropy, cross-entropy-fp32", 12},
       {std::string(kProfile) + "attention_kernel: sdpa\n", "attention_kernel",
-       "flash2, flash3, cudnn", 11},
+       "flash2, flash3, cudnn", 12},
   };
   for (const Case& c : cases) {
     INFO(c.text);

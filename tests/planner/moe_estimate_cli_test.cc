@@ -17,7 +17,7 @@ std::string MixtralConfig() {
 }
 
 constexpr const char* kSetup =
-    " --cluster 64xH100 --plan dp=8,tp=8,zero=3 --global-batch 64 --seq 4096";
+    " --cluster 64xH100 --plan dp=8,tp=8,zero=1 --global-batch 64 --seq 4096";
 
 TEST_CASE("estimate prints Mixtral's exact total and active parameters", "[planner][cli][moe]") {
   const test::CliResult table = test::RunMeshplan("estimate --model " + MixtralConfig() + kSetup);

@@ -78,7 +78,8 @@ TEST_CASE("simulate refuses 10^9 sequences of 2 tokens quickly, naming the bound
       std::filesystem::temp_directory_path() /
       ("meshplan_sim_limits_" + std::to_string(::getpid()) + ".json");
   const test::CliResult trace = RunBounded(
-      "simulate --plan pp=2,tp=2,cp=2,sp=1,zero=3,recompute=full --global-batch 1200 "
+      "simulate --framework pytorch --plan pp=2,tp=2,cp=2,sp=1,zero=3,recompute=full "
+      "--global-batch 1200 "
       "--trace '" + trace_file.string() + "'");
   CHECK(trace.exit_code == 2);
   CHECK_THAT(trace.output, Catch::Contains("kMaxTraceOps") && Catch::Contains("drop --trace"));

@@ -1,0 +1,109 @@
+// The ZeRO stages a framework offers (FrameworkSpec::zero, configs/frameworks/*.yaml `zero:`):
+// each shipped profile's, Validate's zero_offered rule, and the search's grid.
+#include <catch2/catch.hpp>
+
+#include <string>
+#include <vector>
+
+#include "planner/config/config_loader.h"
+#include "planner/config/framework_yaml.h"
+#include "planner/input_error.h"
+#include "planner/parallel_plan.h"
+#include "planner/plan_fields.h"
+#include "planner/search/plan_space.h"
+#include "planner/search/search.h"
+#include "tests/planner/cost_test_specs.h"
+#include "tests/planner/test_util.h"
+
+namespace meshplan {
+namespace {
+
+using testing::H100Cluster;
+using testing::SpecLlama;
+using testing::Training;
+
+TEST_CASE("each profile offers the ZeRO stages of the software it names", "[planner][framework]") {
+  using Stages = std::vector<int>;
+  CHECK(OfferedZeroStages(LoadFramework("megatron-core").zero) == Stages{0, 1});  // core_r0.8.0
+  CHECK(OfferedZeroStages(LoadFramework("megatron-lm-2021").zero) == Stages{0});
+  CHECK(OfferedZeroStages(LoadFramework("megatron-lm-2022").zero) == Stages{0, 1});
+  CHECK(OfferedZeroStages(LoadFramework("torchtitan").zero) == Stages{0, 2, 3});
+  for (const char* all : {"meshplan", "pytorch", "deepspeed", "nemo"})
+    CHECK(OfferedZeroStages(LoadFramework(all).zero) == Stages{0, 1, 2, 3});
+  CHECK(OfferedZeroStagesText(LoadFramework("torchtitan").zero) == "0, 2, 3");
+}
+
+TEST_CASE("Validate refuses a ZeRO stage the framework does not offer, unless nothing is sharded",
+          "[planner][framework][zero]") {
+  const ModelSpec model = SpecLlama(1024, 8, 16, 1536);
+  TrainingSpec training = Training(8, 512, Precision::kBf16);
+  training.framework = LoadFramework("torchtitan");
+  ParallelPlan plan;
+  plan.dp = 2;
+  plan.zero_stage = 1;
+  const std::vector<PlanViolation> refused = Validate(plan, model, training, 2);
+  REQUIRE(refused.size() == 1);
+  CHECK(refused[0].constraint == "zero_offered");
+  CHECK(refused[0].message == "zero=1 is not offered by torchtitan; allowed: 0, 2, 3");
+  for (int stage : {0, 2, 3}) {
+    plan.zero_stage = stage;
+    CHECK(Validate(plan, model, training, 2).empty());
+  }
+  // One weight replica: zero=1 shards nothing, so it is the same plan as zero=0.
+  plan.dp = 1;
+  plan.zero_stage = 1;
+  CHECK(Validate(plan, model, training, 1).empty());
+}
+
+TEST_CASE("the search tries the ZeRO stages the framework offers; a pinned other one is refused",
+          "[planner][search][zero]") {
+  const ModelSpec model = SpecLlama(1024, 8, 16, 1536);
+  const ClusterSpec cluster = H100Cluster(1, 2);
+  TrainingSpec training = Training(8, 512, Precision::kBf16);
+  SearchOptions options;
+  options.threads = 1;
+  options.top_k = 1000;
+  for (const char* framework : {"megatron-core", "torchtitan", "meshplan"}) {
+    INFO(framework);
+    training.framework = LoadFramework(framework);
+    const SearchResult result = Search(model, cluster, training, options);
+    REQUIRE(!result.top.empty());
+    std::vector<bool> seen(4, false);
+    for (const RankedPlan& r : result.top) {
+      if (r.plan.weight_replicas() > 1) seen[r.plan.zero_stage] = true;
+      CHECK(training.framework.zero.offers(r.plan.zero_stage));
+    }
+    for (int stage = 0; stage <= 3; ++stage) CHECK(seen[stage] == training.framework.zero.offers(stage));
+  }
+  // megatron-core core_r0.8.0 has no FSDP: --only zero=3 leaves only the one-replica meshes.
+  training.framework = LoadFramework("megatron-core");
+  options.space.pins = ParsePlanPins("zero=3");
+  const SearchResult pinned = Search(model, cluster, training, options);
+  const ConstraintTally& tally =
+      pinned.constraints[static_cast<int>(PlanConstraint::kZeroOffered)];
+  CHECK(tally.removed > 0);
+  REQUIRE(tally.example.has_value());
+  CHECK(tally.example->weight_replicas() > 1);
+  for (const RankedPlan& r : pinned.top) CHECK(r.plan.weight_replicas() == 1);
+}
+
+TEST_CASE("a plan file is validated under the framework that runs it", "[planner][framework][zero]") {
+  // No framework: key on a GPU cluster: megatron-core, which has no ZeRO-2.
+  const std::string text =
+      "model: tiny-llama\ncluster: 2xH100\ntraining: {global_batch: 4, seq_len: 128}\n"
+      "plan: {dp: 2, zero: 2}\n";
+  try {
+    PlanFileFromText(text, "plan.yaml");
+    FAIL("a ZeRO-2 plan under megatron-core was accepted");
+  } catch (const InputError& e) {
+    CHECK_THAT(e.what(), Catch::Contains("zero=2 is not offered by megatron-core"));
+  }
+  // meshplan run (and compare of its runs): the executor runs it, under `meshplan`.
+  const FrameworkSpec executor = LoadFramework(kExecutorFramework);
+  const PlanFile run = PlanFileFromText(text, "plan.yaml", &executor);
+  CHECK(run.training.framework.name == "meshplan");
+  CHECK(run.plan.zero_stage == 2);
+}
+
+}  // namespace
+}  // namespace meshplan
