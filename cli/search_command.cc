@@ -75,6 +75,7 @@ int RunBench(const SearchCommandOptions& o, const SearchOptions& base) {
     so.cluster = c.cluster;
     so.global_batch = c.global_batch;
     so.seq = c.seq_len;
+    so.framework = o.setup.framework;  // empty: the GPU default
     const TrainingSetup s = ResolveSetup(so);
     std::vector<SearchResult> runs;
     for (int i = 0; i < kRepeats; ++i) runs.push_back(Search(s.model, s.cluster, s.training, base));
@@ -88,6 +89,7 @@ int RunBench(const SearchCommandOptions& o, const SearchOptions& base) {
                          {"gpus", s.cluster.world_size()},
                          {"global_batch", c.global_batch},
                          {"seq", c.seq_len},
+                         {"framework", s.training.framework.name},
                          {"candidates", r.candidates},
                          {"valid", r.valid},
                          {"evaluated", r.valid + r.variants},
@@ -99,8 +101,8 @@ int RunBench(const SearchCommandOptions& o, const SearchOptions& base) {
                          {"best", r.top.empty() ? nlohmann::json() : RankedToJson(r.top.front())}});
       continue;
     }
-    fmt::print("{}: {} ({} GPUs), global batch {} x {} tokens\n", c.name, c.model,
-               s.cluster.world_size(), c.global_batch, c.seq_len);
+    fmt::print("{}: {} ({} GPUs), global batch {} x {} tokens, {}\n", c.name, c.model,
+               s.cluster.world_size(), c.global_batch, c.seq_len, s.training.framework.name);
     fmt::print("  candidates {}, evaluated {} (valid) + {} (prefetch / offload variants), "
                "fitting {}; {} step timings\n",
                GroupDigits(r.candidates), GroupDigits(r.valid), GroupDigits(r.variants),
@@ -284,6 +286,11 @@ int RunSearch(const SearchCommandOptions& o) {
   if (o.bench && !o.dump.empty())
     throw InputError({"<command line>"}, "--dump",
                      "cannot be combined with --bench (the benchmark times the search alone)");
+  if (o.bench && o.setup_given)
+    throw InputError({"<command line>"}, "--bench",
+                     "runs its two built-in setups (530B on 5120 A100, 405B on 16384 H100): "
+                     "drop --model, --cluster, --global-batch, --tokens-per-step, --seq and "
+                     "--precision (--framework, --only and --threads apply)");
   if (o.bench) return RunBench(o, options);
   const TrainingSetup s = ResolveSetup(o.setup);
   if (!o.explain_plan.empty())

@@ -176,6 +176,8 @@ TEST_CASE("search: bad inputs exit 2 with a clear message", "[planner][cli][sear
       {"--explain-plan tp=four", "integer"},
       {"--headroom 1.5", "--headroom"},
       {"--format xml", "format"},
+      // --bench runs its own two setups: a setup flag would be silently ignored.
+      {"--bench --model llama2-7b", "--bench: runs its two built-in setups"},
   };
   for (const Bad& b : cases) {
     const CliResult r = RunSearch(b.args);
