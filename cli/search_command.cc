@@ -382,7 +382,8 @@ void AddSearchCommand(CLI::App& app, int* exit_code) {
                   "write --export's text to this file (default: after the tables)")
       ->check(OutputFile());
   cmd->add_flag("--bench", options->bench,
-                "run the two built-in benchmark searches (530B on 5120 A100, 405B on 16384 H100)");
+                "run the two built-in benchmark searches (530B on 5120 A100, 405B on 16384 H100) "
+                "under --framework (default: megatron-core)");
   cmd->callback([cmd, options, exit_code] {
     for (const char* flag :
          {"--model", "--cluster", "--global-batch", "--tokens-per-step", "--seq", "--precision"})
