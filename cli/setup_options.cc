@@ -189,6 +189,7 @@ PlanFile ResolvePlanInput(const CLI::App& command, const SetupOptions& setup_opt
                           input.model.name + " on " + std::to_string(input.cluster.world_size()) +
                           " GPUs:";
     for (const PlanViolation& v : violations) message += "\n  " + v.constraint + ": " + v.message;
+    message += ProfilesOffering(input.plan, violations, "--framework NAME");
     if (options.plan_file.empty())  // say which flag each value came from
       message += fmt::format(
           "\nwhere: global_batch is {} {}, seq is --seq {}, the {} GPUs are "

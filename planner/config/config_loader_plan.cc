@@ -234,6 +234,7 @@ PlanFile PlanFileFromText(const std::string& text, const std::string& path_text,
         "the {} GPUs are the cluster at line {})",
         training.Where("global_batch").line, training.Where("seq_len").line,
         out.cluster.world_size(), f.Where("cluster").line);
+    message += ProfilesOffering(out.plan, violations, "training.framework: NAME");
     throw InputError(f.Where("plan"), "plan", message);
   }
   return out;

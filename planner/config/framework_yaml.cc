@@ -251,4 +251,22 @@ std::string FrameworkLabel(const FrameworkSpec& framework) {
   return framework.version.empty() ? framework.name : framework.name + " " + framework.version;
 }
 
+std::string ProfilesOffering(const ParallelPlan& plan, const std::vector<PlanViolation>& violations,
+                             const std::string& how) {
+  bool zero = false, recompute = false;
+  for (const PlanViolation& v : violations) {
+    zero = zero || v.constraint == ConstraintId(PlanConstraint::kZeroOffered);
+    recompute = recompute || v.constraint == ConstraintId(PlanConstraint::kRecomputeOffered);
+  }
+  if (!zero && !recompute) return "";
+  std::string names;
+  for (const std::string& name : ListFrameworks()) {
+    const FrameworkSpec f = LoadFramework(name);
+    if ((!zero || f.zero.offers(plan.zero_stage)) &&
+        (!recompute || Offers(f.recompute, plan.recompute.kind)))
+      names += (names.empty() ? "" : ", ") + name;
+  }
+  return names.empty() ? "" : "\nprofiles that offer it: " + names + " (" + how + ")";
+}
+
 }  // namespace meshplan
