@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <charconv>
 #include <cmath>
+#include <optional>
 
 #include <fmt/format.h>
 
@@ -156,8 +157,8 @@ ParallelPlan ParsePlanOption(const std::string& text, int64_t world_size, const 
   ParallelPlan plan = ParsePlanString(text, flag);
   for (const PlanFieldValue& item : ParsePlanFields(text, flag))
     if (item.field->id == PlanField::kDp) return plan;
-  const int64_t others = plan.tp * plan.pp * plan.cp;
-  if (world_size % others == 0) plan.dp = world_size / others;
+  const std::optional<int64_t> others = CheckedProduct({plan.tp, plan.pp, plan.cp});
+  if (others && *others > 0 && world_size % *others == 0) plan.dp = world_size / *others;
   return plan;
 }
 

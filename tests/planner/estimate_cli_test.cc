@@ -99,6 +99,10 @@ TEST_CASE("estimate: dp left out of --plan fills the GPUs the other factors leav
   CHECK(plan_of("--plan pp=2,cp=2").starts_with("dp=2,tp=1,pp=2,cp=2,"));
   CHECK(plan_of("--plan recompute=full").starts_with("dp=8,"));
   // A dp given is kept, and one the others cannot fill stays 1: both break world_size.
+  // tp=0 leaves no GPUs to divide (and must not divide by zero): factors_positive says why.
+  const Result zero = RunCli("estimate " + setup + "--plan tp=0");
+  CHECK(zero.exit_code == 2);
+  CHECK_THAT(zero.output, Catch::Contains("factors_positive"));
   for (const std::string plan : {"dp=2,tp=2", "tp=3"}) {
     const Result r = RunCli("estimate " + setup + "--plan " + plan);
     INFO(r.output);
