@@ -283,9 +283,18 @@ void PrintNextSteps(const SearchCommandOptions& o, const SearchOutcome& out) {
 // Flags -> search -> --out file -> JSON or tables; 0, or kExitNoPlanFits when none fits.
 int RunSearch(const SearchCommandOptions& o) {
   SearchOptions options = ToSearchOptions(o);
-  if (o.bench && !o.dump.empty())
-    throw InputError({"<command line>"}, "--dump",
-                     "cannot be combined with --bench (the benchmark times the search alone)");
+  if (o.bench) {  // it times the search alone and prints only the timings
+    const std::pair<const char*, bool> outputs[] = {
+        {"--dump", !o.dump.empty()},          {"--explain", o.explain},
+        {"--explain-plan", !o.explain_plan.empty()}, {"--pareto", o.pareto},
+        {"--out", !o.out.empty()},            {"--simulate-top", o.simulate_top > 0},
+        {"--export", !o.export_target.empty()}, {"--export-out", !o.export_out.empty()}};
+    for (const auto& [flag, given] : outputs)
+      if (given)
+        throw InputError({"<command line>"}, flag,
+                         "cannot be combined with --bench (the benchmark times the search alone "
+                         "and prints only its timings)");
+  }
   if (o.bench && o.setup_given)
     throw InputError({"<command line>"}, "--bench",
                      "runs its two built-in setups (530B on 5120 A100, 405B on 16384 H100): "

@@ -178,6 +178,12 @@ TEST_CASE("search: bad inputs exit 2 with a clear message", "[planner][cli][sear
       {"--format xml", "format"},
       // --bench runs its own two setups: a setup flag would be silently ignored.
       {"--bench --model llama2-7b", "--bench: runs its two built-in setups"},
+      // ... and it prints only its timings: an output flag would be ignored too.
+      {"--bench --explain", "--explain: cannot be combined with --bench"},
+      {"--bench --pareto", "--pareto: cannot be combined with --bench"},
+      {"--bench --explain-plan dp=8", "--explain-plan: cannot be combined with --bench"},
+      {"--bench --simulate-top 2", "--simulate-top: cannot be combined with --bench"},
+      {"--bench --export megatron", "--export: cannot be combined with --bench"},
   };
   for (const Bad& b : cases) {
     const CliResult r = RunSearch(b.args);
