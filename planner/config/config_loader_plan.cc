@@ -13,7 +13,6 @@
 #include <cstring>
 
 #include <fmt/format.h>
-#include <nlohmann/json.hpp>
 
 #include "planner/atomic_file.h"
 #include "planner/config/config_loader.h"
@@ -92,16 +91,11 @@ ParallelPlan PlanFromYaml(const YamlFields& f) {
 // The shortest decimal that reads back to exactly `value` (no unit).
 std::string Shortest(double value) { return FormatShifted(value, 0); }
 
-// A YAML double-quoted scalar (JSON string syntax is a subset); invalid UTF-8 becomes U+FFFD.
-std::string Quote(const std::string& text) {
-  return nlohmann::json(text).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
-}
-
 }  // namespace
 
 std::string ModelToYaml(const ModelSpec& m) {
   std::string out;
-  if (!m.name.empty()) out += "name: " + Quote(m.name) + "\n";
+  if (!m.name.empty()) out += "name: " + YamlQuoted(m.name) + "\n";
   out += fmt::format(
       "block: {}\nvocab_size: {}\nhidden: {}\nlayers: {}\nheads: {}\nkv_heads: {}\n"
       "ffn_hidden: {}\ntied_embeddings: {}\nmax_seq: {}\n",
@@ -134,7 +128,7 @@ namespace {
 void EmitSection(std::string& out, const char* key, const std::string& reference,
                  const std::string& inline_yaml) {
   if (!reference.empty()) {
-    out += fmt::format("{}: {}\n", key, Quote(reference));
+    out += fmt::format("{}: {}\n", key, YamlQuoted(reference));
     return;
   }
   out += fmt::format("{}:\n", key);
@@ -149,7 +143,7 @@ void EmitSection(std::string& out, const char* key, const std::string& reference
 
 std::string ClusterToYaml(const ClusterSpec& c) {
   std::string out;
-  if (!c.name.empty()) out += "name: " + Quote(c.name) + "\n";
+  if (!c.name.empty()) out += "name: " + YamlQuoted(c.name) + "\n";
   out += fmt::format("nodes: {}\ngpus_per_node: {}\n", c.nodes, c.gpus_per_node);
   HardwareYamlOptions exact;
   exact.significant_digits = 0;

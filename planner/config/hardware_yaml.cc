@@ -2,7 +2,6 @@
 #include "planner/config/hardware_yaml.h"
 
 #include <fmt/format.h>
-#include <nlohmann/json.hpp>
 
 #include <sstream>
 
@@ -24,16 +23,11 @@ std::string Commented(const std::string& line, const std::string& comment) {
   return fmt::format("{:<34} # {}\n", line, comment);
 }
 
-// A YAML double-quoted scalar (JSON string syntax is a subset of YAML's).
-std::string Quote(const std::string& text) {
-  return nlohmann::json(text).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
-}
-
 }  // namespace
 
 std::string NetworkTierToYaml(const NetworkTier& t, int d) {
   std::string s = "{";
-  if (!t.name.empty()) s += "name: " + Quote(t.name) + ", ";
+  if (!t.name.empty()) s += "name: " + YamlQuoted(t.name) + ", ";
   s += fmt::format("bandwidth_GBps: {}, latency_us: {}, bus_efficiency: {}",
                    Number(t.bandwidth_Bps, 9, d), Number(t.latency_s, -6, d),
                    Number(t.bus_efficiency, 0, d));
@@ -49,7 +43,7 @@ std::string HostToYaml(const HostSpec& h, int d) {
   out += fmt::format("  memory_GB_per_node: {}\n  link: {}\n  optimizer_GBps: {}\n",
                      Number(static_cast<double>(h.memory_bytes_per_node), 9, d),
                      NetworkTierToYaml(h.link, d), Number(h.optimizer_Bps, 9, d));
-  if (!h.source.empty()) out += "  source: " + Quote(h.source) + "\n";
+  if (!h.source.empty()) out += "  source: " + YamlQuoted(h.source) + "\n";
   return out;
 }
 
@@ -59,14 +53,14 @@ std::string GpuSpecToYaml(const GpuSpec& g, const HardwareYamlOptions& options) 
   std::string out;
   std::istringstream header(options.header);
   for (std::string line; std::getline(header, line);) out += line.empty() ? "#\n" : "# " + line + "\n";
-  if (!g.name.empty()) out += "name: " + Quote(g.name) + "\n";
+  if (!g.name.empty()) out += "name: " + YamlQuoted(g.name) + "\n";
   if (!options.aliases.empty()) {
     out += "aliases: [";
     for (size_t i = 0; i < options.aliases.size(); ++i)
-      out += (i ? ", " : "") + Quote(options.aliases[i]);
+      out += (i ? ", " : "") + YamlQuoted(options.aliases[i]);
     out += "]\n";
   }
-  if (!g.source.empty()) out += "source: " + Quote(g.source) + "\n";
+  if (!g.source.empty()) out += "source: " + YamlQuoted(g.source) + "\n";
   const double mib = static_cast<double>(g.memory_bytes) / (1024.0 * 1024.0);
   out += Commented("memory_MiB: " + Number(mib, 0, d == 0 ? 0 : 8), "MiB (2^20 bytes)");
   out += Commented("peak_TFLOPs:", "dense peak, TFLOP/s (1e12 FLOP/s)");

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include <fmt/format.h>
+#include <nlohmann/json.hpp>
 #include <yaml-cpp/eventhandler.h>
 #include <yaml-cpp/parser.h>
 
@@ -343,6 +344,10 @@ double ParseShifted(const std::string& number_text, int exponent) {
   double out = 0;
   std::from_chars(text.data(), text.data() + text.size(), out);
   return out;
+}
+
+std::string YamlQuoted(const std::string& text) {
+  return nlohmann::json(text).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
 }
 
 std::string FormatShifted(double value, int exponent) {

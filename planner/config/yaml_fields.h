@@ -117,4 +117,8 @@ std::string DescribeNode(const YAML::Node& node);
 double ParseShifted(const std::string& number_text, int exponent);
 std::string FormatShifted(double value, int exponent);
 
+// `text` as a YAML double-quoted scalar, for the writers (JSON string syntax is a subset of
+// YAML's); invalid UTF-8 becomes U+FFFD.
+std::string YamlQuoted(const std::string& text);
+
 }  // namespace meshplan
