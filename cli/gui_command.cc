@@ -51,14 +51,11 @@ int RunGui(const CLI::App& command, const GuiCommandOptions& options) {
                       file.training, file.plan);
   } else {
     TrainingSetup setup = ResolveSetup(options.setup);
-    ParallelPlan plan;
-    if (command.count("--plan") > 0) {
-      // Kept as given (dp filled as estimate fills it): the GUI shows violations.
-      plan = ParsePlanOption(options.plan, setup.cluster.world_size());
-    } else {
-      plan.dp = setup.cluster.world_size();
+    // --plan as estimate reads it, kept as given (the GUI shows violations); without one,
+    // dp = all GPUs moved to the nearest valid plan.
+    ParallelPlan plan = ParsePlanOption(options.plan, setup.cluster.world_size());
+    if (command.count("--plan") == 0)
       plan = FitPlanToSetup(setup.model, setup.cluster, setup.training, plan);
-    }
     InitExplorerState(*state, std::move(setup.model), options.setup.model,
                       std::move(setup.cluster), options.setup.cluster, setup.training, plan);
   }
