@@ -6,6 +6,7 @@
 #include <optional>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include "planner/checked_math.h"
 #include "planner/config/config_loader.h"
@@ -50,9 +51,10 @@ void AddSetupOptions(CLI::App* command, SetupOptions* options) {
                       "framework keeps them; GPUs with FP8 tensor cores only)")
       ->capture_default_str();
   command->add_option("--framework", options->framework,
-                      "the software that runs the plan: a name from configs/frameworks/ (megatron-core, "
-                      "megatron-lm-2021, megatron-lm-2022, torchtitan, pytorch, deepspeed, meshplan) "
-                      "or a YAML file; default: megatron-core on GPUs, meshplan on CPU profiles")
+                      fmt::format("the software that runs the plan: a name from configs/frameworks/ "
+                                  "({}) or a YAML file; default: megatron-core on GPUs, meshplan "
+                                  "on CPU profiles",
+                                  fmt::join(ListFrameworks(), ", ")))
       ->check(NonEmptyText("a framework"));
   command->add_option("--grad-accumulation", options->grad_accumulation,
                       "fused | separate: how micro-batches' weight gradients are summed (fused: in "
