@@ -108,8 +108,32 @@ ClusterSpec ClusterOf(const RowFields& f, int64_t gpus) {
   }
 }
 
-// The training of a row run under `framework` (a configs/frameworks profile).
-TrainingSpec TrainingOf(const RowFields& f, const FrameworkSpec& framework) {
+// The run's own settings beside its profile (RunSettings).
+RunSettings RunSettingsOf(const RowFields& f) {
+  RunSettings run;
+  if (const YamlFields& where = f.For("grad_accumulation"); where.Has("grad_accumulation")) {
+    const std::string accumulation = where.String("grad_accumulation");
+    GradAccumulation mode;
+    if (!ParseGradAccumulation(accumulation, &mode))
+      where.Fail("grad_accumulation", "expected one of: " +
+                                          std::string(AllowedGradAccumulations()) + "; got '" +
+                                          accumulation + "'");
+    run.grad_accumulation = mode;
+  }
+  // The run's norm kernel (torchtitan's norm_type), where it is not the profile's.
+  if (const YamlFields& where = f.For("norm"); where.Has("norm")) {
+    const std::string norm = where.String("norm");
+    bool fused = false;
+    if (!ParseNormKernel(norm, &fused))
+      where.Fail("norm", "expected one of: fused, unfused; got '" + norm + "'");
+    run.fused_norm = fused;
+  }
+  return run;
+}
+
+// The training of a row run under `framework` (a configs/frameworks profile) with its own
+// settings `run`.
+TrainingSpec TrainingOf(const RowFields& f, const FrameworkSpec& framework, const RunSettings& run) {
   TrainingSpec t;
   t.global_batch = f.For("global_batch").Int("global_batch", {1, 1'000'000'000});
   t.seq_len = f.For("seq_len").Int("seq_len", {1, 1'000'000'000});
@@ -118,18 +142,7 @@ TrainingSpec TrainingOf(const RowFields& f, const FrameworkSpec& framework) {
     f.For("precision").Fail("precision", "expected one of: " + std::string(AllowedPrecisions()) +
                                              "; got '" + precision + "'");
   t.framework = framework;
-  const YamlFields& where = f.For("grad_accumulation");
-  GradAccumulation& mode = t.framework.grad_accumulation;
-  const std::string accumulation = where.String("grad_accumulation", ToString(mode));
-  if (!ParseGradAccumulation(accumulation, &mode))
-    where.Fail("grad_accumulation", "expected one of: " +
-                                        std::string(AllowedGradAccumulations()) + "; got '" +
-                                        accumulation + "'");
-  // The run's norm kernel (torchtitan's norm_type), where it is not the profile's.
-  const YamlFields& norm_at = f.For("norm");
-  const std::string norm = norm_at.String("norm", NormKernelName(t.framework.fused_norm));
-  if (!ParseNormKernel(norm, &t.framework.fused_norm))
-    norm_at.Fail("norm", "expected one of: fused, unfused; got '" + norm + "'");
+  run.ApplyTo(&t.framework);
   return t;
 }
 
@@ -209,7 +222,8 @@ PublishedRow RowOf(const YamlFields& row, const YamlFields& common, const Publis
   // Neither the row nor its table names the software: the command line's default.
   if (!framework) framework = LoadFramework(DefaultFrameworkName(out.setup.cluster.gpu));
   out.framework = framework->name;
-  out.setup.training = TrainingOf(f, *framework);
+  out.run = RunSettingsOf(f);
+  out.setup.training = TrainingOf(f, *framework, out.run);
   out.setup.model = ModelOf(f, out.name, out.setup.training.seq_len);
   // What estimate refuses, validate refuses too: fp8 needs FP8 tensor cores.
   if (const std::string why = WhyPrecisionUnsupported(out.setup.cluster.gpu,
@@ -250,6 +264,11 @@ PublishedTable TableOf(const YamlFields& t) {
 
 
 }  // namespace
+
+void RunSettings::ApplyTo(FrameworkSpec* framework) const {
+  if (grad_accumulation) framework->grad_accumulation = *grad_accumulation;
+  if (fused_norm) framework->fused_norm = *fused_norm;
+}
 
 const char* ToString(PublishedFigure figure) {
   switch (figure) {

@@ -45,6 +45,15 @@ bool ParsePublishedFigure(const std::string& name, PublishedFigure* out);
 // The unit as printed: "TFLOP/s per GPU" | "s" | "GiB" | "tokens/s per GPU".
 const char* UnitOf(PublishedFigure figure);
 
+// A run's own settings that its file gives beside the framework profile (the row's or its
+// table's `grad_accumulation` and `norm`): they stay under any profile the row is predicted
+// under (PredictUnder), as they are the run's configuration, not the software's.
+struct RunSettings {
+  std::optional<GradAccumulation> grad_accumulation;
+  std::optional<bool> fused_norm;
+  void ApplyTo(FrameworkSpec* framework) const;
+};
+
 struct PublishedRow {
   std::string name;         // "1.7B", "175B full recompute"
   double params_billion = 0;  // the paper's parameter count (0 when it publishes none)
@@ -52,6 +61,7 @@ struct PublishedRow {
   // table's, else the default for its GPU (DefaultFrameworkName; "" for a skipped row).
   std::string framework;
   PlanFile setup;           // model, cluster, training and plan of the run (empty when skipped)
+  RunSettings run;          // its settings beside the profile, applied to setup.training.framework
   std::string plan_text;    // the plan as written in the file
   // The figure, in UnitOf(table.figure); absent only for a run that did not fit.
   std::optional<double> published;

@@ -122,6 +122,7 @@ void PredictUnder(const FrameworkSpec& framework, PublishedRuns* runs) {
       if (row.skipped()) continue;
       row.framework = framework.name;
       row.setup.training.framework = framework;
+      row.run.ApplyTo(&row.setup.training.framework);
       if (!Offers(framework.recompute, row.setup.plan.recompute.kind))
         row.skip_reason = "recompute=" + ToString(row.setup.plan.recompute) +
                           " is not offered by " + framework.name;
