@@ -53,6 +53,9 @@ enum class LossKernel : uint8_t {
                       // backward, two gradients of their size in the loss backward (plain PyTorch)
   kCrossEntropyFp32,  // the same on logits the model casts to fp32 (torchtitan 2024's
                       // `self.output(h).float()`)
+  kCrossEntropyFp32Freed,  // the loss casts the model's logits to fp32 and the caller frees
+                           // them before the backward: log_softmax's fp32 output the only
+                           // tensor kept (torchtitan from e29b6b4d4, June 2024: `del pred`)
 };
 
 // Activation recompute policies (ParallelPlan::recompute) a framework offers, as a bit set.
@@ -141,6 +144,10 @@ struct FrameworkSpec {
   // megatron-core). Where no published run of that profile backs a prediction, its error band
   // is measured on the runs of the frameworks built on it (planner/validate/error_band.h).
   std::string built_on;
+  // The profile of a later version of the same framework ("" for none; torchtitan-2024-04:
+  // torchtitan): where no published run of that profile backs a prediction, its error band
+  // is measured on this one's runs too, as for built_on.
+  std::string version_of;
   KernelSet kernels = KernelSet::kEager;
   // The eager kernel sets' RMSNorm as one fused kernel each way (torchtitan's
   // `norm_type = "fused_rmsnorm"`); the fused kernel sets always fuse it.

@@ -33,9 +33,11 @@ constexpr Spellings<OptimizerStep, 3> kOptimizers{{{OptimizerStep::kFusedAdam, "
                                                     {OptimizerStep::kForeachAdam, "foreach-adam"},
                                                     {OptimizerStep::kMegatronFp16, "megatron-fp16"}}};
 
-constexpr Spellings<LossKernel, 3> kLossKernels{{{LossKernel::kFp32InPlace, "fp32-in-place"},
-                                                 {LossKernel::kCrossEntropy, "cross-entropy"},
-                                                 {LossKernel::kCrossEntropyFp32, "cross-entropy-fp32"}}};
+constexpr Spellings<LossKernel, 4> kLossKernels{
+    {{LossKernel::kFp32InPlace, "fp32-in-place"},
+     {LossKernel::kCrossEntropy, "cross-entropy"},
+     {LossKernel::kCrossEntropyFp32, "cross-entropy-fp32"},
+     {LossKernel::kCrossEntropyFp32Freed, "cross-entropy-fp32-freed"}}};
 
 constexpr Spellings<LogFormat, 5> kLogFormats{{{LogFormat::kMeshplan, "meshplan"},
                                                {LogFormat::kMegatron, "megatron"},
@@ -112,21 +114,28 @@ FrameworkCalibration ReadCalibration(const YamlFields& f) {
   return c;
 }
 
+// `key`, when given: the name of another profile of configs/frameworks/ than `self` ("" when
+// absent).
+std::string ReadOtherProfile(const YamlFields& f, const char* key, const std::string& self) {
+  if (!f.Has(key)) return "";
+  const std::string other = f.String(key);
+  const std::vector<std::string> names = ListFrameworks();
+  if (other == self || std::find(names.begin(), names.end(), other) == names.end())
+    f.Fail(key, fmt::format("expected another profile of configs/frameworks/ ({}); got '{}'",
+                            fmt::join(names, ", "), other));
+  return other;
+}
+
 FrameworkSpec FrameworkFromYaml(const YamlFields& f, const std::string& default_name) {
-  f.AllowOnly({"name", "version", "source", "built_on", "kernels", "norm", "attention",
+  f.AllowOnly({"name", "version", "source", "built_on", "version_of", "kernels", "norm", "attention",
                "attention_kernel", "main_grads", "fp8_states", "master_weights", "grad_accumulation",
                "optimizer", "loss", "recompute", "zero", "zero1_gradients", "zero3_buffers", "ddp_buckets",
                "reduce_bucket_elements", "allocator_fragmentation", "log_format", "calibration"});
   FrameworkSpec s;
   s.name = f.String("name", default_name);
   s.version = f.String("version");
-  if (f.Has("built_on")) {
-    s.built_on = f.String("built_on");
-    const std::vector<std::string> names = ListFrameworks();
-    if (s.built_on == s.name || std::find(names.begin(), names.end(), s.built_on) == names.end())
-      f.Fail("built_on", fmt::format("expected another profile of configs/frameworks/ ({}); got '{}'",
-                                     fmt::join(names, ", "), s.built_on));
-  }
+  s.built_on = ReadOtherProfile(f, "built_on", s.name);
+  s.version_of = ReadOtherProfile(f, "version_of", s.name);
   s.kernels = ReadChoice(f, "kernels", kKernelSets);
   if (f.Has("norm")) s.fused_norm = ReadChoice(f, "norm", kNormKernels);
   s.attention = ReadChoice(f, "attention", kAttentionImplSpellings);
@@ -221,6 +230,7 @@ std::string FrameworkToYamlText(const FrameworkSpec& s, const std::string& comme
   out += "name: " + s.name + "\n";
   out += "version: \"" + s.version + "\"\n";
   if (!s.built_on.empty()) out += "built_on: " + s.built_on + "\n";
+  if (!s.version_of.empty()) out += "version_of: " + s.version_of + "\n";
   out += "kernels: " + spelled(kKernelSets, s.kernels) + "\n";
   out += "norm: " + spelled(kNormKernels, s.fused_norm) + "\n";
   out += "attention: " + spelled(kAttentionImplSpellings, s.attention) + "\n";

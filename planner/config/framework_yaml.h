@@ -13,8 +13,9 @@
 //   master_weights    fp32 | remainder (optional, fp32: how an fp32 master is kept)
 //   grad_accumulation fused | separate
 //   optimizer         fused-adam | foreach-adam | megatron-fp16
-//   loss              fp32-in-place | cross-entropy | cross-entropy-fp32 (optional,
-//                     fp32-in-place: how the loss holds its logits)
+//   loss              fp32-in-place | cross-entropy | cross-entropy-fp32 |
+//                     cross-entropy-fp32-freed (optional, fp32-in-place: how the loss holds
+//                     its logits)
 //   recompute         a list of: none, selective, full, op, every
 //   zero              a list of the ZeRO stages offered: 0, 1, 2, 3
 //   zero1_gradients   in-place | shard-copy (ZeRO-1's reduce-scattered gradient shard)

@@ -104,9 +104,16 @@ double LogitElements(const RankShape& sh) { return double(sh.b) * sh.s_local * s
 double CrossEntropyLogitBytes(const RankShape& sh) {
   switch (sh.loss) {
     case LossKernel::kCrossEntropy: return sh.act_bytes;
-    case LossKernel::kCrossEntropyFp32: return kFp32Bytes;
+    case LossKernel::kCrossEntropyFp32:
+    case LossKernel::kCrossEntropyFp32Freed: return kFp32Bytes;
     default: return 0;
   }
+}
+
+// Whether the caller holds the logits through the backward (every PyTorch cross-entropy but
+// the one whose caller frees them).
+bool CallerHoldsLogits(const RankShape& sh) {
+  return sh.loss == LossKernel::kCrossEntropy || sh.loss == LossKernel::kCrossEntropyFp32;
 }
 
 }  // namespace
@@ -114,12 +121,14 @@ double CrossEntropyLogitBytes(const RankShape& sh) {
 // PyTorch's F.cross_entropy: log_softmax saves its output; the caller's logits live on
 // (nanoGPT-style loops hold `logits`; torchtitan's train.py at 157a12c56 holds `pred`, its
 // model's `self.output(h).float()`, until the next step's forward assigns it again: its
-// `del pred`, "to save 3.9G memory" on Llama 3 8B, came in e29b6b4d4, June 2024).
+// `del pred`, "to save 3.9G memory" on Llama 3 8B, came in e29b6b4d4, June 2024: from then
+// its loss_fn casts the model's logits, `pred.flatten(0, 1).float()`, and train.py deletes
+// `pred` before `loss.backward()`, cross-entropy-fp32-freed).
 SavedTensorList LossSavedTensors(const RankShape& sh) {
   SavedTensorList out;
   const double logits = LogitElements(sh);
   if (const double e = CrossEntropyLogitBytes(sh); e > 0) {
-    out.Add({"lm_head", "logits, held by the caller (B,Sc,Vt)", logits, e});
+    if (CallerHoldsLogits(sh)) out.Add({"lm_head", "logits, held by the caller (B,Sc,Vt)", logits, e});
     out.Add({"cross_entropy.log_softmax", "output (B,Sc,Vt)", logits, e});
     return out;
   }
@@ -129,7 +138,7 @@ SavedTensorList LossSavedTensors(const RankShape& sh) {
 }
 
 double LossHeldBytes(const RankShape& sh) {
-  return LogitElements(sh) * CrossEntropyLogitBytes(sh);  // the caller's logits
+  return CallerHoldsLogits(sh) ? LogitElements(sh) * CrossEntropyLogitBytes(sh) : 0.0;
 }
 
 SavedTensorList HeadBackwardWorkspace(const RankShape& sh) {

@@ -52,8 +52,9 @@ SavedTensorList LastStageSavedTensors(const ModelSpec& model, const RankShape& s
 // into the gradient of the logits (probs - onehot), so the loss backward allocates
 // nothing more and the buffer is freed after the lm_head backward.
 // A PyTorch cross-entropy (shape.loss kCrossEntropy, kCrossEntropyFp32: plain PyTorch,
-// torchtitan 2024) keeps two copies of the logits' size instead: the logits the caller holds
-// and log_softmax's output, which autograd saves.
+// torchtitan until June 2024) keeps two copies of the logits' size instead: the logits the
+// caller holds and log_softmax's output, which autograd saves; kCrossEntropyFp32Freed
+// (torchtitan's `del pred`) log_softmax's fp32 output alone.
 SavedTensorList LossSavedTensors(const RankShape& shape);
 // Of those, the bytes alive outside the loss's own backward too (the caller's logits, which a
 // training loop drops only when the next step's forward assigns them again); 0 otherwise.

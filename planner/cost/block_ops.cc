@@ -155,15 +155,16 @@ struct LossWork {
 // cunn_SoftMaxBackward: the gradient read for its sum, then the gradient and the saved output
 // read and the input gradient written (4L). cross-entropy-fp32 runs it on logits the model
 // casts to fp32 (L = 4): the cast (read a, write 4) before it and the cast's gradient (read 4,
-// write a) after it.
+// write a) after it; cross-entropy-fp32-freed is the same work, the cast made by the loss.
 LossWork LossOf(double a, LossKernel kind) {
   if (kind == LossKernel::kFp32InPlace) {
     const bool cast = a != 4;
     const double cast_bytes = cast ? a + 4 : 0;
     return {cast_bytes + 4 + 8 + 8 + 4 + 8, 8 + cast_bytes, cast ? 6 : 5, cast ? 2 : 1};
   }
-  const bool cast = kind == LossKernel::kCrossEntropyFp32 && a != 4;
-  const double L = kind == LossKernel::kCrossEntropyFp32 ? 4 : a, cast_bytes = cast ? a + 4 : 0;
+  const bool fp32 = kind == LossKernel::kCrossEntropyFp32 || kind == LossKernel::kCrossEntropyFp32Freed;
+  const bool cast = fp32 && a != 4;
+  const double L = fp32 ? 4 : a, cast_bytes = cast ? a + 4 : 0;
   const int64_t casts = cast ? 1 : 0;
   return {4 * L + cast_bytes, 5 * L + cast_bytes, 2 + casts, 3 + casts};
 }

@@ -28,19 +28,32 @@ PublishedRuns RowsOn(PublishedRuns runs, const std::string& generation, const Ke
   return runs;
 }
 
-// The band of `framework` from `runs`, the rows of the frameworks built on it, each
-// predicted under `framework`.
-ErrorBand BuiltOnBand(const FrameworkSpec& framework, const std::string& generation,
+// What `lender`'s runs are to `framework` when its band borrows them ("" when it does not).
+const char* RelationOf(const FrameworkSpec& lender, const std::string& framework) {
+  if (lender.built_on == framework) return "built on";
+  if (lender.version_of == framework) return "an earlier version of";
+  return "";
+}
+
+// The band of `framework` from `runs`, the rows of the frameworks built on it or of its
+// earlier versions, each predicted under `framework`.
+ErrorBand BorrowedBand(const FrameworkSpec& framework, const std::string& generation,
                       PublishedRuns runs) {
-  std::vector<std::string> builders;
+  std::vector<std::string> lenders;
+  std::string relation;
   for (const PublishedTable& table : runs.tables)
-    for (const PublishedRow& row : table.rows) builders.push_back(row.framework);
-  std::sort(builders.begin(), builders.end());
-  builders.erase(std::unique(builders.begin(), builders.end()), builders.end());
-  if (builders.empty()) return {framework.name, generation, 0, 0, ""};
+    for (const PublishedRow& row : table.rows) {
+      lenders.push_back(row.framework);
+      const std::string of = RelationOf(row.setup.training.framework, framework.name);
+      relation = relation.empty() || relation == of ? of : "built on or earlier versions of";
+    }
+  std::sort(lenders.begin(), lenders.end());
+  lenders.erase(std::unique(lenders.begin(), lenders.end()), lenders.end());
+  if (lenders.empty()) return {framework.name, generation, 0, 0, "", ""};
   PredictUnder(framework, &runs);
   ErrorBand band = ErrorBandOf(PredictPublishedRuns(runs), framework.name, generation);
-  band.runs_of = fmt::format("{}", fmt::join(builders, ", "));
+  band.runs_of = fmt::format("{}", fmt::join(lenders, ", "));
+  band.relation = relation;
   return band;
 }
 
@@ -52,7 +65,7 @@ std::string GpuGeneration(const std::string& gpu_name) {
 
 ErrorBand ErrorBandOf(const ValidationReport& report, const std::string& framework,
                       const std::string& generation) {
-  ErrorBand band{framework, generation, 0, 0, ""};
+  ErrorBand band{framework, generation, 0, 0, "", ""};
   double sum = 0;
   for (const ValidatedTable& table : report.tables) {
     if (!IsTimeFigure(table.figure)) continue;
@@ -78,12 +91,12 @@ ErrorBand ErrorBandFor(const FrameworkSpec& framework, const GpuSpec& gpu) {
         })),
         framework.name, generation);
     if (own.runs > 0) return own;
-    return BuiltOnBand(framework, generation,
-                       RowsOn(std::move(runs), generation, [&](const PublishedRow& row) {
-                         return row.setup.training.framework.built_on == framework.name;
-                       }));
+    return BorrowedBand(framework, generation,
+                        RowsOn(std::move(runs), generation, [&](const PublishedRow& row) {
+                          return *RelationOf(row.setup.training.framework, framework.name) != 0;
+                        }));
   } catch (const InputError&) {
-    return {framework.name, generation, 0, 0, ""};  // no runs file to measure the band by
+    return {framework.name, generation, 0, 0, "", ""};  // no runs file to measure the band by
   }
 }
 
@@ -92,14 +105,14 @@ std::string DescribeBand(const ErrorBand& band) {
     return fmt::format("no published run of {} on {} backs this prediction", band.framework,
                        band.generation);
   const std::string of = band.runs_of.empty() ? "" : fmt::format(
-      " of {} (built on {})", band.runs_of, band.framework);
+      " of {} ({} {})", band.runs_of, band.relation, band.framework);
   return fmt::format("+-{:.0f}%: {} on {}, {} published run{}{}", band.mape_pct, band.framework,
                      band.generation, band.runs, band.runs == 1 ? "" : "s", of);
 }
 
 nlohmann::json ErrorBandToJson(const ErrorBand& band) {
   return {{"framework", band.framework}, {"generation", band.generation}, {"runs", band.runs},
-          {"mape_pct", band.mape_pct}, {"runs_of", band.runs_of}};
+          {"mape_pct", band.mape_pct}, {"runs_of", band.runs_of}, {"relation", band.relation}};
 }
 
 }  // namespace meshplan

@@ -6,8 +6,9 @@
 // (step_time_s, tflops_per_gpu, tokens_per_s_per_gpu), not memory. A generation is the GPU
 // name up to its first '-' (h100-sxm and h100-pcie are h100). Nothing is fitted: the band
 // only reports what validate measured. A profile that no published run used (megatron-core)
-// borrows the runs of the frameworks built on it (FrameworkSpec::built_on: nemo), predicted
-// under the profile itself, as `validate --framework` would, and the band says whose runs.
+// borrows the runs of the frameworks built on it (FrameworkSpec::built_on: nemo) and of its
+// earlier versions (FrameworkSpec::version_of: torchtitan-2024-04), predicted under the
+// profile itself, as `validate --framework` would, and the band says whose runs.
 #pragma once
 
 #include <nlohmann/json.hpp>
@@ -27,7 +28,8 @@ struct ErrorBand {
   int64_t runs = 0;        // published runs behind the band (0: none)
   double mape_pct = 0;     // their mean |error|, percent
   std::string runs_of;     // "": the framework's own runs; else the frameworks built on it
-                           // whose runs were predicted under it ("nemo")
+                           // or its earlier versions whose runs were predicted under it ("nemo")
+  std::string relation;    // what runs_of are to it: "built on" | "an earlier version of"
 };
 
 std::string GpuGeneration(const std::string& gpu_name);  // "h100-sxm" -> "h100"
@@ -37,7 +39,8 @@ ErrorBand ErrorBandOf(const ValidationReport& report, const std::string& framewo
 // that cannot be read gives a band of 0 runs.
 ErrorBand ErrorBandFor(const FrameworkSpec& framework, const GpuSpec& gpu);
 // "+-7%: megatron-core on h100, 12 published runs" | "+-9%: megatron-core on h100, 9 published
-// runs of nemo (built on megatron-core)" | "no published run of torchtitan on h100 backs this
+// runs of nemo (built on megatron-core)" | "+-8%: torchtitan on a100, 8 published runs of
+// torchtitan-2024-04 (an earlier version of torchtitan)" | "no published run of torchtitan on h100 backs this
 // prediction".
 std::string DescribeBand(const ErrorBand& band);
 // framework, generation, runs, mape_pct, runs_of ("" for the framework's own).

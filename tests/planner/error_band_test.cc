@@ -68,6 +68,15 @@ TEST_CASE("estimate and search print the band validate measured, or that none ba
   const test::CliResult a100 = test::RunMeshplan("estimate --cluster 8xA100-80GB");
   REQUIRE(a100.exit_code == 0);
   CHECK_THAT(a100.output, Catch::Contains("no published run of megatron-core on a100"));
+  // torchtitan's A100 runs ran its April 2024 version (torchtitan-2024-04, version_of:
+  // torchtitan): they back the later profile's band on A100, predicted under it.
+  const test::CliResult titan =
+      test::RunMeshplan("estimate --framework torchtitan --cluster 8xA100-80GB --format json");
+  REQUIRE(titan.exit_code == 0);
+  const nlohmann::json earlier = nlohmann::json::parse(titan.output)["error_band"];
+  CHECK(earlier["runs_of"] == "torchtitan-2024-04");
+  CHECK(earlier["relation"] == "an earlier version of");
+  CHECK(earlier["runs"].get<int>() == 8);
   const test::CliResult search = test::RunMeshplan("search --framework deepspeed --top 1");
   REQUIRE(search.exit_code == 0);
   CHECK_THAT(search.output, Catch::Contains("Step times: no published run of deepspeed on h100"));

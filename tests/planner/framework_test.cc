@@ -115,6 +115,7 @@ TEST_CASE("a hostile profile is refused with file, line, field and the allowed v
       {std::string(kProfile) + "ddp_buckets: shared\n", "ddp_buckets", "views, copies", 12},
       {std::string(kProfile) + "reduce_bucket_elements: -1\n", "reduce_bucket_elements", "", 12},
       {std::string(kProfile) + "built_on: jax\n", "built_on", "megatron-core, megatron-lm-2021", 12},
+      {std::string(kProfile) + "version_of: jax\n", "version_of", "megatron-core, megatron-lm-2021", 12},
       {Replace(kProfile, "log_format: megatron", "log_format: nemo"), "log_format",
        "meshplan, megatron, torchtitan, deepspeed, pytorch-hook", 11},
       {std::string(kProfile) + "calibration:\n  fittable: [mfu]\n", "calibration.fittable",
@@ -125,7 +126,7 @@ TEST_CASE("a hostile profile is refused with file, line, field and the allowed v
       {Replace(kProfile, "optimizer: fused-adam", "optimizer: sgd"), "optimizer",
        "fused-adam, foreach-adam, megatron-fp16", 0},
       {std::string(kProfile) + "loss: chunked\n", "loss",
-       "fp32-in-place, cross-entropy, cross-entropy-fp32", 12},
+       "fp32-in-place, cross-entropy, cross-entropy-fp32, cross-entropy-fp32-freed", 12},
       {std::string(kProfile) + "attention_kernel: sdpa\n", "attention_kernel",
        "flash2, flash3, cudnn", 12},
   };
@@ -142,6 +143,11 @@ TEST_CASE("a hostile profile is refused with file, line, field and the allowed v
   CHECK(itself.field() == "built_on");
   CHECK(FrameworkFromYamlText(std::string(kProfile) + "built_on: nemo\n", "mine.yaml").built_on ==
         "nemo");
+  // version_of too: an earlier version names the later one's profile.
+  const InputError own_version = ErrorOf(
+      [] { FrameworkFromYamlText(std::string(kProfile) + "version_of: torchtitan\n", "torchtitan.yaml"); });
+  CHECK(own_version.field() == "version_of");
+  CHECK(LoadFramework("torchtitan-2024-04").version_of == "torchtitan");
   CHECK(FrameworkFromYamlText(std::string(kProfile) + "norm: fused\n", "mine.yaml").fused_norm);
   CHECK_FALSE(FrameworkFromYamlText(kProfile, "mine.yaml").fused_norm);
   CHECK(FrameworkFromYamlText(kProfile, "mine.yaml").attention_kernel == AttentionKernel::kFlash2);
@@ -444,7 +450,7 @@ TEST_CASE("simulate and search --framework predict for the profile they name",
       test::RunMeshplan("simulate " + setup + "--plan dp=8 --framework torchtitan");
   INFO(sim.output);
   REQUIRE(sim.exit_code == 0);
-  CHECK_THAT(sim.output, Catch::Contains("torchtitan 2024"));
+  CHECK_THAT(sim.output, Catch::Contains("torchtitan 9dec370ad (2024-12"));
   // The same plan under two profiles: different step times (kernels, gradient dtype).
   const auto step = [&](const char* framework) {
     const test::CliResult r = test::RunMeshplan("search --format json --top 1 " + setup +

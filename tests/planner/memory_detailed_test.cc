@@ -385,6 +385,19 @@ TEST_CASE("a PyTorch cross-entropy keeps the caller's logits and log_softmax's o
   CHECK(LossHeldBytes(bf16) == 2 * logits);
   training.framework.loss = LossKernel::kFp32InPlace;
   CHECK(LossHeldBytes(MakeRankShape(m, training, ParallelPlan{})) == 0);
+  // torchtitan since June 2024: the loss casts the bf16 logits to fp32 and train.py deletes
+  // `pred` before the backward: log_softmax's fp32 output is kept, the same two fp32
+  // gradients in the loss backward, and the peak is the fp32 logits' size lower.
+  training.framework.loss = LossKernel::kCrossEntropyFp32Freed;
+  const RankShape freed = MakeRankShape(m, training, ParallelPlan{});
+  CHECK(LossSavedTensors(freed).TotalBytes() == 4 * logits);
+  CHECK(HeadBackwardWorkspace(freed).TotalBytes() == 8 * logits);
+  CHECK(LossHeldBytes(freed) == 0);
+  const MemoryBreakdown f = Detailed(m, training, ParallelPlan{}, 0, AttentionImpl::kFused);
+  CHECK(f.peak_phase == "head_backward");
+  CHECK(f.logits_bytes == 4 * logits);
+  CHECK(f.transient_bytes == 8 * logits);
+  CHECK(b.total_bytes - f.total_bytes >= 4 * logits);  // less the allocator's share of it
 }
 
 TEST_CASE("the peak phase is named and the fields sum to it", "[planner][memory]") {

@@ -13,6 +13,7 @@
 #include <string>
 
 #include "planner/config/config_loader.h"
+#include "planner/config/framework_yaml.h"
 #include "planner/cost/flops.h"
 #include "planner/cost/memory_model.h"
 #include "planner/cost/param_count.h"
@@ -224,6 +225,25 @@ TEST_CASE("predictions use Estimate(): TFLOP/s is the paper's FLOPs over its ste
   CHECK(table.max_abs_error_pct == worst);
 }
 
+TEST_CASE("predicted under another profile, a row keeps its run's own settings",
+          "[planner][validation]") {
+  // torchtitan's Llama 3 8B rows ran norm_type = "fused_rmsnorm" (the row's `norm: fused`),
+  // its 70B rows the profile's rmsnorm; the table's grad_accumulation is the run's too.
+  PublishedRuns runs = Runs();
+  std::erase_if(runs.tables, [](const PublishedTable& t) { return t.id != "torchtitan2024-a100-fsdp2"; });
+  const FrameworkSpec other = LoadFramework("megatron-core");  // fused kernels, fused accumulation
+  REQUIRE(other.grad_accumulation == GradAccumulation::kFused);
+  PredictUnder(other, &runs);
+  const std::vector<PublishedRow>& rows = runs.tables.at(0).rows;
+  for (const PublishedRow& row : rows) {
+    CAPTURE(row.name);
+    const FrameworkSpec& f = row.setup.training.framework;
+    CHECK(f.name == "megatron-core");
+    CHECK(f.grad_accumulation == GradAccumulation::kSeparate);  // the table's common setting
+    CHECK(f.fused_norm == (row.name.find("70B") == std::string::npos));
+  }
+}
+
 TEST_CASE("NeMo 24.07's DGX-H100 table and torchtitan's A100 rows, as published",
           "[planner][validation]") {
   const PublishedTable& nemo = Table("nemo2407-dgxh100-fp8");
@@ -231,7 +251,7 @@ TEST_CASE("NeMo 24.07's DGX-H100 table and torchtitan's A100 rows, as published"
   CHECK(nemo.figure == PublishedFigure::kTokensPerGpu);
   CHECK(titan.figure == PublishedFigure::kTokensPerGpu);
   CHECK(nemo.framework == "nemo");
-  CHECK(titan.framework == "torchtitan");
+  CHECK(titan.framework == "torchtitan-2024-04");  // the version that ran them
   REQUIRE(nemo.rows.size() == 12);  // every row of the table, Nemotron's included
   REQUIRE(titan.rows.size() == 10);  // 8 published rows and the 2 out-of-memory ones
   for (const PublishedTable* t : {&nemo, &titan}) {

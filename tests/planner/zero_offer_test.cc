@@ -46,7 +46,8 @@ TEST_CASE("Validate refuses a ZeRO stage the framework does not offer, unless no
   REQUIRE(refused.size() == 1);
   CHECK(refused[0].constraint == "zero_offered");
   CHECK(refused[0].message ==
-        "zero=1 is not offered by torchtitan 2024 (PyTorch 2.4-2.5, eager); allowed: 0, 2, 3");
+        "zero=1 is not offered by torchtitan 9dec370ad (2024-12, PyTorch 2.6 nightly, eager); "
+        "allowed: 0, 2, 3");
   for (int stage : {0, 2, 3}) {
     plan.zero_stage = stage;
     CHECK(Validate(plan, model, training, 2).empty());
@@ -117,7 +118,8 @@ TEST_CASE("estimate names the profiles that offer a refused stage or policy",
   CHECK_THAT(zero.output, Catch::Contains("zero=3 is not offered by megatron-core core_r0.8.0; "
                                           "allowed: 0, 1") &&
                               Catch::Contains("profiles that offer it: deepspeed, meshplan, nemo, "
-                                              "pytorch, torchtitan (--framework NAME)"));
+                                              "pytorch, torchtitan, torchtitan-2024-04 "
+                                              "(--framework NAME)"));
   // Both refused: the profiles that offer both.
   const test::CliResult both = test::RunMeshplan(
       "estimate --cluster 8xH100 --framework torchtitan --plan dp=8,zero=1,recompute=selective");
