@@ -52,7 +52,7 @@ TEST_CASE("the configs folder is found and lists every shipped config", "[planne
       "spec-194m-tied", "spec-246m", "spec-7b", "tiny-llama", "tiny-moe"};
   CHECK(ListModels() == expected_models);
   CHECK(ListGpus() == std::vector<std::string>{"a100-40gb", "a100-80gb", "a40", "b200", "cpu-ci",
-                                               "h100-pcie", "h100-sxm", "h200"});
+                                               "h100-pcie", "h100-sxm", "h100-sxm-96gb", "h200"});
   CHECK(ListClusters() ==
         std::vector<std::string>{"1024xh100-ib", "16384xh100-ib", "2xa40-pcie", "5120xa100-ib",
                                  "64xa100-ib", "64xh100-ib", "8xh100-nvlink", "cpu-1x"});
