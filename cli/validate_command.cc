@@ -63,7 +63,7 @@ void AddValidateCommand(CLI::App& app, int* exit_code) {
   auto options = std::make_shared<ValidateCommandOptions>();
   CLI::App* command = app.add_subcommand(
       "validate", "predict published training runs (Megatron-LM papers, NeMo 24.07 on DGX-H100, "
-                  "torchtitan FSDP2 on A100: TFLOP/s or tokens/s per GPU, time per iteration, "
+                  "torchtitan FSDP2 on A100 and H100: TFLOP/s or tokens/s per GPU, time per iteration, "
                   "activation memory, fit) and print predicted, published, error % and the MAPE "
                   "per table");
   command->add_option("--runs", options->runs_file,
@@ -71,7 +71,8 @@ void AddValidateCommand(CLI::App& app, int* exit_code) {
       ->check(NonEmptyText("a published runs file"));
   command->add_option("--table", options->table,
                       "only this table (an id: narayanan2021-table1, korthikanti2022-table5, "
-                      "korthikanti2022-figure1, nemo2407-dgxh100-fp8, torchtitan2024-a100-fsdp2)")
+                      "korthikanti2022-figure1, nemo2407-dgxh100-fp8, torchtitan2024-a100-fsdp2, "
+                      "torchtitan2024-h100-fsdp)")
       ->check(NonEmptyText("a table id"));
   command->add_option("--framework", options->framework,
                       "predict every row under this framework (a configs/frameworks name or a "

@@ -58,7 +58,7 @@ bool IsMegatronPaper(const PublishedTable& t) {
 }
 
 TEST_CASE("the published runs file holds every row of both papers", "[planner][validation]") {
-  REQUIRE(Runs().tables.size() == 5);
+  REQUIRE(Runs().tables.size() == 6);
   CHECK(Table("narayanan2021-table1").rows.size() == 10);   // GPT 1.7B .. 1T
   CHECK(Table("korthikanti2022-table5").rows.size() == 8);  // 4 models x (full, seq+selective)
   CHECK(Table("korthikanti2022-figure1").rows.size() == 8); // 4 models x (none, seq+selective)
@@ -241,6 +241,31 @@ TEST_CASE("predicted under another profile, a row keeps its run's own settings",
     CHECK(f.name == "megatron-core");
     CHECK(f.grad_accumulation == GradAccumulation::kSeparate);  // the table's common setting
     CHECK(f.fused_norm == (row.name.find("70B") == std::string::npos));
+  }
+}
+
+TEST_CASE("torchtitan's December 2024 H100 rows: its own version, the HBM2e H100, and the "
+          "memory it reported", "[planner][validation]") {
+  const PublishedTable& t = Table("torchtitan2024-h100-fsdp");
+  CHECK(t.framework == "torchtitan");
+  CHECK(t.figure == PublishedFigure::kTokensPerGpu);
+  REQUIRE(t.rows.size() == 6);  // FSDP, + torch.compile, + Float8 on 8 and on 128 GPUs
+  const ValidatedTable v = PredictPublishedTable(t);
+  REQUIRE(v.rows.size() == 2);  // the eager rows; the compiled ones are listed, not predicted
+  CHECK(v.skipped.size() == 4);
+  // The memory its log reported ("Memory(GiB)": torch.cuda.max_memory_reserved) beside the
+  // predicted total: 82.4 GiB on 8 GPUs, 67.0 on 128. Within 10% only with the loss as that
+  // version runs it (cross-entropy-fp32-freed; April 2024's held fp32 logits add 9 GiB).
+  const std::pair<const char*, double> reported[] = {{"8 GPUs FSDP", 82.4}, {"128 GPUs FSDP", 67.0}};
+  for (const auto& [name, gib] : reported) {
+    const ValidatedRow* row = nullptr;
+    for (const ValidatedRow& r : v.rows)
+      if (r.name == name) row = &r;
+    REQUIRE(row != nullptr);
+    CAPTURE(name);
+    CHECK(row->cost.fits);
+    CHECK(ToGiB(row->cost.memory.total_bytes) == Approx(gib).epsilon(0.10));
+    CHECK(row->gpu == "h100-sxm-96gb");
   }
 }
 
