@@ -68,6 +68,30 @@ TEST_CASE("torchtitan: coloured step lines behind torchrun's rank prefix; tps be
   CHECK(run.memory[0].max_reserved_bytes == static_cast<int64_t>(61.42 * kGiB));
 }
 
+TEST_CASE("torchtitan's earlier step lines: without tflops (December 2024), wps for tps "
+          "(April 2024)", "[planner][framework_log]") {
+  const PlanFile december = LoadPlanFile(Data("torchtitan_2024_12_plan.yaml"));
+  const LoggedRun dec = ReadFrameworkLogs(LogFormat::kTorchtitan, {Data("torchtitan_2024_12.log")},
+                                          RunShapeOf(december));
+  REQUIRE(dec.samples.size() == 3);
+  CHECK(dec.samples[1].step == 10);
+  CHECK(dec.samples[1].seconds == Approx(16.0 * 8192 / (5762.0 * 8)));
+  CHECK(dec.samples[2].loss == Approx(8.9021));
+  REQUIRE(dec.memory.size() == 1);
+  CHECK(dec.memory[0].max_reserved_bytes == static_cast<int64_t>(82.40 * kGiB));
+  const PlanFile april = LoadPlanFile(Data("torchtitan_2024_04_plan.yaml"));
+  const LoggedRun apr = ReadFrameworkLogs(LogFormat::kTorchtitan, {Data("torchtitan_2024_04.log")},
+                                          RunShapeOf(april));
+  REQUIRE(apr.samples.size() == 3);
+  CHECK(apr.samples[1].seconds == Approx(64.0 * 8192 / (2904.0 * 64)));
+  CHECK(apr.memory.at(0).rank == 0);  // no rank prefix: rank 0
+  // A line cut short after the figure is still refused, whatever the version.
+  const std::string cut = "step: 10  loss: 10.0214  memory: 82.40GiB(86.71%)  tps: 5,7\n";
+  const InputError short_line =
+      ErrorOf([&] { ParseTorchtitanLog(cut, "cut.log", RunShapeOf(december)); });
+  CHECK(short_line.field() == "tps");
+}
+
 TEST_CASE("DeepSpeed: ThroughputTimer lines; the global batch over CurrSamplesPerSec",
           "[planner][framework_log]") {
   const PlanFile plan = LoadPlanFile(Data("deepspeed_plan.yaml"));
@@ -149,6 +173,7 @@ TEST_CASE("bad logs are refused with file, line and what was expected",
       {LogFormat::kMegatron, head + line4.substr(0, line4.find("(ms): ") + 10) + "\n",
        "expected '|' after the number (is the line cut short?)", 4},
       {LogFormat::kMegatron, TextOf(Data("torchtitan.log")), "this looks like a torchtitan log", 0},
+      {LogFormat::kMegatron, TextOf(Data("torchtitan_2024_04.log")), "this looks like a torchtitan log", 0},
       {LogFormat::kTorchtitan, megatron, "this looks like a megatron log", 0},
       {LogFormat::kDeepspeed, "nothing to see\nhere\n", "no deepspeed timing line", 0},
       {LogFormat::kDeepspeed, deepspeed + deepspeed.substr(deepspeed.find("[2026-08-22 15:00:00,000] [INFO] [timer")),

@@ -162,7 +162,8 @@ LoggedRun RankedSamples::Run() const {
 std::string GuessLogFormat(const std::string& text) {
   if (text.find("elapsed time per iteration (ms)") != std::string::npos) return "megatron";
   if (text.find("CurrSamplesPerSec=") != std::string::npos) return "deepspeed";
-  if (text.find("tps:") != std::string::npos && text.find("step:") != std::string::npos)
+  if ((text.find("tps:") != std::string::npos || text.find("wps:") != std::string::npos) &&
+      text.find("step:") != std::string::npos)
     return "torchtitan";
   if (text.find("meshplan-pytorch-hook") != std::string::npos) return "pytorch-hook";
   if (text.find("\"median_step_s\"") != std::string::npos) return "meshplan";

@@ -16,7 +16,10 @@
 // global_batch * seq_len / (tps * world_size) seconds. memory is the peak reserved GiB
 // (torch.cuda.memory_stats()["reserved_bytes.all.peak"] / 2^30) since the previous line.
 // Only the ranks run_train.sh's LOG_RANK lets through print; torchrun's "[rankN]:" prefix
-// says which (none: rank 0).
+// says which (none: rank 0). Earlier versions print fewer fields, read alike: before
+// 4e3266374 (2025-02) no tflops, the line ending "tps: T  mfu: U%" (train.py at 9dec370ad,
+// December 2024, without grad_norm), and before 4d182a13e (2024-11) the same figure named
+// wps, "wps: W  mfu: U%" (train.py at 157a12c56, April 2024).
 #include <algorithm>
 
 #include "planner/measure/framework_log/framework_log.h"
@@ -26,7 +29,8 @@ namespace meshplan {
 
 LoggedRun ParseTorchtitanLog(const std::string& text, const std::string& file, const RunShape& shape) {
   const std::string what = "a step line ('step: N  loss: L  grad_norm: G  memory: M GiB(P%)  "
-                           "tps: T  tflops: F  mfu: U%', MetricsProcessor.log)";
+                           "tps: T  tflops: F  mfu: U%', MetricsProcessor.log; or an earlier "
+                           "version's, without grad_norm and tflops, or with wps for tps)";
   RankedSamples ranks;
   for (const LogLine& line : LogLines(text, file)) {
     const size_t at = line.text.find("step: ");
@@ -36,7 +40,13 @@ LoggedRun ParseTorchtitanLog(const std::string& text, const std::string& file, c
     sample.step = RequiredIntAfter(line, "step: ", file, what);
     sample.line = line.number;
     sample.loss = RequiredNumberAfter(line, "loss: ", file, what);
-    const double tps = RequiredNumberAfter(line, "tps: ", file, what, "tflops:", true);
+    // The tokens/s figure (wps before 2024-11) and the field after it (tflops from 2025-02).
+    const std::string_view label =
+        line.text.find("wps: ") != std::string::npos && line.text.find("tps: ") == std::string::npos
+            ? "wps: " : "tps: ";
+    const std::string_view then =
+        line.text.find("tflops: ") != std::string::npos ? "tflops:" : "mfu:";
+    const double tps = RequiredNumberAfter(line, label, file, what, then, true);
     if (tps <= 0)
       throw InputError({file, line.number}, "tps", "expected a positive tokens/s per device, got 0");
     sample.seconds = static_cast<double>(shape.global_batch * shape.seq_len) /
