@@ -50,11 +50,12 @@ void AddSetupOptions(CLI::App* command, SetupOptions* options) {
                       "bf16 | mixed | fp32 | fp8 (fp8: FP8 linear GEMMs, master weights as the "
                       "framework keeps them; GPUs with FP8 tensor cores only)")
       ->capture_default_str();
-  command->add_option("--framework", options->framework,
-                      fmt::format("the software that runs the plan: a name from configs/frameworks/ "
-                                  "({}) or a YAML file; default: megatron-core on GPUs, meshplan "
-                                  "on CPU profiles",
-                                  fmt::join(ListFrameworks(), ", ")))
+  // Read once for every command that takes the setup flags.
+  static const std::string kFrameworkHelp = fmt::format(
+      "the software that runs the plan: a name from configs/frameworks/ ({}) or a YAML file; "
+      "default: megatron-core on GPUs, meshplan on CPU profiles",
+      fmt::join(ListFrameworks(), ", "));
+  command->add_option("--framework", options->framework, kFrameworkHelp)
       ->check(NonEmptyText("a framework"));
   command->add_option("--grad-accumulation", options->grad_accumulation,
                       "fused | separate: how micro-batches' weight gradients are summed (fused: in "

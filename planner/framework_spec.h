@@ -57,6 +57,14 @@ enum class LossKernel : uint8_t {
                            // them before the backward: log_softmax's fp32 output the only
                            // tensor kept (torchtitan from e29b6b4d4, June 2024: `del pred`)
 };
+// A PyTorch cross-entropy over fp32 logits (the model's or the loss's cast).
+inline bool CrossEntropyInFp32(LossKernel k) {
+  return k == LossKernel::kCrossEntropyFp32 || k == LossKernel::kCrossEntropyFp32Freed;
+}
+// A PyTorch cross-entropy whose caller holds the logits through the backward.
+inline bool CallerHoldsLogits(LossKernel k) {
+  return k == LossKernel::kCrossEntropy || k == LossKernel::kCrossEntropyFp32;
+}
 
 // Activation recompute policies (ParallelPlan::recompute) a framework offers, as a bit set.
 struct RecomputeOffer {  // the default: meshplan's executor's

@@ -207,7 +207,6 @@ bool ParseNormKernel(const std::string& name, bool* fused) {
   return ParseSpelling(kNormKernels, name, fused);
 }
 
-const char* NormKernelName(bool fused) { return SpellingOf(kNormKernels, fused); }
 
 const char* ToString(LogFormat format) { return SpellingOf(kLogFormats, format); }
 

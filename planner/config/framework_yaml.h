@@ -69,7 +69,6 @@ const char* DefaultFrameworkName(const GpuSpec& gpu);
 const char* ToString(KernelSet kernels);  // megatron-2021 | eager | fused | torchtitan-2024
 // The `norm` spellings: "fused" (true) or "unfused" (false); false for any other name.
 bool ParseNormKernel(const std::string& name, bool* fused);
-const char* NormKernelName(bool fused);
 const char* ToString(LogFormat format);   // meshplan | megatron | ... (the YAML spelling)
 // The profile as YAML that FrameworkFromYamlText reads back to the same spec (the name as
 // given), `comment` (may hold newlines) as '#' lines on top: what `calibrate --from-logs` writes.

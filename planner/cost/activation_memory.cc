@@ -102,18 +102,8 @@ double LogitElements(const RankShape& sh) { return double(sh.b) * sh.s_local * s
 // The logits' element size under a PyTorch cross-entropy (FrameworkSpec::loss), 0 under the
 // executor's in-place fp32 buffer.
 double CrossEntropyLogitBytes(const RankShape& sh) {
-  switch (sh.loss) {
-    case LossKernel::kCrossEntropy: return sh.act_bytes;
-    case LossKernel::kCrossEntropyFp32:
-    case LossKernel::kCrossEntropyFp32Freed: return kFp32Bytes;
-    default: return 0;
-  }
-}
-
-// Whether the caller holds the logits through the backward (every PyTorch cross-entropy but
-// the one whose caller frees them).
-bool CallerHoldsLogits(const RankShape& sh) {
-  return sh.loss == LossKernel::kCrossEntropy || sh.loss == LossKernel::kCrossEntropyFp32;
+  if (CrossEntropyInFp32(sh.loss)) return kFp32Bytes;
+  return sh.loss == LossKernel::kCrossEntropy ? sh.act_bytes : 0;
 }
 
 }  // namespace
@@ -128,7 +118,7 @@ SavedTensorList LossSavedTensors(const RankShape& sh) {
   SavedTensorList out;
   const double logits = LogitElements(sh);
   if (const double e = CrossEntropyLogitBytes(sh); e > 0) {
-    if (CallerHoldsLogits(sh)) out.Add({"lm_head", "logits, held by the caller (B,Sc,Vt)", logits, e});
+    if (CallerHoldsLogits(sh.loss)) out.Add({"lm_head", "logits, held by the caller (B,Sc,Vt)", logits, e});
     out.Add({"cross_entropy.log_softmax", "output (B,Sc,Vt)", logits, e});
     return out;
   }
@@ -138,7 +128,7 @@ SavedTensorList LossSavedTensors(const RankShape& sh) {
 }
 
 double LossHeldBytes(const RankShape& sh) {
-  return CallerHoldsLogits(sh) ? LogitElements(sh) * CrossEntropyLogitBytes(sh) : 0.0;
+  return CallerHoldsLogits(sh.loss) ? LogitElements(sh) * CrossEntropyLogitBytes(sh) : 0.0;
 }
 
 SavedTensorList HeadBackwardWorkspace(const RankShape& sh) {

@@ -162,7 +162,7 @@ LossWork LossOf(double a, LossKernel kind) {
     const double cast_bytes = cast ? a + 4 : 0;
     return {cast_bytes + 4 + 8 + 8 + 4 + 8, 8 + cast_bytes, cast ? 6 : 5, cast ? 2 : 1};
   }
-  const bool fp32 = kind == LossKernel::kCrossEntropyFp32 || kind == LossKernel::kCrossEntropyFp32Freed;
+  const bool fp32 = CrossEntropyInFp32(kind);
   const bool cast = fp32 && a != 4;
   const double L = fp32 ? 4 : a, cast_bytes = cast ? a + 4 : 0;
   const int64_t casts = cast ? 1 : 0;
