@@ -197,4 +197,9 @@ struct FrameworkSpec {
   bool operator==(const FrameworkSpec&) const = default;
 };
 
+// "megatron-core core_r0.8.0": the name and version, for output headers and messages.
+inline std::string FrameworkLabel(const FrameworkSpec& framework) {
+  return framework.version.empty() ? framework.name : framework.name + " " + framework.version;
+}
+
 }  // namespace meshplan

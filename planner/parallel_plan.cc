@@ -263,9 +263,8 @@ std::string ViolationMessage(PlanConstraint c, const ParallelPlan& plan, const M
       return std::string("recompute=") + ToString(plan.recompute) + " is not offered by " +
              training.framework.name + "; allowed: " + OfferedRecomputes(training.framework.recompute);
     case C::kZeroOffered:
-      return "zero=" + Str(plan.zero_stage) + " is not offered by " + training.framework.name +
-             (training.framework.version.empty() ? "" : " " + training.framework.version) +
-             "; allowed: " + OfferedZeroStagesText(training.framework.zero);
+      return "zero=" + Str(plan.zero_stage) + " is not offered by " +
+             FrameworkLabel(training.framework) + "; allowed: " + OfferedZeroStagesText(training.framework.zero);
     case C::kCount:
       break;
   }

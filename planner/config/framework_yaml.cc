@@ -256,10 +256,6 @@ std::string FrameworkToYamlText(const FrameworkSpec& s, const std::string& comme
   return out;
 }
 
-std::string FrameworkLabel(const FrameworkSpec& framework) {
-  return framework.version.empty() ? framework.name : framework.name + " " + framework.version;
-}
-
 std::string ProfilesOffering(const ParallelPlan& plan, const std::vector<PlanViolation>& violations,
                              const std::string& how) {
   bool zero = false, recompute = false;

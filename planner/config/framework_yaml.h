@@ -73,7 +73,5 @@ const char* ToString(LogFormat format);   // meshplan | megatron | ... (the YAML
 // The profile as YAML that FrameworkFromYamlText reads back to the same spec (the name as
 // given), `comment` (may hold newlines) as '#' lines on top: what `calibrate --from-logs` writes.
 std::string FrameworkToYamlText(const FrameworkSpec& spec, const std::string& comment);
-// "megatron-core core_r0.8.0": the name and version, for output headers.
-std::string FrameworkLabel(const FrameworkSpec& framework);
 
 }  // namespace meshplan
