@@ -103,6 +103,16 @@ enum class MasterWeights : uint8_t {
 //         memory-bound pass over the part's full parameters (planner/cost/step_work.cc).
 enum class Zero3Buffers : uint8_t { kViews, kCopies };
 
+// When ZeRO-1/2 all-gather the parameters the optimizer updated (with the plan's dp_overlap;
+// without it, or on a CPU, always after the step).
+// after-step:   after the optimizer step, before the next step starts: exposed (DeepSpeed's
+//               stage 1/2, meshplan's executor).
+// next-forward: bucket by bucket ahead of the next step's first forward, each one waited on
+//               as its first layer runs and the next bucket's launched then: the chain
+//               overlaps the first micro-batch's forward, only the first bucket exposed
+//               (Megatron-Core's --overlap-param-gather, NeMo's overlap_param_sync).
+enum class ParamGather : uint8_t { kAfterStep, kNextForward };
+
 // What data parallelism without ZeRO (zero=0, dp x cp > 1) all-reduces.
 // views:  the gradients themselves, in their buffer (Megatron-Core's grad buffer, FSDP1
 //         NO_SHARD's FlatParameter, DDP with gradient_as_bucket_view=True, meshplan's executor).
@@ -182,6 +192,7 @@ struct FrameworkSpec {
   bool zero1_gradient_shard = true;
   Zero3Buffers zero3_buffers = Zero3Buffers::kViews;
   DdpBuckets ddp_buckets = DdpBuckets::kViews;
+  ParamGather param_gather = ParamGather::kAfterStep;
   // ZeRO's gradient bucket, in elements of the parameters' dtype (DeepSpeed's
   // reduce_bucket_size with contiguous_gradients): each gradient is copied into it as it is
   // produced and reduced from it. ZeRO-1/2 allocate it as each backward starts and free it as

@@ -168,6 +168,7 @@ class GraphBuilder {
   int32_t NewComm(const RankState& rank, const PartRun* run, const Collective& c,
                   const Transfer& transfer, SimOpKind kind);
   int32_t IssueGather(RankState& rank, const PartRun& run, int32_t after);
+  int32_t IssueParamGather(RankState& rank, const PartRun& run, int32_t after);
   void EmitSend(RankState& rank, const PartRun& run);
   void EmitTiedSync();
   void EmitOptimizer(RankState& rank);
@@ -185,6 +186,11 @@ class GraphBuilder {
   const double attention_share_;
   bool split_w_ = false;
   bool gathers_ = false;  // ZeRO-3 gathers blocks' parameters before each pass
+  // ZeRO-1/2 with StepWork::param_gather_in_forward and dp_overlap: the updated parameters'
+  // all-gathers (kAfterOptimizer) run before each part's first forward of the step instead
+  // of after the optimizer, the next one issued as a part starts.
+  bool param_gathers_ = false;
+  std::vector<size_t> next_first_forward_;  // per run: the next run that is a first forward
 
   std::vector<SimOp> ops_;
   std::vector<std::pair<int32_t, int32_t>> edges_;  // (from, to)
@@ -470,6 +476,21 @@ int32_t GraphBuilder::IssueGather(RankState& rank, const PartRun& run, int32_t a
   return kNone;
 }
 
+// ZeRO-1/2 (param_gathers_): the all-gather of `run`'s updated parameters, before its first
+// forward of the step, issued after op `after`.
+int32_t GraphBuilder::IssueParamGather(RankState& rank, const PartRun& run, int32_t after) {
+  for (const Collective& c : Part(run.part).collectives) {
+    if (c.dim != MeshDim::kDp || c.position != CollectivePosition::kAfterOptimizer ||
+        c.group.size() <= 1)
+      continue;
+    const Transfer t = CollectiveTransfer(c.kind, c.bytes, c.group, c.count, cluster_);
+    const int32_t id = NewComm(rank, &run, c, t, SimOpKind::kCollective);
+    Edge(after, id);
+    return id;
+  }
+  return kNone;
+}
+
 void GraphBuilder::EmitSend(RankState& rank, const PartRun& run) {
   const int64_t V = work_.pp * work_.virtual_stages;
   if (run.pass == PipelinePass::kWeight) return;
@@ -535,6 +556,14 @@ void GraphBuilder::RunPart(RankState& rank, const std::vector<PartRun>& runs, si
     }
     if (gathers[k] != kNone) rank.joins.push_back(gathers[k]);
   }
+  if (param_gathers_ && run.pass == PipelinePass::kForward && run.microbatch == 0) {
+    // This part's gather (unless issued ahead) and the next first forward's, issued now.
+    if (gathers[k] == kNone) gathers[k] = IssueParamGather(rank, run, rank.critical);
+    const size_t next = next_first_forward_[k];
+    if (next < runs.size() && gathers[next] == kNone)
+      gathers[next] = IssueParamGather(rank, runs[next], rank.critical);
+    if (gathers[k] != kNone) rank.joins.push_back(gathers[k]);
+  }
 
   int32_t grads = kNone;  // the op after which this part's gradients exist
   switch (run.pass) {
@@ -589,6 +618,13 @@ int32_t GraphBuilder::EmitGradSync(RankState& rank, const PartRun& run, const Co
 void GraphBuilder::BuildRank(RankState& rank, const std::vector<PartRun>& runs) {
   std::vector<int32_t> gathers(runs.size(), kNone);
   rank.input_end.assign(runs.size(), kNone);
+  if (param_gathers_) {
+    next_first_forward_.assign(runs.size(), runs.size());
+    for (size_t k = runs.size(); k-- > 1;) {
+      const bool first = runs[k].pass == PipelinePass::kForward && runs[k].microbatch == 0;
+      next_first_forward_[k - 1] = first ? k : next_first_forward_[k];
+    }
+  }
   for (size_t k = 0; k < runs.size(); ++k) RunPart(rank, runs, k, gathers);
   // dp_overlap=0: every gradient sync after the last backward, in the order they came.
   const int32_t last = rank.critical;
@@ -635,7 +671,9 @@ void GraphBuilder::EmitOptimizer(RankState& rank) {
     run.layer = layer;
     EmitCompute(rank, run, SimOpKind::kOptimizer, SimPiece::kWhole,
                 TimeOf(OptimizerWork(work_, parts), rates_).total(), 0);
-    // ZeRO-1/2: all-gather the updated parameters behind the remaining updates.
+    // ZeRO-1/2: all-gather the updated parameters behind the remaining updates (or, with
+    // param_gathers_, in the next step's first forward: RunPart).
+    if (param_gathers_) continue;
     for (const Collective& c : Part(part).collectives) {
       if (c.position != CollectivePosition::kAfterOptimizer || c.group.size() <= 1) continue;
       const Transfer t = CollectiveTransfer(c.kind, c.bytes, c.group, c.count, cluster_);
@@ -662,6 +700,7 @@ StepGraph GraphBuilder::Build() {
     if (c.dim == MeshDim::kDp && c.position == CollectivePosition::kBeforePart &&
         c.group.size() > 1)
       gathers_ = true;
+  param_gathers_ = work_.param_gather_in_forward && work_.dp_overlap;
   const int64_t V = pp * std::max<int64_t>(work_.virtual_stages, 1);
   streams_.assign(pp * kNumSimStreams, {});
   for (auto& s : sends_) s.assign(work_.micro_batches * V, kNone);

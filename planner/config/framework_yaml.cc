@@ -50,6 +50,8 @@ constexpr Spellings<Zero3Buffers, 2> kZero3Buffers{
     {{Zero3Buffers::kViews, "views"}, {Zero3Buffers::kCopies, "copies"}}};
 constexpr Spellings<DdpBuckets, 2> kDdpBuckets{
     {{DdpBuckets::kViews, "views"}, {DdpBuckets::kCopies, "copies"}}};
+constexpr Spellings<ParamGather, 2> kParamGathers{
+    {{ParamGather::kAfterStep, "after-step"}, {ParamGather::kNextForward, "next-forward"}}};
 
 // A required key whose value is one of `table`'s spellings.
 template <typename Enum, size_t N>
@@ -130,7 +132,7 @@ FrameworkSpec FrameworkFromYaml(const YamlFields& f, const std::string& default_
   f.AllowOnly({"name", "version", "source", "built_on", "version_of", "kernels", "norm", "attention",
                "attention_kernel", "main_grads", "fp8_states", "master_weights", "grad_accumulation",
                "optimizer", "loss", "recompute", "zero", "zero1_gradients", "zero3_buffers", "ddp_buckets",
-               "reduce_bucket_elements", "allocator_fragmentation", "log_format", "calibration"});
+               "param_gather", "reduce_bucket_elements", "allocator_fragmentation", "log_format", "calibration"});
   FrameworkSpec s;
   s.name = f.String("name", default_name);
   s.version = f.String("version");
@@ -156,6 +158,7 @@ FrameworkSpec FrameworkFromYaml(const YamlFields& f, const std::string& default_
   s.zero1_gradient_shard = ReadChoice(f, "zero1_gradients", kZero1Gradients);
   if (f.Has("zero3_buffers")) s.zero3_buffers = ReadChoice(f, "zero3_buffers", kZero3Buffers);
   if (f.Has("ddp_buckets")) s.ddp_buckets = ReadChoice(f, "ddp_buckets", kDdpBuckets);
+  if (f.Has("param_gather")) s.param_gather = ReadChoice(f, "param_gather", kParamGathers);
   s.reduce_bucket_elements = f.Number("reduce_bucket_elements", {0, true, 1e12}, 0.0);
   if (f.Has("allocator_fragmentation")) {
     s.allocator_fragmentation = f.Number("allocator_fragmentation", {0, true});
@@ -245,6 +248,7 @@ std::string FrameworkToYamlText(const FrameworkSpec& s, const std::string& comme
   out += "zero1_gradients: " + spelled(kZero1Gradients, s.zero1_gradient_shard) + "\n";
   out += "zero3_buffers: " + spelled(kZero3Buffers, s.zero3_buffers) + "\n";
   out += "ddp_buckets: " + spelled(kDdpBuckets, s.ddp_buckets) + "\n";
+  out += "param_gather: " + spelled(kParamGathers, s.param_gather) + "\n";
   if (s.reduce_bucket_elements > 0)
     out += fmt::format("reduce_bucket_elements: {}\n", s.reduce_bucket_elements);
   if (s.allocator_fragmentation >= 0)

@@ -1,7 +1,8 @@
 // Loading configs/frameworks/<name>.yaml into a FrameworkSpec (planner/framework_spec.h).
 //
 // Schema (every key required but norm, attention_kernel, master_weights, loss, zero3_buffers,
-// ddp_buckets, reduce_bucket_elements and allocator_fragmentation; docs/frameworks.md):
+// ddp_buckets, param_gather, reduce_bucket_elements and allocator_fragmentation;
+// docs/frameworks.md):
 //   name              the file stem (optional; defaults to it)
 //   version           the version the profile's values were read from (a string)
 //   kernels           megatron-2021 | eager | fused | torchtitan-2024
@@ -21,6 +22,8 @@
 //   zero1_gradients   in-place | shard-copy (ZeRO-1's reduce-scattered gradient shard)
 //   zero3_buffers     views | copies (optional, views: FSDP2's copies around its collectives)
 //   ddp_buckets       views | copies (optional, views: DDP's bucket copies of the gradients)
+//   param_gather      after-step | next-forward (optional, after-step: when ZeRO-1/2 gather the
+//                     updated parameters)
 //   reduce_bucket_elements  >= 0 (optional, 0: ZeRO's gradient bucket, in elements)
 //   allocator_fragmentation  in [0, 1) (optional: the hardware file's when absent)
 //   log_format        meshplan | megatron | torchtitan | deepspeed | pytorch-hook (the log

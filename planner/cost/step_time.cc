@@ -243,8 +243,22 @@ DpTimes DpPerStep(const StepWork& work, const StageParts& parts, const PartTimes
     const double has_blocks = parts.blocks > 0 ? 1.0 : 0.0;
     const double last =
         FirstNonZero({n_emb * emb.dp_grad, has_blocks * blk.dp_grad, n_head * head.dp_grad});
-    return {syncs * clock.exposed() + after_optimizer,
-            syncs * SlowedBy(grads, clock.exposed(), last, slowdown)};
+    const DpTimes syncs_times{syncs * clock.exposed(),
+                              syncs * SlowedBy(grads, clock.exposed(), last, slowdown)};
+    if (!work.param_gather_in_forward)
+      return {syncs_times.exposed + after_optimizer, syncs_times.slowed};
+    // The updated parameters gathered in the next step's first forward, each part's before
+    // it runs (the closed form of ZeRO-3's prefetched gathers below): only what that forward
+    // does not hide shows.
+    OverlapClock first_forward;
+    first_forward.Prefetch(n_emb, emb.fwd.total(), emb.dp_after_optimizer);
+    first_forward.Prefetch(parts.blocks, blk.fwd.total(), blk.dp_after_optimizer);
+    first_forward.Prefetch(n_head, head.fwd.total(), head.dp_after_optimizer);
+    const double first = FirstNonZero({n_emb * emb.dp_after_optimizer,
+                                       has_blocks * blk.dp_after_optimizer,
+                                       n_head * head.dp_after_optimizer});
+    return {syncs_times.exposed + first_forward.exposed(),
+            syncs_times.slowed + SlowedBy(after_optimizer, first_forward.exposed(), first, slowdown)};
   }
   // ZeRO-3: gathers prefetched (prefetch >= 1; the closed form treats every depth >= 1
   // alike) or issued as each part starts (0, exposed); gradient reduce-scatters behind the

@@ -162,6 +162,8 @@ void BuildStepWork(const ModelSpec& model, const TrainingSpec& training, const P
   w.recompute = plan.recompute;
   w.schedule = plan.schedule;
   w.zero_stage = plan.zero_stage;
+  w.param_gather_in_forward = (plan.zero_stage == 1 || plan.zero_stage == 2) &&
+                              training.framework.param_gather == ParamGather::kNextForward;
   w.param_bytes = w.activation_bytes = ElementBytes(training.precision);
   w.grad_bytes = static_cast<int64_t>(BytesPerParamFor(training).grad);
   w.calibration = training.framework.calibration;

@@ -134,6 +134,11 @@ struct StepWork {
   // gathers issued ahead (0: none), and what is offloaded (planner/cost/offload.h).
   bool dp_overlap = true;
   int64_t zero3_prefetch = 1;
+  // ZeRO-1/2 under a framework that gathers the updated parameters in the next step's first
+  // forward (FrameworkSpec::param_gather next-forward): with dp_overlap, the all-gathers
+  // (CollectivePosition::kAfterOptimizer) run as a chain beside the first micro-batch's
+  // forward instead of after the optimizer step.
+  bool param_gather_in_forward = false;
   OffloadWork offload;
 };
 

@@ -113,6 +113,7 @@ TEST_CASE("a hostile profile is refused with file, line, field and the allowed v
       {std::string(kProfile) + "master_weights: fp16\n", "master_weights", "fp32, remainder", 12},
       {std::string(kProfile) + "zero3_buffers: pinned\n", "zero3_buffers", "views, copies", 12},
       {std::string(kProfile) + "ddp_buckets: shared\n", "ddp_buckets", "views, copies", 12},
+      {std::string(kProfile) + "param_gather: lazy\n", "param_gather", "after-step, next-forward", 12},
       {std::string(kProfile) + "reduce_bucket_elements: -1\n", "reduce_bucket_elements", "", 12},
       {std::string(kProfile) + "built_on: jax\n", "built_on", "megatron-core, megatron-lm-2021", 12},
       {std::string(kProfile) + "version_of: jax\n", "version_of", "megatron-core, megatron-lm-2021", 12},
@@ -242,6 +243,41 @@ TEST_CASE("zero3_buffers copies: FSDP2's copy-out, cast and copy-in per block an
   const StepWork zero1 = BuildStepWork(model, t, plan);
   t.framework.zero3_buffers = Zero3Buffers::kViews;
   CHECK(zero1.block.forward.memory_bytes == BuildStepWork(model, t, plan).block.forward.memory_bytes);
+}
+
+// param_gather next-forward (megatron-core's --overlap-param-gather, NeMo's
+// overlap_param_sync): ZeRO-1/2's all-gather of the updated parameters runs beside the next
+// step's first forward; the time it hides comes off the step, nothing else changes.
+TEST_CASE("param_gather next-forward: ZeRO-1's parameter all-gather behind the first forward",
+          "[planner][framework]") {
+  for (const char* name : {"megatron-core", "nemo"})
+    CHECK(LoadFramework(name).param_gather == ParamGather::kNextForward);
+  for (const char* name : {"deepspeed", "meshplan", "pytorch", "torchtitan"})
+    CHECK(LoadFramework(name).param_gather == ParamGather::kAfterStep);
+  const ModelSpec model = LoadModel("llama2-7b");
+  const ClusterSpec cluster = LoadCluster("64xH100");
+  TrainingSpec t = Under("megatron-core", 256, 4096, Precision::kMixed);
+  ParallelPlan plan;
+  plan.dp = 64;
+  plan.zero_stage = 1;
+  const PlanCost next = Estimate(model, cluster, t, plan);
+  t.framework.param_gather = ParamGather::kAfterStep;
+  const PlanCost after = Estimate(model, cluster, t, plan);
+  CHECK(next.time.exposed_comm_s[MeshDim::kDp] < after.time.exposed_comm_s[MeshDim::kDp]);
+  CHECK(next.time.total_s < after.time.total_s);
+  CHECK(next.comm_bytes_per_step[MeshDim::kDp] == after.comm_bytes_per_step[MeshDim::kDp]);
+  CHECK(next.memory.total_bytes == after.memory.total_bytes);
+  // Only ZeRO-1/2 gather updated parameters; dp_overlap=0 keeps them after the step.
+  for (int zero : {0, 3}) {
+    plan.zero_stage = zero;
+    CHECK_FALSE(BuildStepWork(model, Under("megatron-core", 256, 4096, Precision::kMixed), plan)
+                    .param_gather_in_forward);
+  }
+  plan.zero_stage = 1;
+  plan.dp_comm_overlap = false;
+  const double off_after = Estimate(model, cluster, t, plan).time.total_s;
+  t.framework.param_gather = ParamGather::kNextForward;
+  CHECK(Estimate(model, cluster, t, plan).time.total_s == off_after);
 }
 
 // attention_kernel: the fused core's kernel sets its rate, from the hardware file's figure for
