@@ -10,6 +10,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 
 #include "planner/attention_kernel.h"
@@ -186,6 +187,9 @@ struct FrameworkSpec {
   LossKernel loss = LossKernel::kFp32InPlace;
   RecomputeOffer recompute;
   ZeroOffer zero;
+  // The stages offered to a pipelined plan (pp > 1) when they differ from `zero` (torchtitan
+  // shards with FSDP2's reshard_after_forward=False under pipeline parallelism); absent: zero.
+  std::optional<ZeroOffer> zero_pipelined;
   // ZeRO-1 reduce-scatters the gradients into a separate shard beside the full gradient
   // buffer (meshplan's executor, executor/parallel/zero_engine.h), rather than in place in
   // that buffer (Megatron-Core's distributed optimizer, DeepSpeed, FSDP).
@@ -207,6 +211,11 @@ struct FrameworkSpec {
 
   bool operator==(const FrameworkSpec&) const = default;
 };
+
+// The ZeRO stages `framework` offers a plan with `pp` pipeline stages.
+inline const ZeroOffer& ZeroOfferFor(const FrameworkSpec& framework, int64_t pp) {
+  return pp > 1 && framework.zero_pipelined ? *framework.zero_pipelined : framework.zero;
+}
 
 // "megatron-core core_r0.8.0": the name and version, for output headers and messages.
 inline std::string FrameworkLabel(const FrameworkSpec& framework) {

@@ -142,7 +142,8 @@ PlanConstraintMask CheckPlan(const ParallelPlan& plan, const ModelSpec& model,
   fail_if(plan.zero3_prefetch < 0 || plan.zero3_prefetch > kMaxZero3Prefetch, C::kPrefetchRange);
   fail_if(!Offers(training.framework.recompute, plan.recompute.kind), C::kRecomputeOffered);
   // One replica shards nothing: every stage is the same plan there.
-  fail_if(plan.weight_replicas() > 1 && !training.framework.zero.offers(plan.zero_stage),
+  fail_if(plan.weight_replicas() > 1 &&
+              !ZeroOfferFor(training.framework, plan.pp).offers(plan.zero_stage),
           C::kZeroOffered);
   return out;
 }
@@ -262,9 +263,12 @@ std::string ViolationMessage(PlanConstraint c, const ParallelPlan& plan, const M
     case C::kRecomputeOffered:
       return std::string("recompute=") + ToString(plan.recompute) + " is not offered by " +
              training.framework.name + "; allowed: " + OfferedRecomputes(training.framework.recompute);
-    case C::kZeroOffered:
+    case C::kZeroOffered: {
+      const bool pipelined = plan.pp > 1 && training.framework.zero_pipelined.has_value();
       return "zero=" + Str(plan.zero_stage) + " is not offered by " +
-             FrameworkLabel(training.framework) + "; allowed: " + OfferedZeroStagesText(training.framework.zero);
+             FrameworkLabel(training.framework) + (pipelined ? " with pp > 1" : "") +
+             "; allowed: " + OfferedZeroStagesText(ZeroOfferFor(training.framework, plan.pp));
+    }
     case C::kCount:
       break;
   }

@@ -160,7 +160,7 @@ enum class PlanConstraint : uint8_t {
   kOffloadParamsNeedsOptimizer,  // offload_params only with offload_opt
   kPrefetchRange,           // prefetch in 0..kMaxZero3Prefetch
   kRecomputeOffered,        // the framework offers the recompute policy (FrameworkSpec::recompute)
-  kZeroOffered,             // over dp x cp > 1, the framework offers the ZeRO stage (FrameworkSpec::zero)
+  kZeroOffered,             // over dp x cp > 1, the framework offers the ZeRO stage (ZeroOfferFor)
   kCount
 };
 inline constexpr int kNumPlanConstraints = static_cast<int>(PlanConstraint::kCount);

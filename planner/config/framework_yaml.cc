@@ -82,19 +82,20 @@ RecomputeOffer ReadRecompute(const YamlFields& f) {
   return offer;
 }
 
-// `zero`: the ZeRO stages the framework offers, a list of 0, 1, 2, 3 (each at most once).
-ZeroOffer ReadZero(const YamlFields& f) {
+// `key` (zero, zero_pipelined): ZeRO stages the framework offers, a list of 0, 1, 2, 3 (each
+// at most once).
+ZeroOffer ReadZero(const YamlFields& f, const std::string& key) {
   const char* expected = "expected a list of ZeRO stages: 0, 1, 2, 3";
-  if (!f.Has("zero")) f.Fail("zero", std::string("missing required field; ") + expected);
+  if (!f.Has(key)) f.Fail(key, std::string("missing required field; ") + expected);
   ZeroOffer offer{0};
-  for (const std::string& text : f.StringList("zero")) {
+  for (const std::string& text : f.StringList(key)) {
     if (text.size() != 1 || text[0] < '0' || text[0] > '3')
-      f.Fail("zero", std::string(expected) + "; got '" + text + "'");
+      f.Fail(key, std::string(expected) + "; got '" + text + "'");
     const int stage = text[0] - '0';
-    if (offer.offers(stage)) f.Fail("zero", "stage " + text + " given twice");
+    if (offer.offers(stage)) f.Fail(key, "stage " + text + " given twice");
     offer.stages = static_cast<uint8_t>(offer.stages | (1 << stage));
   }
-  if (offer.stages == 0) f.Fail("zero", std::string(expected) + "; got an empty list");
+  if (offer.stages == 0) f.Fail(key, std::string(expected) + "; got an empty list");
   return offer;
 }
 
@@ -131,7 +132,7 @@ std::string ReadOtherProfile(const YamlFields& f, const char* key, const std::st
 FrameworkSpec FrameworkFromYaml(const YamlFields& f, const std::string& default_name) {
   f.AllowOnly({"name", "version", "source", "built_on", "version_of", "kernels", "norm", "attention",
                "attention_kernel", "main_grads", "fp8_states", "master_weights", "grad_accumulation",
-               "optimizer", "loss", "recompute", "zero", "zero1_gradients", "zero3_buffers", "ddp_buckets",
+               "optimizer", "loss", "recompute", "zero", "zero_pipelined", "zero1_gradients", "zero3_buffers", "ddp_buckets",
                "param_gather", "reduce_bucket_elements", "allocator_fragmentation", "log_format", "calibration"});
   FrameworkSpec s;
   s.name = f.String("name", default_name);
@@ -154,7 +155,8 @@ FrameworkSpec FrameworkFromYaml(const YamlFields& f, const std::string& default_
   s.optimizer = ReadChoice(f, "optimizer", kOptimizers);
   if (f.Has("loss")) s.loss = ReadChoice(f, "loss", kLossKernels);
   s.recompute = ReadRecompute(f);
-  s.zero = ReadZero(f);
+  s.zero = ReadZero(f, "zero");
+  if (f.Has("zero_pipelined")) s.zero_pipelined = ReadZero(f, "zero_pipelined");
   s.zero1_gradient_shard = ReadChoice(f, "zero1_gradients", kZero1Gradients);
   if (f.Has("zero3_buffers")) s.zero3_buffers = ReadChoice(f, "zero3_buffers", kZero3Buffers);
   if (f.Has("ddp_buckets")) s.ddp_buckets = ReadChoice(f, "ddp_buckets", kDdpBuckets);
@@ -245,6 +247,8 @@ std::string FrameworkToYamlText(const FrameworkSpec& s, const std::string& comme
   out += "loss: " + spelled(kLossKernels, s.loss) + "\n";
   out += "recompute: [" + recompute + "]\n";
   out += "zero: [" + OfferedZeroStagesText(s.zero) + "]\n";
+  if (s.zero_pipelined)
+    out += "zero_pipelined: [" + OfferedZeroStagesText(*s.zero_pipelined) + "]\n";
   out += "zero1_gradients: " + spelled(kZero1Gradients, s.zero1_gradient_shard) + "\n";
   out += "zero3_buffers: " + spelled(kZero3Buffers, s.zero3_buffers) + "\n";
   out += "ddp_buckets: " + spelled(kDdpBuckets, s.ddp_buckets) + "\n";
@@ -271,7 +275,7 @@ std::string ProfilesOffering(const ParallelPlan& plan, const std::vector<PlanVio
   std::string names;
   for (const std::string& name : ListFrameworks()) {
     const FrameworkSpec f = LoadFramework(name);
-    if ((!zero || f.zero.offers(plan.zero_stage)) &&
+    if ((!zero || ZeroOfferFor(f, plan.pp).offers(plan.zero_stage)) &&
         (!recompute || Offers(f.recompute, plan.recompute.kind)))
       names += (names.empty() ? "" : ", ") + name;
   }

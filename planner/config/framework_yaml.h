@@ -1,7 +1,7 @@
 // Loading configs/frameworks/<name>.yaml into a FrameworkSpec (planner/framework_spec.h).
 //
-// Schema (every key required but norm, attention_kernel, master_weights, loss, zero3_buffers,
-// ddp_buckets, param_gather, reduce_bucket_elements and allocator_fragmentation;
+// Schema (every key required but norm, attention_kernel, master_weights, loss, zero_pipelined,
+// zero3_buffers, ddp_buckets, param_gather, reduce_bucket_elements and allocator_fragmentation;
 // docs/frameworks.md):
 //   name              the file stem (optional; defaults to it)
 //   version           the version the profile's values were read from (a string)
@@ -19,6 +19,7 @@
 //                     its logits)
 //   recompute         a list of: none, selective, full, op, every
 //   zero              a list of the ZeRO stages offered: 0, 1, 2, 3
+//   zero_pipelined    the same for plans with pp > 1 (optional: `zero` when absent)
 //   zero1_gradients   in-place | shard-copy (ZeRO-1's reduce-scattered gradient shard)
 //   zero3_buffers     views | copies (optional, views: FSDP2's copies around its collectives)
 //   ddp_buckets       views | copies (optional, views: DDP's bucket copies of the gradients)

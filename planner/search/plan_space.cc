@@ -205,16 +205,18 @@ PlanSpace::PlanSpace(const ModelSpec& model, const TrainingSpec& training,
   }
 
   // A pinned stage; else ZeRO-3 for offloaded parameters (offload_params_needs_zero3); else
-  // the stages the framework offers. One the framework does not offer is refused by
-  // Validate's zero_offered. With one weight replica every stage is stage 0.
+  // the stages the framework offers, with and without pipeline stages (ZeroOfferFor). One
+  // it does not offer the plan (a pinned one) is refused by Validate's zero_offered. With
+  // one weight replica every stage is stage 0.
   if (pin_zero) {
-    zero_single_ = zero_multi_ = {*pin_zero};
+    zero_single_ = zero_multi_ = zero_pipelined_ = {*pin_zero};
   } else if (pins[F::kOffloadParams].value_or(0) == 1) {
     zero_single_ = {0};
-    zero_multi_ = {3};
+    zero_multi_ = zero_pipelined_ = {3};
   } else {
     zero_single_ = {0};
-    zero_multi_ = OfferedZeroStages(training.framework.zero);
+    zero_multi_ = OfferedZeroStages(ZeroOfferFor(training.framework, 1));
+    zero_pipelined_ = OfferedZeroStages(ZeroOfferFor(training.framework, 2));
   }
   // A pinned policy; else the caller's list; else what the framework offers (every:N as
   // torchtitan's "selective layer", every:2). A pinned policy the framework does not offer
@@ -240,7 +242,9 @@ MeshAxes PlanSpace::axes(const MeshShape& mesh) const {
   a.schedule = single_stage_schedules_;
   for (const auto& [pp, choices] : pipelined_schedules_)
     if (pp == mesh.pp) a.schedule = choices;
-  a.zero_stage = mesh.weight_replicas() > 1 ? zero_multi_ : zero_single_;
+  a.zero_stage = mesh.weight_replicas() == 1 ? zero_single_
+                 : mesh.pp > 1                ? zero_pipelined_
+                                              : zero_multi_;
   a.recompute = recomputes_;
   return a;
 }

@@ -85,10 +85,11 @@ struct MeshAxes {
   std::span<const bool> sequence_parallel;
   std::span<const int64_t> micro_batch;
   std::span<const ScheduleChoice> schedule;
-  std::span<const int> zero_stage;
+  std::span<const int> zero_stage;  // the stages offered at this mesh's replicas and pp
   std::span<const RecomputePolicy> recompute;
 
-  // Candidates that differ only in zero and recompute (neither enters a constraint).
+  // Candidates that differ only in zero and recompute (each axis holds only what the
+  // framework offers this mesh, so neither enters a constraint).
   int64_t inner_size() const { return static_cast<int64_t>(zero_stage.size() * recompute.size()); }
   int64_t size() const {
     return static_cast<int64_t>(sequence_parallel.size() * micro_batch.size() * schedule.size()) *
@@ -137,7 +138,7 @@ class PlanSpace {
   std::vector<ScheduleChoice> single_stage_schedules_;
   // Per distinct pp > 1 of the meshes: the schedule choices (the stage split depends on pp).
   std::vector<std::pair<int64_t, std::vector<ScheduleChoice>>> pipelined_schedules_;
-  std::vector<int> zero_single_, zero_multi_;  // dp*cp == 1, > 1
+  std::vector<int> zero_single_, zero_multi_, zero_pipelined_;  // dp*cp == 1, > 1, > 1 with pp > 1
   std::vector<RecomputePolicy> recomputes_;
 };
 

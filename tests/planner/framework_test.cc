@@ -114,6 +114,7 @@ TEST_CASE("a hostile profile is refused with file, line, field and the allowed v
       {std::string(kProfile) + "zero3_buffers: pinned\n", "zero3_buffers", "views, copies", 12},
       {std::string(kProfile) + "ddp_buckets: shared\n", "ddp_buckets", "views, copies", 12},
       {std::string(kProfile) + "param_gather: lazy\n", "param_gather", "after-step, next-forward", 12},
+      {std::string(kProfile) + "zero_pipelined: [4]\n", "zero_pipelined", "0, 1, 2, 3; got '4'", 12},
       {std::string(kProfile) + "reduce_bucket_elements: -1\n", "reduce_bucket_elements", "", 12},
       {std::string(kProfile) + "built_on: jax\n", "built_on", "megatron-core, megatron-lm-2021", 12},
       {std::string(kProfile) + "version_of: jax\n", "version_of", "megatron-core, megatron-lm-2021", 12},

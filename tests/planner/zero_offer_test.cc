@@ -28,10 +28,16 @@ TEST_CASE("each profile offers the ZeRO stages of the software it names", "[plan
   CHECK(OfferedZeroStages(LoadFramework("megatron-core").zero) == Stages{0, 1});  // core_r0.8.0
   CHECK(OfferedZeroStages(LoadFramework("megatron-lm-2021").zero) == Stages{0});
   CHECK(OfferedZeroStages(LoadFramework("megatron-lm-2022").zero) == Stages{0, 1});
-  CHECK(OfferedZeroStages(LoadFramework("torchtitan").zero) == Stages{0, 2, 3});
-  for (const char* all : {"meshplan", "pytorch", "deepspeed", "nemo"})
+  // torchtitan: DDP or FSDP2 resharding after forward; under pipeline parallelism FSDP2 keeps
+  // the gathered blocks (reshard_after_forward=False) and DDP is refused.
+  const FrameworkSpec torchtitan = LoadFramework("torchtitan");
+  CHECK(OfferedZeroStages(ZeroOfferFor(torchtitan, 1)) == Stages{0, 3});
+  CHECK(OfferedZeroStages(ZeroOfferFor(torchtitan, 2)) == Stages{2});
+  for (const char* all : {"meshplan", "pytorch", "deepspeed", "nemo"}) {
     CHECK(OfferedZeroStages(LoadFramework(all).zero) == Stages{0, 1, 2, 3});
-  CHECK(OfferedZeroStagesText(LoadFramework("torchtitan").zero) == "0, 2, 3");
+    CHECK_FALSE(LoadFramework(all).zero_pipelined.has_value());  // the same with pipelines
+  }
+  CHECK(OfferedZeroStagesText(torchtitan.zero) == "0, 3");
 }
 
 TEST_CASE("Validate refuses a ZeRO stage the framework does not offer, unless nothing is sharded",
@@ -47,11 +53,26 @@ TEST_CASE("Validate refuses a ZeRO stage the framework does not offer, unless no
   CHECK(refused[0].constraint == "zero_offered");
   CHECK(refused[0].message ==
         "zero=1 is not offered by torchtitan 9dec370ad (2024-12, PyTorch 2.6 nightly, eager); "
-        "allowed: 0, 2, 3");
-  for (int stage : {0, 2, 3}) {
+        "allowed: 0, 3");
+  for (int stage : {0, 3}) {
     plan.zero_stage = stage;
     CHECK(Validate(plan, model, training, 2).empty());
   }
+  // With pipeline stages the stages it offers there (zero_pipelined), and only those.
+  plan.pp = 2;
+  for (int stage : {0, 1, 3}) {
+    plan.zero_stage = stage;
+    const std::vector<PlanViolation> pipelined = Validate(plan, model, training, 4);
+    REQUIRE(pipelined.size() == 1);
+    CHECK(pipelined[0].message ==
+          "zero=" + std::to_string(stage) +
+              " is not offered by torchtitan 9dec370ad (2024-12, PyTorch 2.6 nightly, eager) "
+              "with pp > 1; allowed: 2");
+  }
+  plan.zero_stage = 2;
+  CHECK(Validate(plan, model, training, 4).empty());
+  plan.pp = 1;
+  CHECK(Validate(plan, model, training, 2).size() == 1);  // zero=2 without a pipeline
   // One weight replica: zero=1 shards nothing, so it is the same plan as zero=0.
   plan.dp = 1;
   plan.zero_stage = 1;
@@ -73,11 +94,27 @@ TEST_CASE("the search tries the ZeRO stages the framework offers; a pinned other
     REQUIRE(!result.top.empty());
     std::vector<bool> seen(4, false);
     for (const RankedPlan& r : result.top) {
-      if (r.plan.weight_replicas() > 1) seen[r.plan.zero_stage] = true;
-      CHECK(training.framework.zero.offers(r.plan.zero_stage));
+      if (r.plan.weight_replicas() == 1) continue;  // one replica: every stage is stage 0
+      seen[r.plan.zero_stage] = true;
+      INFO(ToShortPlanString(r.plan));
+      CHECK(ZeroOfferFor(training.framework, r.plan.pp).offers(r.plan.zero_stage));
     }
+    // Two GPUs: a pipelined plan has one replica, so only the unpipelined offer shows.
     for (int stage = 0; stage <= 3; ++stage) CHECK(seen[stage] == training.framework.zero.offers(stage));
   }
+  // torchtitan on 8 GPUs with --only pp=2: every plan with replicas runs zero=2.
+  training.framework = LoadFramework("torchtitan");
+  options.space.pins = ParsePlanPins("pp=2");
+  const SearchResult pipelined = Search(model, H100Cluster(1, 8), training, options);
+  REQUIRE(!pipelined.top.empty());
+  int sharded = 0;
+  for (const RankedPlan& r : pipelined.top) {
+    if (r.plan.weight_replicas() == 1) continue;
+    CHECK(r.plan.zero_stage == 2);
+    ++sharded;
+  }
+  CHECK(sharded > 0);
+  options.space.pins = {};
   // megatron-core core_r0.8.0 has no FSDP: --only zero=3 leaves only the one-replica meshes.
   training.framework = LoadFramework("megatron-core");
   options.space.pins = ParsePlanPins("zero=3");
@@ -101,7 +138,7 @@ TEST_CASE("a plan file is validated under the framework that runs it", "[planner
   } catch (const InputError& e) {
     CHECK_THAT(e.what(), Catch::Contains("zero=2 is not offered by megatron-core core_r0.8.0") &&
                              Catch::Contains("profiles that offer it: deepspeed, meshplan, nemo, "
-                                             "pytorch, torchtitan (training.framework: NAME)"));
+                                             "pytorch (training.framework: NAME)"));
   }
   // meshplan run (and compare of its runs): the executor runs it, under `meshplan`.
   const FrameworkSpec executor = LoadFramework(kExecutorFramework);
