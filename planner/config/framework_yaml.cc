@@ -130,10 +130,11 @@ std::string ReadOtherProfile(const YamlFields& f, const char* key, const std::st
 }
 
 FrameworkSpec FrameworkFromYaml(const YamlFields& f, const std::string& default_name) {
-  f.AllowOnly({"name", "version", "source", "built_on", "version_of", "kernels", "norm", "attention",
-               "attention_kernel", "main_grads", "fp8_states", "master_weights", "grad_accumulation",
-               "optimizer", "loss", "recompute", "zero", "zero_pipelined", "zero1_gradients", "zero3_buffers", "ddp_buckets",
-               "param_gather", "reduce_bucket_elements", "allocator_fragmentation", "log_format", "calibration"});
+  f.AllowOnly({"name", "version", "source", "built_on", "version_of", "kernels", "norm",
+               "attention", "attention_kernel", "main_grads", "fp8_states", "master_weights",
+               "grad_accumulation", "optimizer", "loss", "recompute", "zero", "zero_pipelined",
+               "zero1_gradients", "zero3_buffers", "ddp_buckets", "param_gather",
+               "reduce_bucket_elements", "allocator_fragmentation", "log_format", "calibration"});
   FrameworkSpec s;
   s.name = f.String("name", default_name);
   s.version = f.String("version");

@@ -257,8 +257,9 @@ DpTimes DpPerStep(const StepWork& work, const StageParts& parts, const PartTimes
     const double first = FirstNonZero({n_emb * emb.dp_after_optimizer,
                                        has_blocks * blk.dp_after_optimizer,
                                        n_head * head.dp_after_optimizer});
-    return {syncs_times.exposed + first_forward.exposed(),
-            syncs_times.slowed + SlowedBy(after_optimizer, first_forward.exposed(), first, slowdown)};
+    const double exposed = first_forward.exposed();
+    return {syncs_times.exposed + exposed,
+            syncs_times.slowed + SlowedBy(after_optimizer, exposed, first, slowdown)};
   }
   // ZeRO-3: gathers prefetched (prefetch >= 1; the closed form treats every depth >= 1
   // alike) or issued as each part starts (0, exposed); gradient reduce-scatters behind the

@@ -213,7 +213,8 @@ ParamGatherCase RunParamGather(bool next_forward, bool dp_overlap = true) {
   plan.zero_stage = 1;
   plan.dp_comm_overlap = dp_overlap;
   TrainingSpec training = test::Training(4);
-  training.framework.param_gather = next_forward ? ParamGather::kNextForward : ParamGather::kAfterStep;
+  training.framework.param_gather =
+      next_forward ? ParamGather::kNextForward : ParamGather::kAfterStep;
   ParamGatherCase c{.work = test::EqualStages(BuildStepWork(model, training, plan))};
   REQUIRE(c.work.micro_batches == 2);
   REQUIRE(c.work.param_gather_in_forward == next_forward);
@@ -221,7 +222,8 @@ ParamGatherCase RunParamGather(bool next_forward, bool dp_overlap = true) {
   const double forward_s = TimeOf(c.work.block.forward, rates).total();
   const Collective* gather = nullptr;
   for (const Collective& col : c.work.block.collectives)
-    if (col.dim == MeshDim::kDp && col.position == CollectivePosition::kAfterOptimizer) gather = &col;
+    if (col.dim == MeshDim::kDp && col.position == CollectivePosition::kAfterOptimizer)
+      gather = &col;
   REQUIRE(gather != nullptr);
   const double bandwidth = gather->bytes / 2 / (0.2 * forward_s);
   c.cluster = test::TestCluster(1, 2, bandwidth, bandwidth, 0);
@@ -262,7 +264,8 @@ TEST_CASE("ZeRO-1 under param_gather next-forward gathers the updated parameters
   CHECK(next.sim.time.total_s == Approx(next.analytic.total_s).epsilon(0.02));
   CHECK(after.sim.time.total_s == Approx(after.analytic.total_s).epsilon(0.02));
   // dp_overlap=0: after the step, whatever the framework.
-  const ParamGatherCase off_next = RunParamGather(true, false), off_after = RunParamGather(false, false);
+  const ParamGatherCase off_next = RunParamGather(true, false);
+  const ParamGatherCase off_after = RunParamGather(false, false);
   CHECK(off_next.sim.time.total_s == Approx(off_after.sim.time.total_s).epsilon(1e-12));
   CHECK(off_next.analytic.total_s == Approx(off_after.analytic.total_s).epsilon(1e-12));
 }
