@@ -405,12 +405,13 @@ with tempfile.TemporaryDirectory() as folder:
 
     llama3 = 32  # layers
     tt = plan_file(folder, "tt", "llama3-8b", "8xH100",
-                   "dp=2,tp=2,pp=2,zero=3,sp=1,mbs=2,recompute=every:2,schedule=interleaved,vpp=2",
-                   framework="torchtitan")
+                   "dp=2,tp=2,pp=2,zero=2,sp=1,mbs=2,recompute=every:2,schedule=interleaved,vpp=2",
+                   framework="torchtitan")  # with pp, torchtitan's FSDP2 keeps the gathered blocks: zero=2
     c = check_torchtitan(export(tt, "torchtitan"), "torchtitan interleaved", llama3, 8)
     check(c.parallelism.pipeline_parallel_schedule == "Interleaved1F1B"
           and c.activation_checkpoint.selective_ac_option == "2"
-          and c.training.local_batch_size == 32 and c.parallelism.data_parallel_shard_degree == 2,
+          and c.training.local_batch_size == 32 and c.parallelism.data_parallel_shard_degree == 2
+          and c.parallelism.fsdp_reshard_after_forward == "never",
           "torchtitan: schedule, checkpointing, batch and sharding as the plan says")
     tt8 = plan_file(folder, "tt8", "llama3-8b", "8xH100",
                     "dp=8,zero=3,recompute=op,offload_opt=1,offload_params=1", precision="fp8",
@@ -443,7 +444,7 @@ with tempfile.TemporaryDirectory() as folder:
           "torchrun: 2 nodes of 8, meshplan run")
 
     # Refusals: exit 2, the knob named, nothing on stdout.
-    for target, plan, knob in [("torchtitan", "dp=4,pp=2,zero=3,schedule=zb_h1", "schedule"),
+    for target, plan, knob in [("torchtitan", "dp=4,pp=2,zero=2,schedule=zb_h1", "schedule"),
                                ("megatron", "dp=8,zero=3,recompute=op", "recompute"),
                                ("deepspeed", "dp=4,tp=2,sp=1", "tp")]:
         path = plan_file(folder, "refused", "llama3-8b", "8xH100", plan, framework="torchtitan")
