@@ -1,6 +1,7 @@
 #include "simulator/step_graph.h"
 
 #include <algorithm>
+#include <optional>
 #include <utility>
 
 #include <fmt/format.h>
@@ -167,6 +168,8 @@ class GraphBuilder {
                       double duration_s, double flops, bool force = false);
   int32_t NewComm(const RankState& rank, const PartRun* run, const Collective& c,
                   const Transfer& transfer, SimOpKind kind);
+  int32_t IssueDpCollectives(RankState& rank, const PartRun& run, int32_t after,
+                             CollectivePosition position, std::optional<StepPhase> phase);
   int32_t IssueGather(RankState& rank, const PartRun& run, int32_t after);
   int32_t IssueParamGather(RankState& rank, const PartRun& run, int32_t after);
   void EmitSend(RankState& rank, const PartRun& run);
@@ -459,36 +462,38 @@ void GraphBuilder::EmitPass(RankState& rank, const PartRun& run, StepPhase phase
   rank.deferred.clear();
 }
 
-// ZeRO-3: the all-gather of `run`'s parameters for its pass, issued after op `after`.
-int32_t GraphBuilder::IssueGather(RankState& rank, const PartRun& run, int32_t after) {
-  if (run.pass == PipelinePass::kWeight) return kNone;
-  const StepPhase phase = run.backward() ? StepPhase::kBackward : StepPhase::kForward;
+// Every DP collective of `run`'s part at `position` (and, when given, in `phase`) over more
+// than one rank, issued after op `after`: the dense weights' and, with ep > 1, the routed
+// experts' (their own group). They queue on the dp stream in order, so the last one issued
+// ends last; returns it (kNone: none).
+int32_t GraphBuilder::IssueDpCollectives(RankState& rank, const PartRun& run, int32_t after,
+                                         CollectivePosition position,
+                                         std::optional<StepPhase> phase) {
+  int32_t last = kNone;
   for (const Collective& c : Part(run.part).collectives) {
-    if (c.dim != MeshDim::kDp || c.position != CollectivePosition::kBeforePart ||
-        c.phase != phase || c.group.size() <= 1)
-      continue;
-    const Transfer t = CollectiveTransfer(c.kind, c.bytes, c.group, c.count, cluster_);
-    const int32_t id = NewComm(rank, &run, c, t, SimOpKind::kCollective);
-    Edge(after, id);
-    rank.dp_tail = id;
-    return id;
-  }
-  return kNone;
-}
-
-// ZeRO-1/2 (param_gathers_): the all-gather of `run`'s updated parameters, before its first
-// forward of the step, issued after op `after`.
-int32_t GraphBuilder::IssueParamGather(RankState& rank, const PartRun& run, int32_t after) {
-  for (const Collective& c : Part(run.part).collectives) {
-    if (c.dim != MeshDim::kDp || c.position != CollectivePosition::kAfterOptimizer ||
+    if (c.dim != MeshDim::kDp || c.position != position || (phase && c.phase != *phase) ||
         c.group.size() <= 1)
       continue;
     const Transfer t = CollectiveTransfer(c.kind, c.bytes, c.group, c.count, cluster_);
-    const int32_t id = NewComm(rank, &run, c, t, SimOpKind::kCollective);
-    Edge(after, id);
-    return id;
+    last = NewComm(rank, &run, c, t, SimOpKind::kCollective);
+    Edge(after, last);
   }
-  return kNone;
+  return last;
+}
+
+// ZeRO-3: the all-gathers of `run`'s parameters for its pass, issued after op `after`.
+int32_t GraphBuilder::IssueGather(RankState& rank, const PartRun& run, int32_t after) {
+  if (run.pass == PipelinePass::kWeight) return kNone;
+  const StepPhase phase = run.backward() ? StepPhase::kBackward : StepPhase::kForward;
+  const int32_t id = IssueDpCollectives(rank, run, after, CollectivePosition::kBeforePart, phase);
+  if (id != kNone) rank.dp_tail = id;
+  return id;
+}
+
+// ZeRO-1/2 (param_gathers_): the all-gathers of `run`'s updated parameters, before its first
+// forward of the step, issued after op `after`.
+int32_t GraphBuilder::IssueParamGather(RankState& rank, const PartRun& run, int32_t after) {
+  return IssueDpCollectives(rank, run, after, CollectivePosition::kAfterOptimizer, std::nullopt);
 }
 
 void GraphBuilder::EmitSend(RankState& rank, const PartRun& run) {

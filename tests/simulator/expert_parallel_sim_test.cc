@@ -10,6 +10,7 @@
 #include "planner/cost/cost_model.h"
 #include "sim_test_util.h"
 #include "simulator/simulate.h"
+#include "simulator/step_graph.h"
 
 namespace meshplan {
 namespace {
@@ -121,6 +122,38 @@ TEST_CASE("simulated ep time is the analytic one, or slower where links are shar
   CHECK(a > 0);
   CHECK(s >= a * (1 - 1e-6));
   CHECK(s <= 2 * a);
+}
+
+// With ep > 1 and more replicas than ep, a MoE block syncs its dense weights over dp x cp and
+// its routed experts over dp/ep: two groups, so two parameter gathers per block, both issued.
+TEST_CASE("a MoE block's dense and expert parameter gathers are both issued (ZeRO-3, and "
+          "ZeRO-1 gathering in the next forward)",
+          "[simulator][moe][ep][dp]") {
+  const ModelSpec m = TinyMoe();
+  const ClusterSpec c = test::TestCluster(2, 4, 3e11, 2.5e10, 3e-6);
+  for (const char* plan_text : {"dp=8,ep=2,zero=3", "dp=8,ep=2,zero=1"}) {
+    INFO(plan_text);
+    TrainingSpec t = test::Training(16, 128);
+    t.framework.param_gather = ParamGather::kNextForward;
+    const ParallelPlan plan = ParsePlanString(plan_text);
+    REQUIRE(Validate(plan, m, t, 8).empty());
+    const StepWork work = BuildStepWork(m, t, plan);
+    const CollectivePosition at = plan.zero_stage == 3 ? CollectivePosition::kBeforePart
+                                                       : CollectivePosition::kAfterOptimizer;
+    int per_block = 0;  // the block's gathers of one forward
+    for (const Collective& col : work.block.collectives)
+      if (col.dim == MeshDim::kDp && col.position == at && col.phase != StepPhase::kBackward &&
+          col.group.size() > 1)
+        ++per_block;
+    REQUIRE(per_block == 2);
+    const StepGraph graph = BuildStepGraphFromWork(work, m, c, t.precision);
+    int issued = 0;  // the blocks' gathers before micro-batch 0's forward
+    for (const SimOp& op : graph.ops)
+      if (op.part == SimPart::kBlock && op.position == at && op.microbatch == 0 &&
+          op.phase != StepPhase::kBackward)
+        ++issued;
+    CHECK(issued == per_block * static_cast<int>(m.layers));
+  }
 }
 
 }  // namespace
