@@ -264,10 +264,11 @@ std::string ViolationMessage(PlanConstraint c, const ParallelPlan& plan, const M
       return std::string("recompute=") + ToString(plan.recompute) + " is not offered by " +
              training.framework.name + "; allowed: " + OfferedRecomputes(training.framework.recompute);
     case C::kZeroOffered: {
-      const bool pipelined = plan.pp > 1 && training.framework.zero_pipelined.has_value();
+      const ZeroOffer& offer = ZeroOfferFor(training.framework, plan.pp);
+      const bool pipelined = &offer != &training.framework.zero;  // its zero_pipelined
       return "zero=" + Str(plan.zero_stage) + " is not offered by " +
              FrameworkLabel(training.framework) + (pipelined ? " with pp > 1" : "") +
-             "; allowed: " + OfferedZeroStagesText(ZeroOfferFor(training.framework, plan.pp));
+             "; allowed: " + OfferedZeroStagesText(offer);
     }
     case C::kCount:
       break;

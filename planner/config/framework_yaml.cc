@@ -213,7 +213,6 @@ bool ParseNormKernel(const std::string& name, bool* fused) {
   return ParseSpelling(kNormKernels, name, fused);
 }
 
-
 const char* ToString(LogFormat format) { return SpellingOf(kLogFormats, format); }
 
 std::string FrameworkToYamlText(const FrameworkSpec& s, const std::string& comment) {

@@ -215,8 +215,8 @@ PlanSpace::PlanSpace(const ModelSpec& model, const TrainingSpec& training,
     zero_multi_ = zero_pipelined_ = {3};
   } else {
     zero_single_ = {0};
-    zero_multi_ = OfferedZeroStages(ZeroOfferFor(training.framework, 1));
-    zero_pipelined_ = OfferedZeroStages(ZeroOfferFor(training.framework, 2));
+    zero_multi_ = OfferedZeroStages(ZeroOfferFor(training.framework, /*pp=*/1));
+    zero_pipelined_ = OfferedZeroStages(ZeroOfferFor(training.framework, /*pp=*/2));
   }
   // A pinned policy; else the caller's list; else what the framework offers (every:N as
   // torchtitan's "selective layer", every:2). A pinned policy the framework does not offer
