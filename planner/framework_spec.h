@@ -82,6 +82,23 @@ struct ZeroOffer {  // the default: meshplan's executor's, all four
   bool operator==(const ZeroOffer&) const = default;
 };
 
+// The offload combinations (the plan's offload_act, offload_opt, offload_params) a framework
+// runs, as a bit set over the 8 of them: bit act | opt << 1 | params << 2. Nothing offloaded
+// (bit 0) is always offered.
+struct OffloadOffer {  // the default: every combination (meshplan's executor)
+  uint8_t combos = 0xFF;
+  static int Bit(bool act, bool opt, bool params) {
+    return (act ? 1 : 0) | (opt ? 2 : 0) | (params ? 4 : 0);
+  }
+  // Activation offload runs only without pipeline parallelism and without recompute
+  // (Megatron-Core's cpu_offloading refuses both).
+  bool act_alone = false;
+  bool offers(bool act, bool opt, bool params) const {
+    return (combos >> Bit(act, opt, params)) & 1;
+  }
+  bool operator==(const OffloadOffer&) const = default;
+};
+
 // Whether gradients of 16-bit parameters are accumulated in 16 bits or fp32.
 enum class GradDtype : uint8_t { kParam, kFp32 };
 // The dtype of master weights and Adam states in fp8 runs.
@@ -190,6 +207,7 @@ struct FrameworkSpec {
   // The stages offered to a pipelined plan (pp > 1) when they differ from `zero` (torchtitan
   // shards with FSDP2's reshard_after_forward=False under pipeline parallelism); absent: zero.
   std::optional<ZeroOffer> zero_pipelined;
+  OffloadOffer offload;
   // ZeRO-1 reduce-scatters the gradients into a separate shard beside the full gradient
   // buffer (meshplan's executor, executor/parallel/zero_engine.h), rather than in place in
   // that buffer (Megatron-Core's distributed optimizer, DeepSpeed, FSDP).

@@ -25,7 +25,8 @@ const char* ConstraintId(PlanConstraint constraint) {
       "cp_divides_seq",   "seq_within_max",     "sp_needs_tp",     "tp_divides_seq",
       "batch_divides",    "vpp_needs_interleaved", "interleaved_needs_pp_vpp",
       "interleaved_microbatches", "offload_params_needs_zero3",
-      "offload_params_needs_offload_opt", "prefetch_range", "recompute_offered", "zero_offered"};
+      "offload_params_needs_offload_opt", "prefetch_range", "recompute_offered", "zero_offered",
+      "offload_offered"};
   const int i = static_cast<int>(constraint);
   return i >= 0 && i < kNumPlanConstraints ? kIds[i] : "?";
 }
@@ -60,6 +61,25 @@ std::string OfferedZeroStagesText(const ZeroOffer& offer) {
   std::string text;
   for (int stage : OfferedZeroStages(offer)) text += (text.empty() ? "" : ", ") + std::to_string(stage);
   return text;
+}
+
+std::string OffloadCombosText(const OffloadOffer& offer) {
+  std::string out;
+  for (int bit = 1; bit < 8; ++bit) {
+    if (!((offer.combos >> bit) & 1)) continue;
+    std::string combo;
+    for (const auto& [mask, name] : {std::pair{1, "act"}, {2, "opt"}, {4, "params"}})
+      if (bit & mask) combo += (combo.empty() ? "" : "+") + std::string(name);
+    out += (out.empty() ? "" : ", ") + combo;
+  }
+  return out;
+}
+
+bool OffloadOffered(const OffloadOffer& offer, const ParallelPlan& plan) {
+  if (!offer.offers(plan.offload_activations, plan.offload_optimizer, plan.offload_params))
+    return false;
+  return !(plan.offload_activations && offer.act_alone &&
+           (plan.pp > 1 || plan.recompute.kind != Recompute::kNone));
 }
 
 std::string OfferedRecomputes(const RecomputeOffer& offer) {
@@ -145,6 +165,7 @@ PlanConstraintMask CheckPlan(const ParallelPlan& plan, const ModelSpec& model,
   fail_if(plan.weight_replicas() > 1 &&
               !ZeroOfferFor(training.framework, plan.pp).offers(plan.zero_stage),
           C::kZeroOffered);
+  fail_if(!OffloadOffered(training.framework.offload, plan), C::kOffloadOffered);
   return out;
 }
 
@@ -269,6 +290,22 @@ std::string ViolationMessage(PlanConstraint c, const ParallelPlan& plan, const M
       return "zero=" + Str(plan.zero_stage) + " is not offered by " +
              FrameworkLabel(training.framework) + (pipelined ? " with pp > 1" : "") +
              "; allowed: " + OfferedZeroStagesText(offer);
+    }
+    case C::kOffloadOffered: {
+      std::string combo;
+      for (const auto& [on, key] : {std::pair{plan.offload_activations, "offload_act=1"},
+                                    {plan.offload_optimizer, "offload_opt=1"},
+                                    {plan.offload_params, "offload_params=1"}})
+        if (on) combo += (combo.empty() ? "" : ",") + std::string(key);
+      const OffloadOffer& offer = training.framework.offload;
+      const std::string label = FrameworkLabel(training.framework);
+      if (offer.offers(plan.offload_activations, plan.offload_optimizer, plan.offload_params))
+        return "offload_act=1 is not offered by " + label +
+               " with pipeline parallelism or recompute; allowed there: nothing offloaded "
+               "(it needs pp=1 and recompute=none)";
+      const std::string offered = OffloadCombosText(offer);
+      return combo + " is not offered by " + label + "; allowed: " +
+             (offered.empty() ? "nothing offloaded" : offered + " (or nothing offloaded)");
     }
     case C::kCount:
       break;

@@ -130,6 +130,12 @@ std::vector<RecomputePolicy> OfferedRecomputePolicies(const RecomputeOffer& offe
 // a list ("0, 1").
 std::vector<int> OfferedZeroStages(const ZeroOffer& offer);
 std::string OfferedZeroStagesText(const ZeroOffer& offer);
+// The offload combinations of `offer` but none, as a profile's `offload:` spells them
+// ("act, opt+params"; "" when it offers none).
+std::string OffloadCombosText(const OffloadOffer& offer);
+// Whether `offer` runs the plan's offload choices: its combination, and activation offload's
+// conditions (OffloadOffer::act_alone).
+bool OffloadOffered(const OffloadOffer& offer, const ParallelPlan& plan);
 
 // The rules a plan can break, in the order they are checked (outer mesh factors
 // first, then sequence, batch and schedule). The search counts rejections by them.
@@ -161,6 +167,7 @@ enum class PlanConstraint : uint8_t {
   kPrefetchRange,           // prefetch in 0..kMaxZero3Prefetch
   kRecomputeOffered,        // the framework offers the recompute policy (FrameworkSpec::recompute)
   kZeroOffered,             // over dp x cp > 1, the framework offers the ZeRO stage (ZeroOfferFor)
+  kOffloadOffered,          // the framework runs the plan's offload combination (FrameworkSpec::offload)
   kCount
 };
 inline constexpr int kNumPlanConstraints = static_cast<int>(PlanConstraint::kCount);

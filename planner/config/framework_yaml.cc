@@ -99,6 +99,33 @@ ZeroOffer ReadZero(const YamlFields& f, const std::string& key) {
   return offer;
 }
 
+// `offload`, when given: the offload combinations the framework runs, each one or more of act,
+// opt, params joined by '+' ("opt+params"); nothing offloaded is always offered.
+OffloadOffer ReadOffload(const YamlFields& f) {
+  if (!f.Has("offload")) {
+    if (f.Has("offload_act_alone")) f.Fail("offload_act_alone", "needs an `offload:` list");
+    return {};
+  }
+  const char* expected = "expected a list of offload combinations, each of act, opt, params "
+                         "joined by '+' (e.g. [act, opt+params])";
+  OffloadOffer offer{1};  // nothing offloaded
+  for (const std::string& text : f.StringList("offload")) {
+    bool on[3] = {false, false, false};
+    size_t at = 0;
+    while (at <= text.size()) {
+      const size_t end = std::min(text.find('+', at), text.size());
+      const std::string part = text.substr(at, end - at);
+      const int i = part == "act" ? 0 : part == "opt" ? 1 : part == "params" ? 2 : -1;
+      if (i < 0 || on[i]) f.Fail("offload", std::string(expected) + "; got '" + text + "'");
+      on[i] = true;
+      at = end + 1;
+    }
+    offer.combos = static_cast<uint8_t>(offer.combos | (1 << OffloadOffer::Bit(on[0], on[1], on[2])));
+  }
+  offer.act_alone = f.Bool("offload_act_alone", false);
+  return offer;
+}
+
 // The optional `calibration` mapping: the factors (in (0, 10]) and which of them
 // `calibrate --from-logs` fits.
 FrameworkCalibration ReadCalibration(const YamlFields& f) {
@@ -133,7 +160,8 @@ FrameworkSpec FrameworkFromYaml(const YamlFields& f, const std::string& default_
   f.AllowOnly({"name", "version", "source", "built_on", "version_of", "kernels", "norm",
                "attention", "attention_kernel", "main_grads", "fp8_states", "master_weights",
                "grad_accumulation", "optimizer", "loss", "recompute", "zero", "zero_pipelined",
-               "zero1_gradients", "zero3_buffers", "ddp_buckets", "param_gather",
+               "zero1_gradients", "zero3_buffers", "ddp_buckets", "param_gather", "offload",
+               "offload_act_alone",
                "reduce_bucket_elements", "allocator_fragmentation", "log_format", "calibration"});
   FrameworkSpec s;
   s.name = f.String("name", default_name);
@@ -162,6 +190,7 @@ FrameworkSpec FrameworkFromYaml(const YamlFields& f, const std::string& default_
   if (f.Has("zero3_buffers")) s.zero3_buffers = ReadChoice(f, "zero3_buffers", kZero3Buffers);
   if (f.Has("ddp_buckets")) s.ddp_buckets = ReadChoice(f, "ddp_buckets", kDdpBuckets);
   if (f.Has("param_gather")) s.param_gather = ReadChoice(f, "param_gather", kParamGathers);
+  s.offload = ReadOffload(f);
   s.reduce_bucket_elements = f.Number("reduce_bucket_elements", {0, true, 1e12}, 0.0);
   if (f.Has("allocator_fragmentation")) {
     s.allocator_fragmentation = f.Number("allocator_fragmentation", {0, true});
@@ -253,6 +282,8 @@ std::string FrameworkToYamlText(const FrameworkSpec& s, const std::string& comme
   out += "zero3_buffers: " + spelled(kZero3Buffers, s.zero3_buffers) + "\n";
   out += "ddp_buckets: " + spelled(kDdpBuckets, s.ddp_buckets) + "\n";
   out += "param_gather: " + spelled(kParamGathers, s.param_gather) + "\n";
+  out += "offload: [" + OffloadCombosText(s.offload) + "]\n";
+  if (s.offload.act_alone) out += "offload_act_alone: true\n";
   if (s.reduce_bucket_elements > 0)
     out += fmt::format("reduce_bucket_elements: {}\n", s.reduce_bucket_elements);
   if (s.allocator_fragmentation >= 0)
@@ -266,17 +297,19 @@ std::string FrameworkToYamlText(const FrameworkSpec& s, const std::string& comme
 
 std::string ProfilesOffering(const ParallelPlan& plan, const std::vector<PlanViolation>& violations,
                              const std::string& how) {
-  bool zero = false, recompute = false;
+  bool zero = false, recompute = false, offload = false;
   for (const PlanViolation& v : violations) {
     zero = zero || v.constraint == ConstraintId(PlanConstraint::kZeroOffered);
     recompute = recompute || v.constraint == ConstraintId(PlanConstraint::kRecomputeOffered);
+    offload = offload || v.constraint == ConstraintId(PlanConstraint::kOffloadOffered);
   }
-  if (!zero && !recompute) return "";
+  if (!zero && !recompute && !offload) return "";
   std::string names;
   for (const std::string& name : ListFrameworks()) {
     const FrameworkSpec f = LoadFramework(name);
     if ((!zero || ZeroOfferFor(f, plan.pp).offers(plan.zero_stage)) &&
-        (!recompute || Offers(f.recompute, plan.recompute.kind)))
+        (!recompute || Offers(f.recompute, plan.recompute.kind)) &&
+        (!offload || OffloadOffered(f.offload, plan)))
       names += (names.empty() ? "" : ", ") + name;
   }
   return names.empty() ? "" : "\nprofiles that offer it: " + names + " (" + how + ")";

@@ -57,9 +57,10 @@ FrameworkSpec LoadFrameworkAt(const std::string& name_or_path, const InputLocati
 FrameworkSpec FrameworkFromYamlText(const std::string& text, const std::string& file);
 // Profiles in configs/frameworks/ (file stems, sorted).
 std::vector<std::string> ListFrameworks();
-// Where Validate refused a ZeRO stage or recompute policy the framework does not offer: a line
-// naming the profiles that offer what the plan asks and `how` to choose one ("\nprofiles that
-// offer it: deepspeed, ... (--framework NAME)"); "" when neither rule is broken or none does.
+// Where Validate refused a ZeRO stage, recompute policy or offload the framework does not
+// offer: a line naming the profiles that offer what the plan asks and `how` to choose one
+// ("\nprofiles that offer it: deepspeed, ... (--framework NAME)"); "" when no such rule is
+// broken or none does.
 std::string ProfilesOffering(const ParallelPlan& plan, const std::vector<PlanViolation>& violations,
                              const std::string& how);
 

@@ -98,6 +98,11 @@ void EvaluateKnobVariants(const KnobSearch& s, PlanEvaluator* evaluator_ptr,
   for (const Combo& c : kCombos) {
     const int index = variant++;
     if (c.params && !zero3) continue;
+    ParallelPlan p = plan;
+    p.offload_optimizer = c.opt;
+    p.offload_activations = c.act;
+    p.offload_params = c.params;
+    if (!OffloadOffered(s.training.framework.offload, p)) continue;  // the framework cannot run it
     const auto off_pin = [&](PlanField f, bool v) { return pins[f] && *pins[f] != int64_t{v}; };
     if (off_pin(PlanField::kOffloadOpt, c.opt) || off_pin(PlanField::kOffloadAct, c.act) ||
         off_pin(PlanField::kOffloadParams, c.params))
@@ -116,10 +121,6 @@ void EvaluateKnobVariants(const KnobSearch& s, PlanEvaluator* evaluator_ptr,
       ++tally->offload_pruned;
       continue;
     }
-    ParallelPlan p = plan;
-    p.offload_optimizer = c.opt;
-    p.offload_activations = c.act;
-    p.offload_params = c.params;
     PlanCost cost_p = evaluator.EstimateVariant(p, base_cost);
     ++tally->timings;
     ++tally->offload_tried;

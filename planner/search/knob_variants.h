@@ -19,7 +19,8 @@
 //     base's optimizer states and Adam temporaries; its activations; its parameter shard;
 //     plus the allocator overhead on them) could bring it under the limit, in this order:
 //     offload_act, offload_opt, both, and on zero=3 offload_opt + offload_params without and
-//     with offload_act; a combination that holds one that already fits is dominated (more
+//     with offload_act, each only if the framework runs it (FrameworkSpec::offload); a
+//     combination that holds one that already fits is dominated (more
 //     offload, more time: the CPU AdamW is slower than the GPU's) and skipped. A variant
 //     re-estimates memory only; its time comes from the base's StepWork with the variant's
 //     choices set, and from the base's GEMM and collective times (StepWorkTimes,

@@ -28,7 +28,8 @@ TEST_CASE("offload on a cluster without host data exits 2 naming the field",
           "[planner][cli][offload]") {
   // configs/hardware/a40.yaml has no host: block.
   const CliResult estimate = RunMeshplan(
-      "estimate --model llama2-7b --cluster 8xA40 --global-batch 64 --plan dp=8,zero=1,offload_opt=1");
+      "estimate --model llama2-7b --cluster 8xA40 --global-batch 64 --plan dp=8,zero=1,offload_opt=1 "
+      "--framework deepspeed");
   CHECK(estimate.exit_code == 2);
   CHECK_THAT(estimate.output, Catch::Contains("host.memory_GB_per_node"));
   CHECK_THAT(estimate.output, Catch::Contains("--cluster 8xA40"));
@@ -65,12 +66,14 @@ TEST_CASE("a cluster's host: block overrides its GPU's, key by key", "[planner][
                                "name: small-host\ngpu: a100-80gb\nnodes: 1\n"
                                "host:\n  memory_GB_per_node: 1\n");
   const CliResult r = RunMeshplan("estimate --model llama2-7b --cluster " + small.string() +
-                                  " --global-batch 64 --plan dp=8,zero=1,offload_opt=1");
+                                  " --global-batch 64 --framework deepspeed "
+                                  "--plan dp=8,zero=1,offload_opt=1");
   CHECK(r.exit_code == 0);  // the link and CPU rate come from a100-80gb.yaml
   CHECK_THAT(r.output, Catch::Contains("host_memory_exceeded"));
   // --explain-plan names the host limit as the reason.
   const CliResult probe = RunMeshplan("search --model llama2-7b --cluster " + small.string() +
-                                      " --global-batch 64 --threads 2 --top 1 --explain-plan "
+                                      " --global-batch 64 --threads 2 --top 1 --framework deepspeed "
+                                      "--explain-plan "
                                       "dp=8,zero=1,offload_opt=1");
   CHECK_THAT(probe.output, Catch::Contains("does not fit: host_memory_exceeded"));
   std::filesystem::remove(small);
@@ -79,7 +82,7 @@ TEST_CASE("a cluster's host: block overrides its GPU's, key by key", "[planner][
 TEST_CASE("estimate splits memory into device and host", "[planner][cli][offload]") {
   const std::string args =
       "estimate --model llama2-7b --cluster 8xH100 --global-batch 64 --plan "
-      "dp=8,zero=1,offload_opt=1,offload_act=1";
+      "dp=8,zero=1,offload_opt=1,offload_act=1 --framework deepspeed";
   const CliResult table = RunMeshplan(args);
   REQUIRE(table.exit_code == 0);
   CHECK_THAT(table.output, Catch::Contains("device"));
