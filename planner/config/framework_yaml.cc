@@ -297,19 +297,18 @@ std::string FrameworkToYamlText(const FrameworkSpec& s, const std::string& comme
 
 std::string ProfilesOffering(const ParallelPlan& plan, const std::vector<PlanViolation>& violations,
                              const std::string& how) {
-  bool zero = false, recompute = false, offload = false;
-  for (const PlanViolation& v : violations) {
-    zero = zero || v.constraint == ConstraintId(PlanConstraint::kZeroOffered);
-    recompute = recompute || v.constraint == ConstraintId(PlanConstraint::kRecomputeOffered);
-    offload = offload || v.constraint == ConstraintId(PlanConstraint::kOffloadOffered);
-  }
-  if (!zero && !recompute && !offload) return "";
+  bool refused = false;
+  for (const PlanViolation& v : violations)
+    for (PlanConstraint c : {PlanConstraint::kZeroOffered, PlanConstraint::kRecomputeOffered,
+                             PlanConstraint::kOffloadOffered})
+      refused = refused || v.constraint == ConstraintId(c);
+  if (!refused) return "";
+  // The profiles that run all three of the plan's choices (CheckPlan's rules for them).
   std::string names;
   for (const std::string& name : ListFrameworks()) {
     const FrameworkSpec f = LoadFramework(name);
-    if ((!zero || ZeroOfferFor(f, plan.pp).offers(plan.zero_stage)) &&
-        (!recompute || Offers(f.recompute, plan.recompute.kind)) &&
-        (!offload || OffloadOffered(f.offload, plan)))
+    if ((plan.weight_replicas() == 1 || ZeroOfferFor(f, plan.pp).offers(plan.zero_stage)) &&
+        Offers(f.recompute, plan.recompute.kind) && OffloadOffered(f.offload, plan))
       names += (names.empty() ? "" : ", ") + name;
   }
   return names.empty() ? "" : "\nprofiles that offer it: " + names + " (" + how + ")";

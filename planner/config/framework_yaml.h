@@ -58,9 +58,9 @@ FrameworkSpec FrameworkFromYamlText(const std::string& text, const std::string& 
 // Profiles in configs/frameworks/ (file stems, sorted).
 std::vector<std::string> ListFrameworks();
 // Where Validate refused a ZeRO stage, recompute policy or offload the framework does not
-// offer: a line naming the profiles that offer what the plan asks and `how` to choose one
-// ("\nprofiles that offer it: deepspeed, ... (--framework NAME)"); "" when no such rule is
-// broken or none does.
+// offer: a line naming the profiles that offer all three as the plan asks and `how` to choose
+// one ("\nprofiles that offer it: deepspeed, ... (--framework NAME)"); "" when no such rule
+// is broken or none does.
 std::string ProfilesOffering(const ParallelPlan& plan, const std::vector<PlanViolation>& violations,
                              const std::string& how);
 

@@ -10,6 +10,7 @@
 #include "planner/config/framework_yaml.h"
 #include "planner/parallel_plan.h"
 #include "planner/search/search.h"
+#include "tests/cli_run.h"
 #include "tests/planner/cost_test_specs.h"
 
 namespace meshplan {
@@ -121,6 +122,16 @@ TEST_CASE("the search offloads only as the framework can", "[planner][search][of
   const std::vector<ParallelPlan> torchtitan = offloading("torchtitan");
   CHECK(!torchtitan.empty());  // parameters and optimizer with FSDP2
   for (const ParallelPlan& p : torchtitan) CHECK_FALSE(p.offload_activations);
+}
+
+TEST_CASE("estimate names the profiles that run a refused offload", "[planner][framework][offload][cli]") {
+  const test::CliResult r = test::RunMeshplan(
+      "estimate --cluster 8xH100 --framework torchtitan --plan dp=8,zero=3,offload_act=1");
+  INFO(r.output);
+  CHECK(r.exit_code == 2);
+  CHECK_THAT(r.output, Catch::Contains("offload_offered: offload_act=1 is not offered by torchtitan") &&
+                           Catch::Contains("profiles that offer it: deepspeed, meshplan, nemo, pytorch "
+                                           "(--framework NAME)"));
 }
 
 }  // namespace

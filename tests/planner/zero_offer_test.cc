@@ -33,10 +33,12 @@ TEST_CASE("each profile offers the ZeRO stages of the software it names", "[plan
   const FrameworkSpec torchtitan = LoadFramework("torchtitan");
   CHECK(OfferedZeroStages(ZeroOfferFor(torchtitan, 1)) == Stages{0, 3});
   CHECK(OfferedZeroStages(ZeroOfferFor(torchtitan, 2)) == Stages{2});
-  for (const char* all : {"meshplan", "pytorch", "deepspeed", "nemo"}) {
+  for (const char* all : {"meshplan", "pytorch", "deepspeed", "nemo"})
     CHECK(OfferedZeroStages(LoadFramework(all).zero) == Stages{0, 1, 2, 3});
+  for (const char* all : {"meshplan", "pytorch", "nemo"})
     CHECK_FALSE(LoadFramework(all).zero_pipelined.has_value());  // the same with pipelines
-  }
+  // DeepSpeed's PipelineEngine takes ZeRO-1 at most.
+  CHECK(OfferedZeroStages(ZeroOfferFor(LoadFramework("deepspeed"), 2)) == Stages{0, 1});
   CHECK(OfferedZeroStagesText(torchtitan.zero) == "0, 3");
 }
 
