@@ -82,6 +82,14 @@ struct ZeroOffer {  // the default: meshplan's executor's, all four
   bool operator==(const ZeroOffer&) const = default;
 };
 
+// Pipeline schedules (ParallelPlan::schedule, PipelineSchedule's values gpipe, 1f1b,
+// interleaved, zb_h1 as bits 0-3) a framework runs with pp > 1; none: no pipeline parallelism.
+struct ScheduleOffer {  // the default: all four
+  uint8_t schedules = 0b1111;
+  bool offers(int schedule) const { return schedule >= 0 && schedule <= 3 && ((schedules >> schedule) & 1); }
+  bool operator==(const ScheduleOffer&) const = default;
+};
+
 // The offload combinations (the plan's offload_act, offload_opt, offload_params) a framework
 // runs, as a bit set over the 8 of them: bit act | opt << 1 | params << 2. Nothing offloaded
 // (bit 0) is always offered.
@@ -207,6 +215,7 @@ struct FrameworkSpec {
   // The stages offered to a pipelined plan (pp > 1) when they differ from `zero` (torchtitan
   // shards with FSDP2's reshard_after_forward=False under pipeline parallelism); absent: zero.
   std::optional<ZeroOffer> zero_pipelined;
+  ScheduleOffer schedules;
   OffloadOffer offload;
   // ZeRO-1 reduce-scatters the gradients into a separate shard beside the full gradient
   // buffer (meshplan's executor, executor/parallel/zero_engine.h), rather than in place in

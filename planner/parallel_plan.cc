@@ -26,7 +26,7 @@ const char* ConstraintId(PlanConstraint constraint) {
       "batch_divides",    "vpp_needs_interleaved", "interleaved_needs_pp_vpp",
       "interleaved_microbatches", "offload_params_needs_zero3",
       "offload_params_needs_offload_opt", "prefetch_range", "recompute_offered", "zero_offered",
-      "offload_offered"};
+      "offload_offered", "schedule_offered"};
   const int i = static_cast<int>(constraint);
   return i >= 0 && i < kNumPlanConstraints ? kIds[i] : "?";
 }
@@ -72,6 +72,14 @@ std::string OffloadCombosText(const OffloadOffer& offer) {
       if (bit & mask) combo += (combo.empty() ? "" : "+") + std::string(name);
     out += (out.empty() ? "" : ", ") + combo;
   }
+  return out;
+}
+
+std::string OfferedSchedulesText(const ScheduleOffer& offer) {
+  std::string out;
+  for (PipelineSchedule s : {PipelineSchedule::kGpipe, PipelineSchedule::k1F1B,
+                             PipelineSchedule::kInterleaved, PipelineSchedule::kZeroBubbleH1})
+    if (offer.offers(static_cast<int>(s))) out += (out.empty() ? "" : ", ") + std::string(ToString(s));
   return out;
 }
 
@@ -166,6 +174,8 @@ PlanConstraintMask CheckPlan(const ParallelPlan& plan, const ModelSpec& model,
               !ZeroOfferFor(training.framework, plan.pp).offers(plan.zero_stage),
           C::kZeroOffered);
   fail_if(!OffloadOffered(training.framework.offload, plan), C::kOffloadOffered);
+  fail_if(plan.pp > 1 && !training.framework.schedules.offers(static_cast<int>(plan.schedule)),
+          C::kScheduleOffered);
   return out;
 }
 
@@ -306,6 +316,14 @@ std::string ViolationMessage(PlanConstraint c, const ParallelPlan& plan, const M
       const std::string offered = OffloadCombosText(offer);
       return combo + " is not offered by " + label + "; allowed: " +
              (offered.empty() ? "nothing offloaded" : offered + " (or nothing offloaded)");
+    }
+    case C::kScheduleOffered: {
+      const std::string offered = OfferedSchedulesText(training.framework.schedules);
+      if (offered.empty())
+        return "pp=" + Str(plan.pp) + ": " + FrameworkLabel(training.framework) +
+               " runs no pipeline parallelism; allowed: pp=1";
+      return "schedule=" + std::string(ToString(plan.schedule)) + " is not offered by " +
+             FrameworkLabel(training.framework) + "; allowed: " + offered;
     }
     case C::kCount:
       break;

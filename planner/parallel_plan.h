@@ -133,6 +133,9 @@ std::string OfferedZeroStagesText(const ZeroOffer& offer);
 // The offload combinations of `offer` but none, as a profile's `offload:` spells them
 // ("act, opt+params"; "" when it offers none).
 std::string OffloadCombosText(const OffloadOffer& offer);
+// The schedules of `offer`, as a profile's `schedules:` spells them ("1f1b, interleaved"; ""
+// when it runs no pipeline).
+std::string OfferedSchedulesText(const ScheduleOffer& offer);
 // Whether `offer` runs the plan's offload choices: its combination, and activation offload's
 // conditions (OffloadOffer::act_alone).
 bool OffloadOffered(const OffloadOffer& offer, const ParallelPlan& plan);
@@ -168,6 +171,7 @@ enum class PlanConstraint : uint8_t {
   kRecomputeOffered,        // the framework offers the recompute policy (FrameworkSpec::recompute)
   kZeroOffered,             // over dp x cp > 1, the framework offers the ZeRO stage (ZeroOfferFor)
   kOffloadOffered,          // the framework runs the plan's offload combination (FrameworkSpec::offload)
+  kScheduleOffered,         // with pp > 1, the framework runs the schedule (FrameworkSpec::schedules)
   kCount
 };
 inline constexpr int kNumPlanConstraints = static_cast<int>(PlanConstraint::kCount);

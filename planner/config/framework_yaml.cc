@@ -126,6 +126,22 @@ OffloadOffer ReadOffload(const YamlFields& f) {
   return offer;
 }
 
+// `schedules`, when given: the pipeline schedules the framework runs (gpipe, 1f1b,
+// interleaved, zb_h1, each at most once); [] for none (no pipeline parallelism).
+ScheduleOffer ReadSchedules(const YamlFields& f) {
+  if (!f.Has("schedules")) return {};
+  ScheduleOffer offer{0};
+  for (const std::string& text : f.StringList("schedules")) {
+    PipelineSchedule s;
+    if (!ParsePipelineSchedule(text, &s))
+      f.Fail("schedules", std::string("expected a list of: ") + AllowedPipelineSchedules() +
+                              "; got '" + text + "'");
+    if (offer.offers(static_cast<int>(s))) f.Fail("schedules", text + " given twice");
+    offer.schedules = static_cast<uint8_t>(offer.schedules | (1 << static_cast<int>(s)));
+  }
+  return offer;
+}
+
 // The optional `calibration` mapping: the factors (in (0, 10]) and which of them
 // `calibrate --from-logs` fits.
 FrameworkCalibration ReadCalibration(const YamlFields& f) {
@@ -161,7 +177,7 @@ FrameworkSpec FrameworkFromYaml(const YamlFields& f, const std::string& default_
                "attention", "attention_kernel", "main_grads", "fp8_states", "master_weights",
                "grad_accumulation", "optimizer", "loss", "recompute", "zero", "zero_pipelined",
                "zero1_gradients", "zero3_buffers", "ddp_buckets", "param_gather", "offload",
-               "offload_act_alone",
+               "offload_act_alone", "schedules",
                "reduce_bucket_elements", "allocator_fragmentation", "log_format", "calibration"});
   FrameworkSpec s;
   s.name = f.String("name", default_name);
@@ -191,6 +207,7 @@ FrameworkSpec FrameworkFromYaml(const YamlFields& f, const std::string& default_
   if (f.Has("ddp_buckets")) s.ddp_buckets = ReadChoice(f, "ddp_buckets", kDdpBuckets);
   if (f.Has("param_gather")) s.param_gather = ReadChoice(f, "param_gather", kParamGathers);
   s.offload = ReadOffload(f);
+  s.schedules = ReadSchedules(f);
   s.reduce_bucket_elements = f.Number("reduce_bucket_elements", {0, true, 1e12}, 0.0);
   if (f.Has("allocator_fragmentation")) {
     s.allocator_fragmentation = f.Number("allocator_fragmentation", {0, true});
@@ -284,6 +301,7 @@ std::string FrameworkToYamlText(const FrameworkSpec& s, const std::string& comme
   out += "param_gather: " + spelled(kParamGathers, s.param_gather) + "\n";
   out += "offload: [" + OffloadCombosText(s.offload) + "]\n";
   if (s.offload.act_alone) out += "offload_act_alone: true\n";
+  out += "schedules: [" + OfferedSchedulesText(s.schedules) + "]\n";
   if (s.reduce_bucket_elements > 0)
     out += fmt::format("reduce_bucket_elements: {}\n", s.reduce_bucket_elements);
   if (s.allocator_fragmentation >= 0)
@@ -300,7 +318,7 @@ std::string ProfilesOffering(const ParallelPlan& plan, const std::vector<PlanVio
   bool refused = false;
   for (const PlanViolation& v : violations)
     for (PlanConstraint c : {PlanConstraint::kZeroOffered, PlanConstraint::kRecomputeOffered,
-                             PlanConstraint::kOffloadOffered})
+                             PlanConstraint::kOffloadOffered, PlanConstraint::kScheduleOffered})
       refused = refused || v.constraint == ConstraintId(c);
   if (!refused) return "";
   // The profiles that run all three of the plan's choices (CheckPlan's rules for them).
@@ -308,7 +326,8 @@ std::string ProfilesOffering(const ParallelPlan& plan, const std::vector<PlanVio
   for (const std::string& name : ListFrameworks()) {
     const FrameworkSpec f = LoadFramework(name);
     if ((plan.weight_replicas() == 1 || ZeroOfferFor(f, plan.pp).offers(plan.zero_stage)) &&
-        Offers(f.recompute, plan.recompute.kind) && OffloadOffered(f.offload, plan))
+        Offers(f.recompute, plan.recompute.kind) && OffloadOffered(f.offload, plan) &&
+        (plan.pp == 1 || f.schedules.offers(static_cast<int>(plan.schedule))))
       names += (names.empty() ? "" : ", ") + name;
   }
   return names.empty() ? "" : "\nprofiles that offer it: " + names + " (" + how + ")";

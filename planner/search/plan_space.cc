@@ -103,6 +103,17 @@ std::vector<ScheduleChoice> UnevenInterleavedChoices(const ModelSpec& model, int
   return choices;
 }
 
+namespace {
+
+// Whether the grid tries schedule `s` with pipeline stages: the ones the framework runs (a
+// pinned one is tried and judged by Validate's schedule_offered); all of them where it runs
+// none, so that its pipelined meshes are refused by that rule rather than left out unseen.
+bool ScheduleTried(const ScheduleOffer& offer, PipelineSchedule s) {
+  return offer.schedules == 0 || offer.offers(static_cast<int>(s));
+}
+
+}  // namespace
+
 PlanSpace::PlanSpace(const ModelSpec& model, const TrainingSpec& training,
                      const ClusterSpec& cluster, const PlanSpaceOptions& options)
     : world_size_(cluster.world_size()),
@@ -164,6 +175,7 @@ PlanSpace::PlanSpace(const ModelSpec& model, const TrainingSpec& training,
     for (PipelineSchedule s : {PipelineSchedule::kGpipe, PipelineSchedule::k1F1B,
                                PipelineSchedule::kZeroBubbleH1, PipelineSchedule::kInterleaved}) {
       if (pin_schedule && *pin_schedule != s) continue;
+      if (!pin_schedule && !ScheduleTried(training.framework.schedules, s)) continue;
       if (s != PipelineSchedule::kInterleaved) {
         if (!pin_vpp || *pin_vpp == 1) even.push_back({s, 1});
       } else if (pin_vpp) {
@@ -176,7 +188,8 @@ PlanSpace::PlanSpace(const ModelSpec& model, const TrainingSpec& training,
   }
   // Uneven stages: 1f1b, and interleaved with the vpp that split them (see the header).
   const bool interleaved_allowed =
-      (!pin_schedule || *pin_schedule == PipelineSchedule::kInterleaved) &&
+      (pin_schedule ? *pin_schedule == PipelineSchedule::kInterleaved
+                    : ScheduleTried(training.framework.schedules, PipelineSchedule::kInterleaved)) &&
       (!pin_vpp || *pin_vpp > 1);
   for (const MeshShape& mesh : meshes_) {
     if (mesh.pp == 1 || std::any_of(pipelined_schedules_.begin(), pipelined_schedules_.end(),

@@ -444,10 +444,11 @@ with tempfile.TemporaryDirectory() as folder:
           "torchrun: 2 nodes of 8, meshplan run")
 
     # Refusals: exit 2, the knob named, nothing on stdout.
-    for target, plan, knob in [("torchtitan", "dp=4,pp=2,zero=2,schedule=zb_h1", "schedule"),
-                               ("megatron", "dp=8,zero=3,recompute=op", "recompute"),
-                               ("deepspeed", "dp=4,tp=2,sp=1", "tp")]:
-        path = plan_file(folder, "refused", "llama3-8b", "8xH100", plan, framework="torchtitan")
+    # (Each plan is valid under the framework its file names: meshplan's executor runs zb_h1.)
+    for target, plan, knob, runs_it in [("torchtitan", "dp=4,pp=2,zero=2,schedule=zb_h1", "schedule", "meshplan"),
+                                        ("megatron", "dp=8,zero=3,recompute=op", "recompute", "torchtitan"),
+                                        ("deepspeed", "dp=4,tp=2,sp=1", "tp", "torchtitan")]:
+        path = plan_file(folder, "refused", "llama3-8b", "8xH100", plan, framework=runs_it)
         r = subprocess.run([ARGS.meshplan, "export", path, "--to", target], capture_output=True, text=True)
         check(r.returncode == 2 and f"{knob}:" in r.stderr and target in r.stderr and r.stdout == "",
               f"{target} refuses {plan} naming {knob}: exit {r.returncode}, {r.stderr!r}")
