@@ -82,6 +82,11 @@ struct ZeroOffer {  // the default: meshplan's executor's, all four
   bool operator==(const ZeroOffer&) const = default;
 };
 
+// Whether the framework overlaps TP collectives with its GEMMs (the plan's tp_overlap): any
+// plan, only with sequence parallelism (Transformer Engine's userbuffers under Megatron-Core),
+// or never.
+enum class TpOverlapOffer : uint8_t { kAny, kWithSp, kNone };
+
 // Pipeline schedules (ParallelPlan::schedule, PipelineSchedule's values gpipe, 1f1b,
 // interleaved, zb_h1 as bits 0-3) a framework runs with pp > 1; none: no pipeline parallelism.
 struct ScheduleOffer {  // the default: all four
@@ -217,6 +222,10 @@ struct FrameworkSpec {
   std::optional<ZeroOffer> zero_pipelined;
   ScheduleOffer schedules;
   OffloadOffer offload;
+  TpOverlapOffer tp_overlap = TpOverlapOffer::kAny;
+  // Its TP always shards the norms and dropouts over the sequence (sp=1 whenever tp > 1:
+  // torchtitan's SequenceParallel norms); false: sp is a choice.
+  bool sp_always = false;
   // ZeRO-1 reduce-scatters the gradients into a separate shard beside the full gradient
   // buffer (meshplan's executor, executor/parallel/zero_engine.h), rather than in place in
   // that buffer (Megatron-Core's distributed optimizer, DeepSpeed, FSDP).

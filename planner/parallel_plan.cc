@@ -26,7 +26,7 @@ const char* ConstraintId(PlanConstraint constraint) {
       "batch_divides",    "vpp_needs_interleaved", "interleaved_needs_pp_vpp",
       "interleaved_microbatches", "offload_params_needs_zero3",
       "offload_params_needs_offload_opt", "prefetch_range", "recompute_offered", "zero_offered",
-      "offload_offered", "schedule_offered"};
+      "offload_offered", "schedule_offered", "tp_overlap_offered", "sp_offered"};
   const int i = static_cast<int>(constraint);
   return i >= 0 && i < kNumPlanConstraints ? kIds[i] : "?";
 }
@@ -81,6 +81,11 @@ std::string OfferedSchedulesText(const ScheduleOffer& offer) {
                              PipelineSchedule::kInterleaved, PipelineSchedule::kZeroBubbleH1})
     if (offer.offers(static_cast<int>(s))) out += (out.empty() ? "" : ", ") + std::string(ToString(s));
   return out;
+}
+
+bool TpOverlapOffered(TpOverlapOffer offer, const ParallelPlan& plan) {
+  if (!plan.tp_comm_overlap || plan.tp == 1) return true;  // nothing to overlap
+  return offer == TpOverlapOffer::kAny || (offer == TpOverlapOffer::kWithSp && plan.sequence_parallel);
 }
 
 bool OffloadOffered(const OffloadOffer& offer, const ParallelPlan& plan) {
@@ -176,6 +181,8 @@ PlanConstraintMask CheckPlan(const ParallelPlan& plan, const ModelSpec& model,
   fail_if(!OffloadOffered(training.framework.offload, plan), C::kOffloadOffered);
   fail_if(plan.pp > 1 && !training.framework.schedules.offers(static_cast<int>(plan.schedule)),
           C::kScheduleOffered);
+  fail_if(!TpOverlapOffered(training.framework.tp_overlap, plan), C::kTpOverlapOffered);
+  fail_if(plan.tp > 1 && !plan.sequence_parallel && training.framework.sp_always, C::kSpOffered);
   return out;
 }
 
@@ -317,6 +324,15 @@ std::string ViolationMessage(PlanConstraint c, const ParallelPlan& plan, const M
       return combo + " is not offered by " + label + "; allowed: " +
              (offered.empty() ? "nothing offloaded" : offered + " (or nothing offloaded)");
     }
+    case C::kTpOverlapOffered:
+      return "tp_overlap=1 is not offered by " + FrameworkLabel(training.framework) +
+             (training.framework.tp_overlap == TpOverlapOffer::kWithSp
+                  ? " without sequence parallelism; allowed: tp_overlap=1 with sp=1, or tp_overlap=0"
+                  : "; allowed: tp_overlap=0");
+    case C::kSpOffered:
+      return "sp=0 with tp=" + Str(plan.tp) + " is not offered by " +
+             FrameworkLabel(training.framework) +
+             ": its tensor parallelism always shards the norms over the sequence; allowed: sp=1";
     case C::kScheduleOffered: {
       const std::string offered = OfferedSchedulesText(training.framework.schedules);
       if (offered.empty())

@@ -136,6 +136,8 @@ std::string OffloadCombosText(const OffloadOffer& offer);
 // The schedules of `offer`, as a profile's `schedules:` spells them ("1f1b, interleaved"; ""
 // when it runs no pipeline).
 std::string OfferedSchedulesText(const ScheduleOffer& offer);
+// Whether the framework runs the plan's tp_overlap (always, with tp == 1 or overlap off).
+bool TpOverlapOffered(TpOverlapOffer offer, const ParallelPlan& plan);
 // Whether `offer` runs the plan's offload choices: its combination, and activation offload's
 // conditions (OffloadOffer::act_alone).
 bool OffloadOffered(const OffloadOffer& offer, const ParallelPlan& plan);
@@ -172,6 +174,8 @@ enum class PlanConstraint : uint8_t {
   kZeroOffered,             // over dp x cp > 1, the framework offers the ZeRO stage (ZeroOfferFor)
   kOffloadOffered,          // the framework runs the plan's offload combination (FrameworkSpec::offload)
   kScheduleOffered,         // with pp > 1, the framework runs the schedule (FrameworkSpec::schedules)
+  kTpOverlapOffered,        // with tp > 1, the framework runs tp_overlap as asked (FrameworkSpec::tp_overlap)
+  kSpOffered,               // with tp > 1, sp=0 only where the framework makes sp a choice (sp_always)
   kCount
 };
 inline constexpr int kNumPlanConstraints = static_cast<int>(PlanConstraint::kCount);

@@ -52,6 +52,10 @@ constexpr Spellings<DdpBuckets, 2> kDdpBuckets{
     {{DdpBuckets::kViews, "views"}, {DdpBuckets::kCopies, "copies"}}};
 constexpr Spellings<ParamGather, 2> kParamGathers{
     {{ParamGather::kAfterStep, "after-step"}, {ParamGather::kNextForward, "next-forward"}}};
+constexpr Spellings<TpOverlapOffer, 3> kTpOverlapOffers{{{TpOverlapOffer::kAny, "any"},
+                                                        {TpOverlapOffer::kWithSp, "with-sp"},
+                                                        {TpOverlapOffer::kNone, "none"}}};
+constexpr Spellings<bool, 2> kSequenceParallelOffers{{{false, "optional"}, {true, "always"}}};
 
 // A required key whose value is one of `table`'s spellings.
 template <typename Enum, size_t N>
@@ -177,7 +181,7 @@ FrameworkSpec FrameworkFromYaml(const YamlFields& f, const std::string& default_
                "attention", "attention_kernel", "main_grads", "fp8_states", "master_weights",
                "grad_accumulation", "optimizer", "loss", "recompute", "zero", "zero_pipelined",
                "zero1_gradients", "zero3_buffers", "ddp_buckets", "param_gather", "offload",
-               "offload_act_alone", "schedules",
+               "offload_act_alone", "schedules", "tp_overlap", "sequence_parallel",
                "reduce_bucket_elements", "allocator_fragmentation", "log_format", "calibration"});
   FrameworkSpec s;
   s.name = f.String("name", default_name);
@@ -208,6 +212,9 @@ FrameworkSpec FrameworkFromYaml(const YamlFields& f, const std::string& default_
   if (f.Has("param_gather")) s.param_gather = ReadChoice(f, "param_gather", kParamGathers);
   s.offload = ReadOffload(f);
   s.schedules = ReadSchedules(f);
+  if (f.Has("tp_overlap")) s.tp_overlap = ReadChoice(f, "tp_overlap", kTpOverlapOffers);
+  if (f.Has("sequence_parallel"))
+    s.sp_always = ReadChoice(f, "sequence_parallel", kSequenceParallelOffers);
   s.reduce_bucket_elements = f.Number("reduce_bucket_elements", {0, true, 1e12}, 0.0);
   if (f.Has("allocator_fragmentation")) {
     s.allocator_fragmentation = f.Number("allocator_fragmentation", {0, true});
@@ -302,6 +309,8 @@ std::string FrameworkToYamlText(const FrameworkSpec& s, const std::string& comme
   out += "offload: [" + OffloadCombosText(s.offload) + "]\n";
   if (s.offload.act_alone) out += "offload_act_alone: true\n";
   out += "schedules: [" + OfferedSchedulesText(s.schedules) + "]\n";
+  out += "tp_overlap: " + spelled(kTpOverlapOffers, s.tp_overlap) + "\n";
+  out += "sequence_parallel: " + spelled(kSequenceParallelOffers, s.sp_always) + "\n";
   if (s.reduce_bucket_elements > 0)
     out += fmt::format("reduce_bucket_elements: {}\n", s.reduce_bucket_elements);
   if (s.allocator_fragmentation >= 0)
@@ -318,7 +327,8 @@ std::string ProfilesOffering(const ParallelPlan& plan, const std::vector<PlanVio
   bool refused = false;
   for (const PlanViolation& v : violations)
     for (PlanConstraint c : {PlanConstraint::kZeroOffered, PlanConstraint::kRecomputeOffered,
-                             PlanConstraint::kOffloadOffered, PlanConstraint::kScheduleOffered})
+                             PlanConstraint::kOffloadOffered, PlanConstraint::kScheduleOffered,
+                             PlanConstraint::kTpOverlapOffered, PlanConstraint::kSpOffered})
       refused = refused || v.constraint == ConstraintId(c);
   if (!refused) return "";
   // The profiles that run all three of the plan's choices (CheckPlan's rules for them).
@@ -327,7 +337,9 @@ std::string ProfilesOffering(const ParallelPlan& plan, const std::vector<PlanVio
     const FrameworkSpec f = LoadFramework(name);
     if ((plan.weight_replicas() == 1 || ZeroOfferFor(f, plan.pp).offers(plan.zero_stage)) &&
         Offers(f.recompute, plan.recompute.kind) && OffloadOffered(f.offload, plan) &&
-        (plan.pp == 1 || f.schedules.offers(static_cast<int>(plan.schedule))))
+        (plan.pp == 1 || f.schedules.offers(static_cast<int>(plan.schedule))) &&
+        TpOverlapOffered(f.tp_overlap, plan) &&
+        !(plan.tp > 1 && !plan.sequence_parallel && f.sp_always))
       names += (names.empty() ? "" : ", ") + name;
   }
   return names.empty() ? "" : "\nprofiles that offer it: " + names + " (" + how + ")";

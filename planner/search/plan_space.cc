@@ -154,6 +154,11 @@ PlanSpace::PlanSpace(const ModelSpec& model, const TrainingSpec& training,
   if (pin_sp) {
     sp_single_ = sp_multi_ = {*pin_sp, false};
     sp_single_n_ = sp_multi_n_ = 1;
+  } else if (training.framework.sp_always) {  // its TP shards the norms over the sequence
+    sp_single_ = {false, false};
+    sp_single_n_ = 1;
+    sp_multi_ = {true, false};
+    sp_multi_n_ = 1;
   } else {
     sp_single_ = {false, false};
     sp_single_n_ = 1;

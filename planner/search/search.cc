@@ -199,8 +199,9 @@ void SearchMesh(const Job& job, int64_t mesh_index, WorkerState& state) {
         plan.schedule = schedule.schedule;
         plan.virtual_stages = schedule.virtual_stages;
         SetStageSplit(&plan, schedule.split);
-        // Zero and recompute enter no rule but the zero range, which every grid value
-        // meets; one check covers the inner block.
+        // The zero and recompute axes hold only what the framework offers, so one check
+        // covers the inner block, but for activation offload (a pin) that the framework
+        // runs only without recompute (OffloadOffered), checked per recompute below.
         plan.zero_stage = axes.zero_stage.front();
         plan.recompute = axes.recompute.front();
         const PlanConstraintMask broken =
@@ -214,6 +215,11 @@ void SearchMesh(const Job& job, int64_t mesh_index, WorkerState& state) {
           plan.zero_stage = zero;
           for (const RecomputePolicy& recompute : axes.recompute) {
             plan.recompute = recompute;
+            if (plan.offload_activations &&
+                !OffloadOffered(job.training.framework.offload, plan)) {
+              CountRejected(MaskOf(PlanConstraint::kOffloadOffered), plan, ordinal++, 1, state);
+              continue;
+            }
             EvaluateCandidate(job, &evaluator, plan, ordinal++, state, rows);
           }
         }
