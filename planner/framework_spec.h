@@ -220,6 +220,9 @@ struct FrameworkSpec {
   // The stages offered to a pipelined plan (pp > 1) when they differ from `zero` (torchtitan
   // shards with FSDP2's reshard_after_forward=False under pipeline parallelism); absent: zero.
   std::optional<ZeroOffer> zero_pipelined;
+  // The stages offered to a plan without pipeline stages but with tensor or context
+  // parallelism, when they differ from `zero` (torchtitan's DDP runs only alone); absent: zero.
+  std::optional<ZeroOffer> zero_with_tp_cp;
   ScheduleOffer schedules;
   OffloadOffer offload;
   TpOverlapOffer tp_overlap = TpOverlapOffer::kAny;
@@ -248,9 +251,14 @@ struct FrameworkSpec {
   bool operator==(const FrameworkSpec&) const = default;
 };
 
-// The ZeRO stages `framework` offers a plan with `pp` pipeline stages.
-inline const ZeroOffer& ZeroOfferFor(const FrameworkSpec& framework, int64_t pp) {
-  return pp > 1 && framework.zero_pipelined ? *framework.zero_pipelined : framework.zero;
+// The ZeRO stages `framework` offers a plan with `pp` pipeline stages, `tp` tensor and `cp`
+// context ranks: zero_pipelined with pp > 1, else zero_with_tp_cp with tp or cp > 1, where
+// the profile gives them, else zero.
+inline const ZeroOffer& ZeroOfferFor(const FrameworkSpec& framework, int64_t pp, int64_t tp = 1,
+                                     int64_t cp = 1) {
+  if (pp > 1 && framework.zero_pipelined) return *framework.zero_pipelined;
+  if (pp == 1 && (tp > 1 || cp > 1) && framework.zero_with_tp_cp) return *framework.zero_with_tp_cp;
+  return framework.zero;
 }
 
 // "megatron-core core_r0.8.0": the name and version, for output headers and messages.

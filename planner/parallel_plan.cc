@@ -176,7 +176,7 @@ PlanConstraintMask CheckPlan(const ParallelPlan& plan, const ModelSpec& model,
   fail_if(!Offers(training.framework.recompute, plan.recompute.kind), C::kRecomputeOffered);
   // One replica shards nothing: every stage is the same plan there.
   fail_if(plan.weight_replicas() > 1 &&
-              !ZeroOfferFor(training.framework, plan.pp).offers(plan.zero_stage),
+              !ZeroOfferFor(training.framework, plan.pp, plan.tp, plan.cp).offers(plan.zero_stage),
           C::kZeroOffered);
   fail_if(!OffloadOffered(training.framework.offload, plan), C::kOffloadOffered);
   fail_if(plan.pp > 1 && !training.framework.schedules.offers(static_cast<int>(plan.schedule)),
@@ -302,11 +302,13 @@ std::string ViolationMessage(PlanConstraint c, const ParallelPlan& plan, const M
       return std::string("recompute=") + ToString(plan.recompute) + " is not offered by " +
              training.framework.name + "; allowed: " + OfferedRecomputes(training.framework.recompute);
     case C::kZeroOffered: {
-      const ZeroOffer& offer = ZeroOfferFor(training.framework, plan.pp);
-      const bool pipelined = &offer != &training.framework.zero;  // its zero_pipelined
+      const ZeroOffer& offer = ZeroOfferFor(training.framework, plan.pp, plan.tp, plan.cp);
+      const std::string where = &offer == &training.framework.zero ? ""
+                                : plan.pp > 1                      ? " with pp > 1"
+                                                                   : " with tp or cp > 1";
       return "zero=" + Str(plan.zero_stage) + " is not offered by " +
-             FrameworkLabel(training.framework) + (pipelined ? " with pp > 1" : "") +
-             "; allowed: " + OfferedZeroStagesText(offer);
+             FrameworkLabel(training.framework) + where + "; allowed: " +
+             OfferedZeroStagesText(offer);
     }
     case C::kOffloadOffered: {
       std::string combo;

@@ -86,7 +86,7 @@ RecomputeOffer ReadRecompute(const YamlFields& f) {
   return offer;
 }
 
-// `key` (zero, zero_pipelined): ZeRO stages the framework offers, a list of 0, 1, 2, 3 (each
+// `key` (zero, zero_pipelined, zero_with_tp_cp): ZeRO stages the framework offers, a list of 0, 1, 2, 3 (each
 // at most once).
 ZeroOffer ReadZero(const YamlFields& f, const std::string& key) {
   const char* expected = "expected a list of ZeRO stages: 0, 1, 2, 3";
@@ -180,6 +180,7 @@ FrameworkSpec FrameworkFromYaml(const YamlFields& f, const std::string& default_
   f.AllowOnly({"name", "version", "source", "built_on", "version_of", "kernels", "norm",
                "attention", "attention_kernel", "main_grads", "fp8_states", "master_weights",
                "grad_accumulation", "optimizer", "loss", "recompute", "zero", "zero_pipelined",
+               "zero_with_tp_cp",
                "zero1_gradients", "zero3_buffers", "ddp_buckets", "param_gather", "offload",
                "offload_act_alone", "schedules", "tp_overlap", "sequence_parallel",
                "reduce_bucket_elements", "allocator_fragmentation", "log_format", "calibration"});
@@ -206,6 +207,7 @@ FrameworkSpec FrameworkFromYaml(const YamlFields& f, const std::string& default_
   s.recompute = ReadRecompute(f);
   s.zero = ReadZero(f, "zero");
   if (f.Has("zero_pipelined")) s.zero_pipelined = ReadZero(f, "zero_pipelined");
+  if (f.Has("zero_with_tp_cp")) s.zero_with_tp_cp = ReadZero(f, "zero_with_tp_cp");
   s.zero1_gradient_shard = ReadChoice(f, "zero1_gradients", kZero1Gradients);
   if (f.Has("zero3_buffers")) s.zero3_buffers = ReadChoice(f, "zero3_buffers", kZero3Buffers);
   if (f.Has("ddp_buckets")) s.ddp_buckets = ReadChoice(f, "ddp_buckets", kDdpBuckets);
@@ -302,6 +304,8 @@ std::string FrameworkToYamlText(const FrameworkSpec& s, const std::string& comme
   out += "zero: [" + OfferedZeroStagesText(s.zero) + "]\n";
   if (s.zero_pipelined)
     out += "zero_pipelined: [" + OfferedZeroStagesText(*s.zero_pipelined) + "]\n";
+  if (s.zero_with_tp_cp)
+    out += "zero_with_tp_cp: [" + OfferedZeroStagesText(*s.zero_with_tp_cp) + "]\n";
   out += "zero1_gradients: " + spelled(kZero1Gradients, s.zero1_gradient_shard) + "\n";
   out += "zero3_buffers: " + spelled(kZero3Buffers, s.zero3_buffers) + "\n";
   out += "ddp_buckets: " + spelled(kDdpBuckets, s.ddp_buckets) + "\n";
@@ -335,7 +339,8 @@ std::string ProfilesOffering(const ParallelPlan& plan, const std::vector<PlanVio
   std::string names;
   for (const std::string& name : ListFrameworks()) {
     const FrameworkSpec f = LoadFramework(name);
-    if ((plan.weight_replicas() == 1 || ZeroOfferFor(f, plan.pp).offers(plan.zero_stage)) &&
+    if ((plan.weight_replicas() == 1 ||
+         ZeroOfferFor(f, plan.pp, plan.tp, plan.cp).offers(plan.zero_stage)) &&
         Offers(f.recompute, plan.recompute.kind) && OffloadOffered(f.offload, plan) &&
         (plan.pp == 1 || f.schedules.offers(static_cast<int>(plan.schedule))) &&
         TpOverlapOffered(f.tp_overlap, plan) &&

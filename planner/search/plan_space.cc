@@ -223,17 +223,19 @@ PlanSpace::PlanSpace(const ModelSpec& model, const TrainingSpec& training,
   }
 
   // A pinned stage; else ZeRO-3 for offloaded parameters (offload_params_needs_zero3); else
-  // the stages the framework offers, with and without pipeline stages (ZeroOfferFor). One
+  // the stages the framework offers, with and without pipeline stages, tensor or context
+  // parallelism (ZeroOfferFor). One
   // it does not offer the plan (a pinned one) is refused by Validate's zero_offered. With
   // one weight replica every stage is stage 0.
   if (pin_zero) {
-    zero_single_ = zero_multi_ = zero_pipelined_ = {*pin_zero};
+    zero_single_ = zero_multi_ = zero_tp_cp_ = zero_pipelined_ = {*pin_zero};
   } else if (pins[F::kOffloadParams].value_or(0) == 1) {
     zero_single_ = {0};
-    zero_multi_ = zero_pipelined_ = {3};
+    zero_multi_ = zero_tp_cp_ = zero_pipelined_ = {3};
   } else {
     zero_single_ = {0};
     zero_multi_ = OfferedZeroStages(ZeroOfferFor(training.framework, /*pp=*/1));
+    zero_tp_cp_ = OfferedZeroStages(ZeroOfferFor(training.framework, /*pp=*/1, /*tp=*/2));
     zero_pipelined_ = OfferedZeroStages(ZeroOfferFor(training.framework, /*pp=*/2));
   }
   // A pinned policy; else the caller's list; else what the framework offers (every:N as
@@ -260,9 +262,10 @@ MeshAxes PlanSpace::axes(const MeshShape& mesh) const {
   a.schedule = single_stage_schedules_;
   for (const auto& [pp, choices] : pipelined_schedules_)
     if (pp == mesh.pp) a.schedule = choices;
-  a.zero_stage = mesh.weight_replicas() == 1 ? zero_single_
-                 : mesh.pp > 1                ? zero_pipelined_
-                                              : zero_multi_;
+  a.zero_stage = mesh.weight_replicas() == 1   ? zero_single_
+                 : mesh.pp > 1                  ? zero_pipelined_
+                 : mesh.tp > 1 || mesh.cp > 1   ? zero_tp_cp_
+                                                : zero_multi_;
   a.recompute = recomputes_;
   return a;
 }

@@ -138,7 +138,8 @@ class PlanSpace {
   std::vector<ScheduleChoice> single_stage_schedules_;
   // Per distinct pp > 1 of the meshes: the schedule choices (the stage split depends on pp).
   std::vector<std::pair<int64_t, std::vector<ScheduleChoice>>> pipelined_schedules_;
-  std::vector<int> zero_single_, zero_multi_, zero_pipelined_;  // dp*cp == 1, > 1, > 1 with pp > 1
+  // dp*cp == 1; > 1; > 1 with tp or cp > 1 (pp == 1); > 1 with pp > 1 (ZeroOfferFor)
+  std::vector<int> zero_single_, zero_multi_, zero_tp_cp_, zero_pipelined_;
   std::vector<RecomputePolicy> recomputes_;
 };
 

@@ -447,7 +447,7 @@ with tempfile.TemporaryDirectory() as folder:
     # (Each plan is valid under the framework its file names: meshplan's executor runs zb_h1.)
     for target, plan, knob, runs_it in [("torchtitan", "dp=4,pp=2,zero=2,schedule=zb_h1", "schedule", "meshplan"),
                                         ("megatron", "dp=8,zero=3,recompute=op", "recompute", "torchtitan"),
-                                        ("deepspeed", "dp=4,tp=2,sp=1", "tp", "torchtitan")]:
+                                        ("deepspeed", "dp=4,tp=2,sp=1", "tp", "meshplan")]:
         path = plan_file(folder, "refused", "llama3-8b", "8xH100", plan, framework=runs_it)
         r = subprocess.run([ARGS.meshplan, "export", path, "--to", target], capture_output=True, text=True)
         check(r.returncode == 2 and f"{knob}:" in r.stderr and target in r.stderr and r.stdout == "",

@@ -469,7 +469,7 @@ TEST_CASE("plan files round-trip awkward values exactly", "[planner][config][pla
   p.training.moe_aux_loss_coef = 1.0 / 3.0;
   p.training.framework = LoadFramework("torchtitan");  // separate by default: fused is written
   p.training.framework.grad_accumulation = GradAccumulation::kFused;
-  p.plan = ParsePlanString("dp=3,tp=2,pp=1,sp=1,recompute=full");
+  p.plan = ParsePlanString("dp=3,tp=2,pp=1,sp=1,zero=3,recompute=full");  // torchtitan: FSDP2 beside TP
   const fs::path path = dir.path / "awkward.yaml";
   SavePlanFile(path.string(), p);
   const PlanFile back = LoadPlanFile(path.string());

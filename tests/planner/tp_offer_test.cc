@@ -50,6 +50,7 @@ TEST_CASE("Validate refuses TP overlap and sp=0 where the framework does not run
   plan.sequence_parallel = true;
   CHECK(Validate(plan, model, training, 4).empty());
   training.framework = LoadFramework("torchtitan");
+  plan.zero_stage = 3;  // FSDP2: torchtitan's DDP runs alone
   refused = Validate(plan, model, training, 4);
   REQUIRE(refused.size() == 1);
   CHECK(refused[0].message ==

@@ -33,6 +33,10 @@ TEST_CASE("each profile offers the ZeRO stages of the software it names", "[plan
   const FrameworkSpec torchtitan = LoadFramework("torchtitan");
   CHECK(OfferedZeroStages(ZeroOfferFor(torchtitan, 1)) == Stages{0, 3});
   CHECK(OfferedZeroStages(ZeroOfferFor(torchtitan, 2)) == Stages{2});
+  // ... and with tensor or context parallelism only FSDP2: its DDP runs alone.
+  CHECK(OfferedZeroStages(ZeroOfferFor(torchtitan, 1, /*tp=*/2)) == Stages{3});
+  CHECK(OfferedZeroStages(ZeroOfferFor(torchtitan, 1, 1, /*cp=*/2)) == Stages{3});
+  CHECK(OfferedZeroStages(ZeroOfferFor(torchtitan, 2, 2)) == Stages{2});  // pp decides first
   for (const char* all : {"meshplan", "pytorch", "deepspeed", "nemo"})
     CHECK(OfferedZeroStages(LoadFramework(all).zero) == Stages{0, 1, 2, 3});
   for (const char* all : {"meshplan", "pytorch", "nemo"})
@@ -75,6 +79,19 @@ TEST_CASE("Validate refuses a ZeRO stage the framework does not offer, unless no
   CHECK(Validate(plan, model, training, 4).empty());
   plan.pp = 1;
   CHECK(Validate(plan, model, training, 2).size() == 1);  // zero=2 without a pipeline
+  // DDP beside tensor parallelism: refused, naming where.
+  plan.tp = 2;
+  plan.sequence_parallel = true;
+  plan.zero_stage = 0;
+  const std::vector<PlanViolation> with_tp = Validate(plan, model, training, 4);
+  REQUIRE(with_tp.size() == 1);
+  CHECK(with_tp[0].message ==
+        "zero=0 is not offered by torchtitan 9dec370ad (2024-12, PyTorch 2.6 nightly, eager) "
+        "with tp or cp > 1; allowed: 3");
+  plan.zero_stage = 3;
+  CHECK(Validate(plan, model, training, 4).empty());
+  plan.tp = 1;
+  plan.sequence_parallel = false;
   // One weight replica: zero=1 shards nothing, so it is the same plan as zero=0.
   plan.dp = 1;
   plan.zero_stage = 1;
@@ -99,7 +116,7 @@ TEST_CASE("the search tries the ZeRO stages the framework offers; a pinned other
       if (r.plan.weight_replicas() == 1) continue;  // one replica: every stage is stage 0
       seen[r.plan.zero_stage] = true;
       INFO(ToShortPlanString(r.plan));
-      CHECK(ZeroOfferFor(training.framework, r.plan.pp).offers(r.plan.zero_stage));
+      CHECK(ZeroOfferFor(training.framework, r.plan.pp, r.plan.tp, r.plan.cp).offers(r.plan.zero_stage));
     }
     // Two GPUs: a pipelined plan has one replica, so only the unpipelined offer shows.
     for (int stage = 0; stage <= 3; ++stage) CHECK(seen[stage] == training.framework.zero.offers(stage));
@@ -116,6 +133,14 @@ TEST_CASE("the search tries the ZeRO stages the framework offers; a pinned other
     ++sharded;
   }
   CHECK(sharded > 0);
+  // ... and with --only tp=2 every plan with replicas runs FSDP2 (zero=3): the grid holds no
+  // DDP plan for Validate to refuse.
+  options.space.pins = ParsePlanPins("tp=2");
+  const SearchResult with_tp = Search(model, H100Cluster(1, 8), training, options);
+  REQUIRE(!with_tp.top.empty());
+  for (const RankedPlan& r : with_tp.top)
+    if (r.plan.weight_replicas() > 1 && r.plan.pp == 1) CHECK(r.plan.zero_stage == 3);
+  CHECK(with_tp.constraints[static_cast<int>(PlanConstraint::kZeroOffered)].removed == 0);
   options.space.pins = {};
   // megatron-core core_r0.8.0 has no FSDP: --only zero=3 leaves only the one-replica meshes.
   training.framework = LoadFramework("megatron-core");
