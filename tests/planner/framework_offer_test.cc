@@ -1,0 +1,239 @@
+// What a framework runs beyond its recompute policies and ZeRO stages (zero_offer_test.cc):
+// its offload (FrameworkSpec::offload), pipeline schedules (schedules), TP overlap and
+// sequence parallelism (tp_overlap, sp_always). Each shipped profile's values, Validate's
+// rule for each, and the search, which tries only what the framework runs.
+#include <catch2/catch.hpp>
+
+#include <string>
+#include <vector>
+
+#include "planner/config/config_loader.h"
+#include "planner/config/framework_yaml.h"
+#include "planner/parallel_plan.h"
+#include "planner/search/search.h"
+#include "tests/cli_run.h"
+#include "tests/planner/cost_test_specs.h"
+
+namespace meshplan {
+namespace {
+
+using testing::H100Cluster;
+using testing::SpecLlama;
+using testing::Training;
+
+// What Validate says of `plan` (a plan string) under `framework`, for a small llama on as
+// many GPUs as the plan's mesh: "" when the plan breaks no rule, else each rule it breaks
+// as "<constraint>: <message>", one per line.
+std::string Refusal(const std::string& plan, const char* framework) {
+  TrainingSpec training = Training(8, 512, Precision::kBf16);
+  training.framework = LoadFramework(framework);
+  const ParallelPlan p = ParsePlanString(plan);
+  std::string out;
+  for (const PlanViolation& v : Validate(p, SpecLlama(1024, 8, 16, 1536), training,
+                                         p.dp * p.tp * p.pp * p.cp))
+    out += (out.empty() ? "" : "\n") + v.constraint + ": " + v.message;
+  return out;
+}
+
+// The plans a search ranks under `framework` (every one it found, not only the best).
+std::vector<ParallelPlan> Ranked(const ModelSpec& model, const ClusterSpec& cluster,
+                                 TrainingSpec training, const char* framework,
+                                 const std::string& pins = "") {
+  training.framework = LoadFramework(framework);
+  SearchOptions options;
+  options.threads = 1;
+  options.top_k = 100000;
+  options.space.pins = ParsePlanPins(pins);
+  std::vector<ParallelPlan> out;
+  for (const RankedPlan& r : Search(model, cluster, training, options).top) out.push_back(r.plan);
+  return out;
+}
+
+const char* const kTorchtitan = "torchtitan 9dec370ad (2024-12, PyTorch 2.6 nightly, eager)";
+
+TEST_CASE("each profile says what its software runs", "[planner][framework][offer]") {
+  const auto offload = [](const char* name) { return OffloadCombosText(LoadFramework(name).offload); };
+  CHECK(offload("megatron-core") == "act");  // cpu_offloading; no optimizer offload in core_r0.8.0
+  CHECK(offload("nemo") == "act");
+  for (const char* none : {"megatron-lm-2021", "megatron-lm-2022", "torchtitan-2024-04"})
+    CHECK(offload(none) == "");
+  CHECK(offload("torchtitan") == "opt+params");  // FSDP2's CPUOffloadPolicy
+  CHECK(offload("pytorch") == "act, opt+params, act+opt+params");
+  CHECK(offload("deepspeed") == "act, opt, act+opt, opt+params, act+opt+params");
+  CHECK(offload("meshplan") == "act, opt, act+opt, params, act+params, opt+params, act+opt+params");
+  CHECK(LoadFramework("megatron-core").offload.act_alone);
+  CHECK(LoadFramework("nemo").offload.act_alone);
+  CHECK_FALSE(LoadFramework("deepspeed").offload.act_alone);
+
+  const auto schedules = [](const char* name) {
+    return OfferedSchedulesText(LoadFramework(name).schedules);
+  };
+  for (const char* megatron : {"megatron-core", "nemo", "megatron-lm-2021", "megatron-lm-2022"})
+    CHECK(schedules(megatron) == "1f1b, interleaved");
+  CHECK(schedules("torchtitan") == "gpipe, 1f1b, interleaved");
+  CHECK(schedules("pytorch") == "gpipe, 1f1b, interleaved");
+  CHECK(schedules("deepspeed") == "1f1b");
+  CHECK(schedules("torchtitan-2024-04") == "");  // no pipeline parallelism
+  CHECK(schedules("meshplan") == "gpipe, 1f1b, interleaved, zb_h1");
+
+  const auto overlap = [](const char* name) { return LoadFramework(name).tp_overlap; };
+  CHECK(overlap("megatron-core") == TpOverlapOffer::kWithSp);  // userbuffers need sp
+  CHECK(overlap("nemo") == TpOverlapOffer::kWithSp);
+  for (const char* none : {"megatron-lm-2021", "megatron-lm-2022", "torchtitan",
+                           "torchtitan-2024-04", "pytorch", "deepspeed"})
+    CHECK(overlap(none) == TpOverlapOffer::kNone);
+  CHECK(overlap("meshplan") == TpOverlapOffer::kAny);
+  CHECK(LoadFramework("torchtitan").sp_always);  // SequenceParallel norms
+  CHECK(LoadFramework("torchtitan-2024-04").sp_always);
+  CHECK_FALSE(LoadFramework("megatron-core").sp_always);  // --sequence-parallel is a flag
+}
+
+TEST_CASE("Validate refuses what the framework does not run, with what it runs",
+          "[planner][framework][offer]") {
+  const std::string torchtitan = kTorchtitan;
+  const std::string act_alone =
+      "offload_offered: offload_act=1 is not offered by megatron-core core_r0.8.0 with pipeline "
+      "parallelism or recompute; allowed there: nothing offloaded (it needs pp=1 and "
+      "recompute=none)";
+  struct Case {
+    const char* plan;
+    const char* framework;
+    std::string refusal;  // "": valid
+  };
+  const Case cases[] = {
+      // Offload.
+      {"dp=2,zero=3,offload_act=1", "torchtitan",
+       "offload_offered: offload_act=1 is not offered by " + torchtitan +
+           "; allowed: opt+params (or nothing offloaded)"},
+      {"dp=2,zero=3,offload_opt=1,offload_params=1", "torchtitan", ""},
+      {"dp=2,zero=1,offload_act=1", "megatron-core", ""},
+      {"dp=2,zero=1,offload_act=1,offload_opt=1", "megatron-core",
+       "offload_offered: offload_act=1,offload_opt=1 is not offered by megatron-core "
+       "core_r0.8.0; allowed: act (or nothing offloaded)"},
+      {"dp=2,zero=1,recompute=full,offload_act=1", "megatron-core", act_alone},
+      {"pp=2,offload_act=1", "megatron-core", act_alone},
+      {"dp=2,offload_act=1", "megatron-lm-2021",
+       "offload_offered: offload_act=1 is not offered by megatron-lm-2021 v2.x (SC21 artifact); "
+       "allowed: nothing offloaded"},
+      // Pipeline schedules; one stage runs none, so nothing to refuse there.
+      {"pp=2,schedule=zb_h1", "megatron-core",
+       "schedule_offered: schedule=zb_h1 is not offered by megatron-core core_r0.8.0; allowed: "
+       "1f1b, interleaved"},
+      {"pp=2,schedule=1f1b", "megatron-core", ""},
+      {"pp=1,schedule=gpipe", "megatron-core", ""},
+      {"pp=2", "torchtitan-2024-04",
+       "schedule_offered: pp=2: torchtitan-2024-04 157a12c56 (2024-04, PyTorch 2.4 nightly, "
+       "eager) runs no pipeline parallelism; allowed: pp=1"},
+      // TP overlap and sequence parallelism; with tp=1 nothing to shard or overlap.
+      {"dp=2,tp=2,tp_overlap=1", "megatron-core",
+       "tp_overlap_offered: tp_overlap=1 is not offered by megatron-core core_r0.8.0 without "
+       "sequence parallelism; allowed: tp_overlap=1 with sp=1, or tp_overlap=0"},
+      {"dp=2,tp=2,sp=1,tp_overlap=1", "megatron-core", ""},
+      {"dp=2,tp=2,sp=1,zero=3,tp_overlap=1", "torchtitan",
+       "tp_overlap_offered: tp_overlap=1 is not offered by " + torchtitan +
+           "; allowed: tp_overlap=0"},
+      {"dp=2,tp=2,zero=3", "torchtitan",
+       "sp_offered: sp=0 with tp=2 is not offered by " + torchtitan +
+           ": its tensor parallelism always shards the norms over the sequence; allowed: sp=1"},
+      {"dp=2,zero=3,tp_overlap=1", "torchtitan", ""},
+  };
+  for (const Case& c : cases) {
+    INFO(c.plan << " under " << c.framework);
+    CHECK(Refusal(c.plan, c.framework) == c.refusal);
+  }
+}
+
+TEST_CASE("estimate names the profiles that run the refused plan", "[planner][framework][offer][cli]") {
+  const test::CliResult offload = test::RunMeshplan(
+      "estimate --cluster 8xH100 --framework torchtitan --plan dp=8,zero=3,offload_act=1");
+  INFO(offload.output);
+  CHECK(offload.exit_code == 2);
+  // nemo runs FSDP and activation offload without a pipeline; megatron-core has no ZeRO-3.
+  CHECK_THAT(offload.output, Catch::Contains("profiles that offer it: deepspeed, meshplan, nemo, "
+                                             "pytorch (--framework NAME)"));
+  const test::CliResult schedule =
+      test::RunMeshplan("estimate --cluster 8xH100 --plan dp=4,pp=2,zero=1,schedule=zb_h1");
+  INFO(schedule.output);
+  CHECK(schedule.exit_code == 2);
+  CHECK_THAT(schedule.output, Catch::Contains("profiles that offer it: meshplan (--framework NAME)"));
+}
+
+TEST_CASE("the search offloads only as the framework can", "[planner][search][offer]") {
+  // About 6.5e9 parameters on 2 H100 (whose hardware file knows the host): some plans fit
+  // only by offloading.
+  const ModelSpec model = SpecLlama(4096, 16, 32, 11008);
+  const ClusterSpec cluster = LoadCluster("2xH100");
+  const TrainingSpec training = Training(16, 4096);
+  const auto offloading = [&](const char* framework) {
+    std::vector<ParallelPlan> out;
+    for (const ParallelPlan& p : Ranked(model, cluster, training, framework)) {
+      INFO(framework << ": " << ToShortPlanString(p));
+      CHECK(OffloadOffered(LoadFramework(framework).offload, p));
+      if (p.offloads()) out.push_back(p);
+    }
+    return out;
+  };
+  CHECK(!offloading("deepspeed").empty());
+  CHECK(!offloading("meshplan").empty());
+  const std::vector<ParallelPlan> megatron = offloading("megatron-core");
+  CHECK(!megatron.empty());  // activations, where it can
+  for (const ParallelPlan& p : megatron) {
+    CHECK_FALSE(p.offload_optimizer);
+    CHECK(p.pp == 1);
+    CHECK(p.recompute.kind == Recompute::kNone);
+  }
+  const std::vector<ParallelPlan> torchtitan = offloading("torchtitan");
+  CHECK(!torchtitan.empty());  // parameters and optimizer with FSDP2
+  for (const ParallelPlan& p : torchtitan) CHECK_FALSE(p.offload_activations);
+}
+
+TEST_CASE("the search tries the schedules the framework runs", "[planner][search][offer]") {
+  const ModelSpec model = SpecLlama(1024, 8, 16, 1536);
+  const TrainingSpec training = Training(16, 512, Precision::kBf16);
+  for (const char* framework : {"megatron-core", "deepspeed", "meshplan"}) {
+    INFO(framework);
+    std::vector<bool> seen(4, false);
+    for (const ParallelPlan& p : Ranked(model, H100Cluster(1, 8), training, framework, "pp=2"))
+      seen[static_cast<int>(p.schedule)] = true;
+    for (int s = 0; s < 4; ++s) CHECK(seen[s] == LoadFramework(framework).schedules.offers(s));
+  }
+  // The grid holds only those: none is left for Validate to refuse.
+  TrainingSpec megatron = training;
+  megatron.framework = LoadFramework("megatron-core");
+  SearchOptions options;
+  options.threads = 1;
+  options.space.pins = ParsePlanPins("pp=2");
+  const SearchResult result = Search(model, H100Cluster(1, 8), megatron, options);
+  CHECK(result.constraints[static_cast<int>(PlanConstraint::kScheduleOffered)].removed == 0);
+  // No pipeline parallelism: every pipelined candidate is refused by schedule_offered.
+  megatron.framework = LoadFramework("torchtitan-2024-04");
+  const SearchResult none = Search(model, H100Cluster(1, 8), megatron, options);
+  CHECK(none.top.empty());
+  CHECK(none.constraints[static_cast<int>(PlanConstraint::kScheduleOffered)].removed > 0);
+}
+
+TEST_CASE("the search runs TP as the framework does", "[planner][search][offer]") {
+  const ModelSpec model = SpecLlama(4096, 32, 8, 11008);
+  const TrainingSpec training = Training(16, 2048, Precision::kBf16);
+  const auto ranked = [&](const char* framework) {
+    return Ranked(model, H100Cluster(1, 8), training, framework, "tp=4");
+  };
+  int overlapped = 0;
+  for (const ParallelPlan& p : ranked("meshplan")) overlapped += p.tp_comm_overlap;
+  CHECK(overlapped > 0);  // where every choice is offered, overlap wins somewhere here
+  int megatron_overlapped = 0;
+  for (const ParallelPlan& p : ranked("megatron-core")) {
+    INFO(ToShortPlanString(p));
+    if (p.tp_comm_overlap) CHECK(p.sequence_parallel);
+    megatron_overlapped += p.tp_comm_overlap;
+  }
+  CHECK(megatron_overlapped > 0);
+  for (const ParallelPlan& p : ranked("torchtitan")) {
+    INFO(ToShortPlanString(p));
+    CHECK_FALSE(p.tp_comm_overlap);
+    CHECK(p.sequence_parallel);
+  }
+}
+
+}  // namespace
+}  // namespace meshplan
