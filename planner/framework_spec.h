@@ -3,8 +3,9 @@
 //
 // The architecture (planner/model_spec.h) says which ops a block has; the framework says
 // which kernels run them, what dtypes the model states are kept in, how the optimizer steps,
-// how micro-batch gradients are summed, which recompute policies it offers and how its
-// allocator wastes memory. Plain data; planner/config/framework_yaml.h loads it with located
+// how micro-batch gradients are summed, what it offers (recompute policies, ZeRO stages,
+// pipeline schedules, offload, TP overlap and sequence parallelism) and how its allocator
+// wastes memory. Plain data; planner/config/framework_yaml.h loads it with located
 // errors, and every value is cited in the YAML files. The cost model reads it through
 // TrainingSpec::framework. docs/frameworks.md says what each field changes and why.
 #pragma once
@@ -91,7 +92,9 @@ enum class TpOverlapOffer : uint8_t { kAny, kWithSp, kNone };
 // interleaved, zb_h1 as bits 0-3) a framework runs with pp > 1; none: no pipeline parallelism.
 struct ScheduleOffer {  // the default: all four
   uint8_t schedules = 0b1111;
-  bool offers(int schedule) const { return schedule >= 0 && schedule <= 3 && ((schedules >> schedule) & 1); }
+  bool offers(int schedule) const {
+    return schedule >= 0 && schedule <= 3 && ((schedules >> schedule) & 1);
+  }
   bool operator==(const ScheduleOffer&) const = default;
 };
 

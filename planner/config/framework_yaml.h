@@ -1,8 +1,9 @@
 // Loading configs/frameworks/<name>.yaml into a FrameworkSpec (planner/framework_spec.h).
 //
 // Schema (every key required but norm, attention_kernel, master_weights, loss, zero_pipelined,
-// zero3_buffers, ddp_buckets, param_gather, reduce_bucket_elements and allocator_fragmentation;
-// docs/frameworks.md):
+// zero_with_tp_cp, zero3_buffers, ddp_buckets, param_gather, offload, offload_act_alone,
+// schedules, tp_overlap, sequence_parallel, reduce_bucket_elements and
+// allocator_fragmentation; docs/frameworks.md):
 //   name              the file stem (optional; defaults to it)
 //   version           the version the profile's values were read from (a string)
 //   kernels           megatron-2021 | eager | fused | torchtitan-2024
@@ -20,6 +21,14 @@
 //   recompute         a list of: none, selective, full, op, every
 //   zero              a list of the ZeRO stages offered: 0, 1, 2, 3
 //   zero_pipelined    the same for plans with pp > 1 (optional: `zero` when absent)
+//   zero_with_tp_cp   the same for plans with tp or cp > 1 and pp == 1 (optional: `zero`)
+//   offload           a list of offload combinations, each of act, opt, params joined by '+'
+//                     (optional: all; nothing offloaded is always offered)
+//   offload_act_alone true: activation offload only with pp == 1 and no recompute (optional)
+//   schedules         a list of: gpipe, 1f1b, interleaved, zb_h1; [] for no pipeline
+//                     parallelism (optional: all four)
+//   tp_overlap        any | with-sp | none (optional, any: the plan's tp_overlap)
+//   sequence_parallel optional | always (optional, optional: sp=0 with tp > 1 allowed)
 //   zero1_gradients   in-place | shard-copy (ZeRO-1's reduce-scattered gradient shard)
 //   zero3_buffers     views | copies (optional, views: FSDP2's copies around its collectives)
 //   ddp_buckets       views | copies (optional, views: DDP's bucket copies of the gradients)
