@@ -173,16 +173,25 @@ PlanConstraintMask CheckPlan(const ParallelPlan& plan, const ModelSpec& model,
   fail_if(plan.offload_params && plan.zero_stage != 3, C::kOffloadParamsNeedsZero3);
   fail_if(plan.offload_params && !plan.offload_optimizer, C::kOffloadParamsNeedsOptimizer);
   fail_if(plan.zero3_prefetch < 0 || plan.zero3_prefetch > kMaxZero3Prefetch, C::kPrefetchRange);
-  fail_if(!Offers(training.framework.recompute, plan.recompute.kind), C::kRecomputeOffered);
+  return out | FrameworkRefusals(plan, training.framework);
+}
+
+PlanConstraintMask FrameworkRefusals(const ParallelPlan& plan, const FrameworkSpec& framework) {
+  using C = PlanConstraint;
+  PlanConstraintMask out = 0;
+  auto fail_if = [&out](bool broken, C c) {
+    if (broken) out |= MaskOf(c);
+  };
+  fail_if(!Offers(framework.recompute, plan.recompute.kind), C::kRecomputeOffered);
   // One replica shards nothing: every stage is the same plan there.
   fail_if(plan.weight_replicas() > 1 &&
-              !ZeroOfferFor(training.framework, plan.pp, plan.tp, plan.cp).offers(plan.zero_stage),
+              !ZeroOfferFor(framework, plan.pp, plan.tp, plan.cp).offers(plan.zero_stage),
           C::kZeroOffered);
-  fail_if(!OffloadOffered(training.framework.offload, plan), C::kOffloadOffered);
-  fail_if(plan.pp > 1 && !training.framework.schedules.offers(static_cast<int>(plan.schedule)),
+  fail_if(!OffloadOffered(framework.offload, plan), C::kOffloadOffered);
+  fail_if(plan.pp > 1 && !framework.schedules.offers(static_cast<int>(plan.schedule)),
           C::kScheduleOffered);
-  fail_if(!TpOverlapOffered(training.framework.tp_overlap, plan), C::kTpOverlapOffered);
-  fail_if(plan.tp > 1 && !plan.sequence_parallel && training.framework.sp_always, C::kSpOffered);
+  fail_if(!TpOverlapOffered(framework.tp_overlap, plan), C::kTpOverlapOffered);
+  fail_if(plan.tp > 1 && !plan.sequence_parallel && framework.sp_always, C::kSpOffered);
   return out;
 }
 
@@ -311,17 +320,17 @@ std::string ViolationMessage(PlanConstraint c, const ParallelPlan& plan, const M
              OfferedZeroStagesText(offer);
     }
     case C::kOffloadOffered: {
-      std::string combo;
-      for (const auto& [on, key] : {std::pair{plan.offload_activations, "offload_act=1"},
-                                    {plan.offload_optimizer, "offload_opt=1"},
-                                    {plan.offload_params, "offload_params=1"}})
-        if (on) combo += (combo.empty() ? "" : ",") + std::string(key);
       const OffloadOffer& offer = training.framework.offload;
       const std::string label = FrameworkLabel(training.framework);
       if (offer.offers(plan.offload_activations, plan.offload_optimizer, plan.offload_params))
         return "offload_act=1 is not offered by " + label +
                " with pipeline parallelism or recompute; allowed there: nothing offloaded "
                "(it needs pp=1 and recompute=none)";
+      std::string combo;
+      for (const auto& [on, key] : {std::pair{plan.offload_activations, "offload_act=1"},
+                                    {plan.offload_optimizer, "offload_opt=1"},
+                                    {plan.offload_params, "offload_params=1"}})
+        if (on) combo += (combo.empty() ? "" : ",") + std::string(key);
       const std::string offered = OffloadCombosText(offer);
       return combo + " is not offered by " + label + "; allowed: " +
              (offered.empty() ? "nothing offloaded" : offered + " (or nothing offloaded)");

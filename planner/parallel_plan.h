@@ -203,6 +203,14 @@ PlanConstraintMask CheckPlan(const ParallelPlan& plan, const ModelSpec& model,
                              const TrainingSpec& training, int64_t world_size,
                              int64_t tp_group_limit = 0);
 
+// CheckPlan()'s rules of what the framework runs (recompute_offered .. sp_offered,
+// kFrameworkRules) that `plan` breaks under `framework`.
+PlanConstraintMask FrameworkRefusals(const ParallelPlan& plan, const FrameworkSpec& framework);
+inline constexpr PlanConstraintMask kFrameworkRules =
+    MaskOf(PlanConstraint::kRecomputeOffered) | MaskOf(PlanConstraint::kZeroOffered) |
+    MaskOf(PlanConstraint::kOffloadOffered) | MaskOf(PlanConstraint::kScheduleOffered) |
+    MaskOf(PlanConstraint::kTpOverlapOffered) | MaskOf(PlanConstraint::kSpOffered);
+
 // The same rules with messages naming the factors and their values: one violation
 // per bit of CheckPlan(), in PlanConstraint order. Empty means valid.
 std::vector<PlanViolation> Validate(const ParallelPlan& plan, const ModelSpec& model,

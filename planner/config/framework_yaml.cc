@@ -330,23 +330,15 @@ std::string ProfilesOffering(const ParallelPlan& plan, const std::vector<PlanVio
                              const std::string& how) {
   bool refused = false;
   for (const PlanViolation& v : violations)
-    for (PlanConstraint c : {PlanConstraint::kZeroOffered, PlanConstraint::kRecomputeOffered,
-                             PlanConstraint::kOffloadOffered, PlanConstraint::kScheduleOffered,
-                             PlanConstraint::kTpOverlapOffered, PlanConstraint::kSpOffered})
-      refused = refused || v.constraint == ConstraintId(c);
+    for (int c = 0; c < kNumPlanConstraints; ++c)
+      refused = refused || (((kFrameworkRules >> c) & 1) &&
+                            v.constraint == ConstraintId(static_cast<PlanConstraint>(c)));
   if (!refused) return "";
-  // The profiles that run all three of the plan's choices (CheckPlan's rules for them).
+  // The profiles under which the plan breaks none of those rules.
   std::string names;
-  for (const std::string& name : ListFrameworks()) {
-    const FrameworkSpec f = LoadFramework(name);
-    if ((plan.weight_replicas() == 1 ||
-         ZeroOfferFor(f, plan.pp, plan.tp, plan.cp).offers(plan.zero_stage)) &&
-        Offers(f.recompute, plan.recompute.kind) && OffloadOffered(f.offload, plan) &&
-        (plan.pp == 1 || f.schedules.offers(static_cast<int>(plan.schedule))) &&
-        TpOverlapOffered(f.tp_overlap, plan) &&
-        !(plan.tp > 1 && !plan.sequence_parallel && f.sp_always))
+  for (const std::string& name : ListFrameworks())
+    if (FrameworkRefusals(plan, LoadFramework(name)) == 0)
       names += (names.empty() ? "" : ", ") + name;
-  }
   return names.empty() ? "" : "\nprofiles that offer it: " + names + " (" + how + ")";
 }
 

@@ -53,12 +53,13 @@ void EvaluateKnobVariants(const KnobSearch& s, PlanEvaluator* evaluator_ptr,
   ++tally->timings;
 
   // 1. Overlap choices: time only, independent terms (see the header).
-  ParallelPlan overlapped = plan;
-  overlapped.tp_comm_overlap = true;
-  if (!pins[PlanField::kTpOverlap] && plan.tp > 1 &&
-      TpOverlapOffered(s.training.framework.tp_overlap, overlapped)) {
-    TryFlip(&ParallelPlan::tp_comm_overlap, &plan, &evaluator, &cost, tally);
-    ++(plan.tp_comm_overlap ? tally->tp_overlap_on : tally->tp_overlap_off);
+  if (!pins[PlanField::kTpOverlap] && plan.tp > 1) {
+    ParallelPlan overlapped = plan;
+    overlapped.tp_comm_overlap = true;
+    if (TpOverlapOffered(s.training.framework.tp_overlap, overlapped)) {
+      TryFlip(&ParallelPlan::tp_comm_overlap, &plan, &evaluator, &cost, tally);
+      ++(plan.tp_comm_overlap ? tally->tp_overlap_on : tally->tp_overlap_off);
+    }
   }
   // dp_overlap=0 only moves the gradient sync out from behind the backward: never faster
   // (step_time.h), so it is dominated without a timing.

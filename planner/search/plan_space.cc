@@ -151,17 +151,17 @@ PlanSpace::PlanSpace(const ModelSpec& model, const TrainingSpec& training,
     }
   }
 
+  // sp: off without tp; with tp both, or only on where the framework's TP always shards the
+  // norms over the sequence; a pin as given.
+  sp_single_ = {pin_sp.value_or(false), false};
+  sp_single_n_ = 1;
   if (pin_sp) {
-    sp_single_ = sp_multi_ = {*pin_sp, false};
-    sp_single_n_ = sp_multi_n_ = 1;
-  } else if (training.framework.sp_always) {  // its TP shards the norms over the sequence
-    sp_single_ = {false, false};
-    sp_single_n_ = 1;
+    sp_multi_ = {*pin_sp, false};
+    sp_multi_n_ = 1;
+  } else if (training.framework.sp_always) {
     sp_multi_ = {true, false};
     sp_multi_n_ = 1;
   } else {
-    sp_single_ = {false, false};
-    sp_single_n_ = 1;
     sp_multi_ = {false, true};
     sp_multi_n_ = 2;
   }
