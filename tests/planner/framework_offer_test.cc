@@ -143,19 +143,32 @@ TEST_CASE("Validate refuses what the framework does not run, with what it runs",
   }
 }
 
-TEST_CASE("estimate names the profiles that run the refused plan", "[planner][framework][offer][cli]") {
-  const test::CliResult offload = test::RunMeshplan(
-      "estimate --cluster 8xH100 --framework torchtitan --plan dp=8,zero=3,offload_act=1");
-  INFO(offload.output);
-  CHECK(offload.exit_code == 2);
-  // nemo runs FSDP and activation offload without a pipeline; megatron-core has no ZeRO-3.
-  CHECK_THAT(offload.output, Catch::Contains("profiles that offer it: deepspeed, meshplan, nemo, "
-                                             "pytorch (--framework NAME)"));
-  const test::CliResult schedule =
-      test::RunMeshplan("estimate --cluster 8xH100 --plan dp=4,pp=2,zero=1,schedule=zb_h1");
-  INFO(schedule.output);
-  CHECK(schedule.exit_code == 2);
-  CHECK_THAT(schedule.output, Catch::Contains("profiles that offer it: meshplan (--framework NAME)"));
+TEST_CASE("estimate names the profiles that run the refused plan",
+          "[planner][framework][offer][zero][cli]") {
+  struct Case {
+    const char* args;
+    const char* refusal;   // "": not checked
+    const char* profiles;  // the "profiles that offer it" line
+  };
+  const Case cases[] = {
+      {"--plan dp=8,zero=3", "zero=3 is not offered by megatron-core core_r0.8.0; allowed: 0, 1",
+       "deepspeed, meshplan, nemo, pytorch, torchtitan, torchtitan-2024-04"},
+      // Two rules refused: the profiles that run both.
+      {"--framework torchtitan --plan dp=8,zero=1,recompute=selective", "",
+       "megatron-core, megatron-lm-2022, meshplan, nemo"},
+      // nemo runs FSDP and activation offload without a pipeline; megatron-core has no ZeRO-3.
+      {"--framework torchtitan --plan dp=8,zero=3,offload_act=1", "",
+       "deepspeed, meshplan, nemo, pytorch"},
+      {"--plan dp=4,pp=2,zero=1,schedule=zb_h1", "", "meshplan"},
+  };
+  for (const Case& c : cases) {
+    const test::CliResult r = test::RunMeshplan(std::string("estimate --cluster 8xH100 ") + c.args);
+    INFO(r.output);
+    CHECK(r.exit_code == 2);
+    CHECK_THAT(r.output, Catch::Contains(c.refusal) &&
+                             Catch::Contains(std::string("profiles that offer it: ") + c.profiles +
+                                             " (--framework NAME)"));
+  }
 }
 
 TEST_CASE("the search offloads only as the framework can", "[planner][search][offer]") {

@@ -12,7 +12,6 @@
 #include "planner/plan_fields.h"
 #include "planner/search/plan_space.h"
 #include "planner/search/search.h"
-#include "tests/cli_run.h"
 #include "tests/planner/cost_test_specs.h"
 #include "tests/planner/test_util.h"
 
@@ -172,25 +171,6 @@ TEST_CASE("a plan file is validated under the framework that runs it", "[planner
   const PlanFile run = PlanFileFromText(text, "plan.yaml", &executor);
   CHECK(run.training.framework.name == "meshplan");
   CHECK(run.plan.zero_stage == 2);
-}
-
-TEST_CASE("estimate names the profiles that offer a refused stage or policy",
-          "[planner][framework][zero][cli]") {
-  const test::CliResult zero = test::RunMeshplan("estimate --cluster 8xH100 --plan dp=8,zero=3");
-  INFO(zero.output);
-  CHECK(zero.exit_code == 2);
-  CHECK_THAT(zero.output, Catch::Contains("zero=3 is not offered by megatron-core core_r0.8.0; "
-                                          "allowed: 0, 1") &&
-                              Catch::Contains("profiles that offer it: deepspeed, meshplan, nemo, "
-                                              "pytorch, torchtitan, torchtitan-2024-04 "
-                                              "(--framework NAME)"));
-  // Both refused: the profiles that offer both.
-  const test::CliResult both = test::RunMeshplan(
-      "estimate --cluster 8xH100 --framework torchtitan --plan dp=8,zero=1,recompute=selective");
-  INFO(both.output);
-  CHECK(both.exit_code == 2);
-  CHECK_THAT(both.output, Catch::Contains("profiles that offer it: megatron-core, megatron-lm-2022, "
-                                          "meshplan, nemo (--framework NAME)"));
 }
 
 }  // namespace
