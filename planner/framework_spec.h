@@ -4,8 +4,8 @@
 // The architecture (planner/model_spec.h) says which ops a block has; the framework says
 // which kernels run them, what dtypes the model states are kept in, how the optimizer steps,
 // how micro-batch gradients are summed, what it offers (recompute policies, ZeRO stages,
-// pipeline schedules, offload, TP overlap and sequence parallelism) and how its allocator
-// wastes memory. Plain data; planner/config/framework_yaml.h loads it with located
+// tp / cp / ep, pipeline schedules, offload, TP overlap and sequence parallelism) and how its
+// allocator wastes memory. Plain data; planner/config/framework_yaml.h loads it with located
 // errors, and every value is cited in the YAML files. The cost model reads it through
 // TrainingSpec::framework. docs/frameworks.md says what each field changes and why.
 #pragma once
@@ -96,6 +96,13 @@ struct ScheduleOffer {  // the default: all four
     return schedule >= 0 && schedule <= 3 && ((schedules >> schedule) & 1);
   }
   bool operator==(const ScheduleOffer&) const = default;
+};
+
+// The parallelisms besides data and pipeline parallelism (ZeroOffer, ScheduleOffer) a
+// framework runs: tensor (tp), context (cp) and expert (ep) parallelism.
+struct ParallelismOffer {  // the default: all three
+  bool tp = true, cp = true, ep = true;
+  bool operator==(const ParallelismOffer&) const = default;
 };
 
 // The offload combinations (the plan's offload_act, offload_opt, offload_params) a framework
@@ -226,6 +233,7 @@ struct FrameworkSpec {
   // The stages offered to a plan without pipeline stages but with tensor or context
   // parallelism, when they differ from `zero` (torchtitan's DDP runs only alone); absent: zero.
   std::optional<ZeroOffer> zero_with_tp_cp;
+  ParallelismOffer parallelism;
   ScheduleOffer schedules;
   OffloadOffer offload;
   TpOverlapOffer tp_overlap = TpOverlapOffer::kAny;

@@ -1,5 +1,7 @@
 #include "planner/parallel_plan.h"
 
+#include <array>
+
 #include "planner/checked_math.h"
 #include "planner/input_error.h"
 #include "planner/names.h"
@@ -25,7 +27,8 @@ const char* ConstraintId(PlanConstraint constraint) {
       "cp_divides_seq",   "seq_within_max",     "sp_needs_tp",     "tp_divides_seq",
       "batch_divides",    "vpp_needs_interleaved", "interleaved_needs_pp_vpp",
       "interleaved_microbatches", "offload_params_needs_zero3",
-      "offload_params_needs_offload_opt", "prefetch_range", "recompute_offered", "zero_offered",
+      "offload_params_needs_offload_opt", "prefetch_range", "parallelism_offered",
+      "recompute_offered", "zero_offered",
       "offload_offered", "schedule_offered", "tp_overlap_offered", "sp_offered"};
   const int i = static_cast<int>(constraint);
   return i >= 0 && i < kNumPlanConstraints ? kIds[i] : "?";
@@ -72,6 +75,30 @@ std::string OffloadCombosText(const OffloadOffer& offer) {
       if (bit & mask) combo += (combo.empty() ? "" : "+") + std::string(name);
     out += (out.empty() ? "" : ", ") + combo;
   }
+  return out;
+}
+
+namespace {
+
+// The plan's tp, cp and ep with whether `offer` runs each (> 1).
+struct ParallelismUse {
+  const char* key;
+  int64_t degree;
+  bool offered;
+  const char* name;
+};
+std::array<ParallelismUse, 3> ParallelismUses(const ParallelismOffer& offer, const ParallelPlan& plan) {
+  return {{{"tp", plan.tp, offer.tp, "tensor"},
+           {"cp", plan.cp, offer.cp, "context"},
+           {"ep", plan.ep, offer.ep, "expert"}}};
+}
+
+}  // namespace
+
+std::string OfferedParallelismText(const ParallelismOffer& offer) {
+  std::string out;
+  for (const ParallelismUse& u : ParallelismUses(offer, ParallelPlan{}))
+    if (u.offered) out += (out.empty() ? "" : ", ") + std::string(u.key);
   return out;
 }
 
@@ -182,6 +209,9 @@ PlanConstraintMask FrameworkRefusals(const ParallelPlan& plan, const FrameworkSp
   auto fail_if = [&out](bool broken, C c) {
     if (broken) out |= MaskOf(c);
   };
+  fail_if((plan.tp > 1 && !framework.parallelism.tp) || (plan.cp > 1 && !framework.parallelism.cp) ||
+              (plan.ep > 1 && !framework.parallelism.ep),
+          C::kParallelismOffered);
   fail_if(!Offers(framework.recompute, plan.recompute.kind), C::kRecomputeOffered);
   // One replica shards nothing: every stage is the same plan there.
   fail_if(plan.weight_replicas() > 1 &&
@@ -344,6 +374,18 @@ std::string ViolationMessage(PlanConstraint c, const ParallelPlan& plan, const M
       return "sp=0 with tp=" + Str(plan.tp) + " is not offered by " +
              FrameworkLabel(training.framework) +
              ": its tensor parallelism always shards the norms over the sequence; allowed: sp=1";
+    case C::kParallelismOffered: {
+      std::string used, names, allowed;
+      for (const ParallelismUse& u : ParallelismUses(training.framework.parallelism, plan)) {
+        if (u.degree <= 1 || u.offered) continue;
+        const bool first = used.empty();
+        used += (first ? "" : ",") + std::string(u.key) + "=" + Str(u.degree);
+        names += (first ? "" : " or ") + std::string(u.name);
+        allowed += (first ? "" : ", ") + std::string(u.key) + "=1";
+      }
+      return used + ": " + FrameworkLabel(training.framework) + " runs no " + names +
+             " parallelism; allowed: " + allowed;
+    }
     case C::kScheduleOffered: {
       const std::string offered = OfferedSchedulesText(training.framework.schedules);
       if (offered.empty())

@@ -133,6 +133,9 @@ std::string OfferedZeroStagesText(const ZeroOffer& offer);
 // The offload combinations of `offer` but none, as a profile's `offload:` spells them
 // ("act, opt+params"; "" when it offers none).
 std::string OffloadCombosText(const OffloadOffer& offer);
+// The parallelisms of `offer`, as a profile's `parallelism:` spells them ("tp, cp"; "" for
+// none).
+std::string OfferedParallelismText(const ParallelismOffer& offer);
 // The schedules of `offer`, as a profile's `schedules:` spells them ("1f1b, interleaved"; ""
 // when it runs no pipeline).
 std::string OfferedSchedulesText(const ScheduleOffer& offer);
@@ -170,6 +173,7 @@ enum class PlanConstraint : uint8_t {
   kOffloadParamsNeedsZero3, // offload_params only with zero=3
   kOffloadParamsNeedsOptimizer,  // offload_params only with offload_opt
   kPrefetchRange,           // prefetch in 0..kMaxZero3Prefetch
+  kParallelismOffered,      // the framework runs the plan's tp, cp and ep > 1 (FrameworkSpec::parallelism)
   kRecomputeOffered,        // the framework offers the recompute policy (FrameworkSpec::recompute)
   kZeroOffered,             // over dp x cp > 1, the framework offers the ZeRO stage (ZeroOfferFor)
   kOffloadOffered,          // the framework runs the plan's offload combination (FrameworkSpec::offload)
@@ -203,11 +207,12 @@ PlanConstraintMask CheckPlan(const ParallelPlan& plan, const ModelSpec& model,
                              const TrainingSpec& training, int64_t world_size,
                              int64_t tp_group_limit = 0);
 
-// CheckPlan()'s rules of what the framework runs (recompute_offered .. sp_offered,
+// CheckPlan()'s rules of what the framework runs (parallelism_offered .. sp_offered,
 // kFrameworkRules) that `plan` breaks under `framework`.
 PlanConstraintMask FrameworkRefusals(const ParallelPlan& plan, const FrameworkSpec& framework);
 inline constexpr PlanConstraintMask kFrameworkRules =
-    MaskOf(PlanConstraint::kRecomputeOffered) | MaskOf(PlanConstraint::kZeroOffered) |
+    MaskOf(PlanConstraint::kParallelismOffered) | MaskOf(PlanConstraint::kRecomputeOffered) |
+    MaskOf(PlanConstraint::kZeroOffered) |
     MaskOf(PlanConstraint::kOffloadOffered) | MaskOf(PlanConstraint::kScheduleOffered) |
     MaskOf(PlanConstraint::kTpOverlapOffered) | MaskOf(PlanConstraint::kSpOffered);
 

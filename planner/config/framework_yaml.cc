@@ -130,6 +130,20 @@ OffloadOffer ReadOffload(const YamlFields& f) {
   return offer;
 }
 
+// `parallelism`, when given: the parallelisms besides data and pipeline parallelism the
+// framework runs (tp, cp, ep, each at most once); [] for none.
+ParallelismOffer ReadParallelism(const YamlFields& f) {
+  if (!f.Has("parallelism")) return {};
+  ParallelismOffer offer{false, false, false};
+  for (const std::string& text : f.StringList("parallelism")) {
+    bool* on = text == "tp" ? &offer.tp : text == "cp" ? &offer.cp : text == "ep" ? &offer.ep : nullptr;
+    if (!on) f.Fail("parallelism", "expected a list of: tp, cp, ep; got '" + text + "'");
+    if (*on) f.Fail("parallelism", text + " given twice");
+    *on = true;
+  }
+  return offer;
+}
+
 // `schedules`, when given: the pipeline schedules the framework runs (gpipe, 1f1b,
 // interleaved, zb_h1, each at most once); [] for none (no pipeline parallelism).
 ScheduleOffer ReadSchedules(const YamlFields& f) {
@@ -182,7 +196,7 @@ FrameworkSpec FrameworkFromYaml(const YamlFields& f, const std::string& default_
                "grad_accumulation", "optimizer", "loss", "recompute", "zero", "zero_pipelined",
                "zero_with_tp_cp",
                "zero1_gradients", "zero3_buffers", "ddp_buckets", "param_gather", "offload",
-               "offload_act_alone", "schedules", "tp_overlap", "sequence_parallel",
+               "offload_act_alone", "parallelism", "schedules", "tp_overlap", "sequence_parallel",
                "reduce_bucket_elements", "allocator_fragmentation", "log_format", "calibration"});
   FrameworkSpec s;
   s.name = f.String("name", default_name);
@@ -213,6 +227,7 @@ FrameworkSpec FrameworkFromYaml(const YamlFields& f, const std::string& default_
   if (f.Has("ddp_buckets")) s.ddp_buckets = ReadChoice(f, "ddp_buckets", kDdpBuckets);
   if (f.Has("param_gather")) s.param_gather = ReadChoice(f, "param_gather", kParamGathers);
   s.offload = ReadOffload(f);
+  s.parallelism = ReadParallelism(f);
   s.schedules = ReadSchedules(f);
   if (f.Has("tp_overlap")) s.tp_overlap = ReadChoice(f, "tp_overlap", kTpOverlapOffers);
   if (f.Has("sequence_parallel"))
@@ -312,6 +327,7 @@ std::string FrameworkToYamlText(const FrameworkSpec& s, const std::string& comme
   out += "param_gather: " + spelled(kParamGathers, s.param_gather) + "\n";
   out += "offload: [" + OffloadCombosText(s.offload) + "]\n";
   if (s.offload.act_alone) out += "offload_act_alone: true\n";
+  out += "parallelism: [" + OfferedParallelismText(s.parallelism) + "]\n";
   out += "schedules: [" + OfferedSchedulesText(s.schedules) + "]\n";
   out += "tp_overlap: " + spelled(kTpOverlapOffers, s.tp_overlap) + "\n";
   out += "sequence_parallel: " + spelled(kSequenceParallelOffers, s.sp_always) + "\n";

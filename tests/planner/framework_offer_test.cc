@@ -1,5 +1,6 @@
 // What a framework runs beyond its recompute policies and ZeRO stages (zero_offer_test.cc):
-// its offload (FrameworkSpec::offload), pipeline schedules (schedules), TP overlap and
+// its tensor, context and expert parallelism (FrameworkSpec::parallelism), offload
+// (offload), pipeline schedules (schedules), TP overlap and
 // sequence parallelism (tp_overlap, sp_always). Each shipped profile's values, Validate's
 // rule for each, and the search, which tries only what the framework runs.
 #include <catch2/catch.hpp>
@@ -65,6 +66,16 @@ TEST_CASE("each profile says what its software runs", "[planner][framework][offe
   CHECK(LoadFramework("nemo").offload.act_alone);
   CHECK_FALSE(LoadFramework("deepspeed").offload.act_alone);
 
+  const auto parallelism = [](const char* name) {
+    return OfferedParallelismText(LoadFramework(name).parallelism);
+  };
+  for (const char* all : {"megatron-core", "nemo", "meshplan"}) CHECK(parallelism(all) == "tp, cp, ep");
+  for (const char* tp_only : {"megatron-lm-2021", "megatron-lm-2022", "torchtitan-2024-04"})
+    CHECK(parallelism(tp_only) == "tp");
+  CHECK(parallelism("torchtitan") == "tp, cp");  // no MoE model at 9dec370ad
+  CHECK(parallelism("pytorch") == "tp, cp");
+  CHECK(parallelism("deepspeed") == "ep");  // no training TP in v0.14; Ulysses is not CP
+
   const auto schedules = [](const char* name) {
     return OfferedSchedulesText(LoadFramework(name).schedules);
   };
@@ -101,6 +112,19 @@ TEST_CASE("Validate refuses what the framework does not run, with what it runs",
     std::string refusal;  // "": valid
   };
   const Case cases[] = {
+      // Tensor, context and expert parallelism.
+      {"dp=2,tp=2", "deepspeed",
+       "parallelism_offered: tp=2: deepspeed 0.14 runs no tensor parallelism; allowed: tp=1"},
+      {"tp=2,cp=2", "deepspeed",
+       "parallelism_offered: tp=2,cp=2: deepspeed 0.14 runs no tensor or context parallelism; "
+       "allowed: tp=1, cp=1"},
+      {"dp=2,cp=2,zero=3", "torchtitan-2024-04",
+       "parallelism_offered: cp=2: torchtitan-2024-04 157a12c56 (2024-04, PyTorch 2.4 nightly, "
+       "eager) runs no context parallelism; allowed: cp=1"},
+      {"dp=2,cp=2,zero=3", "torchtitan", ""},
+      {"dp=2,tp=2,cp=2", "megatron-lm-2021",
+       "parallelism_offered: cp=2: megatron-lm-2021 v2.x (SC21 artifact) runs no context "
+       "parallelism; allowed: cp=1"},
       // Offload.
       {"dp=2,zero=3,offload_act=1", "torchtitan",
        "offload_offered: offload_act=1 is not offered by " + torchtitan +
@@ -160,6 +184,9 @@ TEST_CASE("estimate names the profiles that run the refused plan",
       {"--framework torchtitan --plan dp=8,zero=3,offload_act=1", "",
        "deepspeed, meshplan, nemo, pytorch"},
       {"--plan dp=4,pp=2,zero=1,schedule=zb_h1", "", "meshplan"},
+      {"--framework deepspeed --plan dp=4,tp=2",
+       "tp=2: deepspeed 0.14 runs no tensor parallelism; allowed: tp=1",
+       "megatron-core, megatron-lm-2021, megatron-lm-2022, meshplan, nemo, pytorch"},
   };
   for (const Case& c : cases) {
     const test::CliResult r = test::RunMeshplan(std::string("estimate --cluster 8xH100 ") + c.args);
@@ -223,6 +250,33 @@ TEST_CASE("the search tries the schedules the framework runs", "[planner][search
   const SearchResult none = Search(model, H100Cluster(1, 8), megatron, options);
   CHECK(none.top.empty());
   CHECK(none.constraints[static_cast<int>(PlanConstraint::kScheduleOffered)].removed > 0);
+}
+
+TEST_CASE("the search splits the model only as the framework can", "[planner][search][offer]") {
+  const ModelSpec model = SpecLlama(1024, 8, 16, 1536);
+  const TrainingSpec training = Training(16, 512, Precision::kBf16);
+  const auto split = [&](const char* framework) {
+    int tp = 0, cp = 0;
+    for (const ParallelPlan& p : Ranked(model, H100Cluster(1, 8), training, framework)) {
+      tp += p.tp > 1;
+      cp += p.cp > 1;
+    }
+    return std::pair{tp, cp};
+  };
+  CHECK(split("deepspeed") == std::pair{0, 0});
+  CHECK(split("megatron-lm-2021").second == 0);
+  const auto [tp, cp] = split("meshplan");
+  CHECK(tp > 0);
+  CHECK(cp > 0);
+  // The meshes stay in the grid, refused by their own rule, so the search says why.
+  TrainingSpec deepspeed = training;
+  deepspeed.framework = LoadFramework("deepspeed");
+  SearchOptions options;
+  options.threads = 1;
+  options.space.pins = ParsePlanPins("tp=2");
+  const SearchResult result = Search(model, H100Cluster(1, 8), deepspeed, options);
+  CHECK(result.top.empty());
+  CHECK(result.constraints[static_cast<int>(PlanConstraint::kParallelismOffered)].removed > 0);
 }
 
 TEST_CASE("the search runs TP as the framework does", "[planner][search][offer]") {
