@@ -99,8 +99,12 @@ void PrintKnobExplain(const KnobTally& k, const TrainingSetup& s, const SearchOp
     fmt::print("  dp_overlap   1 on all {} plans with dp*cp > 1: 0 only exposes the gradient sync "
                "(same memory, never faster: dominated, not timed)\n",
                GroupDigits(k.dp_overlap_dominated));
+  const PrefetchOffer& prefetch = s.training.framework.prefetch;
   if (const std::optional<int64_t> pin = pins[PlanField::kPrefetch])
     fmt::print("  prefetch     pinned to {}\n", *pin);
+  else if (!prefetch.offers(0))
+    fmt::print("  prefetch     1; 0 not tried: {} runs ZeRO-3 with prefetch={}\n",
+               FrameworkLabel(s.training.framework), OfferedPrefetchText(prefetch));
   else
     fmt::print("  prefetch     1; 0 tried on {} zero=3 plans that did not fit, {} then fit "
                "(depths >= 2 time as 1 with more memory: pin them with --only prefetch=N)\n",

@@ -3,8 +3,8 @@
 //
 // The architecture (planner/model_spec.h) says which ops a block has; the framework says
 // which kernels run them, what dtypes the model states are kept in, how the optimizer steps,
-// how micro-batch gradients are summed, what it offers (recompute policies, ZeRO stages,
-// tp / cp / ep, pipeline schedules, offload, TP overlap and sequence parallelism) and how its
+// how micro-batch gradients are summed, what it offers (recompute policies, ZeRO stages and
+// ZeRO-3 prefetch depths, tp / cp / ep, pipeline schedules, offload, TP overlap and sequence parallelism) and how its
 // allocator wastes memory. Plain data; planner/config/framework_yaml.h loads it with located
 // errors, and every value is cited in the YAML files. The cost model reads it through
 // TrainingSpec::framework. docs/frameworks.md says what each field changes and why.
@@ -96,6 +96,14 @@ struct ScheduleOffer {  // the default: all four
     return schedule >= 0 && schedule <= 3 && ((schedules >> schedule) & 1);
   }
   bool operator==(const ScheduleOffer&) const = default;
+};
+
+// The ZeRO-3 gather depths (ParallelPlan::zero3_prefetch, 0 to kMaxZero3Prefetch) a framework
+// runs, as a bit set: bit d is d blocks gathered ahead. 1 is always offered.
+struct PrefetchOffer {  // the default: 0 to 4 (meshplan's executor)
+  uint8_t depths = 0b11111;
+  bool offers(int64_t depth) const { return depth >= 0 && depth <= 7 && ((depths >> depth) & 1); }
+  bool operator==(const PrefetchOffer&) const = default;
 };
 
 // The parallelisms besides data and pipeline parallelism (ZeroOffer, ScheduleOffer) a
@@ -234,6 +242,7 @@ struct FrameworkSpec {
   // parallelism, when they differ from `zero` (torchtitan's DDP runs only alone); absent: zero.
   std::optional<ZeroOffer> zero_with_tp_cp;
   ParallelismOffer parallelism;
+  PrefetchOffer prefetch;
   ScheduleOffer schedules;
   OffloadOffer offload;
   TpOverlapOffer tp_overlap = TpOverlapOffer::kAny;

@@ -27,7 +27,7 @@ const char* ConstraintId(PlanConstraint constraint) {
       "cp_divides_seq",   "seq_within_max",     "sp_needs_tp",     "tp_divides_seq",
       "batch_divides",    "vpp_needs_interleaved", "interleaved_needs_pp_vpp",
       "interleaved_microbatches", "offload_params_needs_zero3",
-      "offload_params_needs_offload_opt", "prefetch_range", "parallelism_offered",
+      "offload_params_needs_offload_opt", "prefetch_range", "parallelism_offered", "prefetch_offered",
       "recompute_offered", "zero_offered",
       "offload_offered", "schedule_offered", "tp_overlap_offered", "sp_offered"};
   const int i = static_cast<int>(constraint);
@@ -99,6 +99,14 @@ std::string OfferedParallelismText(const ParallelismOffer& offer) {
   std::string out;
   for (const ParallelismUse& u : ParallelismUses(offer, ParallelPlan{}))
     if (u.offered) out += (out.empty() ? "" : ", ") + std::string(u.key);
+  return out;
+}
+
+std::string OfferedPrefetchText(const PrefetchOffer& offer) {
+  static_assert(kMaxZero3Prefetch < 8, "PrefetchOffer holds depths 0 to 7");
+  std::string out;
+  for (int64_t d = 0; d <= kMaxZero3Prefetch; ++d)
+    if (offer.offers(d)) out += (out.empty() ? "" : ", ") + std::to_string(d);
   return out;
 }
 
@@ -212,6 +220,9 @@ PlanConstraintMask FrameworkRefusals(const ParallelPlan& plan, const FrameworkSp
   fail_if((plan.tp > 1 && !framework.parallelism.tp) || (plan.cp > 1 && !framework.parallelism.cp) ||
               (plan.ep > 1 && !framework.parallelism.ep),
           C::kParallelismOffered);
+  fail_if(plan.zero_stage == 3 && plan.weight_replicas() > 1 &&
+              !framework.prefetch.offers(plan.zero3_prefetch),
+          C::kPrefetchOffered);
   fail_if(!Offers(framework.recompute, plan.recompute.kind), C::kRecomputeOffered);
   // One replica shards nothing: every stage is the same plan there.
   fail_if(plan.weight_replicas() > 1 &&
@@ -386,6 +397,10 @@ std::string ViolationMessage(PlanConstraint c, const ParallelPlan& plan, const M
       return used + ": " + FrameworkLabel(training.framework) + " runs no " + names +
              " parallelism; allowed: " + allowed;
     }
+    case C::kPrefetchOffered:
+      return "prefetch=" + Str(plan.zero3_prefetch) + " with zero=3 is not offered by " +
+             FrameworkLabel(training.framework) + "; allowed: prefetch=" +
+             OfferedPrefetchText(training.framework.prefetch);
     case C::kScheduleOffered: {
       const std::string offered = OfferedSchedulesText(training.framework.schedules);
       if (offered.empty())

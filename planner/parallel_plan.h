@@ -136,6 +136,8 @@ std::string OffloadCombosText(const OffloadOffer& offer);
 // The parallelisms of `offer`, as a profile's `parallelism:` spells them ("tp, cp"; "" for
 // none).
 std::string OfferedParallelismText(const ParallelismOffer& offer);
+// The depths of `offer`, as a profile's `prefetch:` spells them ("0, 1").
+std::string OfferedPrefetchText(const PrefetchOffer& offer);
 // The schedules of `offer`, as a profile's `schedules:` spells them ("1f1b, interleaved"; ""
 // when it runs no pipeline).
 std::string OfferedSchedulesText(const ScheduleOffer& offer);
@@ -174,6 +176,7 @@ enum class PlanConstraint : uint8_t {
   kOffloadParamsNeedsOptimizer,  // offload_params only with offload_opt
   kPrefetchRange,           // prefetch in 0..kMaxZero3Prefetch
   kParallelismOffered,      // the framework runs the plan's tp, cp and ep > 1 (FrameworkSpec::parallelism)
+  kPrefetchOffered,         // zero=3 over dp x cp > 1: the framework runs the prefetch depth (FrameworkSpec::prefetch)
   kRecomputeOffered,        // the framework offers the recompute policy (FrameworkSpec::recompute)
   kZeroOffered,             // over dp x cp > 1, the framework offers the ZeRO stage (ZeroOfferFor)
   kOffloadOffered,          // the framework runs the plan's offload combination (FrameworkSpec::offload)
@@ -184,7 +187,7 @@ enum class PlanConstraint : uint8_t {
 };
 inline constexpr int kNumPlanConstraints = static_cast<int>(PlanConstraint::kCount);
 // A set of PlanConstraint, bit i = constraint i broken; 0 means valid.
-using PlanConstraintMask = uint32_t;
+using PlanConstraintMask = uint64_t;
 constexpr PlanConstraintMask MaskOf(PlanConstraint c) {
   return PlanConstraintMask{1} << static_cast<int>(c);
 }
@@ -211,7 +214,8 @@ PlanConstraintMask CheckPlan(const ParallelPlan& plan, const ModelSpec& model,
 // kFrameworkRules) that `plan` breaks under `framework`.
 PlanConstraintMask FrameworkRefusals(const ParallelPlan& plan, const FrameworkSpec& framework);
 inline constexpr PlanConstraintMask kFrameworkRules =
-    MaskOf(PlanConstraint::kParallelismOffered) | MaskOf(PlanConstraint::kRecomputeOffered) |
+    MaskOf(PlanConstraint::kParallelismOffered) | MaskOf(PlanConstraint::kPrefetchOffered) |
+    MaskOf(PlanConstraint::kRecomputeOffered) |
     MaskOf(PlanConstraint::kZeroOffered) |
     MaskOf(PlanConstraint::kOffloadOffered) | MaskOf(PlanConstraint::kScheduleOffered) |
     MaskOf(PlanConstraint::kTpOverlapOffered) | MaskOf(PlanConstraint::kSpOffered);

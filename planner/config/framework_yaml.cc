@@ -144,6 +144,24 @@ ParallelismOffer ReadParallelism(const YamlFields& f) {
   return offer;
 }
 
+// `prefetch`, when given: the ZeRO-3 gather depths the framework runs (0 to
+// kMaxZero3Prefetch, each at most once; 1, the search's plans, among them).
+PrefetchOffer ReadPrefetch(const YamlFields& f) {
+  if (!f.Has("prefetch")) return {};
+  const std::string expected = "expected a list of ZeRO-3 prefetch depths from 0 to " +
+                               std::to_string(kMaxZero3Prefetch);
+  PrefetchOffer offer{0};
+  for (const std::string& text : f.StringList("prefetch")) {
+    const int depth = text.size() == 1 && text[0] >= '0' && text[0] <= '9' ? text[0] - '0' : -1;
+    if (depth < 0 || depth > kMaxZero3Prefetch) f.Fail("prefetch", expected + "; got '" + text + "'");
+    if (offer.offers(depth)) f.Fail("prefetch", text + " given twice");
+    offer.depths = static_cast<uint8_t>(offer.depths | (1 << depth));
+  }
+  if (!offer.offers(1))
+    f.Fail("prefetch", "must offer 1 (one block gathered ahead: the search's plans)");
+  return offer;
+}
+
 // `schedules`, when given: the pipeline schedules the framework runs (gpipe, 1f1b,
 // interleaved, zb_h1, each at most once); [] for none (no pipeline parallelism).
 ScheduleOffer ReadSchedules(const YamlFields& f) {
@@ -196,7 +214,7 @@ FrameworkSpec FrameworkFromYaml(const YamlFields& f, const std::string& default_
                "grad_accumulation", "optimizer", "loss", "recompute", "zero", "zero_pipelined",
                "zero_with_tp_cp",
                "zero1_gradients", "zero3_buffers", "ddp_buckets", "param_gather", "offload",
-               "offload_act_alone", "parallelism", "schedules", "tp_overlap", "sequence_parallel",
+               "offload_act_alone", "parallelism", "prefetch", "schedules", "tp_overlap", "sequence_parallel",
                "reduce_bucket_elements", "allocator_fragmentation", "log_format", "calibration"});
   FrameworkSpec s;
   s.name = f.String("name", default_name);
@@ -228,6 +246,7 @@ FrameworkSpec FrameworkFromYaml(const YamlFields& f, const std::string& default_
   if (f.Has("param_gather")) s.param_gather = ReadChoice(f, "param_gather", kParamGathers);
   s.offload = ReadOffload(f);
   s.parallelism = ReadParallelism(f);
+  s.prefetch = ReadPrefetch(f);
   s.schedules = ReadSchedules(f);
   if (f.Has("tp_overlap")) s.tp_overlap = ReadChoice(f, "tp_overlap", kTpOverlapOffers);
   if (f.Has("sequence_parallel"))
@@ -328,6 +347,7 @@ std::string FrameworkToYamlText(const FrameworkSpec& s, const std::string& comme
   out += "offload: [" + OffloadCombosText(s.offload) + "]\n";
   if (s.offload.act_alone) out += "offload_act_alone: true\n";
   out += "parallelism: [" + OfferedParallelismText(s.parallelism) + "]\n";
+  out += "prefetch: [" + OfferedPrefetchText(s.prefetch) + "]\n";
   out += "schedules: [" + OfferedSchedulesText(s.schedules) + "]\n";
   out += "tp_overlap: " + spelled(kTpOverlapOffers, s.tp_overlap) + "\n";
   out += "sequence_parallel: " + spelled(kSequenceParallelOffers, s.sp_always) + "\n";

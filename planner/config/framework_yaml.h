@@ -2,7 +2,7 @@
 //
 // Schema (every key required but norm, attention_kernel, master_weights, loss, zero_pipelined,
 // zero_with_tp_cp, zero3_buffers, ddp_buckets, param_gather, offload, offload_act_alone,
-// parallelism, schedules, tp_overlap, sequence_parallel, reduce_bucket_elements and
+// parallelism, prefetch, schedules, tp_overlap, sequence_parallel, reduce_bucket_elements and
 // allocator_fragmentation; docs/frameworks.md):
 //   name              the file stem (optional; defaults to it)
 //   version           the version the profile's values were read from (a string)
@@ -27,6 +27,8 @@
 //   offload_act_alone true: activation offload only with pp == 1 and no recompute (optional)
 //   parallelism       a list of: tp, cp, ep, what it runs besides dp and pp; [] for none
 //                     (optional: all three)
+//   prefetch          a list of the ZeRO-3 prefetch depths offered, 0 to 4, with 1 among them
+//                     (optional: all five)
 //   schedules         a list of: gpipe, 1f1b, interleaved, zb_h1; [] for no pipeline
 //                     parallelism (optional: all four)
 //   tp_overlap        any | with-sp | none (optional, any: the plan's tp_overlap)

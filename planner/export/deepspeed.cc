@@ -5,8 +5,11 @@
 // engine runs data parallelism and ZeRO around the user's model; TP, PP, CP, EP and SP live in
 // the model code, so a plan that uses them is refused.
 #include <nlohmann/json.hpp>
+
+#include <algorithm>
 #include <string>
 
+#include "planner/cost/param_count.h"
 #include "planner/export/export_rules.h"
 
 namespace meshplan {
@@ -16,7 +19,7 @@ void CheckExpressible(const ExportJob& job) {
   using F = PlanField;
   const ParallelPlan& plan = job.plan();
   RefuseUnmapped(job, {F::kDp, F::kZero, F::kMbs, F::kRecompute, F::kOffloadOpt, F::kOffloadParams,
-                       F::kDpOverlap});
+                       F::kDpOverlap, F::kPrefetch});
   // ParallelPlan's defaults of tp..vpp are 1 / 1f1b, so RefuseUnmapped has refused them.
   RefuseUnofferedRecompute(job, "deepspeed");
   const Precision precision = job.file.training.precision;
@@ -54,6 +57,16 @@ std::string ExportDeepspeed(const ExportJob& job) {
   const double bucket = training.framework.reduce_bucket_elements;
   zero["contiguous_gradients"] = bucket > 0;
   if (bucket > 0) zero["reduce_bucket_size"] = static_cast<int64_t>(bucket);
+  if (plan.zero_stage == 3) {
+    // ZeRO-3 gathers up to stage3_prefetch_bucket_size parameter elements ahead of their use
+    // and keeps at most stage3_max_live_parameters gathered
+    // (runtime/zero/partitioned_param_coordinator.py): `prefetch` blocks ahead, and room for
+    // them beside the block computing (at least DeepSpeed's default, 1e9).
+    const int64_t block = BlockParamsPerRank(job.model(), plan, job.model().moe.enabled());
+    zero["stage3_prefetch_bucket_size"] = plan.zero3_prefetch * block;
+    zero["stage3_max_live_parameters"] =
+        std::max<int64_t>(1'000'000'000, (plan.zero3_prefetch + 1) * block);
+  }
   if (plan.offload_optimizer) zero["offload_optimizer"] = {{"device", "cpu"}, {"pin_memory", true}};
   if (plan.offload_params) zero["offload_param"] = {{"device", "cpu"}, {"pin_memory", true}};
   config["zero_optimization"] = zero;

@@ -75,9 +75,9 @@ void EvaluateKnobVariants(const KnobSearch& s, PlanEvaluator* evaluator_ptr,
   };
   const bool zero3 = plan.zero_stage == 3 && plan.weight_replicas() > 1;
 
-  // 2. prefetch=0: one gathered block less.
+  // 2. prefetch=0, where the framework runs it: one gathered block less.
   if (zero3 && !pins[PlanField::kPrefetch] && plan.zero3_prefetch >= 1 &&
-      could_fit(m.gathered_params_bytes)) {
+      s.training.framework.prefetch.offers(0) && could_fit(m.gathered_params_bytes)) {
     ParallelPlan p = plan;
     p.zero3_prefetch = 0;
     PlanCost c = evaluator.EstimateVariant(p, base_cost);

@@ -434,6 +434,14 @@ with tempfile.TemporaryDirectory() as folder:
     check(c.zero_optimization_stage == 3 and c.gradient_accumulation_steps == 4
           and c.train_micro_batch_size_per_gpu == 2 and c.bfloat16_config.enabled,
           "deepspeed: stage, accumulation, micro-batch and bf16 as the plan says")
+    # Llama 3 8B's block: q and o 4096 x 4096, k and v 4096 x 1024, three 4096 x 14336 MLP
+    # matrices and two norms, 218,112,000 parameters: one block gathered ahead (prefetch=1).
+    check(c.zero_config.prefetch_bucket_size == 218112000
+          and c.zero_config.max_live_parameters == 1000000000,
+          "deepspeed: ZeRO-3 prefetches one block, with room for two")
+    ds0 = plan_file(folder, "ds0", "llama3-8b", "8xH100", "dp=8,zero=3,prefetch=0", framework="deepspeed")
+    c = check_deepspeed(export(ds0, "deepspeed"), "deepspeed zero3 no prefetch", 8)
+    check(c.zero_config.prefetch_bucket_size == 0, "deepspeed: prefetch=0 turns ZeRO-3 prefetching off")
     ds2 = plan_file(folder, "ds2", "llama3-8b", "8xH100", "dp=8,zero=2", precision="bf16", framework="deepspeed")
     c = check_deepspeed(export(ds2, "deepspeed"), "deepspeed zero2 bf16", 8)
     check(c.bfloat16_config.bf16_master_weights_and_grads, "deepspeed: bf16 master weights for precision bf16")

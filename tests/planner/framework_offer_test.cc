@@ -1,6 +1,6 @@
 // What a framework runs beyond its recompute policies and ZeRO stages (zero_offer_test.cc):
-// its tensor, context and expert parallelism (FrameworkSpec::parallelism), offload
-// (offload), pipeline schedules (schedules), TP overlap and
+// its tensor, context and expert parallelism (FrameworkSpec::parallelism), ZeRO-3 prefetch
+// depths (prefetch), offload (offload), pipeline schedules (schedules), TP overlap and
 // sequence parallelism (tp_overlap, sp_always). Each shipped profile's values, Validate's
 // rule for each, and the search, which tries only what the framework runs.
 #include <catch2/catch.hpp>
@@ -75,6 +75,11 @@ TEST_CASE("each profile says what its software runs", "[planner][framework][offe
   CHECK(parallelism("torchtitan") == "tp, cp");  // no MoE model at 9dec370ad
   CHECK(parallelism("pytorch") == "tp, cp");
   CHECK(parallelism("deepspeed") == "ep");  // no training TP in v0.14; Ulysses is not CP
+  const auto prefetch = [](const char* name) { return OfferedPrefetchText(LoadFramework(name).prefetch); };
+  for (const char* fsdp : {"torchtitan", "torchtitan-2024-04", "pytorch", "nemo"})
+    CHECK(prefetch(fsdp) == "1");  // FSDP's one block ahead, always on
+  CHECK(prefetch("deepspeed") == "0, 1, 2, 3, 4");  // stage3_prefetch_bucket_size
+  CHECK(prefetch("meshplan") == "0, 1, 2, 3, 4");
 
   const auto schedules = [](const char* name) {
     return OfferedSchedulesText(LoadFramework(name).schedules);
@@ -125,6 +130,13 @@ TEST_CASE("Validate refuses what the framework does not run, with what it runs",
       {"dp=2,tp=2,cp=2", "megatron-lm-2021",
        "parallelism_offered: cp=2: megatron-lm-2021 v2.x (SC21 artifact) runs no context "
        "parallelism; allowed: cp=1"},
+      // ZeRO-3 prefetch depths; without zero=3 (or with one replica) nothing is gathered.
+      {"dp=2,zero=3,prefetch=0", "torchtitan",
+       "prefetch_offered: prefetch=0 with zero=3 is not offered by " + torchtitan +
+           "; allowed: prefetch=1"},
+      {"dp=2,zero=3,prefetch=0", "deepspeed", ""},
+      {"dp=2,zero=2,prefetch=0", "pytorch", ""},
+      {"zero=3,prefetch=2", "pytorch", ""},
       // Offload.
       {"dp=2,zero=3,offload_act=1", "torchtitan",
        "offload_offered: offload_act=1 is not offered by " + torchtitan +
@@ -277,6 +289,28 @@ TEST_CASE("the search splits the model only as the framework can", "[planner][se
   const SearchResult result = Search(model, H100Cluster(1, 8), deepspeed, options);
   CHECK(result.top.empty());
   CHECK(result.constraints[static_cast<int>(PlanConstraint::kParallelismOffered)].removed > 0);
+}
+
+TEST_CASE("the search drops ZeRO-3 prefetching only where the framework can",
+          "[planner][search][offer]") {
+  // About 6.5e9 parameters on 4 H100: some ZeRO-3 plans fit only without a block in flight.
+  const ModelSpec model = SpecLlama(4096, 32, 32, 11008);
+  const TrainingSpec training = Training(64, 4096);
+  const auto prefetch0 = [&](const char* framework) {
+    TrainingSpec t = training;
+    t.framework = LoadFramework(framework);
+    SearchOptions options;
+    options.threads = 1;
+    options.top_k = 100000;
+    const SearchResult result = Search(model, H100Cluster(1, 4), t, options);
+    int ranked = 0;
+    for (const RankedPlan& r : result.top) ranked += r.plan.zero3_prefetch == 0;
+    return std::pair{result.knobs.prefetch0_tried, ranked};
+  };
+  const auto [tried, ranked] = prefetch0("meshplan");
+  CHECK(tried > 0);
+  CHECK(ranked > 0);
+  CHECK(prefetch0("torchtitan") == std::pair<int64_t, int>{0, 0});
 }
 
 TEST_CASE("the search runs TP as the framework does", "[planner][search][offer]") {
