@@ -123,9 +123,16 @@ void PredictUnder(const FrameworkSpec& framework, PublishedRuns* runs) {
       row.framework = framework.name;
       row.setup.training.framework = framework;
       row.run.ApplyTo(&row.setup.training.framework);
-      if (!Offers(framework.recompute, row.setup.plan.recompute.kind))
-        row.skip_reason = "recompute=" + ToString(row.setup.plan.recompute) +
-                          " is not offered by " + framework.name;
+      // A plan the profile does not run (its recompute, ZeRO stage, parallelism, ...) is
+      // listed with the rule, not predicted.
+      const PlanFile& f = row.setup;
+      const PlanConstraintMask refused = FrameworkRefusals(f.plan, f.training.framework);
+      if (refused == 0) continue;
+      for (const PlanViolation& v : Validate(f.plan, f.model, f.training, f.cluster.world_size()))
+        for (int c = 0; c < kNumPlanConstraints; ++c)
+          if (((refused >> c) & 1) && v.constraint == ConstraintId(static_cast<PlanConstraint>(c)))
+            row.skip_reason += (row.skip_reason.empty() ? "" : "; ") + v.message + " [" +
+                               v.constraint + "]";
     }
   }
 }

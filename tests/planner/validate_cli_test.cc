@@ -155,6 +155,15 @@ TEST_CASE("validate --framework predicts every row under another profile",
   const Result old = test::RunMeshplan("validate --table korthikanti2022-table5 --framework megatron-lm-2021");
   REQUIRE(old.exit_code == 0);
   CHECK(Count(old.output, "is not offered by megatron-lm-2021") == 4);
+  // Plans the profile does not run are listed with the rule they break, not predicted.
+  const Result ds = test::RunMeshplan("validate --table nemo2407-dgxh100-fp8 --framework deepspeed");
+  INFO(ds.output);
+  REQUIRE(ds.exit_code == 0);
+  CHECK(ds.output.find("skipped: LLAMA3-8B CP2 (dp=4,cp=2,zero=1,mbs=1; published 12036): cp=2: "
+                      "deepspeed 0.14 runs no context parallelism; allowed: cp=1 "
+                      "[parallelism_offered]") != std::string::npos);
+  CHECK(Count(ds.output, "[schedule_offered]") == 5);  // the interleaved rows
+  CHECK(ds.output.find("  LLAMA2-7B ") != std::string::npos);  // dp=8,zero=1: DeepSpeed runs it
   const Result bad = test::RunMeshplan("validate --framework jax");
   CHECK(bad.exit_code == 2);
   CHECK(bad.output.find("unknown framework 'jax'") != std::string::npos);
