@@ -78,7 +78,7 @@ std::string FieldRefused(const std::string& file) {
   return "(accepted)";
 }
 
-TEST_CASE("snapshot bytes: a valid file passes; each damage is refused by field",
+TEST_CASE("snapshot bytes: a valid file passes, each damage is refused by field",
           "[executor][snapshot][checksum]") {
   const std::string good = SmallFile();
   const SnapshotHeader header = VerifySnapshotBytes(good, SmallIdentity(), "f.bin");

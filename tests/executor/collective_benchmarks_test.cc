@@ -70,7 +70,7 @@ TEST_CASE("collective benchmarks: a plan without chunk sides is refused",
 }
 
 TEST_CASE("calibrate --collective-bytes / --collective-chunks: the samples of those sizes "
-          "after that compute, with their rounds; bad lists are refused",
+          "after that compute, with their rounds, bad lists are refused",
           "[executor][calibration][cli]") {
   const test::ScratchDir dir("collective_chunks");
   const std::string report = dir.Path("report.json");

@@ -72,7 +72,7 @@ TEST_CASE("gloo all-reduce sums in place over the group", "[executor][gloo]") {
 }
 
 TEST_CASE("gloo ranks on compute cores: a collective is done when its call returns (its "
-          "waiter spinning); send/recv stay asynchronous",
+          "waiter spinning), send/recv stay asynchronous",
           "[executor][gloo]") {
   const GlooOptions options = ForRanksOnComputeCores(FastOptions());
   Expect(options.complete_collectives_at_post && options.spin_while_waiting,

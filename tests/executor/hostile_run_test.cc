@@ -76,7 +76,7 @@ TEST_CASE("5. calibrate: a shape past the host's memory and cuda without a GPU e
   }
 }
 
-TEST_CASE("3. run: --out to a FIFO or a symlink to a directory is refused untouched; a FIFO "
+TEST_CASE("3. run: --out to a FIFO or a symlink to a directory is refused untouched, a FIFO "
           "as --resume's latest or rank file is refused at once",
           "[executor][hostile][cli]") {
   test::ScratchDir scratch("meshplan_hostile_run");

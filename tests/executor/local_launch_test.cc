@@ -113,7 +113,7 @@ class ScopedEnv {
   bool had_ = false;
 };
 
-TEST_CASE("launcher: each rank's OMP_NUM_THREADS is threads_per_rank, else cores / N; one "
+TEST_CASE("launcher: each rank's OMP_NUM_THREADS is threads_per_rank, else cores / N, one "
           "already set wins", "[executor][launcher]") {
   ScopedEnv restore("OMP_NUM_THREADS");
   const auto threads_seen = [](int threads_per_rank) {

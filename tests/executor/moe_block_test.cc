@@ -269,7 +269,7 @@ MoeWeights TpViews(const Weights& w, int64_t i) {
   return v;
 }
 
-TEST_CASE("tensor-parallel MoE FFN (tp=2, Gloo; sp on and off) equals the reference",
+TEST_CASE("tensor-parallel MoE FFN (tp=2, Gloo, sp on and off) equals the reference",
           "[executor][moe][tp]") {
   const double cf = GENERATE(0.0, 0.5);
   const bool sp = GENERATE(false, true);

@@ -13,7 +13,7 @@
 namespace meshplan {
 namespace {
 
-TEST_CASE("an untimed comm log is the list of calls; a timed one adds when each was issued "
+TEST_CASE("an untimed comm log is the list of calls, a timed one adds when each was issued "
           "and completed (-1 when never waited for)",
           "[executor][comm]") {
   torch::Tensor x = torch::zeros({2, 3});

@@ -34,7 +34,7 @@ TEST_CASE("a GEMM without kernel geometry runs at the saturated rate") {
   CHECK(GemmTime(gemm, r) == Approx(gemm.flops() / (989.4e12 * g.matmul_efficiency)));
 }
 
-TEST_CASE("a CPU profile's GEMM adds its memory traffic to its compute; a GPU's takes the slower") {
+TEST_CASE("a CPU profile's GEMM adds its memory traffic to its compute, a GPU's takes the slower") {
   GpuSpec g = testing::H100Cluster(1).gpu;
   const GemmOp skinny{64, 8192, 256};  // few rows: the weight's bytes are a large share
   const ComputeRates gpu = Rates(g);

@@ -51,7 +51,7 @@ TEST_CASE("routed expert parameters per rank halve when ep doubles", "[planner][
   }
 }
 
-TEST_CASE("expert parameters and gradients halve with ep; ZeRO shards expert states over dp/ep",
+TEST_CASE("expert parameters and gradients halve with ep, ZeRO shards expert states over dp/ep",
           "[planner][moe][ep][memory]") {
   const ModelSpec& m = Mixtral();
   const TrainingSpec t = Training(64, 4096);

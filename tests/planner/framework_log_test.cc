@@ -53,7 +53,7 @@ TEST_CASE("Megatron-LM: iteration lines and every reported rank's memory", "[pla
   CHECK(m.losses.size() == 6);
 }
 
-TEST_CASE("torchtitan: coloured step lines behind torchrun's rank prefix; tps becomes step time",
+TEST_CASE("torchtitan: coloured step lines behind torchrun's rank prefix, tps becomes step time",
           "[planner][framework_log]") {
   const PlanFile plan = LoadPlanFile(Data("torchtitan_plan.yaml"));
   const LoggedRun run =
@@ -92,7 +92,7 @@ TEST_CASE("torchtitan's earlier step lines: without tflops (December 2024), wps 
   CHECK(short_line.field() == "tps");
 }
 
-TEST_CASE("DeepSpeed: ThroughputTimer lines; the global batch over CurrSamplesPerSec",
+TEST_CASE("DeepSpeed: ThroughputTimer lines, the global batch over CurrSamplesPerSec",
           "[planner][framework_log]") {
   const PlanFile plan = LoadPlanFile(Data("deepspeed_plan.yaml"));
   const LoggedRun run =

@@ -265,7 +265,7 @@ TEST_CASE("2. validate rows take the shared limits and estimate's precision chec
 
 // ================================================================ 3. output paths
 
-TEST_CASE("3. CheckOutputPath: only a new path or a regular file; AtomicFileWriter refuses the "
+TEST_CASE("3. CheckOutputPath: only a new path or a regular file, AtomicFileWriter refuses the "
           "rest without touching it", "[planner][hostile][edges][files]") {
   TempDir dir;
   const std::string fifo = (dir.path / "fifo").string();
@@ -406,7 +406,7 @@ TEST_CASE("7. a second YAML document, even malformed, and a NUL byte are refused
              Catch::Contains("NUL"));
 }
 
-TEST_CASE("7. CLI: decimal flags refuse hex and empty values; an unknown command is named",
+TEST_CASE("7. CLI: decimal flags refuse hex and empty values, an unknown command is named",
           "[planner][hostile][edges][cli]") {
   const struct {
     std::string args, expected;

@@ -20,7 +20,7 @@ namespace {
 
 using test::CliResult;
 
-TEST_CASE("PerGpuRate divides by GPUs and seconds; Utilization is it over the peak",
+TEST_CASE("PerGpuRate divides by GPUs and seconds, Utilization is it over the peak",
           "[planner][flops][per_gpu]") {
   CHECK(PerGpuRate(1200, 4, 3) == Approx(100));
   CHECK(PerGpuRate(1200, 0, 3) == 0);

@@ -73,7 +73,7 @@ TEST_CASE("AddRuntimeMemory: the lines of runtime_memory.h's contract",
   }
 }
 
-TEST_CASE("the hardware files give the cited runtime memory; the CPU profile none",
+TEST_CASE("the hardware files give the cited runtime memory, the CPU profile none",
           "[planner][memory][runtime][config]") {
   const RuntimeMemorySpec h100 = LoadGpu("h100-sxm").runtime_memory;
   CHECK(h100.cuda_context_bytes == 400 * MiB);

@@ -226,7 +226,7 @@ TEST_CASE("interleaved uneven stages: the layers in flight, from the whole order
   }
 }
 
-TEST_CASE("interleaved uneven stages: parameters add up; memory per stage", "[planner][memory][uneven]") {
+TEST_CASE("interleaved uneven stages: parameters add up, memory per stage", "[planner][memory][uneven]") {
   const ModelSpec model = LoadModel("llama3.1-405b");
   REQUIRE(model.layers == 126);
   ParallelPlan plan = Interleaved(16, 8, 7, 7);

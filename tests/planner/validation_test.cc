@@ -418,7 +418,7 @@ TEST_CASE("torchtitan's MFU follows from its WPS", "[planner][validation]") {
   }
 }
 
-TEST_CASE("tokens/s per GPU is Estimate()'s throughput over the GPUs; every row has a fit",
+TEST_CASE("tokens/s per GPU is Estimate()'s throughput over the GPUs, every row has a fit",
           "[planner][validation]") {
   const PublishedRow& r = Row("nemo2407-dgxh100-fp8", "LLAMA2-7B");
   const ValidatedRow v = PredictPublishedRow(r, PublishedFigure::kTokensPerGpu);

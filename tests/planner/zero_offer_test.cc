@@ -97,7 +97,7 @@ TEST_CASE("Validate refuses a ZeRO stage the framework does not offer, unless no
   CHECK(Validate(plan, model, training, 1).empty());
 }
 
-TEST_CASE("the search tries the ZeRO stages the framework offers; a pinned other one is refused",
+TEST_CASE("the search tries the ZeRO stages the framework offers, a pinned other one is refused",
           "[planner][search][zero]") {
   const ModelSpec model = SpecLlama(1024, 8, 16, 1536);
   const ClusterSpec cluster = H100Cluster(1, 2);

@@ -46,7 +46,7 @@ TEST_CASE("10^9 sequences of 2 tokens are refused before the graph is built",
   CHECK(SecondsSince(start) < 1);
 }
 
-TEST_CASE("a timeline above kMaxTraceOps is refused; the same step without one runs",
+TEST_CASE("a timeline above kMaxTraceOps is refused, the same step without one runs",
           "[simulator][limits]") {
   const ModelSpec model = LoadModel("llama2-7b");
   const ClusterSpec cluster = LoadCluster("8xH100");

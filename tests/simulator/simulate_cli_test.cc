@@ -69,9 +69,11 @@ TEST_CASE("simulate rejects a bad plan with exit code 2", "[simulator][cli]") {
   CHECK(r.output.find("world_size") != std::string::npos);
 }
 
-TEST_CASE("simulate names the offloads it does not draw; a re-ranking keeps their analytic time",
+TEST_CASE("simulate names the offloads it does not draw, a re-ranking keeps their analytic time",
           "[simulator][cli][offload]") {
-  const std::string setup = "--model llama2-7b --cluster 8xH100 --global-batch 16 --seq 4096 ";
+  // meshplan's executor offloads any combination (megatron-core offers activations only).
+  const std::string setup =
+      "--model llama2-7b --cluster 8xH100 --global-batch 16 --seq 4096 --framework meshplan ";
   const Result json = RunCli("simulate --format json " + setup + "--plan dp=8,zero=1,offload_opt=1");
   INFO(json.output);
   REQUIRE(json.exit_code == 0);
@@ -122,7 +124,7 @@ TEST_CASE("search --simulate-top K re-ranks the best K plans by simulated step t
   CHECK(analytic_ranks == std::vector<int>{1, 2, 3, 4, 5});
 }
 
-TEST_CASE("simulate's table shows one stage on both sides; the trace keeps what is asked and "
+TEST_CASE("simulate's table shows one stage on both sides, the trace keeps what is asked and "
           "states its size", "[simulator][cli][trace]") {
   const std::string trace = std::string(MESHPLAN_BINARY) + ".simulate_cli_filter.json";
   const std::string setup =
