@@ -88,6 +88,11 @@ struct ZeroOffer {  // the default: meshplan's executor's, all four
 // or never.
 enum class TpOverlapOffer : uint8_t { kAny, kWithSp, kNone };
 
+// Sequence parallelism beside tensor parallelism (the plan's sp with tp > 1): a choice; always
+// (its TP shards the norms and dropouts over the sequence: torchtitan's SequenceParallel
+// norms); or never (its TP has no sequence parallelism: Megatron-LM before 2022).
+enum class SpOffer : uint8_t { kOptional, kAlways, kNever };
+
 // Pipeline schedules (ParallelPlan::schedule, PipelineSchedule's values gpipe, 1f1b,
 // interleaved, zb_h1 as bits 0-3) a framework runs with pp > 1; none: no pipeline parallelism.
 struct ScheduleOffer {  // the default: all four
@@ -246,9 +251,7 @@ struct FrameworkSpec {
   ScheduleOffer schedules;
   OffloadOffer offload;
   TpOverlapOffer tp_overlap = TpOverlapOffer::kAny;
-  // Its TP always shards the norms and dropouts over the sequence (sp=1 whenever tp > 1:
-  // torchtitan's SequenceParallel norms); false: sp is a choice.
-  bool sp_always = false;
+  SpOffer sequence_parallel = SpOffer::kOptional;
   // ZeRO-1 reduce-scatters the gradients into a separate shard beside the full gradient
   // buffer (meshplan's executor, executor/parallel/zero_engine.h), rather than in place in
   // that buffer (Megatron-Core's distributed optimizer, DeepSpeed, FSDP).

@@ -232,7 +232,9 @@ PlanConstraintMask FrameworkRefusals(const ParallelPlan& plan, const FrameworkSp
   fail_if(plan.pp > 1 && !framework.schedules.offers(static_cast<int>(plan.schedule)),
           C::kScheduleOffered);
   fail_if(!TpOverlapOffered(framework.tp_overlap, plan), C::kTpOverlapOffered);
-  fail_if(plan.tp > 1 && !plan.sequence_parallel && framework.sp_always, C::kSpOffered);
+  fail_if(plan.tp > 1 && plan.sequence_parallel != (framework.sequence_parallel != SpOffer::kNever) &&
+              framework.sequence_parallel != SpOffer::kOptional,
+          C::kSpOffered);
   return out;
 }
 
@@ -381,10 +383,13 @@ std::string ViolationMessage(PlanConstraint c, const ParallelPlan& plan, const M
              (training.framework.tp_overlap == TpOverlapOffer::kWithSp
                   ? " without sequence parallelism; allowed: tp_overlap=1 with sp=1, or tp_overlap=0"
                   : "; allowed: tp_overlap=0");
-    case C::kSpOffered:
-      return "sp=0 with tp=" + Str(plan.tp) + " is not offered by " +
-             FrameworkLabel(training.framework) +
-             ": its tensor parallelism always shards the norms over the sequence; allowed: sp=1";
+    case C::kSpOffered: {
+      const bool always = training.framework.sequence_parallel == SpOffer::kAlways;
+      return "sp=" + Str(plan.sequence_parallel ? 1 : 0) + " with tp=" + Str(plan.tp) +
+             " is not offered by " + FrameworkLabel(training.framework) +
+             (always ? ": its tensor parallelism always shards the norms over the sequence; allowed: sp=1"
+                     : ": its tensor parallelism never shards the norms over the sequence; allowed: sp=0");
+    }
     case C::kParallelismOffered: {
       std::string used, names, allowed;
       for (const ParallelismUse& u : ParallelismUses(training.framework.parallelism, plan)) {

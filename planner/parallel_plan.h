@@ -182,7 +182,7 @@ enum class PlanConstraint : uint8_t {
   kOffloadOffered,          // the framework runs the plan's offload combination (FrameworkSpec::offload)
   kScheduleOffered,         // with pp > 1, the framework runs the schedule (FrameworkSpec::schedules)
   kTpOverlapOffered,        // with tp > 1, the framework runs tp_overlap as asked (FrameworkSpec::tp_overlap)
-  kSpOffered,               // with tp > 1, sp=0 only where the framework makes sp a choice (sp_always)
+  kSpOffered,               // with tp > 1, the plan's sp as the framework runs it (FrameworkSpec::sequence_parallel)
   kCount
 };
 inline constexpr int kNumPlanConstraints = static_cast<int>(PlanConstraint::kCount);

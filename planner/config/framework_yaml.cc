@@ -55,7 +55,9 @@ constexpr Spellings<ParamGather, 2> kParamGathers{
 constexpr Spellings<TpOverlapOffer, 3> kTpOverlapOffers{{{TpOverlapOffer::kAny, "any"},
                                                         {TpOverlapOffer::kWithSp, "with-sp"},
                                                         {TpOverlapOffer::kNone, "none"}}};
-constexpr Spellings<bool, 2> kSequenceParallelOffers{{{false, "optional"}, {true, "always"}}};
+constexpr Spellings<SpOffer, 3> kSequenceParallelOffers{{{SpOffer::kOptional, "optional"},
+                                                         {SpOffer::kAlways, "always"},
+                                                         {SpOffer::kNever, "never"}}};
 
 // A required key whose value is one of `table`'s spellings.
 template <typename Enum, size_t N>
@@ -250,7 +252,7 @@ FrameworkSpec FrameworkFromYaml(const YamlFields& f, const std::string& default_
   s.schedules = ReadSchedules(f);
   if (f.Has("tp_overlap")) s.tp_overlap = ReadChoice(f, "tp_overlap", kTpOverlapOffers);
   if (f.Has("sequence_parallel"))
-    s.sp_always = ReadChoice(f, "sequence_parallel", kSequenceParallelOffers);
+    s.sequence_parallel = ReadChoice(f, "sequence_parallel", kSequenceParallelOffers);
   s.reduce_bucket_elements = f.Number("reduce_bucket_elements", {0, true, 1e12}, 0.0);
   if (f.Has("allocator_fragmentation")) {
     s.allocator_fragmentation = f.Number("allocator_fragmentation", {0, true});
@@ -350,7 +352,7 @@ std::string FrameworkToYamlText(const FrameworkSpec& s, const std::string& comme
   out += "prefetch: [" + OfferedPrefetchText(s.prefetch) + "]\n";
   out += "schedules: [" + OfferedSchedulesText(s.schedules) + "]\n";
   out += "tp_overlap: " + spelled(kTpOverlapOffers, s.tp_overlap) + "\n";
-  out += "sequence_parallel: " + spelled(kSequenceParallelOffers, s.sp_always) + "\n";
+  out += "sequence_parallel: " + spelled(kSequenceParallelOffers, s.sequence_parallel) + "\n";
   if (s.reduce_bucket_elements > 0)
     out += fmt::format("reduce_bucket_elements: {}\n", s.reduce_bucket_elements);
   if (s.allocator_fragmentation >= 0)

@@ -32,7 +32,7 @@
 //   schedules         a list of: gpipe, 1f1b, interleaved, zb_h1; [] for no pipeline
 //                     parallelism (optional: all four)
 //   tp_overlap        any | with-sp | none (optional, any: the plan's tp_overlap)
-//   sequence_parallel optional | always (optional, optional: sp=0 with tp > 1 allowed)
+//   sequence_parallel optional | always | never (optional, optional: sp a choice with tp > 1)
 //   zero1_gradients   in-place | shard-copy (ZeRO-1's reduce-scattered gradient shard)
 //   zero3_buffers     views | copies (optional, views: FSDP2's copies around its collectives)
 //   ddp_buckets       views | copies (optional, views: DDP's bucket copies of the gradients)

@@ -151,15 +151,15 @@ PlanSpace::PlanSpace(const ModelSpec& model, const TrainingSpec& training,
     }
   }
 
-  // sp: off without tp; with tp both, or only on where the framework's TP always shards the
-  // norms over the sequence; a pin as given.
+  // sp: off without tp; with tp both, or only the framework's where its TP always or never
+  // shards the norms over the sequence; a pin as given.
   sp_single_ = {pin_sp.value_or(false), false};
   sp_single_n_ = 1;
   if (pin_sp) {
     sp_multi_ = {*pin_sp, false};
     sp_multi_n_ = 1;
-  } else if (training.framework.sp_always) {
-    sp_multi_ = {true, false};
+  } else if (training.framework.sequence_parallel != SpOffer::kOptional) {
+    sp_multi_ = {training.framework.sequence_parallel == SpOffer::kAlways, false};
     sp_multi_n_ = 1;
   } else {
     sp_multi_ = {false, true};

@@ -1,7 +1,7 @@
 // What a framework runs beyond its recompute policies and ZeRO stages (zero_offer_test.cc):
 // its tensor, context and expert parallelism (FrameworkSpec::parallelism), ZeRO-3 prefetch
 // depths (prefetch), offload (offload), pipeline schedules (schedules), TP overlap and
-// sequence parallelism (tp_overlap, sp_always). Each shipped profile's values, Validate's
+// sequence parallelism (tp_overlap, sequence_parallel). Each shipped profile's values, Validate's
 // rule for each, and the search, which tries only what the framework runs.
 #include <catch2/catch.hpp>
 
@@ -99,9 +99,12 @@ TEST_CASE("each profile says what its software runs", "[planner][framework][offe
                            "torchtitan-2024-04", "pytorch", "deepspeed"})
     CHECK(overlap(none) == TpOverlapOffer::kNone);
   CHECK(overlap("meshplan") == TpOverlapOffer::kAny);
-  CHECK(LoadFramework("torchtitan").sp_always);  // SequenceParallel norms
-  CHECK(LoadFramework("torchtitan-2024-04").sp_always);
-  CHECK_FALSE(LoadFramework("megatron-core").sp_always);  // --sequence-parallel is a flag
+  const auto sp = [](const char* name) { return LoadFramework(name).sequence_parallel; };
+  CHECK(sp("torchtitan") == SpOffer::kAlways);  // SequenceParallel norms
+  CHECK(sp("torchtitan-2024-04") == SpOffer::kAlways);
+  CHECK(sp("megatron-core") == SpOffer::kOptional);  // --sequence-parallel is a flag
+  CHECK(sp("megatron-lm-2022") == SpOffer::kOptional);
+  CHECK(sp("megatron-lm-2021") == SpOffer::kNever);  // before Korthikanti et al. 2022
 }
 
 TEST_CASE("Validate refuses what the framework does not run, with what it runs",
@@ -172,6 +175,11 @@ TEST_CASE("Validate refuses what the framework does not run, with what it runs",
        "sp_offered: sp=0 with tp=2 is not offered by " + torchtitan +
            ": its tensor parallelism always shards the norms over the sequence; allowed: sp=1"},
       {"dp=2,zero=3,tp_overlap=1", "torchtitan", ""},
+      {"dp=2,tp=2,sp=1", "megatron-lm-2021",
+       "sp_offered: sp=1 with tp=2 is not offered by megatron-lm-2021 v2.x (SC21 artifact): its "
+       "tensor parallelism never shards the norms over the sequence; allowed: sp=0"},
+      {"dp=2,tp=2", "megatron-lm-2021", ""},
+      {"dp=2,tp=2,sp=1", "megatron-lm-2022", ""},
   };
   for (const Case& c : cases) {
     INFO(c.plan << " under " << c.framework);
@@ -334,6 +342,9 @@ TEST_CASE("the search runs TP as the framework does", "[planner][search][offer]"
     CHECK_FALSE(p.tp_comm_overlap);
     CHECK(p.sequence_parallel);
   }
+  const std::vector<ParallelPlan> old = ranked("megatron-lm-2021");
+  CHECK_FALSE(old.empty());
+  for (const ParallelPlan& p : old) CHECK_FALSE(p.sequence_parallel);
 }
 
 }  // namespace

@@ -121,7 +121,7 @@ TEST_CASE("a hostile profile is refused with file, line, field and the allowed v
        "needs an `offload:` list", 12},
       {std::string(kProfile) + "tp_overlap: partial\n", "tp_overlap", "any, with-sp, none", 12},
       {std::string(kProfile) + "sequence_parallel: sometimes\n", "sequence_parallel",
-       "optional, always", 12},
+       "optional, always, never", 12},
       {std::string(kProfile) + "prefetch: [0, 5]\n", "prefetch", "from 0 to 4; got '5'", 12},
       {std::string(kProfile) + "prefetch: [0]\n", "prefetch", "must offer 1", 12},
       {std::string(kProfile) + "prefetch: [1, 1]\n", "prefetch", "1 given twice", 12},
