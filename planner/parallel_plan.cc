@@ -1,5 +1,6 @@
 #include "planner/parallel_plan.h"
 
+#include <algorithm>
 #include <array>
 
 #include "planner/checked_math.h"
@@ -217,8 +218,9 @@ PlanConstraintMask FrameworkRefusals(const ParallelPlan& plan, const FrameworkSp
   auto fail_if = [&out](bool broken, C c) {
     if (broken) out |= MaskOf(c);
   };
-  fail_if((plan.tp > 1 && !framework.parallelism.tp) || (plan.cp > 1 && !framework.parallelism.cp) ||
-              (plan.ep > 1 && !framework.parallelism.ep),
+  const std::array<ParallelismUse, 3> uses = ParallelismUses(framework.parallelism, plan);
+  fail_if(std::any_of(uses.begin(), uses.end(),
+                      [](const ParallelismUse& u) { return u.degree > 1 && !u.offered; }),
           C::kParallelismOffered);
   fail_if(plan.zero_stage == 3 && plan.weight_replicas() > 1 &&
               !framework.prefetch.offers(plan.zero3_prefetch),
@@ -232,8 +234,9 @@ PlanConstraintMask FrameworkRefusals(const ParallelPlan& plan, const FrameworkSp
   fail_if(plan.pp > 1 && !framework.schedules.offers(static_cast<int>(plan.schedule)),
           C::kScheduleOffered);
   fail_if(!TpOverlapOffered(framework.tp_overlap, plan), C::kTpOverlapOffered);
-  fail_if(plan.tp > 1 && plan.sequence_parallel != (framework.sequence_parallel != SpOffer::kNever) &&
-              framework.sequence_parallel != SpOffer::kOptional,
+  const SpOffer sp = framework.sequence_parallel;
+  fail_if(plan.tp > 1 && ((sp == SpOffer::kAlways && !plan.sequence_parallel) ||
+                          (sp == SpOffer::kNever && plan.sequence_parallel)),
           C::kSpOffered);
   return out;
 }
