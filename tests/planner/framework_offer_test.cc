@@ -36,18 +36,30 @@ std::string Refusal(const std::string& plan, const char* framework) {
   return out;
 }
 
-// The plans a search ranks under `framework` (every one it found, not only the best).
-std::vector<ParallelPlan> Ranked(const ModelSpec& model, const ClusterSpec& cluster,
-                                 TrainingSpec training, const char* framework,
-                                 const std::string& pins = "") {
+// A search under `framework` on one thread that ranks every plan it finds, not only the best.
+SearchResult SearchUnder(const ModelSpec& model, const ClusterSpec& cluster, TrainingSpec training,
+                         const char* framework, const std::string& pins = "") {
   training.framework = LoadFramework(framework);
   SearchOptions options;
   options.threads = 1;
   options.top_k = 100000;
   options.space.pins = ParsePlanPins(pins);
+  return Search(model, cluster, training, options);
+}
+
+// The plans that search ranks.
+std::vector<ParallelPlan> Ranked(const ModelSpec& model, const ClusterSpec& cluster,
+                                 TrainingSpec training, const char* framework,
+                                 const std::string& pins = "") {
   std::vector<ParallelPlan> out;
-  for (const RankedPlan& r : Search(model, cluster, training, options).top) out.push_back(r.plan);
+  for (const RankedPlan& r : SearchUnder(model, cluster, training, framework, pins).top)
+    out.push_back(r.plan);
   return out;
+}
+
+// The candidates `result` removed by `rule` first.
+int64_t Removed(const SearchResult& result, PlanConstraint rule) {
+  return result.constraints[static_cast<int>(rule)].removed;
 }
 
 const char* const kTorchtitan = "torchtitan 9dec370ad (2024-12, PyTorch 2.6 nightly, eager)";
@@ -258,18 +270,14 @@ TEST_CASE("the search tries the schedules the framework runs", "[planner][search
     for (int s = 0; s < 4; ++s) CHECK(seen[s] == LoadFramework(framework).schedules.offers(s));
   }
   // The grid holds only those: none is left for Validate to refuse.
-  TrainingSpec megatron = training;
-  megatron.framework = LoadFramework("megatron-core");
-  SearchOptions options;
-  options.threads = 1;
-  options.space.pins = ParsePlanPins("pp=2");
-  const SearchResult result = Search(model, H100Cluster(1, 8), megatron, options);
-  CHECK(result.constraints[static_cast<int>(PlanConstraint::kScheduleOffered)].removed == 0);
+  const auto pipelined = [&](const char* framework) {
+    return SearchUnder(model, H100Cluster(1, 8), training, framework, "pp=2");
+  };
+  CHECK(Removed(pipelined("megatron-core"), PlanConstraint::kScheduleOffered) == 0);
   // No pipeline parallelism: every pipelined candidate is refused by schedule_offered.
-  megatron.framework = LoadFramework("torchtitan-2024-04");
-  const SearchResult none = Search(model, H100Cluster(1, 8), megatron, options);
+  const SearchResult none = pipelined("torchtitan-2024-04");
   CHECK(none.top.empty());
-  CHECK(none.constraints[static_cast<int>(PlanConstraint::kScheduleOffered)].removed > 0);
+  CHECK(Removed(none, PlanConstraint::kScheduleOffered) > 0);
 }
 
 TEST_CASE("the search splits the model only as the framework can", "[planner][search][offer]") {
@@ -289,14 +297,9 @@ TEST_CASE("the search splits the model only as the framework can", "[planner][se
   CHECK(tp > 0);
   CHECK(cp > 0);
   // The meshes stay in the grid, refused by their own rule, so the search says why.
-  TrainingSpec deepspeed = training;
-  deepspeed.framework = LoadFramework("deepspeed");
-  SearchOptions options;
-  options.threads = 1;
-  options.space.pins = ParsePlanPins("tp=2");
-  const SearchResult result = Search(model, H100Cluster(1, 8), deepspeed, options);
+  const SearchResult result = SearchUnder(model, H100Cluster(1, 8), training, "deepspeed", "tp=2");
   CHECK(result.top.empty());
-  CHECK(result.constraints[static_cast<int>(PlanConstraint::kParallelismOffered)].removed > 0);
+  CHECK(Removed(result, PlanConstraint::kParallelismOffered) > 0);
 }
 
 TEST_CASE("the search drops ZeRO-3 prefetching only where the framework can",
@@ -305,12 +308,7 @@ TEST_CASE("the search drops ZeRO-3 prefetching only where the framework can",
   const ModelSpec model = SpecLlama(4096, 32, 32, 11008);
   const TrainingSpec training = Training(64, 4096);
   const auto prefetch0 = [&](const char* framework) {
-    TrainingSpec t = training;
-    t.framework = LoadFramework(framework);
-    SearchOptions options;
-    options.threads = 1;
-    options.top_k = 100000;
-    const SearchResult result = Search(model, H100Cluster(1, 4), t, options);
+    const SearchResult result = SearchUnder(model, H100Cluster(1, 4), training, framework);
     int ranked = 0;
     for (const RankedPlan& r : result.top) ranked += r.plan.zero3_prefetch == 0;
     return std::pair{result.knobs.prefetch0_tried, ranked};
