@@ -191,6 +191,12 @@ void SearchMesh(const Job& job, int64_t mesh_index, WorkerState& state) {
   plan.cp = mesh.cp;
   plan.ep = mesh.ep;
   job.space.SetBaseKnobs(&plan);
+  // The framework's rules that a pinned knob makes depend on the inner axes: a pinned
+  // activation offload on the recompute policy (offload_offered), a pinned prefetch depth
+  // on the ZeRO stage (prefetch_offered). Without such a pin the check below covers them.
+  const FrameworkSpec& framework = job.training.framework;
+  const bool inner_rules =
+      plan.offload_activations || !framework.prefetch.offers(plan.zero3_prefetch);
   for (bool sp : axes.sequence_parallel) {
     plan.sequence_parallel = sp;
     for (int64_t mbs : axes.micro_batch) {
@@ -200,8 +206,7 @@ void SearchMesh(const Job& job, int64_t mesh_index, WorkerState& state) {
         plan.virtual_stages = schedule.virtual_stages;
         SetStageSplit(&plan, schedule.split);
         // The zero and recompute axes hold only what the framework offers, so one check
-        // covers the inner block, but for activation offload (a pin) that the framework
-        // runs only without recompute (OffloadOffered), checked per recompute below.
+        // covers the inner block, but for inner_rules, checked per candidate below.
         plan.zero_stage = axes.zero_stage.front();
         plan.recompute = axes.recompute.front();
         const PlanConstraintMask broken =
@@ -215,10 +220,11 @@ void SearchMesh(const Job& job, int64_t mesh_index, WorkerState& state) {
           plan.zero_stage = zero;
           for (const RecomputePolicy& recompute : axes.recompute) {
             plan.recompute = recompute;
-            if (plan.offload_activations &&
-                !OffloadOffered(job.training.framework.offload, plan)) {
-              CountRejected(MaskOf(PlanConstraint::kOffloadOffered), plan, ordinal++, 1, state);
-              continue;
+            if (inner_rules) {
+              if (const PlanConstraintMask refused = FrameworkRefusals(plan, framework)) {
+                CountRejected(refused, plan, ordinal++, 1, state);
+                continue;
+              }
             }
             EvaluateCandidate(job, &evaluator, plan, ordinal++, state, rows);
           }

@@ -317,6 +317,12 @@ TEST_CASE("the search drops ZeRO-3 prefetching only where the framework can",
   CHECK(tried > 0);
   CHECK(ranked > 0);
   CHECK(prefetch0("torchtitan") == std::pair<int64_t, int>{0, 0});
+  // Pinned, the depth FSDP cannot run is refused on the ZeRO-3 plans alone.
+  const SearchResult pinned =
+      SearchUnder(model, H100Cluster(1, 4), training, "torchtitan", "prefetch=0");
+  CHECK_FALSE(pinned.top.empty());  // zero=0 and 2 plans gather nothing ahead
+  for (const RankedPlan& r : pinned.top) CHECK(r.plan.zero_stage != 3);
+  CHECK(Removed(pinned, PlanConstraint::kPrefetchOffered) > 0);
 }
 
 TEST_CASE("the search runs TP as the framework does", "[planner][search][offer]") {
