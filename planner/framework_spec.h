@@ -4,8 +4,8 @@
 // The architecture (planner/model_spec.h) says which ops a block has; the framework says
 // which kernels run them, what dtypes the model states are kept in, how the optimizer steps,
 // how micro-batch gradients are summed, what it offers (recompute policies, ZeRO stages and
-// ZeRO-3 prefetch depths, tp / cp / ep, pipeline schedules, offload, TP overlap and sequence parallelism) and how its
-// allocator wastes memory. Plain data; planner/config/framework_yaml.h loads it with located
+// ZeRO-3 prefetch depths, tp / cp / ep, pipeline schedules, offload, TP overlap and sequence
+// parallelism) and how its allocator wastes memory. Plain data; planner/config/framework_yaml.h loads it with located
 // errors, and every value is cited in the YAML files. The cost model reads it through
 // TrainingSpec::framework. docs/frameworks.md says what each field changes and why.
 #pragma once

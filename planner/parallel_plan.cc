@@ -212,6 +212,13 @@ PlanConstraintMask CheckPlan(const ParallelPlan& plan, const ModelSpec& model,
   return out | FrameworkRefusals(plan, training.framework);
 }
 
+bool IsFrameworkRule(const std::string& constraint_id) {
+  for (int c = 0; c < kNumPlanConstraints; ++c)
+    if (((kFrameworkRules >> c) & 1) && constraint_id == ConstraintId(static_cast<PlanConstraint>(c)))
+      return true;
+  return false;
+}
+
 PlanConstraintMask FrameworkRefusals(const ParallelPlan& plan, const FrameworkSpec& framework) {
   using C = PlanConstraint;
   PlanConstraintMask out = 0;

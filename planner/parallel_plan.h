@@ -219,6 +219,8 @@ inline constexpr PlanConstraintMask kFrameworkRules =
     MaskOf(PlanConstraint::kZeroOffered) |
     MaskOf(PlanConstraint::kOffloadOffered) | MaskOf(PlanConstraint::kScheduleOffered) |
     MaskOf(PlanConstraint::kTpOverlapOffered) | MaskOf(PlanConstraint::kSpOffered);
+// Whether a violation's constraint id (PlanViolation::constraint) is one of kFrameworkRules.
+bool IsFrameworkRule(const std::string& constraint_id);
 
 // The same rules with messages naming the factors and their values: one violation
 // per bit of CheckPlan(), in PlanConstraint order. Empty means valid.

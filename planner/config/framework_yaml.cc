@@ -366,12 +366,9 @@ std::string FrameworkToYamlText(const FrameworkSpec& s, const std::string& comme
 
 std::string ProfilesOffering(const ParallelPlan& plan, const std::vector<PlanViolation>& violations,
                              const std::string& how) {
-  bool refused = false;
-  for (const PlanViolation& v : violations)
-    for (int c = 0; c < kNumPlanConstraints; ++c)
-      refused = refused || (((kFrameworkRules >> c) & 1) &&
-                            v.constraint == ConstraintId(static_cast<PlanConstraint>(c)));
-  if (!refused) return "";
+  if (std::none_of(violations.begin(), violations.end(),
+                   [](const PlanViolation& v) { return IsFrameworkRule(v.constraint); }))
+    return "";
   // The profiles under which the plan breaks none of those rules.
   std::string names;
   for (const std::string& name : ListFrameworks())

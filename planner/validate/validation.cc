@@ -126,13 +126,10 @@ void PredictUnder(const FrameworkSpec& framework, PublishedRuns* runs) {
       // A plan the profile does not run (its recompute, ZeRO stage, parallelism, ...) is
       // listed with the rule, not predicted.
       const PlanFile& f = row.setup;
-      const PlanConstraintMask refused = FrameworkRefusals(f.plan, f.training.framework);
-      if (refused == 0) continue;
       for (const PlanViolation& v : Validate(f.plan, f.model, f.training, f.cluster.world_size()))
-        for (int c = 0; c < kNumPlanConstraints; ++c)
-          if (((refused >> c) & 1) && v.constraint == ConstraintId(static_cast<PlanConstraint>(c)))
-            row.skip_reason += (row.skip_reason.empty() ? "" : "; ") + v.message + " [" +
-                               v.constraint + "]";
+        if (IsFrameworkRule(v.constraint))
+          row.skip_reason += (row.skip_reason.empty() ? "" : "; ") + v.message + " [" +
+                             v.constraint + "]";
     }
   }
 }
