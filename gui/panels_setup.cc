@@ -53,7 +53,8 @@ void NameCombo(ExplorerState& state, const char* label, const std::string& curre
 
 void DrawModelSummary(const ModelSpec& m) {
   ColoredText(kColorDimText,
-              fmt::format("{}, {} params; E={} L={} H={} K={} F={} V={}", ToString(m.block),
+              fmt::format("{}{}, {} params; E={} L={} H={} K={} F={} V={}", ToString(m.block),
+                          m.gated_ffn() ? "" : " (squared-ReLU FFN)",
                           FormatCount(static_cast<double>(CountParams(m))), m.hidden, m.layers,
                           m.heads, m.kv_heads, m.ffn_hidden, m.vocab_size));
   if (m.moe.enabled())

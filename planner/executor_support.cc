@@ -21,6 +21,9 @@ std::vector<std::string> ModelLimitations(const ModelSpec& m) {
                       "multi-head latent attention" + predicted);
   if (m.qk_norm)
     reasons.push_back("model.qk_norm: the executor's attention has no q/k RMSNorm" + predicted);
+  if (!m.gated_ffn())
+    reasons.push_back(std::string("model.ffn_activation: ") + ToString(m.ffn_activation) +
+                      ": the executor's FFN is SwiGLU" + predicted);
   return reasons;
 }
 

@@ -20,6 +20,11 @@ namespace meshplan {
 // gpt:   LayerNorm with bias, learned positions, GeLU MLP (E -> F -> E) with bias, dropout.
 enum class BlockKind { kLlama, kGpt };
 
+// The dense FFN of a llama block: swiglu, gated (w_down(silu(w_gate x) * w_up x), three
+// matrices); squared-relu, not gated (w_down(relu(w_up x)^2), two matrices: Nemotron,
+// Megatron's --squared-relu).
+enum class FfnActivation { kSwiGlu, kSquaredRelu };
+
 // The default load imbalance u of dropless routing over ep ranks (the busiest rank's routed
 // rows over the mean; planner/cost/expert_parallel.h): 1.25, the capacity factor Switch
 // Transformer trains with (Fedus et al. 2021, arXiv:2101.03961, section 2.2 and Table 1:
@@ -74,6 +79,7 @@ struct ModelSpec {
   int64_t max_seq = 0;          // longest sequence the model supports (0 = unbounded)
   int64_t attention_head_dim = 0;  // D set on its own (Qwen3, Gemma, MLA); 0: D = E / H
   bool qk_norm = false;            // RMSNorm over each q and k head (Qwen3), weights of D
+  FfnActivation ffn_activation = FfnActivation::kSwiGlu;  // llama blocks' dense FFN
   MoeSpec moe;
   MlaSpec mla;
 
@@ -81,6 +87,7 @@ struct ModelSpec {
   int64_t v_head_dim() const { return mla.enabled() ? mla.v_head_dim : head_dim(); }  // Dv
   int64_t q_hidden() const { return heads * head_dim(); }      // H * D: q and attention-output width
   int64_t kv_hidden() const { return kv_heads * head_dim(); }  // K * D
+  bool gated_ffn() const { return ffn_activation == FfnActivation::kSwiGlu; }
   // Layers whose FFN is a mixture of experts (L - Ld), and dense ones (Ld, or L).
   int64_t moe_layers() const { return moe.enabled() ? layers - moe.dense_layers : 0; }
   int64_t dense_ffn_layers() const { return layers - moe_layers(); }

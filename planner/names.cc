@@ -18,6 +18,8 @@ std::string Lower(std::string text) {
 namespace {
 
 constexpr Spellings<BlockKind, 2> kBlockKinds{{{BlockKind::kLlama, "llama"}, {BlockKind::kGpt, "gpt"}}};
+constexpr Spellings<FfnActivation, 2> kFfnActivations{
+    {{FfnActivation::kSwiGlu, "swiglu"}, {FfnActivation::kSquaredRelu, "squared-relu"}}};
 constexpr Spellings<Precision, 4> kPrecisions{{{Precision::kBf16, "bf16"},
                                                {Precision::kMixed, "mixed"},
                                                {Precision::kFp32, "fp32"},
@@ -39,12 +41,16 @@ constexpr Spellings<GradAccumulation, 2> kGradAccumulations{
 }  // namespace
 
 const char* ToString(BlockKind kind) { return SpellingOf(kBlockKinds, kind); }
+const char* ToString(FfnActivation activation) { return SpellingOf(kFfnActivations, activation); }
 const char* ToString(Precision precision) { return SpellingOf(kPrecisions, precision); }
 const char* ToString(Recompute recompute) { return SpellingOf(kRecomputes, recompute); }
 const char* ToString(PipelineSchedule schedule) { return SpellingOf(kSchedules, schedule); }
 const char* ToString(GradAccumulation mode) { return SpellingOf(kGradAccumulations, mode); }
 
 bool ParseBlockKind(const std::string& name, BlockKind* out) { return ParseSpelling(kBlockKinds, name, out); }
+bool ParseFfnActivation(const std::string& name, FfnActivation* out) {
+  return ParseSpelling(kFfnActivations, name, out);
+}
 bool ParsePrecision(const std::string& name, Precision* out) { return ParseSpelling(kPrecisions, name, out); }
 std::string ToString(const RecomputePolicy& policy) {
   if (policy.kind == Recompute::kEvery) return std::string(kEveryPrefix) + std::to_string(policy.every);
@@ -83,6 +89,7 @@ const char* AllowedList() {
 }  // namespace
 
 const char* AllowedBlockKinds() { return AllowedList<kBlockKinds>(); }
+const char* AllowedFfnActivations() { return AllowedList<kFfnActivations>(); }
 const char* AllowedPrecisions() { return AllowedList<kPrecisions>(); }
 const char* AllowedRecomputes() {
   return "none, selective, full, op, every:N (N an integer >= 2; every:1 is full)";

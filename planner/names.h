@@ -13,6 +13,7 @@
 namespace meshplan {
 
 const char* ToString(BlockKind kind);            // llama | gpt
+const char* ToString(FfnActivation activation);  // swiglu | squared-relu
 const char* ToString(Precision precision);       // bf16 | mixed | fp32 | fp8
 const char* ToString(Recompute recompute);       // none | selective | full | op | every
 std::string ToString(const RecomputePolicy& policy);  // the above, every:N for kEvery
@@ -20,6 +21,7 @@ const char* ToString(PipelineSchedule schedule); // gpipe | 1f1b | interleaved |
 const char* ToString(GradAccumulation mode);     // fused | separate
 
 bool ParseBlockKind(const std::string& name, BlockKind* out);
+bool ParseFfnActivation(const std::string& name, FfnActivation* out);
 bool ParsePrecision(const std::string& name, Precision* out);
 // none | selective | full | op | every:N (N an integer >= 2: every:1 is full, refused).
 bool ParseRecompute(const std::string& name, RecomputePolicy* out);
@@ -30,6 +32,7 @@ bool ParseGradAccumulation(const std::string& name, GradAccumulation* out);
 std::string Lower(std::string text);
 
 const char* AllowedBlockKinds();
+const char* AllowedFfnActivations();
 const char* AllowedPrecisions();
 const char* AllowedRecomputes();
 const char* AllowedPipelineSchedules();

@@ -43,6 +43,7 @@ ModelSpec TinyModelLike(const ModelSpec& big, const ParallelPlan& plan, int64_t 
   m.block = big.block;
   m.tied_embeddings = big.tied_embeddings;
   m.qk_norm = big.qk_norm;
+  m.ffn_activation = big.ffn_activation;
   const bool mha = big.kv_heads == big.heads || big.mla.enabled();
   // K divisible by tp; H = K (multi-head) or K times the big model's group size up to 4;
   // at least 8 query heads, as tiny-llama, so attention is not a toy.
@@ -153,6 +154,11 @@ ScaledDown ScaleDown(const PlanFile& big, const ClusterSpec& cluster, bool cpu) 
   drop(m.moe.router_bias, "moe.router_bias");
   if (big.model.mla.enabled())
     out.changes.push_back("mla -> multi-head attention (the executor builds no MLA)");
+  if (!m.gated_ffn()) {
+    out.changes.push_back(fmt::format("ffn_activation {} -> swiglu (the executor's FFN is SwiGLU)",
+                                      ToString(m.ffn_activation)));
+    m.ffn_activation = FfnActivation::kSwiGlu;
+  }
   if (m.block != BlockKind::kLlama) {
     m.block = BlockKind::kLlama;
     out.changes.push_back("block gpt -> llama (the executor builds llama blocks only)");

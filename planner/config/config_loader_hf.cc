@@ -1,6 +1,7 @@
 // Hugging Face config.json -> ModelSpec (LoadHfConfig in planner/config/config_loader.h).
 //
-// Llama-style model types (llama, mistral, qwen2, qwen3) map to block llama; gpt2 maps to
+// Llama-style model types (llama, mistral, qwen2, qwen3) map to block llama, as does nemotron
+// with its non-gated squared-ReLU FFN (hidden_act relu2: ffn_activation squared-relu); gpt2 maps to
 // block gpt with F = 4E (n_inner when given) and tied embeddings. Mixtures of experts:
 // mixtral (num_local_experts, num_experts_per_tok; each expert intermediate_size wide),
 // qwen3_moe (num_experts, num_experts_per_tok, moe_intermediate_size; every layer sparse),
@@ -32,7 +33,7 @@ namespace {
 using nlohmann::json;
 
 constexpr const char* kSupportedTypes =
-    "llama, mistral, qwen2, qwen3 (block llama), mixtral, qwen3_moe, deepseek_v2, deepseek_v3 "
+    "llama, mistral, qwen2, qwen3, nemotron (block llama), mixtral, qwen3_moe, deepseek_v2, deepseek_v3 "
     "(block llama, mixture of experts), gpt2 (block gpt)";
 
 // Keys that make a config a mixture of experts, in the model types meshplan reads.
@@ -184,6 +185,19 @@ ModelSpec FromDeepSeek(const JsonFields& f, const std::string& type) {
   return m;
 }
 
+// NemotronForCausalLM (transformers models/nemotron): NemotronMLP is down_proj(act(up_proj x)),
+// no gate; its config's hidden_act defaults to relu2. LayerNorm1p and partial RoPE cost as
+// RMSNorm and full RoPE (docs/cost_model.md section 1).
+ModelSpec FromNemotron(const JsonFields& f) {
+  ModelSpec m = FromLlama(f);
+  const std::string act = f.String("hidden_act", "relu2");
+  if (act != "relu2")
+    f.Fail("hidden_act", "'" + act + "' is not supported for model_type nemotron; expected relu2 "
+                         "(a squared-ReLU FFN)");
+  m.ffn_activation = FfnActivation::kSquaredRelu;
+  return m;
+}
+
 ModelSpec FromGpt2(const JsonFields& f) {
   ModelSpec m;
   m.block = BlockKind::kGpt;
@@ -232,7 +246,7 @@ ModelSpec FromHfJson(const json& root, const std::string& file) {
   const bool moe_type = type == "mixtral" || type == "qwen3_moe" || type == "deepseek_v2" ||
                         type == "deepseek_v3";
   const bool dense_type = type == "llama" || type == "mistral" || type == "qwen2" ||
-                          type == "qwen3" || type == "gpt2";
+                          type == "qwen3" || type == "nemotron" || type == "gpt2";
   if (!moe_type && !dense_type)
     f.Fail("model_type", "unsupported model_type '" + type + "'; supported: " + kSupportedTypes);
   if (dense_type)
@@ -246,6 +260,8 @@ ModelSpec FromHfJson(const json& root, const std::string& file) {
     m = FromLlama(f);
   else if (type == "qwen3" || type == "qwen3_moe")
     m = FromQwen3(f, type == "qwen3_moe");
+  else if (type == "nemotron")
+    m = FromNemotron(f);
   else if (type == "mixtral")
     m = FromMixtral(f);
   else if (type == "deepseek_v2" || type == "deepseek_v3")

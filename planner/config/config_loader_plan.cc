@@ -103,6 +103,7 @@ std::string ModelToYaml(const ModelSpec& m) {
       m.tied_embeddings ? "true" : "false", m.max_seq);
   if (m.attention_head_dim > 0) out += fmt::format("head_dim: {}\n", m.attention_head_dim);
   if (m.qk_norm) out += "qk_norm: true\n";
+  if (!m.gated_ffn()) out += fmt::format("ffn_activation: {}\n", ToString(m.ffn_activation));
   if (m.moe.enabled()) {
     const MoeSpec& e = m.moe;
     out += fmt::format(

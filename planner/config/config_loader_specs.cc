@@ -112,11 +112,16 @@ std::optional<ShapeProblem> CheckModelShape(const ModelSpec& m) {
                                    "max_seq > 0 (the number of positions)"};
   if (m.block == BlockKind::kGpt) {
     const char* extra = m.moe.enabled() ? "moe" : m.mla.enabled() ? "mla"
-                        : m.qk_norm     ? "qk_norm" : m.attention_head_dim ? "head_dim" : nullptr;
+                        : m.qk_norm     ? "qk_norm" : m.attention_head_dim ? "head_dim"
+                        : !m.gated_ffn() ? "ffn_activation" : nullptr;
     if (extra)
       return ShapeProblem{extra, std::string("a gpt block has no ") + extra +
                                      "; expected block: llama (or leave the field out)"};
   }
+  if (m.moe.enabled() && !m.gated_ffn())
+    return ShapeProblem{"ffn_activation", std::string("a mixture of experts' FFNs are SwiGLU; "
+                                          "expected ffn_activation: swiglu with moe, got ") +
+                                          ToString(m.ffn_activation)};
   if (m.moe.enabled())
     if (auto problem = CheckMoeShape(m)) return problem;
   if (m.mla.enabled())
@@ -171,7 +176,7 @@ MlaSpec MlaFromYaml(const YamlFields& f) {
 
 ModelSpec ModelFromYaml(const YamlFields& f, const std::string& default_name) {
   f.AllowOnly({"name", "block", "vocab_size", "hidden", "layers", "heads", "kv_heads", "ffn_hidden",
-               "tied_embeddings", "max_seq", "head_dim", "qk_norm", "moe", "mla"});
+               "tied_embeddings", "max_seq", "head_dim", "qk_norm", "ffn_activation", "moe", "mla"});
   ModelSpec m;
   m.name = f.String("name", default_name);
   const std::string block = f.String("block");
@@ -187,6 +192,10 @@ ModelSpec ModelFromYaml(const YamlFields& f, const std::string& default_name) {
   m.max_seq = f.Int("max_seq", {0, 100'000'000}, 0);
   m.attention_head_dim = ExplicitHeadDim(f.Int("head_dim", {0, 100'000}, 0), m.hidden, m.heads);
   m.qk_norm = f.Bool("qk_norm", false);
+  const std::string activation = f.String("ffn_activation", "swiglu");
+  if (!ParseFfnActivation(activation, &m.ffn_activation))
+    f.Fail("ffn_activation", "expected one of: " + std::string(AllowedFfnActivations()) +
+                                 "; got '" + activation + "'");
   if (f.Has("moe")) m.moe = MoeFromYaml(f.Map("moe"));
   if (f.Has("mla")) m.mla = MlaFromYaml(f.Map("mla"));
   if (auto problem = CheckModelShape(m)) {

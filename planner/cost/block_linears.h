@@ -19,7 +19,7 @@ enum class TpSplit : uint8_t { kColumn, kRow, kReplicated };
 
 enum class LinearRole : uint8_t {
   kAttention,     // q, k, v, o projections (and MLA's low-rank ones)
-  kDenseFfn,      // gate, up, down of a dense layer
+  kDenseFfn,      // gate (SwiGLU only), up, down of a dense layer
   kRouter,        // the MoE router (gating) matrix
   kRoutedExpert,  // one matrix of each of the X routed experts
   kSharedExpert,  // one matrix of each of the Xs shared experts
@@ -59,7 +59,8 @@ class BlockLinears {
 };
 
 // The matrices of one llama block; `moe_layer` picks the MoE FFN (model.moe.enabled()
-// required) over the dense one. Precondition: model.block == kLlama.
+// required) over the dense one (gate, up, down; up and down when not gated).
+// Precondition: model.block == kLlama.
 BlockLinears LlamaBlockLinears(const ModelSpec& model, bool moe_layer);
 // The matrices of one gpt block: qkv E x (E + 2*K*D) and fc1 E x F column-parallel, o
 // E x E and fc2 F x E row-parallel (their biases and the LayerNorms: param_count.cc).

@@ -213,6 +213,7 @@ class BlockOpsBuilder {
   // The copies around Transformer Engine's attention under Megatron-Core (`kernels: fused`).
   void TeAttentionLayout(bool gpt);
   void MlpHalf();
+  void SquaredReluFfn();
   void MoeFfn();
   struct ExpertNames {
     const char *swiglu, *gate_output, *up_output, *down, *down_input;

@@ -32,6 +32,8 @@ void BlockOpsBuilder::MlpHalf() {
   }
   if (sh_.experts > 0) {
     MoeFfn();
+  } else if (!m_.gated_ffn()) {
+    SquaredReluFfn();
   } else {
     const bool gate_saved = Linear();  // w_gate
     Save({"w_up/w_gate", "input: normed h (B,Sn,E)", normed, L});
@@ -61,6 +63,32 @@ void BlockOpsBuilder::MlpHalf() {
   }
   TpHalfCollectives(/*entering=*/false);
   Residual("mlp.residual", "mlp.residual_dropout");
+}
+
+// The non-gated FFN w_down(relu(w_up x)^2) (ffn_activation: squared-relu). Fused (Megatron-
+// Core's and NeMo's squared_relu, torch.compile'd: megatron/training/activations.py at
+// core_r0.8.0, nemo/collections/nlp/modules/common/megatron/utils.py at r2.0.0rc1): one kernel
+// each way, forward read x + write (T, F/tp), backward read dy and x, write dx. Eager
+// (torch.pow(F.relu(x), 2)): forward relu and pow (4A); backward pow_backward's
+// grad * (2 * x.pow(1)) in three kernels (7A) and relu's threshold_backward (3A). Either keeps
+// one (B,Sc,Ft) tensor for the activation's backward (w_up's output, or relu's, which
+// autograd saves for both ops) and w_down's input.
+void BlockOpsBuilder::SquaredReluFfn() {
+  const double a = a_, L = sh_.linear_input_bytes;
+  const double normed = double(sh_.b) * sh_.s_norm * sh_.hidden;
+  const double inner = double(sh_.b) * sh_.s_local * sh_.ffn;  // (B,Sc,Ft)
+  const double ffn = sh_.T * static_cast<double>(m_.ffn_hidden) / tp_;
+  const bool up_saved = Linear();  // w_up
+  Save({"w_up", "input: normed h (B,Sn,E)", normed, L});
+  if (fused_)
+    Memory("squared_relu", G::kActivation, {2 * a * ffn, 1}, {3 * a * ffn, 1});
+  else
+    Memory("squared_relu", G::kActivation, {4 * a * ffn, 2}, {10 * a * ffn, 4});
+  SaveOutputOf(up_saved, {"squared_relu", "input: up output (B,Sc,Ft)", inner, a});
+  Linear();  // w_down
+  Save({"w_down", "input: relu(up)^2 (B,Sc,Ft)", inner, L});
+  Temporary({"w_down backward", "d(down input) (B,Sc,Ft)", inner, a});
+  Temporary({"squared_relu backward", "d(up output) (B,Sc,Ft)", inner, a});
 }
 
 // A MoE FFN (activation_memory.h, "MoE FFN"; R = expert_rows). Its memory-bound bytes sit

@@ -166,7 +166,10 @@ void AddModel(const ExportJob& job, std::vector<McoreSetting>* out) {
   out->push_back({S::kModel, "", "", "--max-position-embeddings", Int(positions)});
   if (m.block == BlockKind::kLlama) {
     out->push_back({S::kModel, "normalization", "RMSNorm", "--normalization", "RMSNorm"});
-    out->push_back({S::kModel, "gated_linear_unit", "true", "--swiglu", ""});
+    if (m.gated_ffn())
+      out->push_back({S::kModel, "gated_linear_unit", "true", "--swiglu", ""});
+    else  // TransformerConfig.activation_func is a callable, no override: the flag only
+      out->push_back({S::kModel, "gated_linear_unit", "false", "--squared-relu", ""});
     out->push_back({S::kModel, "add_bias_linear", "false", "--disable-bias-linear", ""});
     out->push_back(
         {S::kModel, "position_embedding_type", "rope", "--position-embedding-type", "rope"});

@@ -48,8 +48,9 @@ TEST_CASE("the configs folder is found and lists every shipped config", "[planne
   const std::vector<std::string> expected_models = {
       "deepseek-v3", "gpt-1.3b",  "gpt2-medium", "gpt2-small", "gpt2-xl",       "gpt3-175b",
       "llama-1b",    "llama2-13b", "llama2-70b", "llama2-7b",  "llama3-70b",    "llama3-8b",
-      "llama3.1-405b", "mixtral-8x7b", "mt-nlg-530b", "qwen3-30b-a3b", "qwen3-8b",
-      "spec-194m-tied", "spec-246m", "spec-7b", "tiny-llama", "tiny-moe"};
+      "llama3.1-405b", "mixtral-8x7b", "mt-nlg-530b", "nemotron3-22b", "nemotron3-8b",
+      "nemotron4-340b", "qwen3-30b-a3b", "qwen3-8b", "spec-194m-tied", "spec-246m", "spec-7b",
+      "tiny-llama", "tiny-moe"};
   CHECK(ListModels() == expected_models);
   CHECK(ListGpus() == std::vector<std::string>{"a100-40gb", "a100-80gb", "a40", "b200", "cpu-ci",
                                                "h100-pcie", "h100-sxm", "h100-sxm-96gb", "h200"});

@@ -99,6 +99,13 @@ TEST_CASE("shrink's plan is one meshplan run trains, the changes named",
                                  Cpu(4), true);
   CHECK(ExecutorLimitations(d.plan).empty());
   CHECK_FALSE(d.plan.model.mla.enabled());
+  // Nemotron: a squared-ReLU FFN, which the executor does not build.
+  const ScaledDown n = ScaleDown(Big("nemotron3-8b", "64xH100", "dp=32,tp=2,sp=1"), Cpu(4), true);
+  CHECK(ExecutorLimitations(n.plan).empty());
+  CHECK(n.plan.model.gated_ffn());
+  bool named = false;
+  for (const std::string& c : n.changes) named |= c.starts_with("ffn_activation squared-relu -> swiglu");
+  CHECK(named);
 }
 
 TEST_CASE("shrink refuses a rank count that cannot keep the layout", "[planner][shrink]") {
@@ -110,7 +117,8 @@ TEST_CASE("shrink refuses a rank count that cannot keep the layout", "[planner][
 
 TEST_CASE("a model and a cluster written as files read back to the same specs",
           "[planner][config][shrink]") {
-  for (const char* name : {"llama3-70b", "mixtral-8x7b", "deepseek-v3", "qwen3-8b", "gpt3-175b"}) {
+  for (const char* name :
+       {"llama3-70b", "mixtral-8x7b", "deepseek-v3", "qwen3-8b", "gpt3-175b", "nemotron4-340b"}) {
     INFO(name);
     const ModelSpec m = LoadModel(name);
     CHECK(ModelFromYamlText(ModelToYaml(m), "m.yaml") == m);
