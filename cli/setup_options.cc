@@ -61,6 +61,10 @@ void AddSetupOptions(CLI::App* command, SetupOptions* options) {
                       "fused | separate: how micro-batches' weight gradients are summed (fused: in "
                       "the GEMM, Megatron-Core and meshplan's executor; separate: an add kernel per "
                       "micro-batch, PyTorch autograd / DDP / FSDP); default: the framework's");
+  command->add_option("--fp8-states", options->fp8_states,
+                      "bf16 | fp32: the dtype of master weights and Adam states under --precision "
+                      "fp8 (NeMo's optim.dtype; Transformer Engine recipes keep fp32); default: the "
+                      "framework's");
 }
 
 namespace {
@@ -133,6 +137,11 @@ TrainingSetup ResolveSetup(const SetupOptions& options) {
     throw InputError(flags, "--grad-accumulation",
                      "expected one of: " + std::string(AllowedGradAccumulations()) + "; got '" +
                          options.grad_accumulation + "'");
+  Fp8StateDtype& states = setup.training.framework.fp8_states;
+  if (!options.fp8_states.empty() && !ParseSpelling(kFp8StateSpellings, options.fp8_states, &states))
+    throw InputError(flags, "--fp8-states",
+                     "expected one of: " + AllowedSpellings(kFp8StateSpellings) + "; got '" +
+                         options.fp8_states + "'");
   return setup;
 }
 
@@ -152,7 +161,7 @@ namespace {
 // Flags that a plan file replaces; giving one beside --plan-file is an error, not a guess.
 constexpr const char* kPlanFileReplaces[] = {
     "--model",     "--cluster",   "--global-batch",      "--tokens-per-step", "--seq",
-    "--precision", "--framework", "--grad-accumulation", "--plan"};
+    "--precision", "--framework", "--grad-accumulation", "--fp8-states", "--plan"};
 
 }  // namespace
 

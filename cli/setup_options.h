@@ -32,6 +32,7 @@ struct SetupOptions {
   std::string precision = "mixed";
   std::string framework;          // empty: DefaultFrameworkName of the cluster's GPU
   std::string grad_accumulation;  // empty: the framework's
+  std::string fp8_states;         // empty: the framework's
 };
 
 // Runs `load` on a flag's value, so that its errors say which flag or argument it was: an
@@ -50,7 +51,7 @@ auto NamingFlag(const char* flag, Load load) -> decltype(load()) {
 }
 
 // Adds --model, --cluster, --global-batch, --tokens-per-step, --seq, --precision, --framework,
-// --grad-accumulation to `command`;
+// --grad-accumulation, --fp8-states to `command`;
 // --global-batch and --seq are checked against planner/limits.h as they are parsed,
 // --tokens-per-step's form too (ParseTokenCount); the batch it gives, in ResolveSetup.
 void AddSetupOptions(CLI::App* command, SetupOptions* options);

@@ -15,6 +15,7 @@
 #include <string>
 
 #include "planner/attention_kernel.h"
+#include "planner/spellings.h"
 
 namespace meshplan {
 
@@ -139,6 +140,8 @@ struct OffloadOffer {  // the default: every combination (meshplan's executor)
 enum class GradDtype : uint8_t { kParam, kFp32 };
 // The dtype of master weights and Adam states in fp8 runs.
 enum class Fp8StateDtype : uint8_t { kBf16, kFp32 };
+inline constexpr Spellings<Fp8StateDtype, 2> kFp8StateSpellings{
+    {{Fp8StateDtype::kBf16, "bf16"}, {Fp8StateDtype::kFp32, "fp32"}}};
 // How the optimizer keeps the fp32 master weights of bf16 weights (mixed; fp8 with fp32 states).
 enum class MasterWeights : uint8_t {
   kFp32,       // a separate fp32 copy, 4 bytes per parameter (Megatron-Core, DeepSpeed, FSDP)

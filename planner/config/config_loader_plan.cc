@@ -34,7 +34,7 @@ namespace {
 // `gpu` picks the framework when the section names none (DefaultFrameworkName).
 TrainingSpec TrainingFromYaml(const YamlFields& f, const GpuSpec& gpu) {
   f.AllowOnly({"global_batch", "seq_len", "precision", "steps", "learning_rate",
-               "moe_aux_loss_coef", "framework", "grad_accumulation"});
+               "moe_aux_loss_coef", "framework", "grad_accumulation", "fp8_states"});
   TrainingSpec t;
   // Limits keep global_batch * seq_len (tokens per step) far inside int64 (planner/limits.h).
   t.global_batch = f.Int("global_batch", {1, kMaxGlobalBatch});
@@ -58,6 +58,11 @@ TrainingSpec TrainingFromYaml(const YamlFields& f, const GpuSpec& gpu) {
   if (!ParseGradAccumulation(accumulation, &mode))
     f.Fail("grad_accumulation", "expected one of: " + std::string(AllowedGradAccumulations()) +
                                     "; got '" + accumulation + "'");
+  Fp8StateDtype& states = t.framework.fp8_states;
+  const std::string dtype = f.String("fp8_states", SpellingOf(kFp8StateSpellings, states));
+  if (!ParseSpelling(kFp8StateSpellings, dtype, &states))
+    f.Fail("fp8_states", "expected one of: " + AllowedSpellings(kFp8StateSpellings) + "; got '" +
+                             dtype + "'");
   return t;
 }
 
@@ -168,6 +173,9 @@ void EmitTraining(std::string& out, const TrainingSpec& t) {
   out += "  framework: " + t.framework.name + "\n";
   if (t.framework.grad_accumulation != LoadFramework(t.framework.name).grad_accumulation)
     out += std::string("  grad_accumulation: ") + ToString(t.framework.grad_accumulation) + "\n";
+  if (t.framework.fp8_states != LoadFramework(t.framework.name).fp8_states)
+    out += std::string("  fp8_states: ") + SpellingOf(kFp8StateSpellings, t.framework.fp8_states) +
+           "\n";
 }
 
 // One line per key of ToPlanString, so the file and the plan string cannot disagree.

@@ -25,8 +25,6 @@ constexpr Spellings<KernelSet, 4> kKernelSets{{{KernelSet::kMegatron2021, "megat
                                                {KernelSet::kTorchtitan2024, "torchtitan-2024"}}};
 constexpr Spellings<bool, 2> kNormKernels{{{false, "unfused"}, {true, "fused"}}};
 constexpr Spellings<GradDtype, 2> kGradDtypes{{{GradDtype::kParam, "param"}, {GradDtype::kFp32, "fp32"}}};
-constexpr Spellings<Fp8StateDtype, 2> kFp8States{
-    {{Fp8StateDtype::kBf16, "bf16"}, {Fp8StateDtype::kFp32, "fp32"}}};
 constexpr Spellings<MasterWeights, 2> kMasterWeights{
     {{MasterWeights::kFp32, "fp32"}, {MasterWeights::kRemainder, "remainder"}}};
 constexpr Spellings<OptimizerStep, 3> kOptimizers{{{OptimizerStep::kFusedAdam, "fused-adam"},
@@ -230,7 +228,7 @@ FrameworkSpec FrameworkFromYaml(const YamlFields& f, const std::string& default_
                            ? ReadChoice(f, "attention_kernel", kAttentionKernelSpellings)
                            : AttentionKernel::kFlash2;
   s.main_grads = ReadChoice(f, "main_grads", kGradDtypes);
-  s.fp8_states = ReadChoice(f, "fp8_states", kFp8States);
+  s.fp8_states = ReadChoice(f, "fp8_states", kFp8StateSpellings);
   if (f.Has("master_weights")) s.master_weights = ReadChoice(f, "master_weights", kMasterWeights);
   const std::string accumulation = f.String("grad_accumulation");
   if (!ParseGradAccumulation(accumulation, &s.grad_accumulation))
@@ -331,7 +329,7 @@ std::string FrameworkToYamlText(const FrameworkSpec& s, const std::string& comme
   out += "attention: " + spelled(kAttentionImplSpellings, s.attention) + "\n";
   out += "attention_kernel: " + spelled(kAttentionKernelSpellings, s.attention_kernel) + "\n";
   out += "main_grads: " + spelled(kGradDtypes, s.main_grads) + "\n";
-  out += "fp8_states: " + spelled(kFp8States, s.fp8_states) + "\n";
+  out += "fp8_states: " + spelled(kFp8StateSpellings, s.fp8_states) + "\n";
   out += "master_weights: " + spelled(kMasterWeights, s.master_weights) + "\n";
   out += "grad_accumulation: " + std::string(ToString(s.grad_accumulation)) + "\n";
   out += "optimizer: " + spelled(kOptimizers, s.optimizer) + "\n";

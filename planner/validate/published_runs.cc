@@ -128,6 +128,16 @@ RunSettings RunSettingsOf(const RowFields& f) {
       where.Fail("norm", "expected one of: fused, unfused; got '" + norm + "'");
     run.fused_norm = fused;
   }
+  // The dtype of the master weights and Adam states of an fp8 run, where its recipe sets one
+  // that is not the profile's (NeMo's optim.dtype).
+  if (const YamlFields& where = f.For("fp8_states"); where.Has("fp8_states")) {
+    const std::string dtype = where.String("fp8_states");
+    Fp8StateDtype value;
+    if (!ParseSpelling(kFp8StateSpellings, dtype, &value))
+      where.Fail("fp8_states", "expected one of: " + AllowedSpellings(kFp8StateSpellings) +
+                                   "; got '" + dtype + "'");
+    run.fp8_states = value;
+  }
   return run;
 }
 
@@ -182,7 +192,8 @@ NumberRange PublishedRange(PublishedFigure figure) {
 // The keys a table's `common` may give for all its rows (a row may repeat one).
 constexpr std::string_view kSharedKeys[] = {
     "model",      "block",          "vocab_size", "seq_len",   "tied_embeddings",  "kv_heads",
-    "ffn_hidden", "ffn_multiplier", "gpu",        "precision", "grad_accumulation", "norm"};
+    "ffn_hidden", "ffn_multiplier", "gpu",        "precision", "grad_accumulation", "norm",
+    "fp8_states"};
 // The keys only a row gives (`framework` overrides the table's own key).
 constexpr std::string_view kRowKeys[] = {"name",         "params_B", "heads",     "hidden",
                                          "layers",       "gpus",     "framework", "global_batch",
@@ -268,6 +279,7 @@ PublishedTable TableOf(const YamlFields& t) {
 void RunSettings::ApplyTo(FrameworkSpec* framework) const {
   if (grad_accumulation) framework->grad_accumulation = *grad_accumulation;
   if (fused_norm) framework->fused_norm = *fused_norm;
+  if (fp8_states) framework->fp8_states = *fp8_states;
 }
 
 const char* ToString(PublishedFigure figure) {

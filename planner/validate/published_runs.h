@@ -51,6 +51,7 @@ const char* UnitOf(PublishedFigure figure);
 struct RunSettings {
   std::optional<GradAccumulation> grad_accumulation;
   std::optional<bool> fused_norm;
+  std::optional<Fp8StateDtype> fp8_states;  // the optimizer's dtype in fp8 runs (NeMo's optim.dtype)
   void ApplyTo(FrameworkSpec* framework) const;
 };
 

@@ -529,6 +529,25 @@ TEST_CASE("grad_accumulation: a training key, the framework's by default, fused 
                            Catch::Contains("sometimes"));
 }
 
+TEST_CASE("fp8_states: a training key, the framework's by default, bf16 or fp32",
+          "[planner][config][plan]") {
+  const std::string head = "model: nemotron3-8b\ncluster: 8xH100\ntraining:\n  global_batch: 8\n"
+                           "  seq_len: 4096\n  precision: fp8\n  framework: nemo\n";
+  const PlanFile plain = PlanFileFromText(head + "plan:\n  dp: 8\n", "a.yaml");
+  CHECK(plain.training.framework.fp8_states == Fp8StateDtype::kFp32);  // NeMo's optimizer default
+  CHECK(PlanFileToYaml(plain).find("fp8_states") == std::string::npos);
+  // A recipe's optim.dtype: bf16 (NeMo-Framework-Launcher 24.07 nemotron_340b.yaml).
+  const PlanFile bf16 = PlanFileFromText(head + "  fp8_states: bf16\nplan:\n  dp: 8\n", "b.yaml");
+  CHECK(bf16.training.framework.fp8_states == Fp8StateDtype::kBf16);
+  CHECK(PlanFileFromText(PlanFileToYaml(bf16), "c.yaml").training.framework.fp8_states ==
+        Fp8StateDtype::kBf16);
+  const InputError e =
+      ErrorOf([&] { PlanFileFromText(head + "  fp8_states: fp16\nplan:\n  dp: 8\n", "d.yaml"); });
+  CHECK(e.field() == "training.fp8_states");
+  CHECK_THAT(e.what(), Catch::Contains("d.yaml:8:15") && Catch::Contains("bf16, fp32") &&
+                           Catch::Contains("fp16"));
+}
+
 TEST_CASE("an invalid plan in a plan file names the file and the broken rule", "[planner][config][plan][errors]") {
   const InputError e = ErrorOf([] { LoadPlanFile(Fixture("plan_invalid.yaml")); });
   CHECK(e.field() == "plan");

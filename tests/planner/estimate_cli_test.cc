@@ -144,6 +144,35 @@ TEST_CASE("estimate rejects bad input with exit code 2", "[planner][cli][estimat
     CHECK_THAT(r.output, Catch::Contains("--grad-accumulation") &&
                              Catch::Contains("fused, separate") && Catch::Contains("lazy"));
   }
+  SECTION("bad --fp8-states") {
+    const Result r = RunCli("estimate --model llama2-7b " + setup + "--fp8-states fp16");
+    CHECK(r.exit_code == 2);
+    CHECK_THAT(r.output, Catch::Contains("--fp8-states") && Catch::Contains("bf16, fp32") &&
+                             Catch::Contains("fp16"));
+  }
+}
+
+TEST_CASE("estimate --fp8-states bf16: NeMo's Nemotron-340B recipe fits with its bf16 optimizer",
+          "[planner][cli][estimate]") {
+  // NeMo 24.07's run on 128 H100 (docs/validation/nemo2407.md): with fp32 Adam states and
+  // remainders over dp = 2 it would not fit; its recipe's optim.dtype is bf16.
+  auto memory = [](const std::string& states) {
+    const Result r = RunCli(
+        "estimate --format json --model nemotron4-340b --cluster 128xH100 --global-batch 32 "
+        "--seq 4096 --precision fp8 --framework nemo --plan dp=2,tp=8,pp=8,zero=1,sp=1,"
+        "recompute=selective,schedule=interleaved,vpp=12" + states);
+    INFO(r.output);
+    REQUIRE(r.exit_code == 0);
+    return nlohmann::json::parse(r.output);
+  };
+  const nlohmann::json fp32 = memory(""), bf16 = memory(" --fp8-states bf16");
+  CHECK_FALSE(fp32["fits"].get<bool>());
+  CHECK(bf16["fits"].get<bool>());
+  // 5.77e9 parameters on stage 0, sharded over 2: 10 bytes each (remainder, m, v) against 4
+  // (the shards padded to whole elements per rank: within 1e-5).
+  const double params = 5'771'298'816.0;
+  CHECK(fp32["memory"]["total_bytes"].get<double>() - bf16["memory"]["total_bytes"].get<double>() ==
+        Approx(params * (10 - 4) / 2).epsilon(1e-5));
 }
 
 TEST_CASE("estimate --grad-accumulation separate: a slower step with micro-batches, the same "
