@@ -40,10 +40,11 @@ TEST_CASE("validate prints every published row and the MAPE per table",
     CHECK(Count(r.output, "  " + m + " seq+selective ") == 2);  // time and memory
   }
   for (const char* row : {"GPT3-5B", "GPT3-175B 512 GPUs", "LLAMA2-70B", "LLAMA3-8B CP2",
-                          "Llama 3 70B full", "Llama 2 13B none", "Llama 2 70B full"})
+                          "Nemotron-8B", "Nemotron-340B", "Llama 3 70B full",
+                          "Llama 2 13B none", "Llama 2 70B full"})
     CHECK(Count(r.output, std::string("  ") + row + " ") == 1);
   // Rows meshplan cannot model yet are listed with their reason.
-  CHECK(Count(r.output, "  skipped: Nemotron-") == 3);
+  CHECK(Count(r.output, "  skipped: Nemotron-") == 0);  // squared-ReLU FFNs are modelled
   CHECK(Count(r.output, "  skipped: Llama ") == 0);  // op and every:2 are modelled
   CHECK(Count(r.output, "  Llama 2 70B selective op local batch 2 ") == 1);
   CHECK(Count(r.output, "  skipped: 8 GPUs FSDP + torch.compile") == 2);  // and + Float8
@@ -68,7 +69,7 @@ TEST_CASE("validate --format json: rows, errors and MAPEs", "[planner][cli][vali
   REQUIRE(r.exit_code == 0);
   const nlohmann::json j = nlohmann::json::parse(r.output);
   REQUIRE(j["tables"].size() == 6);
-  const size_t sizes[] = {10, 8, 8, 9, 10, 2}, skipped[] = {0, 0, 0, 3, 0, 4};
+  const size_t sizes[] = {10, 8, 8, 12, 10, 2}, skipped[] = {0, 0, 0, 0, 0, 4};
   const char* units[] = {"TFLOP/s per GPU", "s", "GiB", "tokens/s per GPU", "tokens/s per GPU",
                          "tokens/s per GPU"};
   for (size_t i = 0; i < 6; ++i) {
@@ -165,7 +166,7 @@ TEST_CASE("validate --framework predicts every row under another profile",
   CHECK(ds.output.find("skipped: LLAMA3-8B CP2 (dp=4,cp=2,zero=1,mbs=1; published 12036): cp=2: "
                       "deepspeed 0.14 runs no context parallelism; allowed: cp=1 "
                       "[parallelism_offered]") != std::string::npos);
-  CHECK(Count(ds.output, "[schedule_offered]") == 5);  // the interleaved rows
+  CHECK(Count(ds.output, "[schedule_offered]") == 7);  // the interleaved rows
   CHECK(ds.output.find("  LLAMA2-7B ") != std::string::npos);  // dp=8,zero=1: DeepSpeed runs it
   const Result bad = test::RunMeshplan("validate --framework jax");
   CHECK(bad.exit_code == 2);
