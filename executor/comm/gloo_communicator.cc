@@ -56,7 +56,8 @@ std::shared_ptr<::gloo::transport::Device> MakeDevice(const GlooOptions& options
 // inserts into a std::map before taking the recorder's lock; two groups posting their first
 // operation at once (ranks as threads, or the dp and tp comm threads of one rank) corrupt the
 // map (SIGSEGV in std::_Rb_tree_insert_and_rebalance under FlightRecorder::record, seen in
-// the vocab-parallel cross-entropy test). Only the posting is serialised, not the wait.
+// the vocab-parallel cross-entropy test, and the constructor's barrier in the snapshot damage
+// test). Only the posting is serialised, not the wait.
 template <typename Post>
 auto Posted(Post&& post) {
   static std::mutex mu;
@@ -397,8 +398,10 @@ GlooCommunicator::GlooCommunicator(c10::intrusive_ptr<c10d::Store> store, int wo
     // Gloo's full-mesh connect can return on one rank while a peer is still finishing its
     // side; a rank that then drops the group at once (an argument error before any call)
     // closes that peer's half-made connection. A barrier makes the constructor return only
-    // once every member has connected, as the header promises.
-    if (impl.size() > 1) impl.pg->barrier()->wait();
+    // once every member has connected, as the header promises. Posted like every other
+    // operation: it is the group's first record in the FlightRecorder (a SIGSEGV in 1 of
+    // about 250 runs of the snapshot damage test when posted bare).
+    if (impl.size() > 1) Posted([&] { return impl.pg->barrier(); })->wait();
   } catch (...) {
     throw CommError("gloo " + impl.Where() + " [world ranks " + Join(impl.members, ",") +
                     "]: could not connect (failed after " +
@@ -559,7 +562,8 @@ std::unique_ptr<CommHandle> GlooCommunicator::AllToAllAsync(const torch::Tensor&
         try {
           torch::Tensor host_in = OnHost(input), host_out = OnHost(output);
           std::vector<int64_t> out_splits = recv_rows, in_splits = send_rows;
-          impl->WaitWork(impl->pg->alltoall_base(host_out, host_in, out_splits, in_splits));
+          impl->WaitWork(Posted(
+              [&] { return impl->pg->alltoall_base(host_out, host_in, out_splits, in_splits); }));
           CopyBackIfStaged(output, host_out);
         } catch (...) {
           impl->Fail("all_to_all", "", std::current_exception());
