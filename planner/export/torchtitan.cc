@@ -96,8 +96,9 @@ std::string ExportTorchtitan(const ExportJob& job) {
                      " job config: torchrun ... -m torchtitan.train --job.config_file THIS.toml\n";
   text += "# [model] name and flavor are yours: the flavor with " + std::to_string(m.layers) +
           " layers, dim " + std::to_string(m.hidden) + ", " + std::to_string(m.heads) + " heads, " +
-          std::to_string(m.kv_heads) + " kv heads, FFN " + std::to_string(m.ffn_hidden) + " (" +
-          m.name + ")\n";
+          std::to_string(m.kv_heads) + " kv heads, FFN " + std::to_string(m.ffn_hidden) +
+          (m.gated_ffn() ? "" : " squared-ReLU, not gated (torchtitan's Llama FFN is SwiGLU: a model of your own)") +
+          " (" + m.name + ")\n";
   // fp8: torchao's Float8Linear (components/quantization/float8.py).
   if (training.precision == Precision::kFp8)
     text += "\n[model]\n" + Line("converters", "[\"quantize.linear.float8\"]");

@@ -146,8 +146,14 @@ TEST_CASE("ffn_activation: the executor refuses it, Megatron's export writes it"
   const std::string flags = ExportPlan(pf, ExportTarget::kMegatron, "plan.yaml");
   CHECK_THAT(flags, Contains("--squared-relu"));
   CHECK(flags.find("--swiglu") == std::string::npos);
+  // torchtitan's flavors are SwiGLU: the comment that names the flavor to pick says so.
+  pf.plan = ParsePlanString("dp=4,tp=2,sp=1,zero=3");  // FSDP2 beside TP
+  CHECK_THAT(ExportPlan(pf, ExportTarget::kTorchtitan, "plan.yaml"),
+             Contains("FFN 16384 squared-ReLU, not gated"));
   pf.model = LoadModel("llama3-8b");
   CHECK_THAT(ExportPlan(pf, ExportTarget::kMegatron, "plan.yaml"), Contains("--swiglu"));
+  CHECK(ExportPlan(pf, ExportTarget::kTorchtitan, "plan.yaml").find("squared") ==
+        std::string::npos);
 }
 
 }  // namespace
