@@ -377,9 +377,8 @@ TEST_CASE("the new tables' models are the published architectures", "[planner][v
                           {"LLAMA2-70B", 8192, 80, 64, 8, 28672, 32000},
                           {"LLAMA3-8B CP2", 4096, 32, 32, 8, 14336, 128256},
                           {"LLAMA3-70B CP2", 8192, 80, 64, 8, 28672, 128256}};
-  for (const Shape& s : shapes) {
-    CAPTURE(s.row);
-    const ModelSpec& m = Row("nemo2407-dgxh100-fp8", s.row).setup.model;
+  // An untied llama-style block of shape `s`.
+  auto check_shape = [](const ModelSpec& m, const Shape& s) {
     CHECK(m.block == BlockKind::kLlama);
     CHECK_FALSE(m.tied_embeddings);
     CHECK(m.hidden == s.hidden);
@@ -388,6 +387,11 @@ TEST_CASE("the new tables' models are the published architectures", "[planner][v
     CHECK(m.kv_heads == s.kv_heads);
     CHECK(m.ffn_hidden == s.ffn);
     CHECK(m.vocab_size == s.vocab);
+  };
+  for (const Shape& s : shapes) {
+    CAPTURE(s.row);
+    const ModelSpec& m = Row("nemo2407-dgxh100-fp8", s.row).setup.model;
+    check_shape(m, s);
     CHECK(m.gated_ffn());
   }
   // The Nemotron rows (NeMo-Framework-Launcher 24.07 nemotron/*.yaml, the Nemotron-4 340B
@@ -404,15 +408,8 @@ TEST_CASE("the new tables' models are the published architectures", "[planner][v
     CHECK(setup.training.framework.fp8_states ==
           (s.row == std::string("Nemotron-340B") ? Fp8StateDtype::kBf16 : Fp8StateDtype::kFp32));
     const ModelSpec& m = setup.model;
-    CHECK(m.block == BlockKind::kLlama);
+    check_shape(m, s);
     CHECK(m.ffn_activation == FfnActivation::kSquaredRelu);
-    CHECK_FALSE(m.tied_embeddings);
-    CHECK(m.hidden == s.hidden);
-    CHECK(m.layers == s.layers);
-    CHECK(m.heads == s.heads);
-    CHECK(m.kv_heads == s.kv_heads);
-    CHECK(m.ffn_hidden == s.ffn);
-    CHECK(m.vocab_size == s.vocab);
     CHECK_THAT(double(CountParams(m)), WithinRel(params, 0.07));
   }
 }
