@@ -60,7 +60,10 @@ std::string CommLogText(const CommLog& log) {
 std::string DescribeTensor(const torch::Tensor& t) {
   if (!t.defined()) return "undefined";
   std::string out = std::string(c10::toString(t.scalar_type())) + "[";
-  for (int64_t d = 0; d < t.dim(); ++d) out += (d ? "," : "") + std::to_string(t.size(d));
+  for (int64_t d = 0; d < t.dim(); ++d) {
+    if (d) out += ',';
+    out += std::to_string(t.size(d));
+  }
   return out + "]";
 }
 
@@ -126,7 +129,10 @@ std::unique_ptr<CommHandle> RecordingCommunicator::AllToAllAsync(
     const std::vector<int64_t>& recv_rows) {
   auto rows = [](const std::vector<int64_t>& v) {
     std::string out;
-    for (size_t i = 0; i < v.size(); ++i) out += (i ? "," : "") + std::to_string(v[i]);
+    for (size_t i = 0; i < v.size(); ++i) {
+      if (i) out += ',';
+      out += std::to_string(v[i]);
+    }
     return out;
   };
   const size_t call = Record("all_to_all", DescribeTensor(input) + " send_rows=" + rows(send_rows) +
