@@ -58,11 +58,8 @@ TrainingSpec TrainingFromYaml(const YamlFields& f, const GpuSpec& gpu) {
   if (!ParseGradAccumulation(accumulation, &mode))
     f.Fail("grad_accumulation", "expected one of: " + std::string(AllowedGradAccumulations()) +
                                     "; got '" + accumulation + "'");
-  Fp8StateDtype& states = t.framework.fp8_states;
-  const std::string dtype = f.String("fp8_states", SpellingOf(kFp8StateSpellings, states));
-  if (!ParseSpelling(kFp8StateSpellings, dtype, &states))
-    f.Fail("fp8_states", "expected one of: " + AllowedSpellings(kFp8StateSpellings) + "; got '" +
-                             dtype + "'");
+  t.framework.fp8_states =
+      ReadChoice(f, "fp8_states", kFp8StateSpellings, t.framework.fp8_states);
   return t;
 }
 
@@ -171,9 +168,10 @@ void EmitTraining(std::string& out, const TrainingSpec& t) {
   // The profile by name (a path for a file outside configs/frameworks/), and what differs
   // from it: LoadPlanFile(written) gives the same spec back.
   out += "  framework: " + t.framework.name + "\n";
-  if (t.framework.grad_accumulation != LoadFramework(t.framework.name).grad_accumulation)
+  const FrameworkSpec profile = LoadFramework(t.framework.name);
+  if (t.framework.grad_accumulation != profile.grad_accumulation)
     out += std::string("  grad_accumulation: ") + ToString(t.framework.grad_accumulation) + "\n";
-  if (t.framework.fp8_states != LoadFramework(t.framework.name).fp8_states)
+  if (t.framework.fp8_states != profile.fp8_states)
     out += std::string("  fp8_states: ") + SpellingOf(kFp8StateSpellings, t.framework.fp8_states) +
            "\n";
 }

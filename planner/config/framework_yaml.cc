@@ -57,16 +57,6 @@ constexpr Spellings<SpOffer, 3> kSequenceParallelOffers{{{SpOffer::kOptional, "o
                                                          {SpOffer::kAlways, "always"},
                                                          {SpOffer::kNever, "never"}}};
 
-// A required key whose value is one of `table`'s spellings.
-template <typename Enum, size_t N>
-Enum ReadChoice(const YamlFields& f, const std::string& key, const Spellings<Enum, N>& table) {
-  const std::string text = f.String(key);
-  Enum value{};
-  if (!ParseSpelling(table, text, &value))
-    f.Fail(key, "expected one of: " + AllowedSpellings(table) + "; got '" + text + "'");
-  return value;
-}
-
 RecomputeOffer ReadRecompute(const YamlFields& f) {
   if (!f.Has("recompute")) f.Fail("recompute", "missing required field; expected a list of: none, selective, full, op, every");
   RecomputeOffer offer{false, false, false, false, false};

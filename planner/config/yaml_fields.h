@@ -20,6 +20,7 @@
 #include <yaml-cpp/yaml.h>
 
 #include "planner/input_error.h"
+#include "planner/spellings.h"
 
 namespace meshplan {
 
@@ -106,6 +107,23 @@ class YamlFields {
   std::string file_;
   std::string field_;
 };
+
+// A required key whose value is one of `table`'s spellings (planner/spellings.h); anything
+// else fails at the key with "expected one of: <spellings>; got '<text>'".
+template <typename Enum, size_t N>
+Enum ReadChoice(const YamlFields& f, const std::string& key, const Spellings<Enum, N>& table) {
+  const std::string text = f.String(key);
+  Enum value{};
+  if (!ParseSpelling(table, text, &value))
+    f.Fail(key, "expected one of: " + AllowedSpellings(table) + "; got '" + text + "'");
+  return value;
+}
+// The same for an optional key: `fallback` when it is absent.
+template <typename Enum, size_t N>
+Enum ReadChoice(const YamlFields& f, const std::string& key, const Spellings<Enum, N>& table,
+                Enum fallback) {
+  return f.Has(key) ? ReadChoice(f, key, table) : fallback;
+}
 
 // What a YAML node is, for "expected X, got <kind>" messages ("a mapping", "'abc'").
 std::string DescribeNode(const YAML::Node& node);

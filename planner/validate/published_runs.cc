@@ -130,14 +130,8 @@ RunSettings RunSettingsOf(const RowFields& f) {
   }
   // The dtype of the master weights and Adam states of an fp8 run, where its recipe sets one
   // that is not the profile's (NeMo's optim.dtype).
-  if (const YamlFields& where = f.For("fp8_states"); where.Has("fp8_states")) {
-    const std::string dtype = where.String("fp8_states");
-    Fp8StateDtype value;
-    if (!ParseSpelling(kFp8StateSpellings, dtype, &value))
-      where.Fail("fp8_states", "expected one of: " + AllowedSpellings(kFp8StateSpellings) +
-                                   "; got '" + dtype + "'");
-    run.fp8_states = value;
-  }
+  if (const YamlFields& where = f.For("fp8_states"); where.Has("fp8_states"))
+    run.fp8_states = ReadChoice(where, "fp8_states", kFp8StateSpellings);
   return run;
 }
 
