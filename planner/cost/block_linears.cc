@@ -48,13 +48,13 @@ BlockLinears LlamaBlockLinears(const ModelSpec& m, bool moe_layer) {
   BlockLinears out;
   AddAttention(m, out);
   const int64_t E = m.hidden;
-  if (!moe_layer && !m.gated_ffn()) {  // squared-relu: up (column) and down (row)
-    out.Add({"w_up", E, m.ffn_hidden, 1, 1, S::kColumn, R::kDenseFfn});
-    out.Add({"w_down", m.ffn_hidden, E, 1, 1, S::kRow, R::kDenseFfn});
-    return out;
-  }
   if (!moe_layer) {
-    AddSwiGlu(out, E, m.ffn_hidden, 1, 1, R::kDenseFfn, "w_gate", "w_up", "w_down");
+    if (m.gated_ffn()) {
+      AddSwiGlu(out, E, m.ffn_hidden, 1, 1, R::kDenseFfn, "w_gate", "w_up", "w_down");
+    } else {  // squared-relu: up (column) and down (row)
+      out.Add({"w_up", E, m.ffn_hidden, 1, 1, S::kColumn, R::kDenseFfn});
+      out.Add({"w_down", m.ffn_hidden, E, 1, 1, S::kRow, R::kDenseFfn});
+    }
     return out;
   }
   const MoeSpec& moe = m.moe;

@@ -9,18 +9,17 @@ namespace meshplan {
 
 void BlockOpsBuilder::MlpHalf() {
   const double a = a_, L = sh_.linear_input_bytes, b = double(sh_.b), Sc = double(sh_.s_local);
-  const double normed = b * sh_.s_norm * sh_.hidden, inner = b * Sc * sh_.ffn;  // (B,Sc,Ft)
-  const double T = sh_.T;
+  // (B,Sc,Ft) = (T, F/tp): every FFN-wide tensor and the activation's elements.
+  const double normed = b * sh_.s_norm * sh_.hidden, inner = b * Sc * sh_.ffn;
   Norm("ffn_norm", /*layer_input=*/false);
   TpHalfCollectives(/*entering=*/true);
   const bool gpt = m_.block == BlockKind::kGpt;
   if (gpt) {
-    const double ffn = T * static_cast<double>(m_.ffn_hidden) / tp_;
     const bool fc1_saved = Linear();  // fc1
     Save({"fc1", "input: normed h (B,Sn,E)", normed, L});
     // bias-GeLU (jit-fused): read + write (T, F/tp); backward bias_gelu_back reads dy and x,
     // writes dx; the bias gradient reduces dx.
-    Memory("bias_gelu", G::kActivation, {2 * a * ffn, 1}, {4 * a * ffn, 2});
+    Memory("bias_gelu", G::kActivation, {2 * a * inner, 1}, {4 * a * inner, 2});
     SaveOutputOf(fc1_saved, {"gelu", "input: fc1 output (B,Sc,Ft)", inner, a});
     Linear();  // fc2
     Save({"fc2", "input: GeLU output (B,Sc,Ft)", inner, L});
@@ -38,19 +37,17 @@ void BlockOpsBuilder::MlpHalf() {
     const bool gate_saved = Linear();  // w_gate
     Save({"w_up/w_gate", "input: normed h (B,Sn,E)", normed, L});
     const bool up_saved = Linear();  // w_up
-    const double ffn = T * static_cast<double>(m_.ffn_hidden) / tp_;
     if (torchtitan_) {
       // torchtitan's FeedForward: w2(F.silu(w1(x)) * w3(x)). Forward silu (2A) and the
       // product (3A); backward the product's two gradients (3A each) and silu_backward
       // (3A). Autograd keeps w1's output (silu's input), silu's output and w3's output.
-      Memory("swiglu", G::kActivation, {5 * a * ffn, 2}, {9 * a * ffn, 3});
+      Memory("swiglu", G::kActivation, {5 * a * inner, 2}, {9 * a * inner, 3});
       Save({"swiglu", "silu output (B,Sc,Ft)", inner, a});
     } else {
       // SwiGLU (custom autograd function): read gate, up, write (T, F/tp); it saves the gate
       // and up outputs and recomputes silu(gate) in backward. Fused (Megatron-Core's
       // bias_swiglu_impl, torch.compile): one kernel each way.
-      Elementwise("swiglu", G::kActivation, 3 * T * static_cast<double>(m_.ffn_hidden) / tp_ * a,
-                  fused_ ? 1 : 2, fused_ ? 1 : 10);
+      Elementwise("swiglu", G::kActivation, 3 * inner * a, fused_ ? 1 : 2, fused_ ? 1 : 10);
     }
     SaveOutputOf(gate_saved, {"swiglu", "gate output (B,Sc,Ft)", inner, a});
     SaveOutputOf(up_saved, {"swiglu", "up output (B,Sc,Ft)", inner, a});
@@ -76,14 +73,13 @@ void BlockOpsBuilder::MlpHalf() {
 void BlockOpsBuilder::SquaredReluFfn() {
   const double a = a_, L = sh_.linear_input_bytes;
   const double normed = double(sh_.b) * sh_.s_norm * sh_.hidden;
-  const double inner = double(sh_.b) * sh_.s_local * sh_.ffn;  // (B,Sc,Ft)
-  const double ffn = sh_.T * static_cast<double>(m_.ffn_hidden) / tp_;
+  const double inner = double(sh_.b) * sh_.s_local * sh_.ffn;  // (B,Sc,Ft) = (T, F/tp)
   const bool up_saved = Linear();  // w_up
   Save({"w_up", "input: normed h (B,Sn,E)", normed, L});
   if (fused_)
-    Memory("squared_relu", G::kActivation, {2 * a * ffn, 1}, {3 * a * ffn, 1});
+    Memory("squared_relu", G::kActivation, {2 * a * inner, 1}, {3 * a * inner, 1});
   else
-    Memory("squared_relu", G::kActivation, {4 * a * ffn, 2}, {10 * a * ffn, 4});
+    Memory("squared_relu", G::kActivation, {4 * a * inner, 2}, {10 * a * inner, 4});
   SaveOutputOf(up_saved, {"squared_relu", "input: up output (B,Sc,Ft)", inner, a});
   Linear();  // w_down
   Save({"w_down", "input: relu(up)^2 (B,Sc,Ft)", inner, L});

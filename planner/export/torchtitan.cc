@@ -97,7 +97,9 @@ std::string ExportTorchtitan(const ExportJob& job) {
   text += "# [model] name and flavor are yours: the flavor with " + std::to_string(m.layers) +
           " layers, dim " + std::to_string(m.hidden) + ", " + std::to_string(m.heads) + " heads, " +
           std::to_string(m.kv_heads) + " kv heads, FFN " + std::to_string(m.ffn_hidden) +
-          (m.gated_ffn() ? "" : " squared-ReLU, not gated (torchtitan's Llama FFN is SwiGLU: a model of your own)") +
+          (m.gated_ffn() ? ""
+                         : " squared-ReLU, not gated (torchtitan's Llama FFN is SwiGLU: a model "
+                           "of your own)") +
           " (" + m.name + ")\n";
   // fp8: torchao's Float8Linear (components/quantization/float8.py).
   if (training.precision == Precision::kFp8)
