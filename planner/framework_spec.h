@@ -160,6 +160,18 @@ enum class MasterWeights : uint8_t {
 //         memory-bound pass over the part's full parameters (planner/cost/step_work.cc).
 enum class Zero3Buffers : uint8_t { kViews, kCopies };
 
+// Where ZeRO-3 keeps the parameters outside the blocks (the embedding, the final norm, the
+// lm_head).
+// groups: each is a ZeRO-3 group like a block, gathered before each pass that reads it and
+//         its gradient reduce-scattered as its backward ends (DeepSpeed's per-module
+//         gathers, meshplan's executor).
+// root:   they are the root FSDP unit (fully_shard(model) or FSDP(model) around the wrapped
+//         blocks): gathered once as the forward starts and held through the backward (the
+//         root is never resharded after its forward), their gradients held unsharded and
+//         reduce-scattered together after the whole backward (the root's post-backward runs
+//         in the autograd engine's final callback, its token-id input needing no gradient).
+enum class Zero3EndParts : uint8_t { kGroups, kRoot };
+
 // When ZeRO-1/2 all-gather the parameters the optimizer updated (with the plan's dp_overlap;
 // without it, or on a CPU, always after the step).
 // after-step:   after the optimizer step, before the next step starts: exposed (DeepSpeed's
@@ -260,6 +272,7 @@ struct FrameworkSpec {
   // that buffer (Megatron-Core's distributed optimizer, DeepSpeed, FSDP).
   bool zero1_gradient_shard = true;
   Zero3Buffers zero3_buffers = Zero3Buffers::kViews;
+  Zero3EndParts zero3_end_parts = Zero3EndParts::kGroups;
   DdpBuckets ddp_buckets = DdpBuckets::kViews;
   ParamGather param_gather = ParamGather::kAfterStep;
   // ZeRO's gradient bucket, in elements of the parameters' dtype (DeepSpeed's

@@ -46,6 +46,8 @@ constexpr Spellings<LogFormat, 5> kLogFormats{{{LogFormat::kMeshplan, "meshplan"
 constexpr Spellings<bool, 2> kZero1Gradients{{{false, "in-place"}, {true, "shard-copy"}}};
 constexpr Spellings<Zero3Buffers, 2> kZero3Buffers{
     {{Zero3Buffers::kViews, "views"}, {Zero3Buffers::kCopies, "copies"}}};
+constexpr Spellings<Zero3EndParts, 2> kZero3EndParts{
+    {{Zero3EndParts::kGroups, "groups"}, {Zero3EndParts::kRoot, "root"}}};
 constexpr Spellings<DdpBuckets, 2> kDdpBuckets{
     {{DdpBuckets::kViews, "views"}, {DdpBuckets::kCopies, "copies"}}};
 constexpr Spellings<ParamGather, 2> kParamGathers{
@@ -202,10 +204,10 @@ FrameworkSpec FrameworkFromYaml(const YamlFields& f, const std::string& default_
   f.AllowOnly({"name", "version", "source", "built_on", "version_of", "kernels", "norm",
                "attention", "attention_kernel", "main_grads", "fp8_states", "master_weights",
                "grad_accumulation", "optimizer", "loss", "recompute", "zero", "zero_pipelined",
-               "zero_with_tp_cp",
-               "zero1_gradients", "zero3_buffers", "ddp_buckets", "param_gather", "offload",
-               "offload_act_alone", "parallelism", "prefetch", "schedules", "tp_overlap", "sequence_parallel",
-               "reduce_bucket_elements", "allocator_fragmentation", "log_format", "calibration"});
+               "zero_with_tp_cp", "zero1_gradients", "zero3_buffers", "zero3_end_parts",
+               "ddp_buckets", "param_gather", "offload", "offload_act_alone", "parallelism",
+               "prefetch", "schedules", "tp_overlap", "sequence_parallel", "reduce_bucket_elements",
+               "allocator_fragmentation", "log_format", "calibration"});
   FrameworkSpec s;
   s.name = f.String("name", default_name);
   s.version = f.String("version");
@@ -232,6 +234,8 @@ FrameworkSpec FrameworkFromYaml(const YamlFields& f, const std::string& default_
   if (f.Has("zero_with_tp_cp")) s.zero_with_tp_cp = ReadZero(f, "zero_with_tp_cp");
   s.zero1_gradient_shard = ReadChoice(f, "zero1_gradients", kZero1Gradients);
   if (f.Has("zero3_buffers")) s.zero3_buffers = ReadChoice(f, "zero3_buffers", kZero3Buffers);
+  if (f.Has("zero3_end_parts"))
+    s.zero3_end_parts = ReadChoice(f, "zero3_end_parts", kZero3EndParts);
   if (f.Has("ddp_buckets")) s.ddp_buckets = ReadChoice(f, "ddp_buckets", kDdpBuckets);
   if (f.Has("param_gather")) s.param_gather = ReadChoice(f, "param_gather", kParamGathers);
   s.offload = ReadOffload(f);
@@ -332,6 +336,7 @@ std::string FrameworkToYamlText(const FrameworkSpec& s, const std::string& comme
     out += "zero_with_tp_cp: [" + OfferedZeroStagesText(*s.zero_with_tp_cp) + "]\n";
   out += "zero1_gradients: " + spelled(kZero1Gradients, s.zero1_gradient_shard) + "\n";
   out += "zero3_buffers: " + spelled(kZero3Buffers, s.zero3_buffers) + "\n";
+  out += "zero3_end_parts: " + spelled(kZero3EndParts, s.zero3_end_parts) + "\n";
   out += "ddp_buckets: " + spelled(kDdpBuckets, s.ddp_buckets) + "\n";
   out += "param_gather: " + spelled(kParamGathers, s.param_gather) + "\n";
   out += "offload: [" + OffloadCombosText(s.offload) + "]\n";

@@ -35,6 +35,8 @@
 //   sequence_parallel optional | always | never (optional, optional: sp a choice with tp > 1)
 //   zero1_gradients   in-place | shard-copy (ZeRO-1's reduce-scattered gradient shard)
 //   zero3_buffers     views | copies (optional, views: FSDP2's copies around its collectives)
+//   zero3_end_parts   groups | root (optional, groups: FSDP's root unit holds the embedding
+//                     and the head through the step)
 //   ddp_buckets       views | copies (optional, views: DDP's bucket copies of the gradients)
 //   param_gather      after-step | next-forward (optional, after-step: when ZeRO-1/2 gather the
 //                     updated parameters)

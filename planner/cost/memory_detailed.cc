@@ -100,7 +100,9 @@ ParamGroups StageParamGroups(const PlanShape& shape, const StageShape& stage,
 // computes next, so 1 + prefetch groups are gathered at once (fewer near the pass's end):
 // forward embedding -> block 0 -> ... -> head, backward head -> last block -> ... -> block 0
 // (the embedding backward reads no parameters: block 0 prefetches nothing and the embedding
-// is not gathered).
+// is not gathered). Under a framework whose root FSDP unit holds the embedding and the head
+// (FrameworkSpec::zero3_end_parts root) they stay gathered from their forward through the
+// whole backward, and the head's full gradient waits for the root's reduce-scatter after it.
 struct ZeroLayout {
   int64_t weight_replicas = 1;
   int zero = 0;  // the plan's ZeRO stage, 0 over a single rank
@@ -117,6 +119,7 @@ struct ZeroLayout {
   double fp8_copies = 0;     // fp8: FP8 weight bytes per block parameter (fp8_convention.h)
   double prefetch = 1;       // ZeRO-3 gathers issued ahead (the plan's `prefetch`)
   double reduce_bucket = 0;  // bytes of the framework's gradient bucket (ZeRO >= 1)
+  bool root_held = false;    // ZeRO-3 with zero3_end_parts root: embedding and head held
 
   // Of `group` parameters, those this rank's optimizer updates (ZeRO >= 1: its shard).
   double owned(double group) const { return zero >= 1 ? group / double(weight_replicas) : group; }
@@ -136,6 +139,16 @@ struct ZeroLayout {
   // A gathered block, with its FP8 copies in fp8 runs (ZeRO-3 casts the gathered weights).
   double gathered_block() const {
     return zero == 3 ? (bytes.param + fp8_copies) * groups.block : 0.0;
+  }
+  // The root unit's parts on the stage, gathered through the backward (root_held).
+  double held_root() const { return root_held ? gathered(groups.embed + groups.head) : 0.0; }
+  // The head's gradient in the root unit: unsharded in the parameters' dtype (autograd's
+  // .grad of the gathered weight) until the root's reduce-scatter after the backward.
+  double held_head_grad() const { return bytes.param * groups.head; }
+  // The head's gradient during the blocks' backward: held (root) or its reduce-scatter in
+  // flight in the reduce dtype.
+  double head_grad_in_backward() const {
+    return root_held ? held_head_grad() : full_grad(groups.head) * (1.0 + partial_shard);
   }
   // The FP8 copies that live through the step (ZeRO 0-2: every block's; ZeRO-3: none).
   double resident_fp8_copies() const {
@@ -169,6 +182,7 @@ ZeroLayout MakeZeroLayout(const TrainingSpec& training, const ParallelPlan& plan
   z.partial_shard = plan.num_microbatches(training.global_batch) > 1 ? 1.0 / double(z.weight_replicas) : 0.0;
   if (training.precision == Precision::kFp8) z.fp8_copies = kFp8WeightCopiesPerParam * kFp8Bytes;
   z.prefetch = double(std::max<int64_t>(0, plan.zero3_prefetch));
+  z.root_held = z.zero == 3 && training.framework.zero3_end_parts == Zero3EndParts::kRoot;
   // ZeRO-1/2 double the bucket to overlap its reduction (stage_1_and_2.py: a second buffer
   // with overlap_comm); ZeRO-3 keeps one.
   const double buckets = z.zero <= 2 && plan.dp_comm_overlap ? 2.0 : 1.0;
@@ -277,12 +291,12 @@ Phase BlockBackwardPhase(const Stage& s, const BlockTensorBytes& t) {
   Phase p{"layer_backward"};
   p.activations_bytes = a.total - a.last_bytes - (attention_peak ? saved_mlp : 0.0);
   p.logits_bytes = a.logits_but_current + a.loss_held;
-  // The block's full gradient; on the last stage the head's is still in flight.
+  // The block's full gradient; on the last stage the head's, still in flight (or held: root).
   p.comm_buffer_bytes = z.backward_buffers(
-      z.full_grad(z.groups.block) +
-      (s.last() ? z.full_grad(z.groups.head) * (1.0 + z.partial_shard) : 0.0));
-  // The block computing and the block before it, prefetched (the head is released).
-  p.gathered_params_bytes = z.gathered_block() + z.prefetched_block();
+      z.full_grad(z.groups.block) + (s.last() ? z.head_grad_in_backward() : 0.0));
+  // The block computing and the block before it, prefetched (the head is released unless
+  // the root unit holds it).
+  p.gathered_params_bytes = z.gathered_block() + z.prefetched_block() + z.held_root();
   p.transient_bytes = attention_peak ? attention_step : mlp_step;
   return p;
 }
@@ -305,10 +319,12 @@ Phase HeadBackwardPhase(const Stage& s) {
   head.activations_bytes =
       a.total - std::max(0.0, a.in_flight.blocks - a.in_flight.head_blocks) * a.per_microbatch;
   head.logits_bytes = a.logits_all;
-  head.comm_buffer_bytes = z.backward_buffers(z.full_grad(z.groups.head));
+  head.comm_buffer_bytes =
+      z.backward_buffers(z.root_held ? z.held_head_grad() : z.full_grad(z.groups.head));
   // The head (gathered since its forward) and the chunk's last block, prefetched as the
   // head's backward starts.
-  head.gathered_params_bytes = z.gathered(z.groups.head) + z.prefetched_after_head();
+  head.gathered_params_bytes = z.root_held ? z.held_root() + z.prefetched_after_head()
+                                           : z.gathered(z.groups.head) + z.prefetched_after_head();
   head.transient_bytes = HeadBackwardWorkspace(s.block.shape).TotalBytes();
   if (s.block.shape.act_bytes != 4.0 && s.block.shape.loss == LossKernel::kFp32InPlace) {
     // The fp32 logits are freed once cast, before d(input).
@@ -334,11 +350,13 @@ Phase EmbedBackwardPhase(const Stage& s) {
   embed.logits_bytes = a.logits_but_current + a.loss_held;
   // The embedding's full gradient, block 0's still in flight. The embedding backward
   // scatters into the gradient buffer and allocates nothing.
+  // Under the root unit the head's full gradient too, until the root's reduce-scatter.
   embed.comm_buffer_bytes = z.backward_buffers(
-      z.full_grad(z.groups.embed) + z.full_grad(z.groups.block) * (1.0 + z.partial_shard));
-  // Nothing gathered: the embedding backward reads only the token ids, and block 0's
-  // gather was freed with its backward (it prefetched nothing).
-  embed.gathered_params_bytes = 0;
+      z.full_grad(z.groups.embed) + z.full_grad(z.groups.block) * (1.0 + z.partial_shard) +
+      (z.root_held ? z.full_grad(z.groups.head) : 0.0));
+  // Nothing gathered but the root unit: the embedding backward reads only the token ids,
+  // and block 0's gather was freed with its backward (it prefetched nothing).
+  embed.gathered_params_bytes = z.held_root();
   return embed;
 }
 

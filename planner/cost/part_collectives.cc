@@ -109,6 +109,45 @@ void DpCollectives(const StepShape& s, const StepWork& w, int64_t params, int64_
   AddDpSync(s, w, expert_params, s.groups.expert_replicas, part);
 }
 
+namespace {
+
+bool IsDpCollective(const Collective& c, CollectiveKind kind, StepPhase phase) {
+  return c.dim == MeshDim::kDp && c.kind == kind && c.phase == phase;
+}
+
+// Keeps the part's collectives that `drop` does not match.
+template <class Drop>
+void DropCollectives(PartWork* part, Drop drop) {
+  FixedList<Collective, kMaxCollectivesPerPart> kept;
+  for (const Collective& c : part->collectives)
+    if (!drop(c)) kept.push_back(c);
+  part->collectives = kept;
+}
+
+}  // namespace
+
+void HoldZero3Root(const StepShape& s, PartWork* embedding, PartWork* head) {
+  using K = CollectiveKind;
+  using P = StepPhase;
+  const auto backward_gather = [](const Collective& c) {
+    return IsDpCollective(c, K::kAllGather, P::kBackward);
+  };
+  DropCollectives(embedding, backward_gather);
+  DropCollectives(head, backward_gather);
+  if (s.plan.pp > 1) return;  // one of them per stage: each keeps its gather and reduce-scatter
+  const auto forward_gather = [](const Collective& c) {
+    return IsDpCollective(c, K::kAllGather, P::kForward);
+  };
+  const auto reduce_scatter = [](const Collective& c) {
+    return IsDpCollective(c, K::kReduceScatter, P::kBackward);
+  };
+  for (const Collective& h : head->collectives)
+    for (Collective& e : embedding->collectives)
+      if ((forward_gather(h) && forward_gather(e)) || (reduce_scatter(h) && reduce_scatter(e)))
+        e.bytes += h.bytes;
+  DropCollectives(head, [&](const Collective& c) { return forward_gather(c) || reduce_scatter(c); });
+}
+
 // Tied embeddings split over pipeline stages: the first and last stage each hold a copy
 // and all-reduce its gradient once per step (Megatron's embedding group).
 void TiedEmbeddingSync(const StepShape& s, const StepWork& w, int64_t params, PartWork* part) {

@@ -23,5 +23,10 @@ void DpCollectives(const StepShape& s, const StepWork& w, int64_t params, int64_
                    PartWork* part);
 // The tied embedding's gradient all-reduce between the first and the last stage.
 void TiedEmbeddingSync(const StepShape& s, const StepWork& w, int64_t params, PartWork* part);
+// ZeRO-3 under FrameworkSpec::zero3_end_parts root: the embedding and the head are held
+// from their forward through their backward (no backward gathers); with both on one stage
+// (pp == 1) the head's forward gather and gradient reduce-scatter join the embedding's,
+// the first gather of the forward and the last reduce-scatter of the backward.
+void HoldZero3Root(const StepShape& s, PartWork* embedding, PartWork* head);
 
 }  // namespace meshplan

@@ -106,14 +106,16 @@ void AddSeparateGradAccumulation(StepWork& w) {
 // (gathered) parameters P on this rank: the forward's and the backward's all-gather copy-out
 // (read and write the parameter, 2 x param_bytes each), and the reduce-scatter's copy-in of the
 // gradients (read and write, 2 x grad_bytes) after their cast to the reduce dtype when it
-// differs from the parameters' (read param_bytes, write grad_bytes).
-void AddZero3BufferCopies(StepWork& w) {
+// differs from the parameters' (read param_bytes, write grad_bytes). The root unit's parts
+// (`zero3_root`, HoldZero3Root) are not gathered again for their backward.
+void AddZero3BufferCopies(StepWork& w, bool zero3_root) {
   const double p = static_cast<double>(w.param_bytes), g = static_cast<double>(w.grad_bytes);
   const double cast = g != p ? p + g : 0.0;
   for (PartWork* part : {&w.block, &w.embedding, &w.head}) {
     const double P = static_cast<double>(part->params);
+    const bool gathered_for_backward = !zero3_root || part == &w.block;
     part->forward.memory_bytes += 2 * p * P;
-    part->backward_input.memory_bytes += 2 * p * P;
+    if (gathered_for_backward) part->backward_input.memory_bytes += 2 * p * P;
     part->backward_weight.memory_bytes += (cast + 2 * g) * P;
   }
 }
@@ -197,6 +199,9 @@ void BuildStepWork(const ModelSpec& model, const TrainingSpec& training, const P
   w.head.params = last.final_norm + last.lm_head;
   EndPartWork(s, w, BuildHeadOps(model, s.rank, s.lowering), &w.head);
   TiedEmbeddingSync(s, w, last.lm_head, &w.head);
+  const bool zero3_root = plan.zero_stage == 3 &&
+                          training.framework.zero3_end_parts == Zero3EndParts::kRoot;
+  if (zero3_root) HoldZero3Root(s, &w.embedding, &w.head);
 
   // Pipeline point-to-point: the (T, E) stage output, sequence-sharded with SP; without SP
   // each tp rank sends 1/tp of it and the receiver all-gathers it over tp (Megatron-LM's
@@ -224,7 +229,7 @@ void BuildStepWork(const ModelSpec& model, const TrainingSpec& training, const P
     AddSeparateGradAccumulation(w);
   if (plan.zero_stage == 3 && w.zero_shards > 1 &&
       training.framework.zero3_buffers == Zero3Buffers::kCopies)
-    AddZero3BufferCopies(w);
+    AddZero3BufferCopies(w, zero3_root);
   if (HasDdpBucketCopies(training.framework, plan)) AddDdpBucketCopies(w);
   if (const double bucket = ReduceBucketElements(training.framework, plan); bucket > 0)
     AddReduceBucketCopies(w, bucket);

@@ -112,6 +112,7 @@ TEST_CASE("a hostile profile is refused with file, line, field and the allowed v
       {std::string(kProfile) + "turbo: true\n", "turbo", "", 12},
       {std::string(kProfile) + "master_weights: fp16\n", "master_weights", "fp32, remainder", 12},
       {std::string(kProfile) + "zero3_buffers: pinned\n", "zero3_buffers", "views, copies", 12},
+      {std::string(kProfile) + "zero3_end_parts: trunk\n", "zero3_end_parts", "groups, root", 12},
       {std::string(kProfile) + "ddp_buckets: shared\n", "ddp_buckets", "views, copies", 12},
       {std::string(kProfile) + "param_gather: lazy\n", "param_gather", "after-step, next-forward", 12},
       {std::string(kProfile) + "offload: [act+cpu]\n", "offload",
