@@ -65,6 +65,11 @@ void AddSetupOptions(CLI::App* command, SetupOptions* options) {
                       "bf16 | fp32: the dtype of master weights and Adam states under --precision "
                       "fp8 (NeMo's optim.dtype; Transformer Engine recipes keep fp32); default: the "
                       "framework's");
+  command->add_option("--loss", options->loss,
+                      "how the loss runs, one of " + AllowedSpellings(kLossKernelSpellings) +
+                          " (fp32-fused: Megatron-Core's --cross-entropy-loss-fusion, NeMo's "
+                          "cross_entropy_loss_fusion; docs/frameworks.md); default: the "
+                          "framework's");
 }
 
 namespace {
@@ -142,6 +147,11 @@ TrainingSetup ResolveSetup(const SetupOptions& options) {
     throw InputError(flags, "--fp8-states",
                      "expected one of: " + AllowedSpellings(kFp8StateSpellings) + "; got '" +
                          options.fp8_states + "'");
+  LossKernel& loss = setup.training.framework.loss;
+  if (!options.loss.empty() && !ParseSpelling(kLossKernelSpellings, options.loss, &loss))
+    throw InputError(flags, "--loss",
+                     "expected one of: " + AllowedSpellings(kLossKernelSpellings) + "; got '" +
+                         options.loss + "'");
   return setup;
 }
 
@@ -161,7 +171,7 @@ namespace {
 // Flags that a plan file replaces; giving one beside --plan-file is an error, not a guess.
 constexpr const char* kPlanFileReplaces[] = {
     "--model",     "--cluster",   "--global-batch",      "--tokens-per-step", "--seq",
-    "--precision", "--framework", "--grad-accumulation", "--fp8-states", "--plan"};
+    "--precision", "--framework", "--grad-accumulation", "--fp8-states", "--loss", "--plan"};
 
 }  // namespace
 

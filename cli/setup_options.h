@@ -33,6 +33,7 @@ struct SetupOptions {
   std::string framework;          // empty: DefaultFrameworkName of the cluster's GPU
   std::string grad_accumulation;  // empty: the framework's
   std::string fp8_states;         // empty: the framework's
+  std::string loss;               // empty: the framework's
 };
 
 // Runs `load` on a flag's value, so that its errors say which flag or argument it was: an

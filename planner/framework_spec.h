@@ -59,7 +59,20 @@ enum class LossKernel : uint8_t {
   kCrossEntropyFp32Freed,  // the loss casts the model's logits to fp32 and the caller frees
                            // them before the backward: log_softmax's fp32 output the only
                            // tensor kept (torchtitan from e29b6b4d4, June 2024: `del pred`)
+  kFp32Fused,  // kFp32InPlace's fp32 softmax, its passes fused (Megatron-Core's
+               // --cross-entropy-loss-fusion: megatron/core/fusions/fused_cross_entropy.py)
 };
+inline constexpr Spellings<LossKernel, 5> kLossKernelSpellings{
+    {{LossKernel::kFp32InPlace, "fp32-in-place"},
+     {LossKernel::kCrossEntropy, "cross-entropy"},
+     {LossKernel::kCrossEntropyFp32, "cross-entropy-fp32"},
+     {LossKernel::kCrossEntropyFp32Freed, "cross-entropy-fp32-freed"},
+     {LossKernel::kFp32Fused, "fp32-fused"}}};
+// Megatron's loss: the logits cast to an fp32 buffer that becomes the softmax, kept for the
+// backward, whose gradient is written over it.
+inline bool Fp32SoftmaxBuffer(LossKernel k) {
+  return k == LossKernel::kFp32InPlace || k == LossKernel::kFp32Fused;
+}
 // A PyTorch cross-entropy over fp32 logits (the model's or the loss's cast).
 inline bool CrossEntropyInFp32(LossKernel k) {
   return k == LossKernel::kCrossEntropyFp32 || k == LossKernel::kCrossEntropyFp32Freed;

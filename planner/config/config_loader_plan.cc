@@ -34,7 +34,7 @@ namespace {
 // `gpu` picks the framework when the section names none (DefaultFrameworkName).
 TrainingSpec TrainingFromYaml(const YamlFields& f, const GpuSpec& gpu) {
   f.AllowOnly({"global_batch", "seq_len", "precision", "steps", "learning_rate",
-               "moe_aux_loss_coef", "framework", "grad_accumulation", "fp8_states"});
+               "moe_aux_loss_coef", "framework", "grad_accumulation", "fp8_states", "loss"});
   TrainingSpec t;
   // Limits keep global_batch * seq_len (tokens per step) far inside int64 (planner/limits.h).
   t.global_batch = f.Int("global_batch", {1, kMaxGlobalBatch});
@@ -60,6 +60,7 @@ TrainingSpec TrainingFromYaml(const YamlFields& f, const GpuSpec& gpu) {
                                     "; got '" + accumulation + "'");
   t.framework.fp8_states =
       ReadChoice(f, "fp8_states", kFp8StateSpellings, t.framework.fp8_states);
+  t.framework.loss = ReadChoice(f, "loss", kLossKernelSpellings, t.framework.loss);
   return t;
 }
 
@@ -174,6 +175,8 @@ void EmitTraining(std::string& out, const TrainingSpec& t) {
   if (t.framework.fp8_states != profile.fp8_states)
     out += std::string("  fp8_states: ") + SpellingOf(kFp8StateSpellings, t.framework.fp8_states) +
            "\n";
+  if (t.framework.loss != profile.loss)
+    out += std::string("  loss: ") + SpellingOf(kLossKernelSpellings, t.framework.loss) + "\n";
 }
 
 // One line per key of ToPlanString, so the file and the plan string cannot disagree.

@@ -31,12 +31,6 @@ constexpr Spellings<OptimizerStep, 3> kOptimizers{{{OptimizerStep::kFusedAdam, "
                                                     {OptimizerStep::kForeachAdam, "foreach-adam"},
                                                     {OptimizerStep::kMegatronFp16, "megatron-fp16"}}};
 
-constexpr Spellings<LossKernel, 4> kLossKernels{
-    {{LossKernel::kFp32InPlace, "fp32-in-place"},
-     {LossKernel::kCrossEntropy, "cross-entropy"},
-     {LossKernel::kCrossEntropyFp32, "cross-entropy-fp32"},
-     {LossKernel::kCrossEntropyFp32Freed, "cross-entropy-fp32-freed"}}};
-
 constexpr Spellings<LogFormat, 5> kLogFormats{{{LogFormat::kMeshplan, "meshplan"},
                                                {LogFormat::kMegatron, "megatron"},
                                                {LogFormat::kTorchtitan, "torchtitan"},
@@ -227,7 +221,7 @@ FrameworkSpec FrameworkFromYaml(const YamlFields& f, const std::string& default_
     f.Fail("grad_accumulation", "expected one of: " + std::string(AllowedGradAccumulations()) +
                                     "; got '" + accumulation + "'");
   s.optimizer = ReadChoice(f, "optimizer", kOptimizers);
-  if (f.Has("loss")) s.loss = ReadChoice(f, "loss", kLossKernels);
+  if (f.Has("loss")) s.loss = ReadChoice(f, "loss", kLossKernelSpellings);
   s.recompute = ReadRecompute(f);
   s.zero = ReadZero(f, "zero");
   if (f.Has("zero_pipelined")) s.zero_pipelined = ReadZero(f, "zero_pipelined");
@@ -327,7 +321,7 @@ std::string FrameworkToYamlText(const FrameworkSpec& s, const std::string& comme
   out += "master_weights: " + spelled(kMasterWeights, s.master_weights) + "\n";
   out += "grad_accumulation: " + std::string(ToString(s.grad_accumulation)) + "\n";
   out += "optimizer: " + spelled(kOptimizers, s.optimizer) + "\n";
-  out += "loss: " + spelled(kLossKernels, s.loss) + "\n";
+  out += "loss: " + spelled(kLossKernelSpellings, s.loss) + "\n";
   out += "recompute: [" + recompute + "]\n";
   out += "zero: [" + OfferedZeroStagesText(s.zero) + "]\n";
   if (s.zero_pipelined)

@@ -156,12 +156,22 @@ struct LossWork {
 // read and the input gradient written (4L). cross-entropy-fp32 runs it on logits the model
 // casts to fp32 (L = 4): the cast (read a, write 4) before it and the cast's gradient (read 4,
 // write a) after it; cross-entropy-fp32-freed is the same work, the cast made by the loss.
+//
+// fp32-fused: Megatron-Core's fused vocab-parallel cross-entropy (--cross-entropy-loss-fusion;
+// core_r0.8.0 megatron/core/fusions/fused_cross_entropy.py), the fp32-in-place steps in four
+// jit_fuser functions (torch.compile from PyTorch 2.2, megatron/core/jit.py). Forward,
+// calculate_logits_max casts and takes the max (read a, write 4; fp32 logits: read 4),
+// calculate_predicted_logits subtracts it, exponentiates and sums (read 4, write 4),
+// calculate_cross_entropy_loss divides (read 4, write 4): three kernels. Backward,
+// calculate_gradients updates the saved softmax, scales it and casts it to bf16 in one
+// (read 4, write 2: its `.to(torch.bfloat16)`): one kernel.
 LossWork LossOf(double a, LossKernel kind) {
   if (kind == LossKernel::kFp32InPlace) {
     const bool cast = a != 4;
     const double cast_bytes = cast ? a + 4 : 0;
     return {cast_bytes + 4 + 8 + 8 + 4 + 8, 8 + cast_bytes, cast ? 6 : 5, cast ? 2 : 1};
   }
+  if (kind == LossKernel::kFp32Fused) return {(a != 4 ? a + 4 : 4) + 8 + 8, 4 + 2, 3, 1};
   const bool fp32 = CrossEntropyInFp32(kind);
   const bool cast = fp32 && a != 4;
   const double L = fp32 ? 4 : a, cast_bytes = cast ? a + 4 : 0;

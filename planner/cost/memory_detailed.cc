@@ -326,7 +326,7 @@ Phase HeadBackwardPhase(const Stage& s) {
   head.gathered_params_bytes = z.root_held ? z.held_root() + z.prefetched_after_head()
                                            : z.gathered(z.groups.head) + z.prefetched_after_head();
   head.transient_bytes = HeadBackwardWorkspace(s.block.shape).TotalBytes();
-  if (s.block.shape.act_bytes != 4.0 && s.block.shape.loss == LossKernel::kFp32InPlace) {
+  if (s.block.shape.act_bytes != 4.0 && Fp32SoftmaxBuffer(s.block.shape.loss)) {
     // The fp32 logits are freed once cast, before d(input).
     const RankShape& sh = s.block.shape;
     const double d_input = double(sh.b) * sh.s_norm * sh.hidden * sh.act_bytes;

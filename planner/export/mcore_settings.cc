@@ -228,6 +228,9 @@ void AddModel(const ExportJob& job, std::vector<McoreSetting>* out) {
     out->push_back(
         {S::kModel, "v_head_dim", Int(mla.v_head_dim), "--v-head-dim", Int(mla.v_head_dim)});
   }
+  // ModelParallelConfig.cross_entropy_loss_fusion (megatron/core/model_parallel_config.py).
+  if (job.file.training.framework.loss == LossKernel::kFp32Fused)
+    out->push_back({S::kModel, "cross_entropy_loss_fusion", "true", "--cross-entropy-loss-fusion", ""});
 }
 
 void AddBatchAndPrecision(const ExportJob& job, std::vector<McoreSetting>* out) {

@@ -132,6 +132,10 @@ RunSettings RunSettingsOf(const RowFields& f) {
   // that is not the profile's (NeMo's optim.dtype).
   if (const YamlFields& where = f.For("fp8_states"); where.Has("fp8_states"))
     run.fp8_states = ReadChoice(where, "fp8_states", kFp8StateSpellings);
+  // The loss kernel, where the run's recipe chooses one the profile does not run (NeMo's
+  // cross_entropy_loss_fusion: fp32-fused).
+  if (const YamlFields& where = f.For("loss"); where.Has("loss"))
+    run.loss = ReadChoice(where, "loss", kLossKernelSpellings);
   return run;
 }
 
@@ -187,7 +191,7 @@ NumberRange PublishedRange(PublishedFigure figure) {
 constexpr std::string_view kSharedKeys[] = {
     "model",      "block",          "vocab_size", "seq_len",   "tied_embeddings",  "kv_heads",
     "ffn_hidden", "ffn_multiplier", "gpu",        "precision", "grad_accumulation", "norm",
-    "fp8_states"};
+    "fp8_states", "loss"};
 // The keys only a row gives (`framework` overrides the table's own key).
 constexpr std::string_view kRowKeys[] = {"name",         "params_B", "heads",     "hidden",
                                          "layers",       "gpus",     "framework", "global_batch",
@@ -274,6 +278,7 @@ void RunSettings::ApplyTo(FrameworkSpec* framework) const {
   if (grad_accumulation) framework->grad_accumulation = *grad_accumulation;
   if (fused_norm) framework->fused_norm = *fused_norm;
   if (fp8_states) framework->fp8_states = *fp8_states;
+  if (loss) framework->loss = *loss;
 }
 
 const char* ToString(PublishedFigure figure) {

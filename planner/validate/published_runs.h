@@ -52,6 +52,7 @@ struct RunSettings {
   std::optional<GradAccumulation> grad_accumulation;
   std::optional<bool> fused_norm;
   std::optional<Fp8StateDtype> fp8_states;  // the optimizer's dtype in fp8 runs (NeMo's optim.dtype)
+  std::optional<LossKernel> loss;  // how the run's loss runs (NeMo's cross_entropy_loss_fusion)
   void ApplyTo(FrameworkSpec* framework) const;
 };
 

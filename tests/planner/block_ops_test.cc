@@ -449,6 +449,18 @@ TEST_CASE("block ops: the head's ops are the work of the step's head", "[planner
   CHECK(ce32.backward.bytes == T * Vt * (a == 4 ? 20 : 20 + 4 + a));
   CHECK(ce32.forward.kernels == (a == 4 ? 2 : 3));
   CHECK(ce32.backward.kernels == (a == 4 ? 3 : 4));
+  // Megatron-Core's fused loss (fp32-fused): the cast with the max (a + 4; 4 on fp32 logits),
+  // the subtraction, exp and sum (8), the division (8) in three kernels; the gradient and its
+  // bf16 cast (4 + 2) in one. The same fp32 softmax kept as fp32-in-place's.
+  RankShape fused = shape;
+  fused.loss = LossKernel::kFp32Fused;
+  const BlockOps fused_ops = BuildHeadOps(m, fused, LoweringOf(fused, AttentionImpl::kFused));
+  const BlockOp& fce = OpNamed(fused_ops, "cross_entropy");
+  CHECK(fce.forward.bytes == T * Vt * (a == 4 ? 20 : a + 20));
+  CHECK(fce.backward.bytes == T * Vt * 6);
+  CHECK(fce.forward.kernels == 3);
+  CHECK(fce.backward.kernels == 1);
+  CHECK(LossSavedTensors(fused).TotalBytes() == LossSavedTensors(shape).TotalBytes());
   // The final norm: read + write (Tn, E), backward twice that.
   CHECK(ops.begin()->forward.bytes == 2 * Tn * E * a);
   CHECK(ops.begin()->backward.bytes == 4 * Tn * E * a);

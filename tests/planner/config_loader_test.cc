@@ -548,6 +548,24 @@ TEST_CASE("fp8_states: a training key, the framework's by default, bf16 or fp32"
                            Catch::Contains("fp16"));
 }
 
+TEST_CASE("loss: a training key, the framework's by default", "[planner][config][plan]") {
+  const std::string head = "model: llama3-8b\ncluster: 8xH100\ntraining:\n  global_batch: 8\n"
+                           "  seq_len: 8192\n  precision: fp8\n  framework: nemo\n";
+  const PlanFile plain = PlanFileFromText(head + "plan:\n  dp: 8\n", "a.yaml");
+  CHECK(plain.training.framework.loss == LossKernel::kFp32InPlace);
+  CHECK(PlanFileToYaml(plain).find("loss:") == std::string::npos);
+  // A recipe's cross_entropy_loss_fusion: true (NeMo-Framework-Launcher 24.07 llama3_8b.yaml).
+  const PlanFile fused = PlanFileFromText(head + "  loss: fp32-fused\nplan:\n  dp: 8\n", "b.yaml");
+  CHECK(fused.training.framework.loss == LossKernel::kFp32Fused);
+  CHECK(PlanFileFromText(PlanFileToYaml(fused), "c.yaml").training.framework.loss ==
+        LossKernel::kFp32Fused);
+  const InputError e =
+      ErrorOf([&] { PlanFileFromText(head + "  loss: liger\nplan:\n  dp: 8\n", "d.yaml"); });
+  CHECK(e.field() == "training.loss");
+  CHECK_THAT(e.what(), Catch::Contains("d.yaml:8:9") && Catch::Contains("fp32-fused") &&
+                           Catch::Contains("liger"));
+}
+
 TEST_CASE("an invalid plan in a plan file names the file and the broken rule", "[planner][config][plan][errors]") {
   const InputError e = ErrorOf([] { LoadPlanFile(Fixture("plan_invalid.yaml")); });
   CHECK(e.field() == "plan");

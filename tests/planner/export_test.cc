@@ -254,5 +254,14 @@ TEST_CASE("torchrun: the launch line and an sbatch script for meshplan run",
   CHECK_THAT(e.message(), Contains("tp_overlap=1"));
 }
 
+TEST_CASE("export: a run's fused loss is Megatron-Core's --cross-entropy-loss-fusion",
+          "[planner][export][megatron]") {
+  PlanFile pf = Plan("dp=8");
+  CHECK(Export(pf, ExportTarget::kMegatron).find("cross-entropy-loss-fusion") == std::string::npos);
+  pf.training.framework.loss = LossKernel::kFp32Fused;
+  CHECK_THAT(Export(pf, ExportTarget::kMegatron), Contains("--cross-entropy-loss-fusion"));
+  CHECK_THAT(Export(pf, ExportTarget::kMegatronBridge), Contains("cross_entropy_loss_fusion"));
+}
+
 }  // namespace
 }  // namespace meshplan

@@ -407,6 +407,10 @@ TEST_CASE("the new tables' models are the published architectures", "[planner][v
     // nemotron_340b.yaml alone sets optim.dtype: bf16; the other recipes keep NeMo's fp32.
     CHECK(setup.training.framework.fp8_states ==
           (s.row == std::string("Nemotron-340B") ? Fp8StateDtype::kBf16 : Fp8StateDtype::kFp32));
+    // nemotron_8b.yaml and nemotron_22b.yaml set cross_entropy_loss_fusion: true.
+    CHECK(setup.training.framework.loss == (s.row == std::string("Nemotron-340B")
+                                                ? LossKernel::kFp32InPlace
+                                                : LossKernel::kFp32Fused));
     const ModelSpec& m = setup.model;
     check_shape(m, s);
     CHECK(m.ffn_activation == FfnActivation::kSquaredRelu);
@@ -612,6 +616,10 @@ TEST_CASE("a hostile runs file is an InputError at its file, line and field",
        OneTable("      - {name: r, model: llama2-7b, gpus: 8, global_batch: 8, plan: \"dp=8\",\n"
                 "         published: 100, fp8_states: fp16}\n"),
        "tables[0].rows[0].fp8_states", 11, "bf16, fp32; got 'fp16'"},
+      {"an unknown loss kernel",
+       OneTable("      - {name: r, model: llama2-7b, gpus: 8, global_batch: 8, plan: \"dp=8\",\n"
+                "         published: 100, loss: liger}\n"),
+       "tables[0].rows[0].loss", 11, "fp32-in-place, cross-entropy"},
       {"an unknown norm kernel",
        OneTable("      - {name: r, model: llama2-7b, gpus: 8, global_batch: 8, plan: \"dp=8\",\n"
                 "         published: 100, norm: triton}\n"),
