@@ -168,16 +168,11 @@ TEST_CASE("estimate rejects bad input with exit code 2", "[planner][cli][estimat
 
 TEST_CASE("estimate --loss fp32-fused: Megatron-Core's fused cross-entropy, faster, the same memory",
           "[planner][cli][estimate]") {
-  auto run = [](const std::string& loss) {
-    const Result r = RunCli(
-        "estimate --format json --model nemotron3-8b --cluster 64xH100 --global-batch 256 "
-        "--seq 4096 --precision fp8 --framework nemo --plan dp=32,tp=2,zero=1,sp=1,mbs=4,"
-        "tp_overlap=1" + loss);
-    INFO(r.output);
-    REQUIRE(r.exit_code == 0);
-    return nlohmann::json::parse(r.output);
-  };
-  const nlohmann::json unfused = run(""), fused = run(" --loss fp32-fused");
+  const std::string nemotron_8b =
+      "--model nemotron3-8b --cluster 64xH100 --global-batch 256 --seq 4096 --precision fp8 "
+      "--framework nemo --plan dp=32,tp=2,zero=1,sp=1,mbs=4,tp_overlap=1";
+  const nlohmann::json unfused = RunJson(nemotron_8b);
+  const nlohmann::json fused = RunJson(nemotron_8b + " --loss fp32-fused");
   // 24 bytes fewer per logit each micro-batch: (B, S, V/tp) = 4 x 4096 x 128,000 logits.
   CHECK(fused["step_time_s"].get<double>() < unfused["step_time_s"].get<double>());
   CHECK(fused["memory"]["total_bytes"].get<double>() ==
@@ -188,16 +183,12 @@ TEST_CASE("estimate --fp8-states bf16: NeMo's Nemotron-340B recipe fits with its
           "[planner][cli][estimate]") {
   // NeMo 24.07's run on 128 H100 (docs/validation/nemo2407.md): with fp32 Adam states and
   // remainders over dp = 2 it would not fit; its recipe's optim.dtype is bf16.
-  auto memory = [](const std::string& states) {
-    const Result r = RunCli(
-        "estimate --format json --model nemotron4-340b --cluster 128xH100 --global-batch 32 "
-        "--seq 4096 --precision fp8 --framework nemo --plan dp=2,tp=8,pp=8,zero=1,sp=1,"
-        "recompute=selective,schedule=interleaved,vpp=12" + states);
-    INFO(r.output);
-    REQUIRE(r.exit_code == 0);
-    return nlohmann::json::parse(r.output);
-  };
-  const nlohmann::json fp32 = memory(""), bf16 = memory(" --fp8-states bf16");
+  const std::string nemotron_340b =
+      "--model nemotron4-340b --cluster 128xH100 --global-batch 32 --seq 4096 --precision fp8 "
+      "--framework nemo --plan dp=2,tp=8,pp=8,zero=1,sp=1,recompute=selective,"
+      "schedule=interleaved,vpp=12";
+  const nlohmann::json fp32 = RunJson(nemotron_340b);
+  const nlohmann::json bf16 = RunJson(nemotron_340b + " --fp8-states bf16");
   CHECK_FALSE(fp32["fits"].get<bool>());
   CHECK(bf16["fits"].get<bool>());
   // 5.77e9 parameters on stage 0, sharded over 2: 10 bytes each (remainder, m, v) against 4
