@@ -350,10 +350,10 @@ Phase EmbedBackwardPhase(const Stage& s) {
   embed.logits_bytes = a.logits_but_current + a.loss_held;
   // The embedding's full gradient, block 0's still in flight. The embedding backward
   // scatters into the gradient buffer and allocates nothing.
-  // Under the root unit the head's full gradient too, until the root's reduce-scatter.
+  // Under the root unit the head's gradient too, held until the root's reduce-scatter.
   embed.comm_buffer_bytes = z.backward_buffers(
       z.full_grad(z.groups.embed) + z.full_grad(z.groups.block) * (1.0 + z.partial_shard) +
-      (z.root_held ? z.full_grad(z.groups.head) : 0.0));
+      (z.root_held ? z.held_head_grad() : 0.0));
   // Nothing gathered but the root unit: the embedding backward reads only the token ids,
   // and block 0's gather was freed with its backward (it prefetched nothing).
   embed.gathered_params_bytes = z.held_root();
