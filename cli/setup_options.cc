@@ -18,6 +18,7 @@
 #include "planner/names.h"
 #include "planner/parallel_plan.h"
 #include "planner/plan_fields.h"
+#include "planner/spellings.h"
 #include "planner/units_format.h"
 
 namespace meshplan {
@@ -99,6 +100,16 @@ int64_t GlobalBatchOf(const SetupOptions& options) {
   return tokens / options.seq;
 }
 
+// A flag whose value is one of `table`'s spellings, left at `*out` (the framework's) when
+// empty; anything else exits 2 naming the flag and the allowed values.
+template <typename Enum, size_t N>
+void ReadChoiceFlag(const InputLocation& flags, const char* flag, const Spellings<Enum, N>& table,
+                    const std::string& text, Enum* out) {
+  if (!text.empty() && !ParseSpelling(table, text, out))
+    throw InputError(flags, flag,
+                     "expected one of: " + AllowedSpellings(table) + "; got '" + text + "'");
+}
+
 }  // namespace
 
 TrainingSetup ResolveSetup(const SetupOptions& options) {
@@ -142,16 +153,9 @@ TrainingSetup ResolveSetup(const SetupOptions& options) {
     throw InputError(flags, "--grad-accumulation",
                      "expected one of: " + std::string(AllowedGradAccumulations()) + "; got '" +
                          options.grad_accumulation + "'");
-  Fp8StateDtype& states = setup.training.framework.fp8_states;
-  if (!options.fp8_states.empty() && !ParseSpelling(kFp8StateSpellings, options.fp8_states, &states))
-    throw InputError(flags, "--fp8-states",
-                     "expected one of: " + AllowedSpellings(kFp8StateSpellings) + "; got '" +
-                         options.fp8_states + "'");
-  LossKernel& loss = setup.training.framework.loss;
-  if (!options.loss.empty() && !ParseSpelling(kLossKernelSpellings, options.loss, &loss))
-    throw InputError(flags, "--loss",
-                     "expected one of: " + AllowedSpellings(kLossKernelSpellings) + "; got '" +
-                         options.loss + "'");
+  ReadChoiceFlag(flags, "--fp8-states", kFp8StateSpellings, options.fp8_states,
+                 &setup.training.framework.fp8_states);
+  ReadChoiceFlag(flags, "--loss", kLossKernelSpellings, options.loss, &setup.training.framework.loss);
   return setup;
 }
 

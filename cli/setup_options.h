@@ -52,7 +52,7 @@ auto NamingFlag(const char* flag, Load load) -> decltype(load()) {
 }
 
 // Adds --model, --cluster, --global-batch, --tokens-per-step, --seq, --precision, --framework,
-// --grad-accumulation, --fp8-states to `command`;
+// --grad-accumulation, --fp8-states, --loss to `command`;
 // --global-batch and --seq are checked against planner/limits.h as they are parsed,
 // --tokens-per-step's form too (ParseTokenCount); the batch it gives, in ResolveSetup.
 void AddSetupOptions(CLI::App* command, SetupOptions* options);

@@ -323,8 +323,8 @@ Phase HeadBackwardPhase(const Stage& s) {
       z.backward_buffers(z.root_held ? z.held_head_grad() : z.full_grad(z.groups.head));
   // The head (gathered since its forward) and the chunk's last block, prefetched as the
   // head's backward starts.
-  head.gathered_params_bytes = z.root_held ? z.held_root() + z.prefetched_after_head()
-                                           : z.gathered(z.groups.head) + z.prefetched_after_head();
+  head.gathered_params_bytes =
+      (z.root_held ? z.held_root() : z.gathered(z.groups.head)) + z.prefetched_after_head();
   head.transient_bytes = HeadBackwardWorkspace(s.block.shape).TotalBytes();
   if (s.block.shape.act_bytes != 4.0 && Fp32SoftmaxBuffer(s.block.shape.loss)) {
     // The fp32 logits are freed once cast, before d(input).
