@@ -51,6 +51,10 @@ struct GpuSpec {
   double matmul_ceiling_efficiency = 0;
   // The same for FP8 GEMMs, of peak_flops_fp8 (< 0: as matmul_ceiling_efficiency).
   double matmul_fp8_ceiling_efficiency = -1;
+  // FP8 GEMMs that promote their partial sums to fp32 every 128 k (cuBLASLt's FAST_ACCUM off,
+  // "split accumulator": Transformer Engine's backward GEMMs, fp8_convention.h) run at this
+  // fraction of the rates above. 1 = no cost (a GPU whose FP8 GEMMs have no such mode).
+  double matmul_fp8_split_accumulate_efficiency = 1;
   double attention_efficiency = 0.50;     // fraction of peak reached by attention kernels:
                                           // FlashAttention-2's, and the unfused core's
   // The other fused attention kernels' (AttentionKernel), where the file gives them; 0: as

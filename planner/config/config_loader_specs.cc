@@ -287,12 +287,14 @@ GpuConfig GpuFromYaml(const YamlFields& f, const std::string& default_name) {
 
   if (f.Has("efficiency")) {
     const YamlFields eff = f.Map("efficiency");
-    eff.AllowOnly({"matmul", "matmul_ceiling", "matmul_fp8_ceiling", "attention", "attention_cudnn",
-                   "attention_flash3", "memory_bandwidth"});
+    eff.AllowOnly({"matmul", "matmul_ceiling", "matmul_fp8_ceiling", "matmul_fp8_split_accumulate",
+                   "attention", "attention_cudnn", "attention_flash3", "memory_bandwidth"});
     g.matmul_efficiency = eff.Number("matmul", kEfficiency, g.matmul_efficiency);
     g.matmul_ceiling_efficiency = eff.Number("matmul_ceiling", kEfficiency, 0);
     g.matmul_fp8_ceiling_efficiency =
         eff.Number("matmul_fp8_ceiling", kEfficiency, g.matmul_fp8_ceiling_efficiency);
+    g.matmul_fp8_split_accumulate_efficiency = eff.Number(
+        "matmul_fp8_split_accumulate", kEfficiency, g.matmul_fp8_split_accumulate_efficiency);
     g.attention_efficiency = eff.Number("attention", kEfficiency, g.attention_efficiency);
     g.attention_cudnn_efficiency = eff.Number("attention_cudnn", kEfficiency, 0);
     g.attention_flash3_efficiency = eff.Number("attention_flash3", kEfficiency, 0);

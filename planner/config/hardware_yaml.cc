@@ -77,6 +77,8 @@ std::string GpuSpecToYaml(const GpuSpec& g, const HardwareYamlOptions& options) 
   if (g.matmul_ceiling_efficiency > 0) fraction("matmul_ceiling", g.matmul_ceiling_efficiency);
   if (g.matmul_fp8_ceiling_efficiency >= 0)
     fraction("matmul_fp8_ceiling", g.matmul_fp8_ceiling_efficiency);
+  if (g.matmul_fp8_split_accumulate_efficiency != 1)
+    fraction("matmul_fp8_split_accumulate", g.matmul_fp8_split_accumulate_efficiency);
   fraction("attention", g.attention_efficiency);
   if (g.attention_cudnn_efficiency > 0) fraction("attention_cudnn", g.attention_cudnn_efficiency);
   if (g.attention_flash3_efficiency > 0) fraction("attention_flash3", g.attention_flash3_efficiency);

@@ -3,8 +3,8 @@
 //
 // The output follows the schema LoadGpu reads (planner/config/config_loader_specs.cc): name,
 // aliases, source, memory_MiB, peak_TFLOPs {fp32, tf32, bf16, fp8}, memory_bandwidth_TBps,
-// efficiency {matmul, matmul_ceiling, matmul_fp8_ceiling, attention, attention_cudnn,
-// attention_flash3, memory_bandwidth} (the optional ones when set), kernel_overhead_us and,
+// efficiency {matmul, matmul_ceiling, matmul_fp8_ceiling, matmul_fp8_split_accumulate, attention,
+// attention_cudnn, attention_flash3, memory_bandwidth} (the optional ones when set), kernel_overhead_us and,
 // when given, a network block (the defaults of NxGPU shorthand clusters, taken from a ClusterSpec's
 // gpus_per_node and tiers) and that cluster's host: block when it has one (planner/host_spec.h),
 // comm_overlap_slowdown when not 0, dp_overlap_slowdown when set, then the runtime_memory section when it is not all zero

@@ -10,11 +10,11 @@ namespace {
 
 // A linear layer's GEMM in each pass, from its forward (rows, in) x (in, out) = `g`
 // (m = rows, n = out, k = in): backward input (rows, out) x (out, in), backward weight
-// (in, rows) x (rows, out).
+// (in, rows) x (rows, out). FP8: the backward GEMMs accumulate split (fp8_convention.h).
 void AddLinearGemms(const GemmOp& g, PartWork* part) {
   part->forward.AddGemm(g);
-  part->backward_input.AddGemm({g.m, g.k, g.n, g.batch, false, g.fp8});
-  part->backward_weight.AddGemm({g.k, g.n, g.m, g.batch, false, g.fp8});
+  part->backward_input.AddGemm({g.m, g.k, g.n, g.batch, false, g.fp8, /*split_accumulate=*/g.fp8});
+  part->backward_weight.AddGemm({g.k, g.n, g.m, g.batch, false, g.fp8, /*split_accumulate=*/g.fp8});
 }
 
 // FP8 casts (fp8_convention.h) of one linear over `rows` tokens: forward, its input (rows, in)

@@ -49,6 +49,7 @@ ComputeRates RatesFor(const GpuSpec& gpu, Precision precision,
     rates.fp8_matmul_ceiling_flops_per_s =
         fp8_peak * (gpu.matmul_fp8_ceiling_efficiency >= 0 ? gpu.matmul_fp8_ceiling_efficiency
                                                            : gpu.matmul_ceiling_efficiency);
+    rates.fp8_split_accumulate = gpu.matmul_fp8_split_accumulate_efficiency;
   }
   rates.attention_flops_per_s = peak * gpu.attention_efficiency;
   for (const auto& [kernel, name] : kAttentionKernelSpellings)
@@ -101,12 +102,13 @@ double GemmBytes(const GemmOp& g, const ComputeRates& r) {
 }  // namespace
 
 double GemmTime(const GemmOp& gemm, const ComputeRates& rates) {
+  const double split = gemm.fp8 && gemm.split_accumulate ? rates.fp8_split_accumulate : 1;
   const double rate = gemm.attention_core ? rates.attention_flops_per_s
-                      : gemm.fp8          ? rates.fp8_matmul_flops_per_s
+                      : gemm.fp8          ? rates.fp8_matmul_flops_per_s * split
                                           : rates.matmul_flops_per_s;
   double compute = Seconds(ShapedGemmFlops(gemm, rates), rate);
   const double ceiling = gemm.attention_core ? 0
-                         : gemm.fp8          ? rates.fp8_matmul_ceiling_flops_per_s
+                         : gemm.fp8          ? rates.fp8_matmul_ceiling_flops_per_s * split
                                              : rates.matmul_ceiling_flops_per_s;
   if (ceiling > 0) compute = std::max(compute, gemm.flops() / ceiling);
   const double memory = Seconds(GemmBytes(gemm, rates), rates.memory_Bps);

@@ -63,6 +63,7 @@ struct GemmOp {
   double batch = 1;
   bool attention_core = false;  // QK^T / PV of unfused attention: timed as attention
   bool fp8 = false;             // FP8 operands at the FP8 rate (fp8 precision's linear GEMMs)
+  bool split_accumulate = false;  // FP8 with fp32 promotion every 128 k (ComputeRates)
   double flops() const { return 2 * m * n * k * batch; }
 };
 
@@ -116,6 +117,9 @@ struct ComputeRates {
   // The fastest any linear GEMM runs (GpuSpec::matmul_ceiling_efficiency; 0 = no ceiling).
   double matmul_ceiling_flops_per_s = 0;
   double fp8_matmul_ceiling_flops_per_s = 0;
+  // Both FP8 rates' factor for GemmOp::split_accumulate GEMMs
+  // (GpuSpec::matmul_fp8_split_accumulate_efficiency).
+  double fp8_split_accumulate = 1;
   double attention_flops_per_s = 0;  // FlashAttention-2 and the unfused core (GEMMs, FLOPs)
   // Each fused attention kernel's rate, indexed by AttentionKernel (GpuSpec::AttentionEfficiency).
   std::array<double, kAttentionKernelSpellings.size()> flash_flops_per_s{};

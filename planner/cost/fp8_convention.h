@@ -8,6 +8,10 @@
 //    forward and both backward GEMMs, at GpuSpec::peak_flops_fp8, FP8 operands (1 byte)
 //    and a bf16 output. bf16: attention (TE's DotProductAttention), norms, the
 //    embedding and the lm_head, as in bf16.
+//  * Accumulation: the forward GEMM accumulates fast, the two backward GEMMs promote to fp32
+//    every 128 k (TE's module/base.py: _2X_ACC_FPROP = False, _2X_ACC_DGRAD = _2X_ACC_WGRAD =
+//    True, its use_split_accumulator; torchao's float8 does the same), at the hardware's
+//    GpuSpec::matmul_fp8_split_accumulate_efficiency.
 //  * Model states: as the framework keeps them (model_state_memory.h): bf16 weights, and
 //    bf16 master, m and v (the executor) or fp32 ones (FrameworkSpec::fp8_states: Transformer
 //    Engine recipes).

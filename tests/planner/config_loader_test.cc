@@ -731,6 +731,7 @@ TEST_CASE("kernel_shape, bus_efficiency, comm_overlaps_compute, dp_overlap_slowd
                           Case{"kernel_shape: {gemm_k_overhead: -8}", "kernel_shape.gemm_k_overhead"},
                           Case{"kernel_shape: {gemm_k_overhead_fp8: -8}", "kernel_shape.gemm_k_overhead_fp8"},
                           Case{"efficiency: {matmul: 0.9, matmul_fp8_ceiling: 1.2}", "efficiency.matmul_fp8_ceiling"},
+                          Case{"efficiency: {matmul: 0.9, matmul_fp8_split_accumulate: 0}", "efficiency.matmul_fp8_split_accumulate"},
                           Case{"efficiency: {attention: 0.3, attention_cudnn: 1.5}", "efficiency.attention_cudnn"},
                           Case{"efficiency: {attention: 0.3, attention_flash3: 0}", "efficiency.attention_flash3"},
                           Case{"kernel_shape: {warp_size: 32}", "warp_size"},

@@ -155,6 +155,8 @@ TEST_CASE("runtime memory survives the hardware and plan-file writers exactly",
   CHECK_FALSE(back.comm_overlaps_compute);
   CHECK(back.matmul_ceiling_efficiency == gpu.matmul_ceiling_efficiency);  // 0.801 (MAMF)
   CHECK(back.matmul_fp8_ceiling_efficiency == gpu.matmul_fp8_ceiling_efficiency);  // 0.770
+  CHECK(back.matmul_fp8_split_accumulate_efficiency == gpu.matmul_fp8_split_accumulate_efficiency);
+  CHECK(gpu.matmul_fp8_split_accumulate_efficiency == Approx(0.870));  // written, not the default
   CHECK(back.attention_cudnn_efficiency == gpu.attention_cudnn_efficiency);
   CHECK(back.attention_flash3_efficiency == gpu.attention_flash3_efficiency);
   CHECK(back.kernel_shape == gpu.kernel_shape);  // gemm_k_overhead_fp8 814
