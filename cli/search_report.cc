@@ -99,6 +99,12 @@ void PrintKnobExplain(const KnobTally& k, const TrainingSetup& s, const SearchOp
     fmt::print("  dp_overlap   1 on all {} plans with dp*cp > 1: 0 only exposes the gradient sync "
                "(same memory, never faster: dominated, not timed)\n",
                GroupDigits(k.dp_overlap_dominated));
+  if (const std::optional<int64_t> pin = pins[PlanField::kPpOverlap])
+    fmt::print("  pp_overlap   pinned to {}\n", *pin);
+  else if (s.training.framework.pp_overlap != PpOverlapOffer::kNone)
+    fmt::print("  pp_overlap   1 on all {} interleaved plans: 0 only exposes the pipeline sends "
+               "(same memory, never faster: dominated, not timed)\n",
+               GroupDigits(k.pp_overlap_on));
   const PrefetchOffer& prefetch = s.training.framework.prefetch;
   if (const std::optional<int64_t> pin = pins[PlanField::kPrefetch])
     fmt::print("  prefetch     pinned to {}\n", *pin);
@@ -348,6 +354,7 @@ nlohmann::json ResultToJson(const SearchResult& r, const TrainingSetup& s, const
                     {"tp_overlap_on", k.tp_overlap_on},
                     {"tp_overlap_off", k.tp_overlap_off},
                     {"dp_overlap_dominated", k.dp_overlap_dominated},
+                    {"pp_overlap_on", k.pp_overlap_on},
                     {"prefetch0_tried", k.prefetch0_tried},
                     {"prefetch0_fit", k.prefetch0_fit},
                     {"offload_tried", k.offload_tried},

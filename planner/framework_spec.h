@@ -102,6 +102,11 @@ struct ZeroOffer {  // the default: meshplan's executor's, all four
 // or never.
 enum class TpOverlapOffer : uint8_t { kAny, kWithSp, kNone };
 
+// Whether the framework runs an interleaved pipeline's sends and receives behind the next
+// chunk's compute (the plan's pp_overlap): none, or on interleaved schedules (Megatron-Core's
+// overlap_p2p_comm).
+enum class PpOverlapOffer : uint8_t { kNone, kInterleaved };
+
 // Sequence parallelism beside tensor parallelism (the plan's sp with tp > 1): a choice; always
 // (its TP shards the norms and dropouts over the sequence: torchtitan's SequenceParallel
 // norms); or never (its TP has no sequence parallelism: Megatron-LM before 2022).
@@ -279,6 +284,7 @@ struct FrameworkSpec {
   ScheduleOffer schedules;
   OffloadOffer offload;
   TpOverlapOffer tp_overlap = TpOverlapOffer::kAny;
+  PpOverlapOffer pp_overlap = PpOverlapOffer::kNone;
   SpOffer sequence_parallel = SpOffer::kOptional;
   // ZeRO-1 reduce-scatters the gradients into a separate shard beside the full gradient
   // buffer (meshplan's executor, executor/parallel/zero_engine.h), rather than in place in

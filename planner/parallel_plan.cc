@@ -30,7 +30,8 @@ const char* ConstraintId(PlanConstraint constraint) {
       "interleaved_microbatches", "offload_params_needs_zero3",
       "offload_params_needs_offload_opt", "prefetch_range", "parallelism_offered", "prefetch_offered",
       "recompute_offered", "zero_offered",
-      "offload_offered", "schedule_offered", "tp_overlap_offered", "sp_offered"};
+      "offload_offered", "schedule_offered", "tp_overlap_offered", "sp_offered",
+      "pp_overlap_offered"};
   const int i = static_cast<int>(constraint);
   return i >= 0 && i < kNumPlanConstraints ? kIds[i] : "?";
 }
@@ -122,6 +123,12 @@ std::string OfferedSchedulesText(const ScheduleOffer& offer) {
 bool TpOverlapOffered(TpOverlapOffer offer, const ParallelPlan& plan) {
   if (!plan.tp_comm_overlap || plan.tp == 1) return true;  // nothing to overlap
   return offer == TpOverlapOffer::kAny || (offer == TpOverlapOffer::kWithSp && plan.sequence_parallel);
+}
+
+bool PpOverlapOffered(PpOverlapOffer offer, const ParallelPlan& plan) {
+  if (!plan.pp_comm_overlap) return true;
+  return plan.pp > 1 && plan.schedule == PipelineSchedule::kInterleaved &&
+         offer == PpOverlapOffer::kInterleaved;
 }
 
 bool OffloadOffered(const OffloadOffer& offer, const ParallelPlan& plan) {
@@ -245,6 +252,7 @@ PlanConstraintMask FrameworkRefusals(const ParallelPlan& plan, const FrameworkSp
   fail_if(plan.tp > 1 && ((sp == SpOffer::kAlways && !plan.sequence_parallel) ||
                           (sp == SpOffer::kNever && plan.sequence_parallel)),
           C::kSpOffered);
+  fail_if(!PpOverlapOffered(framework.pp_overlap, plan), C::kPpOverlapOffered);
   return out;
 }
 
@@ -393,6 +401,14 @@ std::string ViolationMessage(PlanConstraint c, const ParallelPlan& plan, const M
              (training.framework.tp_overlap == TpOverlapOffer::kWithSp
                   ? " without sequence parallelism; allowed: tp_overlap=1 with sp=1, or tp_overlap=0"
                   : "; allowed: tp_overlap=0");
+    case C::kPpOverlapOffered:
+      if (training.framework.pp_overlap == PpOverlapOffer::kNone)
+        return "pp_overlap=1 is not offered by " + FrameworkLabel(training.framework) +
+               ": its pipeline sends run between the chunks; allowed: pp_overlap=0";
+      return "pp_overlap=1 needs schedule=interleaved with pp > 1 (got schedule=" +
+             std::string(ToString(plan.schedule)) + ", pp=" + Str(plan.pp) +
+             "): only interleaved chunks have a next chunk to hide the sends behind; allowed: "
+             "pp_overlap=0, or schedule=interleaved";
     case C::kSpOffered: {
       const bool always = training.framework.sequence_parallel == SpOffer::kAlways;
       return "sp=" + Str(plan.sequence_parallel ? 1 : 0) + " with tp=" + Str(plan.tp) +

@@ -78,6 +78,9 @@ struct ParallelPlan {
   PipelineSchedule schedule = PipelineSchedule::k1F1B;
   int64_t virtual_stages = 1;     // model chunks per pipeline rank (interleaved only)
   bool tp_comm_overlap = false;   // let TP collectives overlap compute (off: exposed)
+  // Interleaved pipelines: each chunk's sends and receives run behind the next chunk's
+  // compute (Megatron-Core's overlap_p2p_comm; off: on the critical path of every chunk).
+  bool pp_comm_overlap = false;
   // Uneven pipeline stages (planner/stage_layers.h): the layers of the first / last stage;
   // 0 = the same share as the other stages (the even split, the default).
   int64_t first_stage_layers = 0;
@@ -143,6 +146,9 @@ std::string OfferedPrefetchText(const PrefetchOffer& offer);
 std::string OfferedSchedulesText(const ScheduleOffer& offer);
 // Whether the framework runs the plan's tp_overlap (always, with tp == 1 or overlap off).
 bool TpOverlapOffered(TpOverlapOffer offer, const ParallelPlan& plan);
+// Whether the plan's pp_overlap runs: off, or an interleaved schedule under a framework that
+// overlaps its pipeline sends.
+bool PpOverlapOffered(PpOverlapOffer offer, const ParallelPlan& plan);
 // Whether `offer` runs the plan's offload choices: its combination, and activation offload's
 // conditions (OffloadOffer::act_alone).
 bool OffloadOffered(const OffloadOffer& offer, const ParallelPlan& plan);
@@ -183,6 +189,7 @@ enum class PlanConstraint : uint8_t {
   kScheduleOffered,         // with pp > 1, the framework runs the schedule (FrameworkSpec::schedules)
   kTpOverlapOffered,        // with tp > 1, the framework runs tp_overlap as asked (FrameworkSpec::tp_overlap)
   kSpOffered,               // with tp > 1, the plan's sp as the framework runs it (FrameworkSpec::sequence_parallel)
+  kPpOverlapOffered,        // pp_overlap=1 only on an interleaved schedule of a framework that overlaps (FrameworkSpec::pp_overlap)
   kCount
 };
 inline constexpr int kNumPlanConstraints = static_cast<int>(PlanConstraint::kCount);
@@ -210,7 +217,7 @@ PlanConstraintMask CheckPlan(const ParallelPlan& plan, const ModelSpec& model,
                              const TrainingSpec& training, int64_t world_size,
                              int64_t tp_group_limit = 0);
 
-// CheckPlan()'s rules of what the framework runs (parallelism_offered .. sp_offered,
+// CheckPlan()'s rules of what the framework runs (parallelism_offered .. pp_overlap_offered,
 // kFrameworkRules) that `plan` breaks under `framework`.
 PlanConstraintMask FrameworkRefusals(const ParallelPlan& plan, const FrameworkSpec& framework);
 inline constexpr PlanConstraintMask kFrameworkRules =
@@ -218,7 +225,8 @@ inline constexpr PlanConstraintMask kFrameworkRules =
     MaskOf(PlanConstraint::kRecomputeOffered) |
     MaskOf(PlanConstraint::kZeroOffered) |
     MaskOf(PlanConstraint::kOffloadOffered) | MaskOf(PlanConstraint::kScheduleOffered) |
-    MaskOf(PlanConstraint::kTpOverlapOffered) | MaskOf(PlanConstraint::kSpOffered);
+    MaskOf(PlanConstraint::kTpOverlapOffered) | MaskOf(PlanConstraint::kSpOffered) |
+    MaskOf(PlanConstraint::kPpOverlapOffered);
 // Whether a violation's constraint id (PlanViolation::constraint) is one of kFrameworkRules.
 bool IsFrameworkRule(const std::string& constraint_id);
 

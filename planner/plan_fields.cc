@@ -143,6 +143,14 @@ std::array<PlanFieldSpec, kNumPlanFields> MakeTable() {
                "do (comm_overlap_slowdown of the GPU)"),
           "the executor runs each TP collective between its GEMMs, exposed (tp_overlap=0's "
           "timeline)"),
+      RefusedByExecutor(
+          Help(Field<&P::pp_comm_overlap>(F::kPpOverlap, "pp_overlap", kBool, kChoice,
+                                          "overlap an interleaved pipeline's sends with compute"),
+               "each chunk's activation and gradient sends run behind the next chunk's compute, "
+               "which runs slower while they do (comm_overlap_slowdown of the GPU); only the "
+               "pipeline's fill waits for them (Megatron-Core's overlap_p2p_comm)"),
+          "the executor receives each message as the chunk that needs it starts, exposed "
+          "(pp_overlap=0's timeline)"),
       stage(Field<&P::first_stage_layers>(F::kFirstStageLayers, "first_stage_layers", kInt, kAxis,
                                           "layers of the first pipeline stage (0: even split)")),
       stage(Field<&P::last_stage_layers>(F::kLastStageLayers, "last_stage_layers", kInt, kAxis,

@@ -21,7 +21,7 @@ namespace meshplan {
 
 // The fields, in plan-string order (ToPlanString, --only, a plan file's plan: section).
 enum class PlanField : uint8_t {
-  kDp, kTp, kPp, kCp, kEp, kZero, kSp, kMbs, kRecompute, kSchedule, kVpp, kTpOverlap,
+  kDp, kTp, kPp, kCp, kEp, kZero, kSp, kMbs, kRecompute, kSchedule, kVpp, kTpOverlap, kPpOverlap,
   kFirstStageLayers, kLastStageLayers, kOffloadOpt, kOffloadAct, kOffloadParams, kDpOverlap,
   kPrefetch, kCount
 };

@@ -82,6 +82,7 @@ bool SameShape(const ParallelPlan& a, const ParallelPlan& b) {
   x.zero_stage = b.zero_stage;
   x.recompute = b.recompute;
   x.tp_comm_overlap = b.tp_comm_overlap;
+  x.pp_comm_overlap = b.pp_comm_overlap;
   x.dp_comm_overlap = b.dp_comm_overlap;
   x.zero3_prefetch = b.zero3_prefetch;
   x.offload_optimizer = b.offload_optimizer;

@@ -442,10 +442,19 @@ StepTimeBreakdown TimeAsRun(const StepWork& work, const ClusterSpec& cluster,
   out.exposed_comm_s[MeshDim::kCp] = m * slowest.cp;
   out.exposed_comm_s[MeshDim::kEp] = m * slowest.ep;
   out.exposed_comm_s[MeshDim::kDp] = slowest.dp;
-  double pp_p2p = 0;
+  double pp_p2p = 0, pp_hidden = 0;
   if (work.pp > 1) {
-    const double slots = static_cast<double>(work.virtual_stages) * m + static_cast<double>(work.pp - 1);
-    pp_p2p = slots * times.pp_slot_s;
+    const double vpp = static_cast<double>(work.virtual_stages);
+    const double fill = static_cast<double>(work.pp - 1), chunks = vpp * m;
+    if (work.pp_activation.overlappable) {
+      // pp_overlap: each chunk's sends run behind the next chunk's forward and backward; the
+      // fill still waits for them (docs/cost_model.md section 5, "PP").
+      const double window = (slowest.f + slowest.b + slowest.w) / vpp;
+      pp_hidden = chunks * std::min(times.pp_slot_s, window);
+      pp_p2p = fill * times.pp_slot_s + chunks * std::max(0.0, times.pp_slot_s - window);
+    } else {
+      pp_p2p = (chunks + fill) * times.pp_slot_s;
+    }
   }
   out.exposed_comm_s[MeshDim::kPp] = pp_p2p + slowest.pp_sync;
   // The pipeline fills and drains through the other stages: their terms, not the slowest's.
@@ -454,7 +463,8 @@ StepTimeBreakdown TimeAsRun(const StepWork& work, const ClusterSpec& cluster,
                                                     slowest_mb.b, slowest_mb.w));
   out.optimizer_s = slowest.optimizer;
   out.offload_s = m * slowest.offload_mb + slowest.offload_step;
-  out.overlap_slowdown_s = m * slowest.tp_slowdown + slowest.dp_slowdown;
+  out.overlap_slowdown_s = m * slowest.tp_slowdown + slowest.dp_slowdown +
+                          SlowedBy(pp_hidden, 0, 0, cluster.gpu.comm_overlap_slowdown);
   out.total_s = out.compute_s + out.exposed_comm_s.sum() + out.bubble_s + out.optimizer_s +
                 out.offload_s + out.overlap_slowdown_s;
   return out;

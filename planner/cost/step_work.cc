@@ -266,6 +266,7 @@ double RecomputedShare(const StepWork& work, int64_t stage) {
 void SerializeCommunication(StepWork* work) {
   for (PartWork* part : {&work->block, &work->embedding, &work->head})
     for (Collective& c : part->collectives) c.overlappable = false;
+  work->pp_activation.overlappable = work->pp_gradient.overlappable = false;
   work->dp_overlap = false;
   work->zero3_prefetch = 0;
 }
@@ -281,6 +282,9 @@ void SetPlanKnobs(const ParallelPlan& plan, StepWork* work) {
   for (PartWork* part : {&work->block, &work->embedding, &work->head})
     for (Collective& c : part->collectives)
       if (c.dim == MeshDim::kTp) c.overlappable = plan.tp_comm_overlap;
+  // pp_overlap (interleaved only: PpOverlapOffered): the sends behind the next chunk.
+  work->pp_activation.overlappable = work->pp_gradient.overlappable =
+      plan.pp_comm_overlap && plan.schedule == PipelineSchedule::kInterleaved;
   work->dp_overlap = plan.dp_comm_overlap;
   work->zero3_prefetch = plan.zero3_prefetch;
   work->offload.optimizer = plan.offload_optimizer;

@@ -130,8 +130,9 @@ struct StepWork {
   FrameworkCalibration calibration;
 
   // Overlap and offload choices (planner/parallel_plan.h; TP overlap is each TP
-  // Collective's `overlappable`): DP gradient sync behind the backward or after it, ZeRO-3
-  // gathers issued ahead (0: none), and what is offloaded (planner/cost/offload.h).
+  // Collective's `overlappable`, pp_overlap pp_activation's and pp_gradient's): DP gradient
+  // sync behind the backward or after it, ZeRO-3 gathers issued ahead (0: none), and what is
+  // offloaded (planner/cost/offload.h).
   bool dp_overlap = true;
   int64_t zero3_prefetch = 1;
   // ZeRO-1/2 under a framework that gathers the updated parameters in the next step's first
@@ -144,9 +145,9 @@ struct StepWork {
 
 // Sets the plan's overlap and offload choices on work built for the same plan with other
 // choices (the search's variants of one candidate: planner/search/knob_variants.h): TP
-// collectives' `overlappable`, dp_overlap, zero3_prefetch and the offload flags. The
-// offloaded activation bytes must already be there (built with offload_act, or set by
-// `activation_bytes_per_block`).
+// collectives' and the pipeline sends' `overlappable`, dp_overlap, zero3_prefetch and the
+// offload flags. The offloaded activation bytes must already be there (built with
+// offload_act, or set by `activation_bytes_per_block`).
 void SetPlanKnobs(const ParallelPlan& plan, StepWork* work);
 // offload_act: one block's saved tensors of one micro-batch of a plan of `shape`
 // (planner/cost/plan_shape.h; the memory model's list, planner/cost/activation_memory.h),
@@ -165,7 +166,7 @@ void BuildStepWork(const ModelSpec& model, const TrainingSpec& training, const P
 void BuildStepWork(const ModelSpec& model, const TrainingSpec& training, const ParallelPlan& plan,
                    const PlanShape& shape, StepWork* out);
 
-// Every collective of *work made blocking: no TP or CP overlap, DP gradient syncs after the
+// Every collective of *work made blocking: no TP, CP or PP overlap, DP gradient syncs after the
 // backward, ZeRO-3 gathers not prefetched. What a GPU whose communication shares the compute
 // cores (GpuSpec::comm_overlaps_compute false: CPU ranks) runs, whatever the plan's knobs;
 // the analytic model and the simulator both time such work.

@@ -31,8 +31,8 @@ void CheckExpressible(const ExportJob& job) {
   using F = PlanField;
   const ParallelPlan& plan = job.plan();
   RefuseUnmapped(job, {F::kDp, F::kTp, F::kPp, F::kCp, F::kEp, F::kZero, F::kSp, F::kMbs,
-                       F::kRecompute, F::kSchedule, F::kVpp, F::kTpOverlap, F::kFirstStageLayers,
-                       F::kLastStageLayers, F::kOffloadOpt, F::kDpOverlap});
+                       F::kRecompute, F::kSchedule, F::kVpp, F::kTpOverlap, F::kPpOverlap,
+                       F::kFirstStageLayers, F::kLastStageLayers, F::kOffloadOpt, F::kDpOverlap});
   RefuseUnofferedRecompute(job, "megatron-core");
   RefuseSchedule(job, {PipelineSchedule::k1F1B, PipelineSchedule::kInterleaved},
                  "Megatron-Core runs 1F1B, interleaved with virtual stages "
@@ -103,6 +103,16 @@ void AddParallel(const ExportJob& job, std::vector<McoreSetting>* out) {
     out->push_back({S::kModel, "sequence_parallel", "true", "--sequence-parallel", ""});
   if (plan.tp_comm_overlap)
     out->push_back({S::kModel, "tp_comm_overlap", "true", "--tp-comm-overlap", ""});
+  // pp_overlap: pretrain_gpt.py overlaps an interleaved pipeline's sends unless told not to
+  // (--no-overlap-p2p-communication, arguments.py, which sets batch_p2p_comm to its opposite);
+  // ModelParallelConfig's defaults are the other way round (overlap_p2p_comm False,
+  // batch_p2p_comm True, and "Can not use both").
+  if (plan.pp_comm_overlap) {
+    out->push_back({S::kModel, "overlap_p2p_comm", "true", "", ""});
+    out->push_back({S::kModel, "batch_p2p_comm", "false", "", ""});
+  } else if (plan.pp > 1 && plan.schedule == PipelineSchedule::kInterleaved) {
+    out->push_back({S::kModel, "", "", "--no-overlap-p2p-communication", ""});
+  }
   // Recompute: selective recomputes the attention core (recompute_modules' default
   // ["core_attn"]); full keeps each block's input (method uniform, one layer per unit).
   if (plan.recompute.kind == Recompute::kSelective)

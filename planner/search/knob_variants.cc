@@ -9,6 +9,7 @@ void KnobTally::Add(const KnobTally& o) {
   tp_overlap_on += o.tp_overlap_on;
   tp_overlap_off += o.tp_overlap_off;
   dp_overlap_dominated += o.dp_overlap_dominated;
+  pp_overlap_on += o.pp_overlap_on;
   prefetch0_tried += o.prefetch0_tried;
   prefetch0_fit += o.prefetch0_fit;
   offload_tried += o.offload_tried;
@@ -48,6 +49,16 @@ void EvaluateKnobVariants(const KnobSearch& s, PlanEvaluator* evaluator_ptr,
                           void* context) {
   const PlanPins& pins = s.space.pins();
   ParallelPlan plan = base;
+  // pp_overlap=1 where it runs: the sends hide behind the next chunk, which they slow by
+  // less than they took (step_time.h): never slower, so set without a timing of 0.
+  if (!pins[PlanField::kPpOverlap] && !plan.pp_comm_overlap) {
+    ParallelPlan overlapped = plan;
+    overlapped.pp_comm_overlap = true;
+    if (overlapped.pp > 1 && PpOverlapOffered(s.training.framework.pp_overlap, overlapped)) {
+      plan = overlapped;
+      ++tally->pp_overlap_on;
+    }
+  }
   PlanEvaluator& evaluator = *evaluator_ptr;
   PlanCost cost = evaluator.EstimateBase(plan);
   ++tally->timings;

@@ -9,7 +9,10 @@
 //     overlap hides TP time but slows the overlapped GEMMs (GpuSpec::comm_overlap_slowdown).
 //     dp_overlap=0 (dp*cp > 1) exposes the gradient sync that overlap hides, which costs
 //     more than the compute that overlap slows (planner/cost/step_time.h): dominated,
-//     counted without a timing. The slower setting of each is not ranked (same memory, more time).
+//     counted without a timing. pp_overlap=0 on an interleaved pipeline whose framework
+//     overlaps its sends (FrameworkSpec::pp_overlap) exposes what 1 hides behind the next
+//     chunk for less slowdown: 1 is set before the base's timing. The slower setting of each
+//     is not ranked (same memory, more time).
 //  2. prefetch (zero=3): 0 keeps one gathered block less and exposes every gather; it is
 //     tried only when the base does not fit and one gathered block could make it fit. Depths
 //     above 1 time as 1 in the closed form with more memory (dominated): only when pinned.
@@ -49,6 +52,7 @@ struct KnobTally {
   int64_t tp_overlap_on = 0;        // bases (tp > 1, unpinned) where tp_overlap=1 was faster
   int64_t tp_overlap_off = 0;       // ... where it was not (the compute slowdown outweighs it)
   int64_t dp_overlap_dominated = 0; // bases (dp*cp > 1, unpinned): dp_overlap=0 is never faster
+  int64_t pp_overlap_on = 0;        // interleaved bases (unpinned) the framework overlaps: set to 1
   int64_t prefetch0_tried = 0;      // zero=3 bases that did not fit, prefetch=0 evaluated
   int64_t prefetch0_fit = 0;        // ... and then fit
   int64_t offload_tried = 0;        // offload variants evaluated

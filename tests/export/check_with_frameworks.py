@@ -163,9 +163,12 @@ for name in set().union(*SECTIONS.values()) | MLM_ARGS:
     MEGATRON_FLAGS.setdefault("--" + name.replace("_", "-"), name)
 # Flags no installed package names: checked by hand against Megatron-LM core_v0.16.1's
 # megatron/training/arguments.py (docs/export.md gives the line of each).
-# The one flag no installed package names, checked by hand against Megatron-LM core_v0.16.1's
-# megatron/training/arguments.py (line 2230; docs/export.md).
-BY_HAND = {"--num-virtual-stages-per-pipeline-rank": "virtual_pipeline_model_parallel_size"}
+# The flags no installed package names, checked by hand against Megatron-LM core_v0.16.1's
+# megatron/training/arguments.py (lines 2230 and 2232; docs/export.md); the second is a
+# store_false switch.
+BY_HAND = {"--num-virtual-stages-per-pipeline-rank": "virtual_pipeline_model_parallel_size",
+           "--no-overlap-p2p-communication": "overlap_p2p_comm"}
+STORE_FALSE = {"--no-overlap-p2p-communication"}
 SEEN_BY_HAND = set()
 # Megatron-LM names Megatron-Bridge's mlm_compat renames into TransformerConfig fields
 # (megatron/bridge/training/mlm_compat/arguments.py, _transformer_config_from_args).
@@ -226,7 +229,7 @@ def check_megatron(text, what):
         elif dest == "moe_layer_freq":
             values[dest] = eval(value, {})  # Megatron's moe_freq_type evaluates it the same way
         else:
-            values[dest] = True if value is None else literal(value)
+            values[dest] = (flag not in STORE_FALSE) if value is None else literal(value)
     build_transformer_config(values, what)
     return values
 
@@ -398,6 +401,12 @@ with tempfile.TemporaryDirectory() as folder:
     v = check_megatron(export(interleaved, "megatron"), "megatron interleaved")
     check(v.get("virtual_pipeline_model_parallel_size") == 4, "megatron: 4 virtual stages per rank")
     check_bridge(export(interleaved, "megatron-bridge"), "megatron-bridge interleaved")
+    check(v.get("overlap_p2p_comm") is False, "megatron: pp_overlap=0 turns the default overlap off")
+    overlapped = plan_file(folder, "overlapped", "llama3-8b", "8xH100",
+                           "dp=2,tp=2,pp=2,sp=1,schedule=interleaved,vpp=4,zero=1,pp_overlap=1")
+    v = check_megatron(export(overlapped, "megatron"), "megatron interleaved pp_overlap")
+    check("overlap_p2p_comm" not in v, "megatron: pp_overlap=1 is pretrain_gpt.py's default")
+    check_bridge(export(overlapped, "megatron-bridge"), "megatron-bridge interleaved pp_overlap")
 
     moe = plan_file(folder, "moe", "mixtral-8x7b", "64xH100", "dp=16,tp=4,ep=8,zero=1,sp=1")
     check_megatron(export(moe, "megatron"), "megatron mixtral ep8")

@@ -169,6 +169,26 @@ TEST_CASE("megatron-bridge: the same settings as ConfigContainer overrides",
   CHECK_THAT(text, !Contains("  --"));  // no pretrain_gpt.py flag
 }
 
+TEST_CASE("megatron and megatron-bridge: an interleaved pipeline's send overlap, each in its "
+          "own default's terms",
+          "[planner][export][megatron][megatron-bridge]") {
+  // pretrain_gpt.py overlaps by default (--no-overlap-p2p-communication turns it off);
+  // ModelParallelConfig does not (overlap_p2p_comm False, batch_p2p_comm True).
+  const PlanFile on = Plan("dp=2,pp=4,schedule=interleaved,vpp=2,pp_overlap=1");
+  const PlanFile off = Plan("dp=2,pp=4,schedule=interleaved,vpp=2");
+  const ExportTarget flags = ExportTarget::kMegatron, bridge = ExportTarget::kMegatronBridge;
+  CHECK_THAT(Export(on, flags), !Contains("overlap-p2p"));
+  CHECK_THAT(Export(off, flags), Contains("  --no-overlap-p2p-communication\n"));
+  CHECK_THAT(Export(on, bridge), Contains("  model.overlap_p2p_comm=true\n") &&
+                                     Contains("  model.batch_p2p_comm=false\n"));
+  CHECK_THAT(Export(off, bridge), !Contains("p2p"));
+  // Without interleaving Megatron-Core sends blocking whatever the flag: nothing to write.
+  CHECK_THAT(Export(Plan("dp=2,pp=4"), flags), !Contains("p2p"));
+  // torchtitan has no such setting.
+  CheckRefused(Plan("dp=2,pp=4,zero=3,schedule=interleaved,vpp=2,pp_overlap=1"),
+               ExportTarget::kTorchtitan, "pp_overlap", "1");
+}
+
 TEST_CASE("torchtitan: degrees, batch, schedule, checkpointing and the stages' modules",
           "[planner][export][torchtitan]") {
   const std::string text =

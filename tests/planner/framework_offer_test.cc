@@ -25,6 +25,8 @@ using testing::Training;
 // What Validate says of `plan` (a plan string) under `framework`, for a small llama on as
 // many GPUs as the plan's mesh: "" when the plan breaks no rule, else each rule it breaks
 // as "<constraint>: <message>", one per line.
+std::string LabelOf(const char* framework) { return FrameworkLabel(LoadFramework(framework)); }
+
 std::string Refusal(const std::string& plan, const char* framework) {
   TrainingSpec training = Training(8, 512, Precision::kBf16);
   training.framework = LoadFramework(framework);
@@ -111,6 +113,14 @@ TEST_CASE("each profile says what its software runs", "[planner][framework][offe
                            "torchtitan-2024-04", "pytorch", "deepspeed"})
     CHECK(overlap(none) == TpOverlapOffer::kNone);
   CHECK(overlap("meshplan") == TpOverlapOffer::kAny);
+  // Megatron-Core overlaps an interleaved pipeline's sends (overlap_p2p_comm); the others'
+  // pipelines send between chunks.
+  const auto pp_overlap = [](const char* name) { return LoadFramework(name).pp_overlap; };
+  CHECK(pp_overlap("megatron-core") == PpOverlapOffer::kInterleaved);
+  CHECK(pp_overlap("nemo") == PpOverlapOffer::kInterleaved);
+  for (const char* none : {"megatron-lm-2021", "megatron-lm-2022", "torchtitan",
+                           "torchtitan-2024-04", "pytorch", "deepspeed", "meshplan"})
+    CHECK(pp_overlap(none) == PpOverlapOffer::kNone);
   const auto sp = [](const char* name) { return LoadFramework(name).sequence_parallel; };
   CHECK(sp("torchtitan") == SpOffer::kAlways);  // SequenceParallel norms
   CHECK(sp("torchtitan-2024-04") == SpOffer::kAlways);
@@ -192,6 +202,15 @@ TEST_CASE("Validate refuses what the framework does not run, with what it runs",
        "tensor parallelism never shards the norms over the sequence; allowed: sp=0"},
       {"dp=2,tp=2", "megatron-lm-2021", ""},
       {"dp=2,tp=2,sp=1", "megatron-lm-2022", ""},
+      // The overlap of an interleaved pipeline's sends.
+      {"pp=2,schedule=interleaved,vpp=2,pp_overlap=1", "megatron-core", ""},
+      {"pp=2,pp_overlap=1", "megatron-core",
+       "pp_overlap_offered: pp_overlap=1 needs schedule=interleaved with pp > 1 (got "
+       "schedule=1f1b, pp=2): only interleaved chunks have a next chunk to hide the sends "
+       "behind; allowed: pp_overlap=0, or schedule=interleaved"},
+      {"pp=2,schedule=interleaved,vpp=2,pp_overlap=1", "meshplan",
+       "pp_overlap_offered: pp_overlap=1 is not offered by " + LabelOf("meshplan") +
+           ": its pipeline sends run between the chunks; allowed: pp_overlap=0"},
   };
   for (const Case& c : cases) {
     INFO(c.plan << " under " << c.framework);

@@ -37,7 +37,7 @@ TEST_CASE("plan fields: one row per field, in order, each key once", "[planner][
   }
   CHECK(FindPlanField("frobnicate") == nullptr);
   CHECK(PlanFieldKeyList() ==
-        "dp, tp, pp, cp, ep, zero, sp, mbs, recompute, schedule, vpp, tp_overlap, "
+        "dp, tp, pp, cp, ep, zero, sp, mbs, recompute, schedule, vpp, tp_overlap, pp_overlap, "
         "first_stage_layers, last_stage_layers, offload_opt, offload_act, offload_params, "
         "dp_overlap, prefetch");
 }
