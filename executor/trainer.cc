@@ -67,8 +67,7 @@ Trainer::Trainer(const ModelSpec& model, const TrainingSpec& training, const Dev
   engine_.set_prefetch_depth(plan_.zero3_prefetch);
   model_.UseContextParallel(mesh.comm(MeshDim::kCp));  // cp = 1: nothing changes
   if (model.moe.enabled()) model_.UseMoe(training.moe_aux_loss_coef, &mesh.expert_parallel());
-  if (plan_.pp > 1 && plan_.schedule == PipelineSchedule::kInterleaved &&
-      shard_.microbatches() % plan_.pp != 0)
+  if (plan_.interleaved() && shard_.microbatches() % plan_.pp != 0)
     throw std::invalid_argument("Trainer: the interleaved schedule needs the micro-batch count (" +
                                 std::to_string(shard_.microbatches()) +
                                 ") to be a multiple of pp (" + std::to_string(plan_.pp) + ")");

@@ -319,6 +319,12 @@ inline const ZeroOffer& ZeroOfferFor(const FrameworkSpec& framework, int64_t pp,
   return framework.zero;
 }
 
+// Whether FSDP's root unit holds the embedding and the head through the step: ZeRO-3 under a
+// framework whose zero3_end_parts is root.
+inline bool HoldsZero3Root(const FrameworkSpec& framework, int64_t zero_stage) {
+  return zero_stage == 3 && framework.zero3_end_parts == Zero3EndParts::kRoot;
+}
+
 // "megatron-core core_r0.8.0": the name and version, for output headers and messages.
 inline std::string FrameworkLabel(const FrameworkSpec& framework) {
   return framework.version.empty() ? framework.name : framework.name + " " + framework.version;

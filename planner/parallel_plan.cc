@@ -127,8 +127,7 @@ bool TpOverlapOffered(TpOverlapOffer offer, const ParallelPlan& plan) {
 
 bool PpOverlapOffered(PpOverlapOffer offer, const ParallelPlan& plan) {
   if (!plan.pp_comm_overlap) return true;
-  return plan.pp > 1 && plan.schedule == PipelineSchedule::kInterleaved &&
-         offer == PpOverlapOffer::kInterleaved;
+  return plan.interleaved() && offer == PpOverlapOffer::kInterleaved;
 }
 
 bool OffloadOffered(const OffloadOffer& offer, const ParallelPlan& plan) {

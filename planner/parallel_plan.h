@@ -114,6 +114,8 @@ struct ParallelPlan {
   // The expert-data-parallel degree dp/ep: replicas of each expert along dp (1 when ep
   // does not divide dp or is below 1; CheckPlan() refuses such plans).
   int64_t expert_dp() const { return ep >= 1 && dp % ep == 0 ? dp / ep : 1; }
+  // Whether the pipeline runs interleaved chunks (schedule=interleaved over pp > 1 stages).
+  bool interleaved() const { return pp > 1 && schedule == PipelineSchedule::kInterleaved; }
   // The weight replicas: the dp x cp ranks that hold the same (dense) weights. Gradients
   // sync over them and ZeRO shards over them (docs/architecture.md, "Names"). The one name
   // for this product in planner, simulator and executor.

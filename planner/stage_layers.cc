@@ -134,7 +134,7 @@ int64_t StageLayers::LargestChunkOf(int64_t stage) const {
 StageLayers SplitLayers(int64_t layers, const ParallelPlan& plan) {
   StageLayers split;
   split.pp = std::max<int64_t>(plan.pp, 1);
-  if (split.pp > 1 && plan.schedule == PipelineSchedule::kInterleaved)
+  if (plan.interleaved())
     split.vpp = std::max<int64_t>(plan.virtual_stages, 1);
   if (split.pp == 1 || !HasUnevenStages(plan)) {
     const int64_t even = std::max<int64_t>(layers, 0) / split.pp;

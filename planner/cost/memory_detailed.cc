@@ -182,7 +182,7 @@ ZeroLayout MakeZeroLayout(const TrainingSpec& training, const ParallelPlan& plan
   z.partial_shard = plan.num_microbatches(training.global_batch) > 1 ? 1.0 / double(z.weight_replicas) : 0.0;
   if (training.precision == Precision::kFp8) z.fp8_copies = kFp8WeightCopiesPerParam * kFp8Bytes;
   z.prefetch = double(std::max<int64_t>(0, plan.zero3_prefetch));
-  z.root_held = z.zero == 3 && training.framework.zero3_end_parts == Zero3EndParts::kRoot;
+  z.root_held = HoldsZero3Root(training.framework, z.zero);
   // ZeRO-1/2 double the bucket to overlap its reduction (stage_1_and_2.py: a second buffer
   // with overlap_comm); ZeRO-3 keeps one.
   const double buckets = z.zero <= 2 && plan.dp_comm_overlap ? 2.0 : 1.0;

@@ -199,8 +199,7 @@ void BuildStepWork(const ModelSpec& model, const TrainingSpec& training, const P
   w.head.params = last.final_norm + last.lm_head;
   EndPartWork(s, w, BuildHeadOps(model, s.rank, s.lowering), &w.head);
   TiedEmbeddingSync(s, w, last.lm_head, &w.head);
-  const bool zero3_root = plan.zero_stage == 3 &&
-                          training.framework.zero3_end_parts == Zero3EndParts::kRoot;
+  const bool zero3_root = HoldsZero3Root(training.framework, plan.zero_stage);
   if (zero3_root) HoldZero3Root(s, &w.embedding, &w.head);
 
   // Pipeline point-to-point: the (T, E) stage output, sequence-sharded with SP; without SP
@@ -284,7 +283,7 @@ void SetPlanKnobs(const ParallelPlan& plan, StepWork* work) {
       if (c.dim == MeshDim::kTp) c.overlappable = plan.tp_comm_overlap;
   // pp_overlap (interleaved only: PpOverlapOffered): the sends behind the next chunk.
   work->pp_activation.overlappable = work->pp_gradient.overlappable =
-      plan.pp_comm_overlap && plan.schedule == PipelineSchedule::kInterleaved;
+      plan.pp_comm_overlap && plan.interleaved();
   work->dp_overlap = plan.dp_comm_overlap;
   work->zero3_prefetch = plan.zero3_prefetch;
   work->offload.optimizer = plan.offload_optimizer;

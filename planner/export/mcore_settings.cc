@@ -75,7 +75,7 @@ void AddParallel(const ExportJob& job, std::vector<McoreSetting>* out) {
   // A layout fixes the virtual stages itself: arguments.py takes one of the layout and the
   // virtual-stage flags.
   const bool layout = HasUnevenStages(plan) && SplitLayers(job.model().layers, plan).vpp > 1;
-  if (plan.pp > 1 && plan.schedule == PipelineSchedule::kInterleaved && !layout)
+  if (plan.interleaved() && !layout)
     out->push_back({S::kModel, "virtual_pipeline_model_parallel_size", Int(plan.virtual_stages),
                     "--num-virtual-stages-per-pipeline-rank", Int(plan.virtual_stages)});
   if (HasUnevenStages(plan)) {
@@ -110,7 +110,7 @@ void AddParallel(const ExportJob& job, std::vector<McoreSetting>* out) {
   if (plan.pp_comm_overlap) {
     out->push_back({S::kModel, "overlap_p2p_comm", "true", "", ""});
     out->push_back({S::kModel, "batch_p2p_comm", "false", "", ""});
-  } else if (plan.pp > 1 && plan.schedule == PipelineSchedule::kInterleaved) {
+  } else if (plan.interleaved()) {
     out->push_back({S::kModel, "", "", "--no-overlap-p2p-communication", ""});
   }
   // Recompute: selective recomputes the attention core (recompute_modules' default

@@ -54,7 +54,7 @@ void EvaluateKnobVariants(const KnobSearch& s, PlanEvaluator* evaluator_ptr,
   if (!pins[PlanField::kPpOverlap] && !plan.pp_comm_overlap) {
     ParallelPlan overlapped = plan;
     overlapped.pp_comm_overlap = true;
-    if (overlapped.pp > 1 && PpOverlapOffered(s.training.framework.pp_overlap, overlapped)) {
+    if (PpOverlapOffered(s.training.framework.pp_overlap, overlapped)) {
       plan = overlapped;
       ++tally->pp_overlap_on;
     }
