@@ -137,6 +137,7 @@ void BlockOpsBuilder::AttentionHalf() {
   } else {
     k_saved = Linear();  // wk
     v_saved = Linear();  // wv
+    if (torchtitan_) InputGradientSums("wq/wk/wv.input_grad_sum", 2);
   }
   const double QD = static_cast<double>(m_.q_hidden());
   if (m_.qk_norm) {  // q_norm, k_norm: read + write q and k; RMSNorm over each head

@@ -203,6 +203,14 @@ class BlockOpsBuilder {
     }
   }
 
+  // Separate linears reading one (T, E) input (torchtitan's wq, wk, wv; w1, w3): backward,
+  // autograd sums their input gradients, `adds` kernels each reading two (T, E) tensors and
+  // writing one (torch/csrc/autograd/input_buffer.cpp, InputBuffer::accumulate), where one
+  // fused GEMM returns a single gradient.
+  void InputGradientSums(const char* name, int adds) {
+    Memory(name, G::kResidual, {0, 0}, {adds * 3 * a_ * sh_.T * E_, adds});
+  }
+
   // The q, k, v split (split_tensor_along_last_dim = torch.split) of the (T, qkv) output:
   // its backward cats the three gradients into one tensor.
   void QkvSplit(double qkv) { Memory("qkv.split", G::kLayout, {0, 0}, {2 * a_ * qkv, 1}); }

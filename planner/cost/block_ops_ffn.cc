@@ -37,6 +37,7 @@ void BlockOpsBuilder::MlpHalf() {
     const bool gate_saved = Linear();  // w_gate
     Save({"w_up/w_gate", "input: normed h (B,Sn,E)", normed, L});
     const bool up_saved = Linear();  // w_up
+    if (torchtitan_) InputGradientSums("w1/w3.input_grad_sum", 1);
     if (torchtitan_) {
       // torchtitan's FeedForward: w2(F.silu(w1(x)) * w3(x)). Forward silu (2A) and the
       // product (3A); backward the product's two gradients (3A each) and silu_backward

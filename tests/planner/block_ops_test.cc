@@ -522,9 +522,9 @@ TEST_CASE("block ops: torchtitan's 2024 Llama code, op by op, and what autograd 
   const ModelSpec m = Llama();  // E 1024, 8 heads, 2 k/v heads (GQA), F 2816
   const BlockOps ops = Build(m, ParallelPlan{}, AttentionImpl::kFused, KernelSet::kTorchtitan2024);
   using V = std::vector<std::string>;
-  CHECK(Names(ops) == V{"attention_norm", "wq", "wk", "wv", "rope", "repeat_kv", "attention", "wo",
-                        "attention.residual", "ffn_norm", "w_gate", "w_up", "swiglu", "w_down",
-                        "mlp.residual"});
+  CHECK(Names(ops) == V{"attention_norm", "wq", "wk", "wv", "wq/wk/wv.input_grad_sum", "rope",
+                        "repeat_kv", "attention", "wo", "attention.residual", "ffn_norm", "w_gate",
+                        "w_up", "w1/w3.input_grad_sum", "swiglu", "w_down", "mlp.residual"});
   const double T = 512, E = 1024, QD = 1024, KD = 256, F = 2816, A = 2;  // bf16, B 1, S 512
   // RMSNorm in fp32 eager ops: 4A + 28 bytes forward in 8 launches, 8A + 60 back in 11.
   const BlockOp& norm = OpNamed(ops, "attention_norm");
@@ -537,6 +537,17 @@ TEST_CASE("block ops: torchtitan's 2024 Llama code, op by op, and what autograd 
   CHECK(rope.forward.bytes == (2 * A + 16) * T * (QD + KD));
   CHECK(rope.forward.kernels == 6);
   CHECK(OpNamed(ops, "repeat_kv").forward.bytes == 2 * A * T * (KD + QD));
+  // Backward, autograd sums the input gradients of the linears sharing an input: two adds
+  // for wq, wk, wv and one for w1, w3, each reading two (T, E) tensors and writing one.
+  const BlockOp& qkv_sum = OpNamed(ops, "wq/wk/wv.input_grad_sum");
+  CHECK(qkv_sum.forward.bytes == 0);
+  CHECK(qkv_sum.backward.bytes == 2 * 3 * A * T * E);
+  CHECK(qkv_sum.backward.kernels == 2);
+  CHECK(OpNamed(ops, "w1/w3.input_grad_sum").backward.bytes == 3 * A * T * E);
+  const BlockOps executor_ops = Build(m, ParallelPlan{}, AttentionImpl::kFused);
+  const V executor_names = Names(executor_ops);  // the executor accumulates in the GEMM
+  CHECK(std::find(executor_names.begin(), executor_names.end(), "wq/wk/wv.input_grad_sum") ==
+        executor_names.end());
   const BlockOp& swiglu = OpNamed(ops, "swiglu");
   CHECK(swiglu.forward.bytes == 5 * A * T * F);
   CHECK(swiglu.backward.bytes == 9 * A * T * F);
