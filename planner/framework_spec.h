@@ -107,6 +107,14 @@ enum class TpOverlapOffer : uint8_t { kAny, kWithSp, kNone };
 // overlap_p2p_comm).
 enum class PpOverlapOffer : uint8_t { kNone, kInterleaved };
 
+// Whether the framework issues a column-parallel linear's backward TP collectives
+// asynchronously behind its own GEMMs without the plan's tp_overlap: none (they block), or
+// column-gemms (the input's re-gather behind the input-gradient GEMM, the input gradient's
+// reduce-scatter or all-reduce behind the weight-gradient GEMM: Megatron-LM's
+// LinearWithGradAccumulationAndAsyncCommunication from 2022, Transformer Engine's
+// LayerNormLinear / LayerNormMLP backward). docs/cost_model.md 7(b).
+enum class TpBackwardOverlap : uint8_t { kNone, kColumnGemms };
+
 // Sequence parallelism beside tensor parallelism (the plan's sp with tp > 1): a choice; always
 // (its TP shards the norms and dropouts over the sequence: torchtitan's SequenceParallel
 // norms); or never (its TP has no sequence parallelism: Megatron-LM before 2022).
@@ -285,6 +293,7 @@ struct FrameworkSpec {
   OffloadOffer offload;
   TpOverlapOffer tp_overlap = TpOverlapOffer::kAny;
   PpOverlapOffer pp_overlap = PpOverlapOffer::kNone;
+  TpBackwardOverlap tp_backward_overlap = TpBackwardOverlap::kNone;
   SpOffer sequence_parallel = SpOffer::kOptional;
   // ZeRO-1 reduce-scatters the gradients into a separate shard beside the full gradient
   // buffer (meshplan's executor, executor/parallel/zero_engine.h), rather than in place in

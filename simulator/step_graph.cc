@@ -220,12 +220,25 @@ PassWork GraphBuilder::WorkOf(const PartWork& part, StepPhase phase) const {
     case StepPhase::kOptimizer: break;
   }
   // tp_overlap: the pass runs slower beside its TP communication (planner/cost/step_time.h).
-  const double stretch = OverlapStretch(part, phase, cluster_.gpu);
+  const double stretch = OverlapStretch(work_, part, phase, cluster_.gpu);
   if (stretch != 1) {
     w.time.matmul_s *= stretch;
     w.time.attention_s *= stretch;
     w.time.memory_s *= stretch;
     w.time.overhead_s *= stretch;
+  }
+  // Without it, the collectives the framework issues behind the column-parallel GEMMs slow
+  // those GEMMs as the analytic model has it (TpBehindGemms); they run beside the pass.
+  if (phase == StepPhase::kBackward && !work_.tp_comm_overlap) {
+    double comm_s = 0;
+    for (const Collective& c : part.collectives)
+      if (c.dim == MeshDim::kTp && c.phase == phase && c.overlappable && c.group.size() > 1)
+        comm_s += static_cast<double>(c.count) * CollectiveTime(c.kind, c.bytes, c.group, cluster_);
+    double gemms_s = ColumnGemmSeconds(part.backward_input, TimeOf(part.backward_input, rates_));
+    if (!split_w_)
+      gemms_s += ColumnGemmSeconds(part.backward_weight, TimeOf(part.backward_weight, rates_));
+    if (comm_s > 0)
+      w.time.matmul_s += TpBehindGemms(comm_s, gemms_s, cluster_.gpu.comm_overlap_slowdown).slowed;
   }
   return w;
 }
@@ -585,7 +598,7 @@ void GraphBuilder::RunPart(RankState& rank, const std::vector<PartRun>& runs, si
       const int32_t input = rank.input_end[run.input_pass];
       const int32_t id = EmitCompute(rank, run, SimOpKind::kBackwardWeight, SimPiece::kWhole,
                                      TimeOf(part.backward_weight, rates_).total() *
-                                         OverlapStretch(part, StepPhase::kBackward, cluster_.gpu),
+                                         OverlapStretch(work_, part, StepPhase::kBackward, cluster_.gpu),
                                      part.backward_weight.matmul_flops);
       if (id != kNone) Edge(input, id);
       else if (input != kNone) rank.joins.push_back(input);

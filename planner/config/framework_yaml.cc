@@ -51,6 +51,8 @@ constexpr Spellings<TpOverlapOffer, 3> kTpOverlapOffers{{{TpOverlapOffer::kAny, 
                                                         {TpOverlapOffer::kNone, "none"}}};
 constexpr Spellings<PpOverlapOffer, 2> kPpOverlapOffers{{{PpOverlapOffer::kNone, "none"},
                                                          {PpOverlapOffer::kInterleaved, "interleaved"}}};
+constexpr Spellings<TpBackwardOverlap, 2> kTpBackwardOverlaps{
+    {{TpBackwardOverlap::kNone, "none"}, {TpBackwardOverlap::kColumnGemms, "column-gemms"}}};
 constexpr Spellings<SpOffer, 3> kSequenceParallelOffers{{{SpOffer::kOptional, "optional"},
                                                          {SpOffer::kAlways, "always"},
                                                          {SpOffer::kNever, "never"}}};
@@ -202,7 +204,8 @@ FrameworkSpec FrameworkFromYaml(const YamlFields& f, const std::string& default_
                "grad_accumulation", "optimizer", "loss", "recompute", "zero", "zero_pipelined",
                "zero_with_tp_cp", "zero1_gradients", "zero3_buffers", "zero3_end_parts",
                "ddp_buckets", "param_gather", "offload", "offload_act_alone", "parallelism",
-               "prefetch", "schedules", "tp_overlap", "pp_overlap", "sequence_parallel",
+               "prefetch", "schedules", "tp_overlap", "pp_overlap", "tp_backward_overlap",
+               "sequence_parallel",
                "reduce_bucket_elements",
                "allocator_fragmentation", "log_format", "calibration"});
   FrameworkSpec s;
@@ -241,6 +244,8 @@ FrameworkSpec FrameworkFromYaml(const YamlFields& f, const std::string& default_
   s.schedules = ReadSchedules(f);
   if (f.Has("tp_overlap")) s.tp_overlap = ReadChoice(f, "tp_overlap", kTpOverlapOffers);
   if (f.Has("pp_overlap")) s.pp_overlap = ReadChoice(f, "pp_overlap", kPpOverlapOffers);
+  if (f.Has("tp_backward_overlap"))
+    s.tp_backward_overlap = ReadChoice(f, "tp_backward_overlap", kTpBackwardOverlaps);
   if (f.Has("sequence_parallel"))
     s.sequence_parallel = ReadChoice(f, "sequence_parallel", kSequenceParallelOffers);
   s.reduce_bucket_elements = f.Number("reduce_bucket_elements", {0, true, 1e12}, 0.0);
@@ -344,6 +349,7 @@ std::string FrameworkToYamlText(const FrameworkSpec& s, const std::string& comme
   out += "schedules: [" + OfferedSchedulesText(s.schedules) + "]\n";
   out += "tp_overlap: " + spelled(kTpOverlapOffers, s.tp_overlap) + "\n";
   out += "pp_overlap: " + spelled(kPpOverlapOffers, s.pp_overlap) + "\n";
+  out += "tp_backward_overlap: " + spelled(kTpBackwardOverlaps, s.tp_backward_overlap) + "\n";
   out += "sequence_parallel: " + spelled(kSequenceParallelOffers, s.sequence_parallel) + "\n";
   if (s.reduce_bucket_elements > 0)
     out += fmt::format("reduce_bucket_elements: {}\n", s.reduce_bucket_elements);

@@ -2,8 +2,8 @@
 //
 // Schema (every key required but norm, attention_kernel, master_weights, loss, zero_pipelined,
 // zero_with_tp_cp, zero3_buffers, ddp_buckets, param_gather, offload, offload_act_alone,
-// parallelism, prefetch, schedules, tp_overlap, sequence_parallel, reduce_bucket_elements and
-// allocator_fragmentation; docs/frameworks.md):
+// parallelism, prefetch, schedules, tp_overlap, pp_overlap, tp_backward_overlap,
+// sequence_parallel, reduce_bucket_elements and allocator_fragmentation; docs/frameworks.md):
 //   name              the file stem (optional; defaults to it)
 //   version           the version the profile's values were read from (a string)
 //   kernels           megatron-2021 | eager | fused | torchtitan-2024
@@ -32,6 +32,9 @@
 //   schedules         a list of: gpipe, 1f1b, interleaved, zb_h1; [] for no pipeline
 //                     parallelism (optional: all four)
 //   tp_overlap        any | with-sp | none (optional, any: the plan's tp_overlap)
+//   pp_overlap        none | interleaved (optional, none: the plan's pp_overlap)
+//   tp_backward_overlap  none | column-gemms (optional, none: a column-parallel linear's
+//                     backward TP collectives behind its own GEMMs without tp_overlap)
 //   sequence_parallel optional | always | never (optional, optional: sp a choice with tp > 1)
 //   zero1_gradients   in-place | shard-copy (ZeRO-1's reduce-scattered gradient shard)
 //   zero3_buffers     views | copies (optional, views: FSDP2's copies around its collectives)

@@ -64,6 +64,7 @@ void BlockOpsBuilder::TpInputCollectives(const TpInputNames& names, CollectivePo
   if (sh_.tp <= 1) return;
   using K = CollectiveKind;
   const double bytes = sh_.T * E_ * a_;
+  const int first = out_.ops_.size;
   if (sh_.sequence_parallel) {
     Collective(names.sp_gather, MeshDim::kTp, bytes, {K::kAllGather, 1, before},
                {K::kReduceScatter, 1, after});
@@ -73,6 +74,10 @@ void BlockOpsBuilder::TpInputCollectives(const TpInputNames& names, CollectivePo
     Collective(names.tp_input, MeshDim::kTp, bytes, {K::kAllReduce, 0, before},
                {K::kAllReduce, 1, after});
   }
+  // The input gradient's reduce-scatter (all-reduce) behind the weight-gradient GEMM and the
+  // re-gather behind the input-gradient GEMM, where the framework issues them asynchronously.
+  for (BlockOp* op = out_.ops_.begin() + first; op != out_.ops_.end(); ++op)
+    op->comm.backward_behind_gemms = sh_.tp_backward_async;
 }
 
 // Those entering a half (after its norm: TpInputCollectives) or leaving it (after its last

@@ -76,6 +76,9 @@ struct OpCollective {
   MeshDim dim = MeshDim::kTp;
   double bytes = 0;
   CollectivePass forward, backward;
+  // The backward's runs behind the backward GEMMs of the column-parallel linear that reads
+  // this input (RankShape::tp_backward_async: the framework issues it asynchronously).
+  bool backward_behind_gemms = false;
 };
 
 // One tensor an op keeps alive (saved for backward, or a temporary of a backward step).

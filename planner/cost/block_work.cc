@@ -11,10 +11,14 @@ namespace {
 // A linear layer's GEMM in each pass, from its forward (rows, in) x (in, out) = `g`
 // (m = rows, n = out, k = in): backward input (rows, out) x (out, in), backward weight
 // (in, rows) x (rows, out). FP8: the backward GEMMs accumulate split (fp8_convention.h).
-void AddLinearGemms(const GemmOp& g, PartWork* part) {
+// A column-parallel linear's backward GEMMs count in column_matmul_flops too.
+void AddLinearGemms(const GemmOp& g, bool column, PartWork* part) {
   part->forward.AddGemm(g);
   part->backward_input.AddGemm({g.m, g.k, g.n, g.batch, false, g.fp8, /*split_accumulate=*/g.fp8});
   part->backward_weight.AddGemm({g.k, g.n, g.m, g.batch, false, g.fp8, /*split_accumulate=*/g.fp8});
+  if (!column) return;
+  part->backward_input.column_matmul_flops += g.flops();
+  part->backward_weight.column_matmul_flops += g.flops();
 }
 
 // FP8 casts (fp8_convention.h) of one linear over `rows` tokens: forward, its input (rows, in)
@@ -97,7 +101,9 @@ void AddOpListWork(const StepShape& s, const BlockOps& ops, PartWork* part,
     switch (op.kind) {
       case OpKind::kLinear: {
         const bool cast_input = op.gemm.fp8 && !ops.linears()[op.linear].shares_input;
-        AddLinearGemms(op.gemm, part);
+        // The lm_head (no BlockLinear) is vocabulary-parallel: split by column.
+        AddLinearGemms(op.gemm, op.linear < 0 || ops.linears()[op.linear].split == TpSplit::kColumn,
+                       part);
         if (op.gemm.fp8)
           AddFp8Cast(op.gemm.m * op.gemm.batch, op.gemm.k, op.gemm.n, !cast_input, part);
         if (op_replay == nullptr || op.output_saved_by_op) break;

@@ -19,6 +19,7 @@ ComputeWork& ComputeWork::operator+=(const ComputeWork& other) {
   for (const FlashAttentionOp& f : other.flash) flash.push_back(f);
   matmul_flops += other.matmul_flops;
   attention_flops += other.attention_flops;
+  column_matmul_flops += other.column_matmul_flops;
   memory_bytes += other.memory_bytes;
   kernels += other.kernels;
   return *this;

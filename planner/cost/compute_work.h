@@ -91,6 +91,9 @@ struct ComputeWork {
   double matmul_flops = 0;     // nominal (planner/cost/flops.h)
   double attention_flops = 0;  // nominal: the full S x S square
   double memory_bytes = 0;     // bytes read + written by memory-bound kernels
+  // Of matmul_flops, the column-parallel linears' (the lm_head's too): the window of the TP
+  // collectives a framework issues behind them (Collective::behind_gemms).
+  double column_matmul_flops = 0;
   int64_t kernels = 0;         // launched kernels
   FixedList<GemmOp, kMaxGemmsPerPass> gemms;  // the GEMMs that run (linear and attention core)
   FixedList<FlashAttentionOp, 1> flash;       // the fused attention kernel, if any

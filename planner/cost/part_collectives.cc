@@ -29,22 +29,25 @@ bool Overlappable(const ParallelPlan& plan, MeshDim dim) {
 }
 
 // Appends `pass` of `op` in `phase`, or adds its count to an identical collective already there
-// (same group, kind, phase, place and size: Collective::count).
+// (same group, kind, phase, place, size and window: Collective::count).
 void AddPass(const StepShape& s, const BlockOp& op, const CollectivePass& pass, StepPhase phase,
              PartWork* part) {
   if (pass.count == 0) return;
   const OpCollective& c = op.comm;
+  const bool behind_gemms = phase == StepPhase::kBackward && c.backward_behind_gemms;
   for (Collective& existing : part->collectives) {
     if (existing.dim == c.dim && existing.kind == pass.kind && existing.phase == phase &&
-        existing.position == pass.at && existing.bytes == c.bytes) {
+        existing.position == pass.at && existing.bytes == c.bytes &&
+        existing.behind_gemms == behind_gemms) {
       existing.count += pass.count;
       return;
     }
   }
-  part->collectives.push_back(MakeCollective(c.dim, pass.kind, phase, pass.at,
-                                             Cadence::kPerMicrobatch, c.bytes,
-                                             s.groups[c.dim], Overlappable(s.plan, c.dim),
-                                             pass.count));
+  Collective added = MakeCollective(c.dim, pass.kind, phase, pass.at, Cadence::kPerMicrobatch,
+                                    c.bytes, s.groups[c.dim],
+                                    Overlappable(s.plan, c.dim) || behind_gemms, pass.count);
+  added.behind_gemms = behind_gemms;
+  part->collectives.push_back(added);
 }
 
 }  // namespace

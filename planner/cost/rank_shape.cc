@@ -38,6 +38,8 @@ RankShape MakeRankShape(const ModelSpec& model, const TrainingSpec& training,
   sh.fp8 = training.precision == Precision::kFp8;
   sh.kernels = training.framework.kernels;
   sh.fused_norm = training.framework.fused_norm;
+  sh.tp_backward_async =
+      training.framework.tp_backward_overlap == TpBackwardOverlap::kColumnGemms;
   sh.attention_kernel = training.framework.attention_kernel;
   sh.loss = training.framework.loss;
   sh.linear_input_bytes = sh.fp8 ? kFp8Bytes : sh.act_bytes;

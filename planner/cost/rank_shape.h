@@ -47,6 +47,7 @@ struct RankShape {
   bool fp8 = false;      // the blocks' linear GEMMs in FP8 (planner/cost/fp8_convention.h)
   KernelSet kernels = KernelSet::kEager;  // the framework's kernels (planner/framework_spec.h)
   bool fused_norm = false;                // FrameworkSpec::fused_norm
+  bool tp_backward_async = false;  // FrameworkSpec::tp_backward_overlap is column-gemms
   AttentionKernel attention_kernel = AttentionKernel::kFlash2;  // FrameworkSpec::attention_kernel
   LossKernel loss = LossKernel::kFp32InPlace;  // FrameworkSpec::loss
 };

@@ -51,11 +51,22 @@ double PipelineBubble(PipelineSchedule schedule, int64_t pp, int64_t vpp, double
   return static_cast<double>(pp - 1) * StageBubble(schedule, vpp, f, b, w);
 }
 
-double OverlapStretch(const PartWork& part, StepPhase phase, const GpuSpec& gpu) {
+double OverlapStretch(const StepWork& work, const PartWork& part, StepPhase phase,
+                      const GpuSpec& gpu) {
+  if (!work.tp_comm_overlap) return 1;
   for (const Collective& c : part.collectives)
     if (c.dim == MeshDim::kTp && c.phase == phase && c.overlappable && c.group.size() > 1)
       return 1 + gpu.comm_overlap_slowdown;
   return 1;
+}
+
+double ColumnGemmSeconds(const ComputeWork& work, const ComputeTime& time) {
+  return work.matmul_flops > 0 ? time.matmul_s * work.column_matmul_flops / work.matmul_flops : 0.0;
+}
+
+BehindGemms TpBehindGemms(double comm_s, double gemms_s, double slowdown) {
+  const double hidden = std::min(comm_s, gemms_s * (1 + slowdown));
+  return {comm_s - hidden, hidden * slowdown / (1 + slowdown)};
 }
 
 // ---------------------------------------------------------------------------
@@ -72,6 +83,9 @@ double Exposed(double comm, double window, bool overlappable) {
 struct PartTimes {
   ComputeTime fwd, bwd_in, bwd_w, rec;
   double tp[3] = {0, 0, 0};  // per micro-batch, by phase: forward, backward, recompute
+  // Without tp_overlap: the backward's TP behind its column-parallel linears' GEMMs
+  // (Collective::behind_gemms), part of tp[1], and those GEMMs' seconds.
+  double tp_behind_gemms = 0, column_gemms_s = 0;
   double cp[3] = {0, 0, 0};
   double ep[3] = {0, 0, 0};  // expert all-to-alls: blocking, always exposed
   bool tp_overlap = false;
@@ -87,11 +101,17 @@ struct PartTimes {
   // TP overlapped with the GEMMs of its pass (docs/cost_model.md 7(b)): the pass runs
   // (1 + slowdown) times longer while it carries the overlap, and only the TP time beyond
   // that shows.
+  // Without it, the backward's collectives behind the column-parallel GEMMs show only past
+  // those GEMMs and slow them while they run (TpBehindGemms); the rest blocks.
   double tp_exposed(int ph, double window) const {
-    return Exposed(tp[ph], window * (1 + slowdown), tp_overlap);
+    if (tp_overlap) return Exposed(tp[ph], window * (1 + slowdown), true);
+    if (ph != 1) return tp[ph];
+    return tp[1] - tp_behind_gemms +
+           TpBehindGemms(tp_behind_gemms, column_gemms_s, slowdown).exposed;
   }
   double tp_slowdown(int ph, double window) const {
-    return tp_overlap && tp[ph] > 0 ? slowdown * window : 0.0;
+    if (tp_overlap) return tp[ph] > 0 ? slowdown * window : 0.0;
+    return ph == 1 ? TpBehindGemms(tp_behind_gemms, column_gemms_s, slowdown).slowed : 0.0;
   }
   double tp_cost(int ph, double window) const {
     return tp_exposed(ph, window) + tp_slowdown(ph, window);
@@ -152,6 +172,9 @@ PartTimes TimePart(const PartWork& part, const StepWorkTimes::Part& timed, const
   t.bwd_w = timed.bwd_w;
   t.rec = timed.rec;
   t.slowdown = cluster.gpu.comm_overlap_slowdown;
+  t.tp_overlap = work.tp_comm_overlap;
+  t.column_gemms_s = ColumnGemmSeconds(part.backward_input, t.bwd_in) +
+                     ColumnGemmSeconds(part.backward_weight, t.bwd_w);
   // offload_params: this rank's shard comes in from the host before each all-gather.
   const double host_in =
       work.offload.params
@@ -166,7 +189,7 @@ PartTimes TimePart(const PartWork& part, const StepWorkTimes::Part& timed, const
     switch (c.dim) {
       case MeshDim::kTp:
         t.tp[PhaseIndex(c.phase)] += s;
-        t.tp_overlap = c.overlappable;
+        if (c.behind_gemms && c.overlappable && !work.tp_comm_overlap) t.tp_behind_gemms += s;
         break;
       case MeshDim::kCp:
         t.cp[PhaseIndex(c.phase)] += s;

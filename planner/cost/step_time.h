@@ -60,10 +60,25 @@ StepTimeBreakdown AnalyticStepTime(const StepWork& work, const ClusterSpec& clus
                                    const StepWorkTimes& times);
 
 // How much longer a pass of `part` computes when it carries TP communication overlapped with
-// it (tp_overlap): 1 + GpuSpec::comm_overlap_slowdown when a TP collective of `phase` (the
-// backward's for the weight-gradient pass too) is overlappable, else 1. The analytic model's
-// overlap_slowdown_s and the simulator's stretched passes both follow this rule.
-double OverlapStretch(const PartWork& part, StepPhase phase, const GpuSpec& gpu);
+// it (the plan's tp_overlap, StepWork::tp_comm_overlap): 1 + GpuSpec::comm_overlap_slowdown
+// when a TP collective of `phase` (the backward's for the weight-gradient pass too) is
+// overlappable, else 1. The analytic model's overlap_slowdown_s and the simulator's stretched
+// passes both follow this rule.
+double OverlapStretch(const StepWork& work, const PartWork& part, StepPhase phase,
+                      const GpuSpec& gpu);
+
+// Without tp_overlap, the TP collectives a framework issues behind a column-parallel linear's
+// backward GEMMs (Collective::behind_gemms): `comm_s` of them beside `gemms_s` of those
+// GEMMs (ColumnGemmSeconds of the backward passes). The GEMMs run 1 + slowdown times slower
+// while the communication runs beside them; what outlasts them shows. docs/cost_model.md 7(b).
+struct BehindGemms {
+  double exposed = 0;  // communication past the GEMMs
+  double slowed = 0;   // what the GEMMs run longer
+};
+BehindGemms TpBehindGemms(double comm_s, double gemms_s, double slowdown);
+// The seconds of `time` (TimeOf `work`) its column-parallel GEMMs take: its GEMM time by
+// their share of its matmul FLOPs.
+double ColumnGemmSeconds(const ComputeWork& work, const ComputeTime& time);
 
 // Pipeline idle time per step, from the slowest stage's per-micro-batch forward f,
 // backward-input b (with recompute) and backward-weight w (all model chunks of a rank):

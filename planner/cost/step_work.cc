@@ -266,6 +266,7 @@ void SerializeCommunication(StepWork* work) {
   for (PartWork* part : {&work->block, &work->embedding, &work->head})
     for (Collective& c : part->collectives) c.overlappable = false;
   work->pp_activation.overlappable = work->pp_gradient.overlappable = false;
+  work->tp_comm_overlap = false;
   work->dp_overlap = false;
   work->zero3_prefetch = 0;
 }
@@ -280,7 +281,8 @@ const StepWork& WorkAsRun(const StepWork& work, const GpuSpec& gpu, StepWork* st
 void SetPlanKnobs(const ParallelPlan& plan, StepWork* work) {
   for (PartWork* part : {&work->block, &work->embedding, &work->head})
     for (Collective& c : part->collectives)
-      if (c.dim == MeshDim::kTp) c.overlappable = plan.tp_comm_overlap;
+      if (c.dim == MeshDim::kTp) c.overlappable = plan.tp_comm_overlap || c.behind_gemms;
+  work->tp_comm_overlap = plan.tp_comm_overlap;
   // pp_overlap (interleaved only: PpOverlapOffered): the sends behind the next chunk.
   work->pp_activation.overlappable = work->pp_gradient.overlappable =
       plan.pp_comm_overlap && plan.interleaved();

@@ -60,6 +60,10 @@ struct Collective {
   CommGroup group;
   int32_t count = 1;    // identical collectives at this position
   bool overlappable = false;  // may run behind compute (else the compute stream waits)
+  // TP, backward: issued behind its column-parallel linear's backward GEMMs by the framework
+  // (OpCollective::backward_behind_gemms), so overlappable without the plan's tp_overlap and
+  // hidden only behind those GEMMs (docs/cost_model.md 7(b)).
+  bool behind_gemms = false;
 };
 
 // The busiest part is a MoE block with SP, full recompute, CP, ZeRO-3 and ep > 1 with
@@ -134,6 +138,7 @@ struct StepWork {
   // sync behind the backward or after it, ZeRO-3 gathers issued ahead (0: none), and what is
   // offloaded (planner/cost/offload.h).
   bool dp_overlap = true;
+  bool tp_comm_overlap = false;  // the plan's tp_overlap: every TP collective behind its pass
   int64_t zero3_prefetch = 1;
   // ZeRO-1/2 under a framework that gathers the updated parameters in the next step's first
   // forward (FrameworkSpec::param_gather next-forward): with dp_overlap, the all-gathers
@@ -145,7 +150,8 @@ struct StepWork {
 
 // Sets the plan's overlap and offload choices on work built for the same plan with other
 // choices (the search's variants of one candidate: planner/search/knob_variants.h): TP
-// collectives' and the pipeline sends' `overlappable`, dp_overlap, zero3_prefetch and the
+// collectives' `overlappable` (tp_overlap, or Collective::behind_gemms) and the pipeline
+// sends', tp_comm_overlap, dp_overlap, zero3_prefetch and the
 // offload flags. The offloaded activation bytes must already be there (built with
 // offload_act, or set by `activation_bytes_per_block`).
 void SetPlanKnobs(const ParallelPlan& plan, StepWork* work);

@@ -121,6 +121,14 @@ TEST_CASE("each profile says what its software runs", "[planner][framework][offe
   for (const char* none : {"megatron-lm-2021", "megatron-lm-2022", "torchtitan",
                            "torchtitan-2024-04", "pytorch", "deepspeed", "meshplan"})
     CHECK(pp_overlap(none) == PpOverlapOffer::kNone);
+  // Megatron-LM from 2022 and Transformer Engine issue a column-parallel linear's backward TP
+  // collectives behind its GEMMs; Megatron-LM 2021 and eager DTensor run them in line.
+  const auto tp_backward = [](const char* name) { return LoadFramework(name).tp_backward_overlap; };
+  for (const char* async : {"megatron-lm-2022", "megatron-core", "nemo"})
+    CHECK(tp_backward(async) == TpBackwardOverlap::kColumnGemms);
+  for (const char* none : {"megatron-lm-2021", "torchtitan", "torchtitan-2024-04", "pytorch",
+                           "deepspeed", "meshplan"})
+    CHECK(tp_backward(none) == TpBackwardOverlap::kNone);
   const auto sp = [](const char* name) { return LoadFramework(name).sequence_parallel; };
   CHECK(sp("torchtitan") == SpOffer::kAlways);  // SequenceParallel norms
   CHECK(sp("torchtitan-2024-04") == SpOffer::kAlways);

@@ -122,6 +122,8 @@ TEST_CASE("a hostile profile is refused with file, line, field and the allowed v
        "needs an `offload:` list", 12},
       {std::string(kProfile) + "tp_overlap: partial\n", "tp_overlap", "any, with-sp, none", 12},
       {std::string(kProfile) + "pp_overlap: always\n", "pp_overlap", "none, interleaved", 12},
+      {std::string(kProfile) + "tp_backward_overlap: all\n", "tp_backward_overlap",
+       "none, column-gemms", 12},
       {std::string(kProfile) + "sequence_parallel: sometimes\n", "sequence_parallel",
        "optional, always, never", 12},
       {std::string(kProfile) + "prefetch: [0, 5]\n", "prefetch", "from 0 to 4; got '5'", 12},
