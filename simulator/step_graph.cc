@@ -205,8 +205,11 @@ class GraphBuilder {
 
 PassWork GraphBuilder::WorkOf(const PartWork& part, StepPhase phase) const {
   PassWork w;
+  double column_gemms_s = 0;  // the backward's column-parallel GEMMs (ColumnGemmSeconds)
   auto add = [&](const ComputeWork& c) {
-    w.time = Sum(w.time, TimeOf(c, rates_));
+    const ComputeTime time = TimeOf(c, rates_);
+    w.time = Sum(w.time, time);
+    column_gemms_s += ColumnGemmSeconds(c, time);
     w.matmul_flops += c.matmul_flops;
     w.attention_flops += c.attention_flops;
   };
@@ -229,17 +232,13 @@ PassWork GraphBuilder::WorkOf(const PartWork& part, StepPhase phase) const {
   }
   // Without it, the collectives the framework issues behind the column-parallel GEMMs slow
   // those GEMMs as the analytic model has it (TpBehindGemms); they run beside the pass.
-  if (phase == StepPhase::kBackward && !work_.tp_comm_overlap) {
-    double comm_s = 0;
-    for (const Collective& c : part.collectives)
-      if (c.dim == MeshDim::kTp && c.phase == phase && c.overlappable && c.group.size() > 1)
-        comm_s += static_cast<double>(c.count) * CollectiveTime(c.kind, c.bytes, c.group, cluster_);
-    double gemms_s = ColumnGemmSeconds(part.backward_input, TimeOf(part.backward_input, rates_));
-    if (!split_w_)
-      gemms_s += ColumnGemmSeconds(part.backward_weight, TimeOf(part.backward_weight, rates_));
-    if (comm_s > 0)
-      w.time.matmul_s += TpBehindGemms(comm_s, gemms_s, cluster_.gpu.comm_overlap_slowdown).slowed;
-  }
+  double comm_s = 0;
+  for (const Collective& c : part.collectives)
+    if (c.phase == phase && RunsBehindGemms(c, work_))
+      comm_s += static_cast<double>(c.count) * CollectiveTime(c.kind, c.bytes, c.group, cluster_);
+  if (comm_s > 0)
+    w.time.matmul_s +=
+        TpBehindGemms(comm_s, column_gemms_s, cluster_.gpu.comm_overlap_slowdown).slowed;
   return w;
 }
 

@@ -64,6 +64,10 @@ double ColumnGemmSeconds(const ComputeWork& work, const ComputeTime& time) {
   return work.matmul_flops > 0 ? time.matmul_s * work.column_matmul_flops / work.matmul_flops : 0.0;
 }
 
+bool RunsBehindGemms(const Collective& c, const StepWork& work) {
+  return c.dim == MeshDim::kTp && c.behind_gemms && c.overlappable && !work.tp_comm_overlap;
+}
+
 BehindGemms TpBehindGemms(double comm_s, double gemms_s, double slowdown) {
   const double hidden = std::min(comm_s, gemms_s * (1 + slowdown));
   return {comm_s - hidden, hidden * slowdown / (1 + slowdown)};
@@ -189,7 +193,7 @@ PartTimes TimePart(const PartWork& part, const StepWorkTimes::Part& timed, const
     switch (c.dim) {
       case MeshDim::kTp:
         t.tp[PhaseIndex(c.phase)] += s;
-        if (c.behind_gemms && c.overlappable && !work.tp_comm_overlap) t.tp_behind_gemms += s;
+        if (RunsBehindGemms(c, work)) t.tp_behind_gemms += s;
         break;
       case MeshDim::kCp:
         t.cp[PhaseIndex(c.phase)] += s;

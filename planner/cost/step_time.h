@@ -76,6 +76,9 @@ struct BehindGemms {
   double slowed = 0;   // what the GEMMs run longer
 };
 BehindGemms TpBehindGemms(double comm_s, double gemms_s, double slowdown);
+// Whether `c` runs so in `work` as timed: a behind_gemms TP collective, overlappable (not
+// serialized by WorkAsRun), without the plan's tp_overlap (which hides it behind the pass).
+bool RunsBehindGemms(const Collective& c, const StepWork& work);
 // The seconds of `time` (TimeOf `work`) its column-parallel GEMMs take: its GEMM time by
 // their share of its matmul FLOPs.
 double ColumnGemmSeconds(const ComputeWork& work, const ComputeTime& time);
