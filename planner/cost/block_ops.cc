@@ -34,11 +34,6 @@ bool KeptUnder(const SavedTensor& t, Recompute recompute) {
   return FateUnder(t, recompute) == TensorFate::kKept;
 }
 
-void SavedTensorList::Add(const SavedTensor& tensor) {
-  if (items_.size == static_cast<int>(kCapacity)) std::abort();  // outgrew kCapacity: raise it
-  items_.push_back(tensor);
-}
-
 double SavedTensorList::TotalBytes() const {
   double sum = 0;
   for (const SavedTensor& t : *this) sum += t.bytes();
@@ -100,7 +95,7 @@ void BlockOpsBuilder::TpHalfCollectives(bool entering) {
   if (sh_.sequence_parallel) {
     Collective(mlp_ ? "mlp.sp_scatter" : "attention.sp_scatter", MeshDim::kTp, bytes,
                {K::kReduceScatter, 1, after}, {K::kAllGather, 1, before}, /*saved_by_op=*/true);
-    OpOutput({"reduce_scatter", "output (B,Sn,E)", double(sh_.b) * sh_.s_norm * sh_.hidden, a_});
+    OpOutput("reduce_scatter", "output (B,Sn,E)", double(sh_.b) * sh_.s_norm * sh_.hidden, a_);
   } else {
     Collective(mlp_ ? "mlp.tp_output" : "attention.tp_output", MeshDim::kTp, bytes,
                {K::kAllReduce, 1, after}, {K::kAllReduce, 0, before});

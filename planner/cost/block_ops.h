@@ -16,6 +16,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <cstdlib>
 
 #include "planner/attention_impl.h"
 #include "planner/cost/block_linears.h"
@@ -115,7 +116,17 @@ bool KeptUnder(const SavedTensor& tensor, Recompute recompute);
 class SavedTensorList {
  public:
   static constexpr size_t kCapacity = 32;
-  void Add(const SavedTensor& tensor);  // beyond capacity is a programming error (aborts)
+  // Beyond capacity is a programming error (aborts: raise kCapacity).
+  void Add(const SavedTensor& tensor) { Slot() = tensor; }
+  // A tensor built in its slot, no flag set; returns it (FixedList::emplace_back's reason).
+  SavedTensor& Add(const char* op, const char* tensor, double elements, double bytes_per_element) {
+    SavedTensor& t = Slot();
+    t.op = op;
+    t.tensor = tensor;
+    t.elements = elements;
+    t.bytes_per_element = bytes_per_element;
+    return t;
+  }
   const SavedTensor* begin() const { return items_.begin(); }
   const SavedTensor* end() const { return items_.end(); }
   size_t size() const { return static_cast<size_t>(items_.size); }
@@ -124,6 +135,10 @@ class SavedTensorList {
   double MegatronBytes() const;
 
  private:
+  SavedTensor& Slot() {
+    if (items_.size == static_cast<int>(kCapacity)) std::abort();
+    return items_.emplace_back();
+  }
   FixedList<SavedTensor, static_cast<int>(kCapacity)> items_;
 };
 

@@ -35,62 +35,61 @@ void BlockOpsBuilder::AttentionCore(bool v_saved_by_op) {
   // softmax and bmm, none of which its save list holds (aten.bmm is not aten.mm).
   op.output_saved_by_op = !naive;
   if (!naive) {
-    OpOutput({"attention", "output (B,Sc,Ht*Dv)", b * Sc * sh_.heads * sh_.v_head_dim, A});
-    OpOutput({"attention", "logsumexp (B,Ht,Sc) fp32", b * sh_.heads * Sc, kFp32Bytes});
+    OpOutput("attention", "output (B,Sc,Ht*Dv)", b * Sc * sh_.heads * sh_.v_head_dim, A);
+    OpOutput("attention", "logsumexp (B,Ht,Sc) fp32", b * sh_.heads * Sc, kFp32Bytes);
   }
   out_.core_ = {static_cast<double>(sh_.b) * static_cast<double>(m_.heads) / tp_,
              static_cast<double>(sh_.s) / static_cast<double>(sh_.cp),
              static_cast<double>(sh_.s), static_cast<double>(m_.head_dim()),
                 static_cast<double>(m_.v_head_dim()), /*causal=*/true, dropout};
   if (naive) {
-    Save({"attention.qk", "q (B,Ht,Sc,D)", q, A});
-    Save({"attention.qk", "k (B,Kt,Skv,D)", kv, A});
-    Save(Core({"attention.softmax", "output P (B,Ht,Sc,Skv)", probs, A}));
+    Save("attention.qk", "q (B,Ht,Sc,D)", q, A);
+    Save("attention.qk", "k (B,Kt,Skv,D)", kv, A);
+    Core(Save("attention.softmax", "output P (B,Ht,Sc,Skv)", probs, A));
     if (dropout) {
-      Save(Core({"attention.dropout", "mask (B,Ht,Sc,Skv) 1 byte", probs, kMaskBytes}));
-      Save(Core({"attention.dropout", "output (B,Ht,Sc,Skv)", probs, A}));
+      Core(Save("attention.dropout", "mask (B,Ht,Sc,Skv) 1 byte", probs, kMaskBytes));
+      Core(Save("attention.dropout", "output (B,Ht,Sc,Skv)", probs, A));
     }
-    SaveOutputOf(v_saved_by_op, {"attention.pv", "v (B,Kt,Skv,Dv)", v, A});
+    SaveOutputOf(v_saved_by_op, "attention.pv", "v (B,Kt,Skv,Dv)", v, A);
     // executor/model/ops.h AttentionBackward: dv, then dP and a temporary of the same shape.
-    Temporary({"attention.pv backward", "dv (B,Kt,Sc,D)", kv, A});
-    Temporary({"attention.pv backward", "dP (B,Ht,Sc,Skv)", probs, A});
-    Temporary({"attention.softmax backward", "dScores (B,Ht,Sc,Skv)", probs, A});
+    Temporary("attention.pv backward", "dv (B,Kt,Sc,D)", kv, A);
+    Temporary("attention.pv backward", "dP (B,Ht,Sc,Skv)", probs, A);
+    Temporary("attention.softmax backward", "dScores (B,Ht,Sc,Skv)", probs, A);
   } else if (ring) {
     // executor/parallel/ring_attention.h: the logsumexp is kept in every mode but full
     // recompute (the backward recomputes each ring step's probabilities from it): nothing
     // is recomputed under selective.
-    Save({"attention.ring", "q (B,Ht,Sc,D)", q, A});
-    Save({"attention.ring", "k (B,Kt,Sc,D)", kv, A});
-    SaveOutputOf(v_saved_by_op, {"attention.ring", "v (B,Kt,Sc,Dv)", v, A});
-    SaveOutputOf(true, Statistic({"attention.ring", "logsumexp (B,Ht,Sc) fp32", b * sh_.heads * Sc,
-                                  kFp32Bytes}));
+    Save("attention.ring", "q (B,Ht,Sc,D)", q, A);
+    Save("attention.ring", "k (B,Kt,Sc,D)", kv, A);
+    SaveOutputOf(v_saved_by_op, "attention.ring", "v (B,Kt,Sc,Dv)", v, A);
+    Statistic(SaveOutputOf(true, "attention.ring", "logsumexp (B,Ht,Sc) fp32",
+                           b * sh_.heads * Sc, kFp32Bytes));
     // Its backward at step 0 (the local Sc x Sc block, the largest): the fp32 dq accumulator,
     // the step's probabilities and score gradients (fp32), the next K/V being received, this
     // block's fp32 dK/dV accumulator and its partial dK/dV.
-    Temporary({"attention.ring backward", "dq accumulator (B,Ht,Sc,D) fp32", q, kFp32Bytes});
-    Temporary({"attention.ring backward", "P (B,Ht,Sc,Sc) fp32", probs, kFp32Bytes});
-    Temporary({"attention.ring backward", "dScores (B,Ht,Sc,Sc) fp32", probs, kFp32Bytes});
-    Temporary({"attention.ring backward", "next K, V (B,Kt,Sc,D) x 2", 2 * kv, A});
-    Temporary({"attention.ring backward", "dK, dV accumulator (B,Kt,Sc,D) x 2 fp32", 2 * kv,
-               kFp32Bytes});
-    Temporary({"attention.ring backward", "partial dK, dV (B,Kt,Sc,D) x 2", 2 * kv, A});
+    Temporary("attention.ring backward", "dq accumulator (B,Ht,Sc,D) fp32", q, kFp32Bytes);
+    Temporary("attention.ring backward", "P (B,Ht,Sc,Sc) fp32", probs, kFp32Bytes);
+    Temporary("attention.ring backward", "dScores (B,Ht,Sc,Sc) fp32", probs, kFp32Bytes);
+    Temporary("attention.ring backward", "next K, V (B,Kt,Sc,D) x 2", 2 * kv, A);
+    Temporary("attention.ring backward", "dK, dV accumulator (B,Kt,Sc,D) x 2 fp32", 2 * kv,
+              kFp32Bytes);
+    Temporary("attention.ring backward", "partial dK, dV (B,Kt,Sc,D) x 2", 2 * kv, A);
   } else {
     // SDPA on torchtitan's repeat_kv copies keeps k and v with every q head, and its
     // backward writes their gradients so (before repeat_kv's sum).
     const bool repeated = RepeatsKv();
     const double kv_heads = static_cast<double>(repeated ? sh_.heads : sh_.kv_heads);
     const double k = b * Skv * kv_heads * sh_.head_dim, v_kept = b * Skv * kv_heads * sh_.v_head_dim;
-    Save({"attention.flash", "q (B,Sc,Ht,D)", q, A});
-    Save({"attention.flash", repeated ? "k repeated to every head (B,Sc,Ht,D)" : "k (B,Sc,Kt,D)", k, A});
-    SaveOutputOf(v_saved_by_op && !repeated,
-                 {"attention.flash", repeated ? "v repeated to every head (B,Sc,Ht,Dv)" : "v (B,Sc,Kt,Dv)",
-                  v_kept, A});
-    SaveOutputOf(true, Core(Statistic({"attention.flash", "logsumexp (B,Ht,Sc) fp32",
-                                       b * sh_.heads * Sc, kFp32Bytes})));
-    Temporary({"attention.flash backward", "dq (B,Sc,Ht,D)", q, A});
-    Temporary({"attention.flash backward", repeated ? "dk (B,Sc,Ht,D)" : "dk (B,Sc,Kt,D)", k, A});
-    Temporary({"attention.flash backward", repeated ? "dv (B,Sc,Ht,Dv)" : "dv (B,Sc,Kt,Dv)", v_kept, A});
-    Temporary({"attention.flash backward", "dq accumulator (B,Sc,Ht,D) fp32", q, kFp32Bytes});
+    Save("attention.flash", "q (B,Sc,Ht,D)", q, A);
+    Save("attention.flash", repeated ? "k repeated to every head (B,Sc,Ht,D)" : "k (B,Sc,Kt,D)", k, A);
+    SaveOutputOf(v_saved_by_op && !repeated, "attention.flash",
+                 repeated ? "v repeated to every head (B,Sc,Ht,Dv)" : "v (B,Sc,Kt,Dv)", v_kept, A);
+    Core(Statistic(SaveOutputOf(true, "attention.flash", "logsumexp (B,Ht,Sc) fp32",
+                                b * sh_.heads * Sc, kFp32Bytes)));
+    Temporary("attention.flash backward", "dq (B,Sc,Ht,D)", q, A);
+    Temporary("attention.flash backward", repeated ? "dk (B,Sc,Ht,D)" : "dk (B,Sc,Kt,D)", k, A);
+    Temporary("attention.flash backward", repeated ? "dv (B,Sc,Ht,Dv)" : "dv (B,Sc,Kt,Dv)", v_kept, A);
+    Temporary("attention.flash backward", "dq accumulator (B,Sc,Ht,D) fp32", q, kFp32Bytes);
   }
 }
 
@@ -107,7 +106,7 @@ void BlockOpsBuilder::AttentionHalf() {
   // wq, wq_a or gpt's qkv: reads the normed input, saved once for q, k, v
   const bool q_saved = Linear();
   bool k_saved = false, v_saved = false;  // by the op policy (gpt's qkv: q's)
-  Save({"wq/wk/wv", "input: normed x (B,Sn,E)", normed, L});
+  Save("wq/wk/wv", "input: normed x (B,Sn,E)", normed, L);
   if (gpt && !fused_) {
     // Megatron-LM's QKV bias: ColumnParallelLinear without skip_bias_add calls F.linear on
     // the 3-D [s, b, h] input, which PyTorch runs as matmul + add_(bias)
@@ -123,17 +122,17 @@ void BlockOpsBuilder::AttentionHalf() {
     if (sh_.q_lora_rank > 0) {
       // The latent norms' own kernels are not counted in the step's work (they were not).
       Memory("q_a_norm", G::kNorm, {}, {});
-      SaveOutputOf(q_saved, {"q_a_norm", "input (B,Sc,Rq)", rows * sh_.q_lora_rank, a});
-      Save(Statistic({"q_a_norm", "rstd (B,Sc) fp32", rows, kFp32Bytes}));
+      SaveOutputOf(q_saved, "q_a_norm", "input (B,Sc,Rq)", rows * sh_.q_lora_rank, a);
+      Statistic(Save("q_a_norm", "rstd (B,Sc) fp32", rows, kFp32Bytes));
       Linear();  // wq_b
-      Save({"wq_b", "input: normed q latent (B,Sc,Rq)", rows * sh_.q_lora_rank, a});
+      Save("wq_b", "input: normed q latent (B,Sc,Rq)", rows * sh_.q_lora_rank, a);
     }
     const bool kv_a_saved = Linear();  // wkv_a (reads x, as wq(_a))
     Memory("kv_a_norm", G::kNorm, {}, {});
-    SaveOutputOf(kv_a_saved, {"kv_a_norm", "input (B,Sc,Rkv)", rows * sh_.kv_lora_rank, a});
-    Save(Statistic({"kv_a_norm", "rstd (B,Sc) fp32", rows, kFp32Bytes}));
+    SaveOutputOf(kv_a_saved, "kv_a_norm", "input (B,Sc,Rkv)", rows * sh_.kv_lora_rank, a);
+    Statistic(Save("kv_a_norm", "rstd (B,Sc) fp32", rows, kFp32Bytes));
     Linear();  // wkv_b
-    Save({"wkv_b", "input: normed kv latent (B,Sc,Rkv)", rows * sh_.kv_lora_rank, a});
+    Save("wkv_b", "input: normed kv latent (B,Sc,Rkv)", rows * sh_.kv_lora_rank, a);
   } else {
     k_saved = Linear();  // wk
     v_saved = Linear();  // wv
@@ -143,10 +142,10 @@ void BlockOpsBuilder::AttentionHalf() {
   if (m_.qk_norm) {  // q_norm, k_norm: read + write q and k; RMSNorm over each head
     Elementwise("q_norm/k_norm", G::kNorm, 2 * T * (QD + KD) / tp_ * a, 2, 2);
     const double q = b * Sc * sh_.heads * sh_.head_dim, kv = b * Sc * sh_.kv_heads * sh_.head_dim;
-    SaveOutputOf(q_saved && !m_.mla.enabled(), {"q_norm", "input q (B,Sc,Ht*D)", q, a});
-    SaveOutputOf(k_saved, {"k_norm", "input k (B,Skv,Kt*D)", kv, a});
-    Save(Statistic({"q_norm/k_norm", "rstd (B,Sc,Ht+Kt) fp32", b * Sc * (sh_.heads + sh_.kv_heads),
-                    kFp32Bytes}));
+    SaveOutputOf(q_saved && !m_.mla.enabled(), "q_norm", "input q (B,Sc,Ht*D)", q, a);
+    SaveOutputOf(k_saved, "k_norm", "input k (B,Skv,Kt*D)", kv, a);
+    Statistic(Save("q_norm/k_norm", "rstd (B,Sc,Ht+Kt) fp32", b * Sc * (sh_.heads + sh_.kv_heads),
+                   kFp32Bytes));
   }
   if (!gpt && fused_) {
     // One fused RoPE kernel per tensor each way (Megatron-Core's apply_rope_fusion); the
@@ -193,8 +192,8 @@ void BlockOpsBuilder::AttentionHalf() {
   const double out_heads = b * Sc * sh_.heads * sh_.v_head_dim;  // (B,Sc,Ht*Dv)
   Linear();  // wo
   // The flash and ring kernels' output, which the op policy saves.
-  SaveOutputOf(!naive, {"wo", "input: attention output (B,Sc,Ht*Dv)", out_heads, naive ? L : a});
-  if (!naive && L != a) Save({"wo", "input: FP8 copy of the attention output (B,Sc,Ht*Dv)", out_heads, L});
+  SaveOutputOf(!naive, "wo", "input: attention output (B,Sc,Ht*Dv)", out_heads, naive ? L : a);
+  if (!naive && L != a) Save("wo", "input: FP8 copy of the attention output (B,Sc,Ht*Dv)", out_heads, L);
   TpHalfCollectives(/*entering=*/false);
   Residual("attention.residual", "attention.residual_dropout");
 }

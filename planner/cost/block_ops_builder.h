@@ -35,10 +35,10 @@ class BlockOpsBuilder {
     MlpHalf();
     const double b = double(sh_.b);
     for (SavedTensorList& workspace : out_.workspace_) {
-      workspace.Add({"block backward", "grad of the residual stream (B,Sn,E)",
-                     b * sh_.s_norm * sh_.hidden, a_});
-      workspace.Add({"block backward", "grad of the branch output (B,Sc,E)",
-                     b * double(sh_.s_local) * sh_.hidden, a_});
+      workspace.Add("block backward", "grad of the residual stream (B,Sn,E)",
+                    b * sh_.s_norm * sh_.hidden, a_);
+      workspace.Add("block backward", "grad of the branch output (B,Sc,E)",
+                    b * double(sh_.s_local) * sh_.hidden, a_);
     }
   }
   void Embedding();
@@ -83,23 +83,31 @@ class BlockOpsBuilder {
   };
   void TpInputCollectives(const TpInputNames& names, CollectivePosition before,
                           CollectivePosition after);
-  // A tensor the op added last saves.
-  void Save(SavedTensor t) {
+  // A tensor the op added last saves, built in its list's slot; returns it for its flags.
+  SavedTensor& Save(const char* op, const char* tensor, double elements, double bytes_per_element) {
+    SavedTensor& t = out_.saved_.Add(op, tensor, elements, bytes_per_element);
     t.mlp_half = mlp_;
-    out_.saved_.Add(t);
     (out_.ops_.end() - 1)->saved_end = static_cast<uint8_t>(out_.saved_.size());
+    return t;
   }
   // The same, when it is the output of an op the op policy saves (`saved_by_op`).
-  void SaveOutputOf(bool saved_by_op, SavedTensor t) {
+  SavedTensor& SaveOutputOf(bool saved_by_op, const char* op, const char* tensor, double elements,
+                            double bytes_per_element) {
+    SavedTensor& t = Save(op, tensor, elements, bytes_per_element);
     t.op_output = saved_by_op;
-    Save(t);
+    return t;
   }
   // A temporary of this half's backward step (BlockOps::backward_workspace).
-  void Temporary(const SavedTensor& t) { out_.workspace_[mlp_ ? 1 : 0].Add(t); }
+  SavedTensor& Temporary(const char* op, const char* tensor, double elements,
+                         double bytes_per_element) {
+    return out_.workspace_[mlp_ ? 1 : 0].Add(op, tensor, elements, bytes_per_element);
+  }
   // An output the op policy keeps (BlockOps::op_outputs).
-  void OpOutput(SavedTensor t) {
+  SavedTensor& OpOutput(const char* op, const char* tensor, double elements,
+                        double bytes_per_element) {
+    SavedTensor& t = out_.op_outputs_.Add(op, tensor, elements, bytes_per_element);
     t.mlp_half = mlp_;
-    out_.op_outputs_.Add(t);
+    return t;
   }
 
   // The next linear: its GEMM on this rank. A matrix with copies > 1 (experts) is a grouped
@@ -120,7 +128,7 @@ class BlockOpsBuilder {
                sh_.fp8 && l.role != LinearRole::kRouter};  // the router stays bf16
     op.output_saved_by_op = OpPolicySavesOutput(l, &matmuls_);
     if (op.output_saved_by_op)
-      OpOutput({l.name, "matmul output (T, out/tp)", op.gemm.m * op.gemm.n * op.gemm.batch, a_});
+      OpOutput(l.name, "matmul output (T, out/tp)", op.gemm.m * op.gemm.n * op.gemm.batch, a_);
     return op.output_saved_by_op;
   }
 
@@ -162,28 +170,25 @@ class BlockOpsBuilder {
     const double rows = double(sh_.b) * sh_.s_norm;
     if (TorchtitanNorm()) {
       if (layer_input) {
-        SavedTensor input{name, "input (B,Sn,E), held by a checkpoint", rows * sh_.hidden, a_};
+        SavedTensor& input = Save(name, "input (B,Sn,E), held by a checkpoint", rows * sh_.hidden, a_);
         input.layer_input = input.checkpoint_only = true;
-        Save(input);
       }
-      Save({name, "input in fp32 (B,Sn,E)", rows * sh_.hidden, kFp32Bytes});
-      Save({name, "normed input before the weight (B,Sn,E)", rows * sh_.hidden, a_});
-      Save(Statistic({name, "rstd (B,Sn) fp32", rows, kFp32Bytes}));
+      Save(name, "input in fp32 (B,Sn,E)", rows * sh_.hidden, kFp32Bytes);
+      Save(name, "normed input before the weight (B,Sn,E)", rows * sh_.hidden, a_);
+      Statistic(Save(name, "rstd (B,Sn) fp32", rows, kFp32Bytes));
       return;
     }
-    SavedTensor input{name, "input (B,Sn,E)", rows * sh_.hidden, a_};
-    input.layer_input = layer_input;
-    Save(input);
-    if (m_.block == BlockKind::kGpt) Save(Statistic({name, "mean (B,Sn) fp32", rows, kFp32Bytes}));
-    Save(Statistic({name, "rstd (B,Sn) fp32", rows, kFp32Bytes}));
+    Save(name, "input (B,Sn,E)", rows * sh_.hidden, a_).layer_input = layer_input;
+    if (m_.block == BlockKind::kGpt) Statistic(Save(name, "mean (B,Sn) fp32", rows, kFp32Bytes));
+    Statistic(Save(name, "rstd (B,Sn) fp32", rows, kFp32Bytes));
   }
   // torchtitan's repeat_kv copies k and v to every q head (fewer k/v heads than q heads).
   bool RepeatsKv() const { return torchtitan_ && sh_.kv_heads < sh_.heads; }
-  static SavedTensor Statistic(SavedTensor t) {
+  static SavedTensor& Statistic(SavedTensor& t) {
     t.row_statistic = true;
     return t;
   }
-  static SavedTensor Core(SavedTensor t) {
+  static SavedTensor& Core(SavedTensor& t) {
     t.core_attention = true;
     return t;
   }
@@ -197,7 +202,7 @@ class BlockOpsBuilder {
     if (m_.block == BlockKind::kGpt) {
       Memory(name, G::kBiasDropoutAdd, {(3 * a_ + 1) * TnE, 1},
              {(3 * a_ + 1) * TnE + 3 * a_ * TnE, 2 + 1});
-      Save({mask_op, "mask (B,Sn,E) 1 byte", double(sh_.b) * sh_.s_norm * sh_.hidden, kMaskBytes});
+      Save(mask_op, "mask (B,Sn,E) 1 byte", double(sh_.b) * sh_.s_norm * sh_.hidden, kMaskBytes);
     } else {
       Elementwise(name, G::kResidual, 3 * sh_.Tn * E_ * a_, 1, 1);
     }

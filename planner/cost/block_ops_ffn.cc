@@ -16,15 +16,15 @@ void BlockOpsBuilder::MlpHalf() {
   const bool gpt = m_.block == BlockKind::kGpt;
   if (gpt) {
     const bool fc1_saved = Linear();  // fc1
-    Save({"fc1", "input: normed h (B,Sn,E)", normed, L});
+    Save("fc1", "input: normed h (B,Sn,E)", normed, L);
     // bias-GeLU (jit-fused): read + write (T, F/tp); backward bias_gelu_back reads dy and x,
     // writes dx; the bias gradient reduces dx.
     Memory("bias_gelu", G::kActivation, {2 * a * inner, 1}, {4 * a * inner, 2});
-    SaveOutputOf(fc1_saved, {"gelu", "input: fc1 output (B,Sc,Ft)", inner, a});
+    SaveOutputOf(fc1_saved, "gelu", "input: fc1 output (B,Sc,Ft)", inner, a);
     Linear();  // fc2
-    Save({"fc2", "input: GeLU output (B,Sc,Ft)", inner, L});
-    Temporary({"fc2 backward", "d(fc2 input) (B,Sc,Ft)", inner, a});
-    Temporary({"gelu backward", "d(fc1 output) (B,Sc,Ft)", inner, a});
+    Save("fc2", "input: GeLU output (B,Sc,Ft)", inner, L);
+    Temporary("fc2 backward", "d(fc2 input) (B,Sc,Ft)", inner, a);
+    Temporary("gelu backward", "d(fc1 output) (B,Sc,Ft)", inner, a);
     TpHalfCollectives(/*entering=*/false);
     Residual("mlp.residual", "mlp.residual_dropout");
     return;
@@ -35,7 +35,7 @@ void BlockOpsBuilder::MlpHalf() {
     SquaredReluFfn();
   } else {
     const bool gate_saved = Linear();  // w_gate
-    Save({"w_up/w_gate", "input: normed h (B,Sn,E)", normed, L});
+    Save("w_up/w_gate", "input: normed h (B,Sn,E)", normed, L);
     const bool up_saved = Linear();  // w_up
     if (torchtitan_) InputGradientSums("w1/w3.input_grad_sum", 1);
     if (torchtitan_) {
@@ -43,21 +43,21 @@ void BlockOpsBuilder::MlpHalf() {
       // product (3A); backward the product's two gradients (3A each) and silu_backward
       // (3A). Autograd keeps w1's output (silu's input), silu's output and w3's output.
       Memory("swiglu", G::kActivation, {5 * a * inner, 2}, {9 * a * inner, 3});
-      Save({"swiglu", "silu output (B,Sc,Ft)", inner, a});
+      Save("swiglu", "silu output (B,Sc,Ft)", inner, a);
     } else {
       // SwiGLU (custom autograd function): read gate, up, write (T, F/tp); it saves the gate
       // and up outputs and recomputes silu(gate) in backward. Fused (Megatron-Core's
       // bias_swiglu_impl, torch.compile): one kernel each way.
       Elementwise("swiglu", G::kActivation, 3 * inner * a, fused_ ? 1 : 2, fused_ ? 1 : 10);
     }
-    SaveOutputOf(gate_saved, {"swiglu", "gate output (B,Sc,Ft)", inner, a});
-    SaveOutputOf(up_saved, {"swiglu", "up output (B,Sc,Ft)", inner, a});
+    SaveOutputOf(gate_saved, "swiglu", "gate output (B,Sc,Ft)", inner, a);
+    SaveOutputOf(up_saved, "swiglu", "up output (B,Sc,Ft)", inner, a);
     Linear();  // w_down
-    Save({"w_down", "input: silu(gate)*up (B,Sc,Ft)", inner, L});
+    Save("w_down", "input: silu(gate)*up (B,Sc,Ft)", inner, L);
     // executor/model/ops.h SwiGLUBackward: d up first holds sigmoid(gate) (no extra buffer).
-    Temporary({"w_down backward", "d(down input) (B,Sc,Ft)", inner, a});
-    Temporary({"swiglu backward", "d gate (B,Sc,Ft)", inner, a});
-    Temporary({"swiglu backward", "d up (B,Sc,Ft)", inner, a});
+    Temporary("w_down backward", "d(down input) (B,Sc,Ft)", inner, a);
+    Temporary("swiglu backward", "d gate (B,Sc,Ft)", inner, a);
+    Temporary("swiglu backward", "d up (B,Sc,Ft)", inner, a);
   }
   TpHalfCollectives(/*entering=*/false);
   Residual("mlp.residual", "mlp.residual_dropout");
@@ -76,16 +76,16 @@ void BlockOpsBuilder::SquaredReluFfn() {
   const double normed = double(sh_.b) * sh_.s_norm * sh_.hidden;
   const double inner = double(sh_.b) * sh_.s_local * sh_.ffn;  // (B,Sc,Ft) = (T, F/tp)
   const bool up_saved = Linear();  // w_up
-  Save({"w_up", "input: normed h (B,Sn,E)", normed, L});
+  Save("w_up", "input: normed h (B,Sn,E)", normed, L);
   if (fused_)
     Memory("squared_relu", G::kActivation, {2 * a * inner, 1}, {3 * a * inner, 1});
   else
     Memory("squared_relu", G::kActivation, {4 * a * inner, 2}, {10 * a * inner, 4});
-  SaveOutputOf(up_saved, {"squared_relu", "input: up output (B,Sc,Ft)", inner, a});
+  SaveOutputOf(up_saved, "squared_relu", "input: up output (B,Sc,Ft)", inner, a);
   Linear();  // w_down
-  Save({"w_down", "input: relu(up)^2 (B,Sc,Ft)", inner, L});
-  Temporary({"w_down backward", "d(down input) (B,Sc,Ft)", inner, a});
-  Temporary({"squared_relu backward", "d(up output) (B,Sc,Ft)", inner, a});
+  Save("w_down", "input: relu(up)^2 (B,Sc,Ft)", inner, L);
+  Temporary("w_down backward", "d(down input) (B,Sc,Ft)", inner, a);
+  Temporary("squared_relu backward", "d(up output) (B,Sc,Ft)", inner, a);
 }
 
 // A MoE FFN (activation_memory.h, "MoE FFN"; R = expert_rows). Its memory-bound bytes sit
@@ -105,12 +105,12 @@ void BlockOpsBuilder::MoeFfn() {
   const double swiglu =
       3 * (sh_.expert_work.rows_computed + T * static_cast<double>(moe.shared_experts)) * Fe * A;
   Linear();  // router
-  Save({"router/shared", "input: normed h (B,Sn,E)", normed, A});
+  Save("router/shared", "input: normed h (B,Sn,E)", normed, A);
   Elementwise("moe.routing", G::kRouting, router + dispatch + swiglu, 4, 4);
-  Save({"router", "probabilities (B,Sc,X) fp32", rows * sh_.experts, kFp32Bytes});
-  Save({"router", "top-k weights fp32 + ids int64 (B,Sc,k)", rows * sh_.top_k, kFp32Bytes + kIdBytes});
-  Save({"router", "row token and slot ids (R) int64 x 2", 2 * R, kIdBytes});
-  Save({"dispatch", "permuted tokens (R,E)", R * sh_.hidden, A});
+  Save("router", "probabilities (B,Sc,X) fp32", rows * sh_.experts, kFp32Bytes);
+  Save("router", "top-k weights fp32 + ids int64 (B,Sc,k)", rows * sh_.top_k, kFp32Bytes + kIdBytes);
+  Save("router", "row token and slot ids (R) int64 x 2", 2 * R, kIdBytes);
+  Save("dispatch", "permuted tokens (R,E)", R * sh_.hidden, A);
   // Expert parallel (step_work.h, expert_parallel.h): the routed rows go to their experts'
   // ranks by all-to-all (with tp, all-gathered over it: the experts see every tp rank's rows)
   // and come back the same way; the backward runs each exchange on the gradients, the
@@ -136,17 +136,17 @@ void BlockOpsBuilder::MoeFfn() {
     Collective("moe.combine", MeshDim::kEp, a2a, {K::kAllToAll, 1, P::kExpertCombine},
                {K::kAllToAll, 1, P::kExpertCombine});
   Memory("combine", G::kRouting, {}, {});
-  Save({"combine", "expert outputs (Rs,E)", sh_.routed_rows * sh_.hidden, A});
+  Save("combine", "expert outputs (Rs,E)", sh_.routed_rows * sh_.hidden, A);
   // executor/model/moe_block.cc Backward: the routed experts' SwiGLU backward over their R
   // rows holds d gate and d up with either d(down input) (R,Fe/tp) (before) or the gradient
   // of the permuted tokens (R,E) (after): the larger of the two counts.
-  Temporary({"experts.swiglu backward", "d gate (R,Fe/tp)", R * sh_.expert_ffn, A});
-  Temporary({"experts.swiglu backward", "d up (R,Fe/tp)", R * sh_.expert_ffn, A});
-  Temporary({"experts backward", "max of d(down input) (R,Fe/tp), d(permuted tokens) (R,E)",
-             R * double(std::max(sh_.expert_ffn, sh_.hidden)), A});
+  Temporary("experts.swiglu backward", "d gate (R,Fe/tp)", R * sh_.expert_ffn, A);
+  Temporary("experts.swiglu backward", "d up (R,Fe/tp)", R * sh_.expert_ffn, A);
+  Temporary("experts backward", "max of d(down input) (R,Fe/tp), d(permuted tokens) (R,E)",
+            R * double(std::max(sh_.expert_ffn, sh_.hidden)), A);
   if (sh_.ep > 1)
-    Temporary({"all-to-all", "routing buffers: rows received + sent (R+Rs,E)",
-               (R + sh_.routed_rows) * sh_.hidden, A});
+    Temporary("all-to-all", "routing buffers: rows received + sent (R+Rs,E)",
+              (R + sh_.routed_rows) * sh_.hidden, A);
   if (moe.shared_experts == 0) return;
   ExpertSwiGlu({"shared.swiglu", "gate output (B,Sc,Xs*Fe/tp)", "up output (B,Sc,Xs*Fe/tp)",
                 "shared.w_down", "input: silu(gate)*up (B,Sc,Xs*Fe/tp)"},
@@ -159,10 +159,10 @@ void BlockOpsBuilder::ExpertSwiGlu(const ExpertNames& n, double elements) {
   const bool gate_saved = Linear();  // w_gate
   const bool up_saved = Linear();    // w_up
   Elementwise(n.swiglu, G::kActivation, 0, 1, 1);
-  SaveOutputOf(gate_saved, {n.swiglu, n.gate_output, elements, a_});
-  SaveOutputOf(up_saved, {n.swiglu, n.up_output, elements, a_});
+  SaveOutputOf(gate_saved, n.swiglu, n.gate_output, elements, a_);
+  SaveOutputOf(up_saved, n.swiglu, n.up_output, elements, a_);
   Linear();  // w_down
-  Save({n.down, n.down_input, elements, a_});
+  Save(n.down, n.down_input, elements, a_);
 }
 
 }  // namespace meshplan

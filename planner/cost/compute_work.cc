@@ -9,11 +9,6 @@
 
 namespace meshplan {
 
-void ComputeWork::AddGemm(const GemmOp& gemm) {
-  gemms.push_back(gemm);
-  if (!gemm.attention_core) matmul_flops += gemm.flops();
-}
-
 ComputeWork& ComputeWork::operator+=(const ComputeWork& other) {
   for (const GemmOp& g : other.gemms) gemms.push_back(g);
   for (const FlashAttentionOp& f : other.flash) flash.push_back(f);

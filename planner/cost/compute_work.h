@@ -15,6 +15,7 @@
 #include <array>
 #include <cassert>
 #include <cstdint>
+#include <new>
 #include <type_traits>
 
 #include "planner/framework_spec.h"
@@ -42,6 +43,12 @@ struct FixedList {
   void push_back(const T& item) {
     assert(size < N && "FixedList capacity");
     items[size++] = item;
+  }
+  // Appends a value-initialised item to fill in place: a temporary built field by field and
+  // then copied costs a store-forwarding stall per copy, which the search pays per candidate.
+  T& emplace_back() {
+    assert(size < N && "FixedList capacity");
+    return *::new (&items[size++]) T();
   }
   const T* begin() const { return items; }
   const T* end() const { return items + size; }
@@ -99,7 +106,10 @@ struct ComputeWork {
   FixedList<FlashAttentionOp, 1> flash;       // the fused attention kernel, if any
 
   // Adds a linear-layer GEMM (nominal matmul FLOPs) or an unfused attention GEMM.
-  void AddGemm(const GemmOp& gemm);
+  void AddGemm(const GemmOp& gemm) {
+    gemms.push_back(gemm);
+    if (!gemm.attention_core) matmul_flops += gemm.flops();
+  }
   // Adds another pass's work: FLOPs, bytes, kernels and their shapes.
   ComputeWork& operator+=(const ComputeWork& other);
 };

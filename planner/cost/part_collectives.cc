@@ -29,39 +29,45 @@ bool Overlappable(const ParallelPlan& plan, MeshDim dim) {
 }
 
 // Appends `pass` of `op` in `phase`, or adds its count to an identical collective already there
-// (same group, kind, phase, place, size and window: Collective::count).
+// (same group, kind, phase, place, size and window: Collective::count). The phase's
+// collectives are part->collectives from index `phase_begin` on.
 void AddPass(const StepShape& s, const BlockOp& op, const CollectivePass& pass, StepPhase phase,
-             PartWork* part) {
+             int phase_begin, PartWork* part) {
   if (pass.count == 0) return;
   const OpCollective& c = op.comm;
   const bool behind_gemms = phase == StepPhase::kBackward && c.backward_behind_gemms;
-  for (Collective& existing : part->collectives) {
-    if (existing.dim == c.dim && existing.kind == pass.kind && existing.phase == phase &&
-        existing.position == pass.at && existing.bytes == c.bytes &&
-        existing.behind_gemms == behind_gemms) {
-      existing.count += pass.count;
+  for (Collective* existing = part->collectives.begin() + phase_begin;
+       existing != part->collectives.end(); ++existing) {
+    if (existing->dim == c.dim && existing->kind == pass.kind && existing->phase == phase &&
+        existing->position == pass.at && existing->bytes == c.bytes &&
+        existing->behind_gemms == behind_gemms) {
+      existing->count += pass.count;
       return;
     }
   }
-  Collective added = MakeCollective(c.dim, pass.kind, phase, pass.at, Cadence::kPerMicrobatch,
-                                    c.bytes, s.groups[c.dim],
-                                    Overlappable(s.plan, c.dim) || behind_gemms, pass.count);
+  Collective& added = part->collectives.emplace_back();
+  SetCollective(&added, c.dim, pass.kind, phase, pass.at, Cadence::kPerMicrobatch, c.bytes,
+                s.groups[c.dim], Overlappable(s.plan, c.dim) || behind_gemms, pass.count);
   added.behind_gemms = behind_gemms;
-  part->collectives.push_back(added);
 }
 
 }  // namespace
 
 void OpListCollectives(const StepShape& s, const BlockOps& ops, bool block, PartWork* part) {
+  int begin = part->collectives.size;
   for (const BlockOp& op : ops)
-    if (op.kind == OpKind::kCollective) AddPass(s, op, op.comm.forward, StepPhase::kForward, part);
+    if (op.kind == OpKind::kCollective)
+      AddPass(s, op, op.comm.forward, StepPhase::kForward, begin, part);
+  begin = part->collectives.size;
   if (block)
     for (const BlockOp& op : ops)
       if (op.kind == OpKind::kCollective && Replays(s.plan.recompute, op))
-        AddPass(s, op, op.comm.forward, StepPhase::kRecompute, part);
+        AddPass(s, op, op.comm.forward, StepPhase::kRecompute, begin, part);
+  begin = part->collectives.size;
   for (const BlockOp* op = ops.end(); op != ops.begin();) {
     --op;
-    if (op->kind == OpKind::kCollective) AddPass(s, *op, op->comm.backward, StepPhase::kBackward, part);
+    if (op->kind == OpKind::kCollective)
+      AddPass(s, *op, op->comm.backward, StepPhase::kBackward, begin, part);
   }
 }
 
@@ -76,8 +82,8 @@ void AddDpSync(const StepShape& s, const StepWork& w, int64_t params, const Comm
   using P = CollectivePosition;
   using K = CollectiveKind;
   auto add = [&](K kind, StepPhase phase, P position, Cadence cadence, double bytes, bool overlap) {
-    part->collectives.push_back(
-        MakeCollective(MeshDim::kDp, kind, phase, position, cadence, bytes, dp, overlap));
+    SetCollective(&part->collectives.emplace_back(), MeshDim::kDp, kind, phase, position, cadence,
+                  bytes, dp, overlap);
   };
   switch (s.plan.zero_stage) {
     case 0:

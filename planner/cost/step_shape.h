@@ -19,7 +19,7 @@ struct StepShape {
   const ModelSpec& model;
   const ParallelPlan& plan;
   const RankGroups& groups;  // the rank's communication groups (collective_time.h)
-  RankShape rank;      // the rank's shape, derived once (T and Tn below are its)
+  const RankShape& rank;  // the rank's shape, derived once (T and Tn below are its)
   Lowering lowering;   // which kernels run the block's ops (block_ops.h)
   double T = 0;   // tokens of a micro-batch on this rank: B*S/cp
   double Tn = 0;  // tokens seen by norms / residuals: T/tp with SP, else T
@@ -31,19 +31,26 @@ struct StepShape {
   AttentionImpl attention = AttentionImpl::kFused;  // resolved
 };
 
+// Writes a collective into *c, in place (FixedList::emplace_back's reason); MakeCollective
+// returns one.
+inline void SetCollective(Collective* c, MeshDim dim, CollectiveKind kind, StepPhase phase,
+                          CollectivePosition position, Cadence cadence, double bytes,
+                          const CommGroup& group, bool overlappable, int32_t count = 1) {
+  c->dim = dim;
+  c->kind = kind;
+  c->phase = phase;
+  c->position = position;
+  c->cadence = cadence;
+  c->bytes = bytes;
+  c->group = group;
+  c->count = count;
+  c->overlappable = overlappable;
+}
 inline Collective MakeCollective(MeshDim dim, CollectiveKind kind, StepPhase phase,
                                  CollectivePosition position, Cadence cadence, double bytes,
                                  const CommGroup& group, bool overlappable, int32_t count = 1) {
   Collective c;
-  c.dim = dim;
-  c.kind = kind;
-  c.phase = phase;
-  c.position = position;
-  c.cadence = cadence;
-  c.bytes = bytes;
-  c.group = group;
-  c.count = count;
-  c.overlappable = overlappable;
+  SetCollective(&c, dim, kind, phase, position, cadence, bytes, group, overlappable, count);
   return c;
 }
 
