@@ -173,7 +173,8 @@ class BlockOpsBuilder {
     const double rows = double(sh_.b) * sh_.s_norm;
     if (TorchtitanNorm()) {
       if (layer_input) {
-        SavedTensor& input = Save(name, "input (B,Sn,E), held by a checkpoint", rows * sh_.hidden, a_);
+        SavedTensor& input =
+            Save(name, "input (B,Sn,E), held by a checkpoint", rows * sh_.hidden, a_);
         input.layer_input = input.checkpoint_only = true;
       }
       Save(name, "input in fp32 (B,Sn,E)", rows * sh_.hidden, kFp32Bytes);
