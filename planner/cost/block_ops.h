@@ -117,10 +117,14 @@ class SavedTensorList {
  public:
   static constexpr size_t kCapacity = 32;
   // Beyond capacity is a programming error (aborts: raise kCapacity).
-  void Add(const SavedTensor& tensor) { Slot() = tensor; }
+  void Add(const SavedTensor& tensor) {
+    CheckRoom();
+    items_.push_back(tensor);
+  }
   // A tensor built in its slot, no flag set; returns it (FixedList::emplace_back's reason).
   SavedTensor& Add(const char* op, const char* tensor, double elements, double bytes_per_element) {
-    SavedTensor& t = Slot();
+    CheckRoom();
+    SavedTensor& t = items_.emplace_back();
     t.op = op;
     t.tensor = tensor;
     t.elements = elements;
@@ -135,9 +139,8 @@ class SavedTensorList {
   double MegatronBytes() const;
 
  private:
-  SavedTensor& Slot() {
+  void CheckRoom() const {
     if (items_.size == static_cast<int>(kCapacity)) std::abort();
-    return items_.emplace_back();
   }
   FixedList<SavedTensor, static_cast<int>(kCapacity)> items_;
 };
