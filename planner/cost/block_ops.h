@@ -74,8 +74,8 @@ struct CollectivePass {
 // recompute pass unless the op policy saves its output: BlockOp::output_saved_by_op) and the
 // backward's.
 struct OpCollective {
-  MeshDim dim = MeshDim::kTp;
   double bytes = 0;
+  MeshDim dim = MeshDim::kTp;
   CollectivePass forward, backward;
   // The backward's runs behind the backward GEMMs of the column-parallel linear that reads
   // this input (RankShape::tp_backward_async: the framework issues it asynchronously).
@@ -164,14 +164,14 @@ struct BlockOp {
   // kAttentionCore, a flash or ring kernel (its output and logsumexp). Else it replays.
   bool output_saved_by_op = false;
   uint8_t saved_begin = 0, saved_end = 0;  // its tensors: BlockOps::saved()[begin, end)
+  // kMemoryBound: runs inside the attention core's own call (Transformer Engine's
+  // DotProductAttention), so selective recompute replays its forward with the core's.
+  bool in_attention_call = false;
   // kLinear: the forward GEMM on this rank, (rows, in) x (in, out) per copy; backward
   // mirrors it: input (rows, out) x (out, in), weight (in, rows) x (rows, out).
   GemmOp gemm;
   OpPass forward, backward;    // kMemoryBound, as lowered; backward: the input gradient's
   OpPass backward_weight;      // kMemoryBound: the weight gradient's pass (the embedding's)
-  // kMemoryBound: runs inside the attention core's own call (Transformer Engine's
-  // DotProductAttention), so selective recompute replays its forward with the core's.
-  bool in_attention_call = false;
   OpCollective comm;           // kCollective
 };
 
@@ -184,6 +184,10 @@ class BlockOps {
   const BlockOp* begin() const { return ops_.begin(); }
   const BlockOp* end() const { return ops_.end(); }
   int size() const { return ops_.size; }
+  const BlockOp& operator[](int i) const { return ops_[i]; }
+  // The indices of its kCollective ops, in op order (what part_collectives.h walks, three
+  // times per candidate, among ops that are mostly not collectives).
+  const FixedList<uint8_t, 16>& collective_ops() const { return collective_ops_; }
   // The block's matrices (BlockOp::linear indexes them) and its attention core's shape.
   const BlockLinears& linears() const { return linears_; }
   const AttentionCoreShape& core() const { return core_; }
@@ -205,6 +209,7 @@ class BlockOps {
  private:
   friend class BlockOpsBuilder;
   FixedList<BlockOp, kCapacity> ops_;
+  FixedList<uint8_t, 16> collective_ops_;
   BlockLinears linears_;
   AttentionCoreShape core_;
   SavedTensorList saved_;

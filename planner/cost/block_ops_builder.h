@@ -74,8 +74,10 @@ class BlockOpsBuilder {
   // A collective op here (BlockOp::comm); `saved_by_op`: the op policy saves its output.
   void Collective(const char* name, MeshDim dim, double bytes, CollectivePass fwd,
                   CollectivePass bwd, bool saved_by_op = false) {
+    if (out_.collective_ops_.size == 16) std::abort();
+    out_.collective_ops_.push_back(static_cast<uint8_t>(out_.ops_.size));
     BlockOp& op = Add(name, OpKind::kCollective, G::kNone);
-    op.comm = {dim, bytes, fwd, bwd};
+    op.comm = {bytes, dim, fwd, bwd};
     op.output_saved_by_op = saved_by_op;
   }
   void TpHalfCollectives(bool entering);  // after a half's norm / before its residual

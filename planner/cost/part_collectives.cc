@@ -54,20 +54,19 @@ void AddPass(const StepShape& s, const BlockOp& op, const CollectivePass& pass, 
 }  // namespace
 
 void OpListCollectives(const StepShape& s, const BlockOps& ops, bool block, PartWork* part) {
+  const FixedList<uint8_t, 16>& collective_ops = ops.collective_ops();
   int begin = part->collectives.size;
-  for (const BlockOp& op : ops)
-    if (op.kind == OpKind::kCollective)
-      AddPass(s, op, op.comm.forward, StepPhase::kForward, begin, part);
+  for (const uint8_t i : collective_ops)
+    AddPass(s, ops[i], ops[i].comm.forward, StepPhase::kForward, begin, part);
   begin = part->collectives.size;
   if (block)
-    for (const BlockOp& op : ops)
-      if (op.kind == OpKind::kCollective && Replays(s.plan.recompute, op))
-        AddPass(s, op, op.comm.forward, StepPhase::kRecompute, begin, part);
+    for (const uint8_t i : collective_ops)
+      if (Replays(s.plan.recompute, ops[i]))
+        AddPass(s, ops[i], ops[i].comm.forward, StepPhase::kRecompute, begin, part);
   begin = part->collectives.size;
-  for (const BlockOp* op = ops.end(); op != ops.begin();) {
-    --op;
-    if (op->kind == OpKind::kCollective)
-      AddPass(s, *op, op->comm.backward, StepPhase::kBackward, begin, part);
+  for (const uint8_t* i = collective_ops.end(); i != collective_ops.begin();) {
+    --i;
+    AddPass(s, ops[*i], ops[*i].comm.backward, StepPhase::kBackward, begin, part);
   }
 }
 
