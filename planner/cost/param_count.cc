@@ -28,21 +28,26 @@ int64_t RoutedExpertParamsPerRank(const ModelSpec& m, int64_t tp, int64_t ep) {
 }
 
 int64_t BlockParamsPerRank(const ModelSpec& m, const ParallelPlan& plan, bool moe_layer) {
-  const int64_t whole = BlockParamsPerTpRank(m, plan.tp, moe_layer);
-  if (!moe_layer || plan.ep <= 1) return whole;
-  return whole - RoutedExpertParamsPerRank(m, plan.tp, 1) +
-         RoutedExpertParamsPerRank(m, plan.tp, plan.ep);
+  return BlockParamsPerRank(m, plan.tp, plan.ep, moe_layer, BlockLinearsOf(m, moe_layer));
 }
 
 int64_t BlockParamsPerRank(const ModelSpec& m, const ParallelPlan& plan) {
   return BlockParamsPerRank(m, plan, m.moe_layers() > 0);
 }
 
-int64_t BlockParamsPerTpRank(const ModelSpec& m, int64_t tp, bool moe_layer) {
+int64_t BlockParamsPerRank(const ModelSpec& m, int64_t tp, int64_t ep, bool moe_layer,
+                           const BlockLinears& linears) {
   int64_t n = m.block == BlockKind::kLlama ? LlamaBlockVectorParams(m, moe_layer)  // replicated
                                            : GptBlockVectorParamsPerTpRank(m, tp);
-  for (const BlockLinear& l : BlockLinearsOf(m, moe_layer)) n += l.params_per_tp_rank(tp);
+  const int64_t routed_split = moe_layer ? std::max<int64_t>(ep, 1) : 1;
+  for (const BlockLinear& l : linears)
+    n += l.role == LinearRole::kRoutedExpert ? l.params_per_tp_rank(tp) / routed_split
+                                             : l.params_per_tp_rank(tp);
   return n;
+}
+
+int64_t BlockParamsPerTpRank(const ModelSpec& m, int64_t tp, bool moe_layer) {
+  return BlockParamsPerRank(m, tp, 1, moe_layer, BlockLinearsOf(m, moe_layer));
 }
 
 int64_t BlockParamsPerTpRank(const ModelSpec& m, int64_t tp) {

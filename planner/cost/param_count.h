@@ -17,6 +17,8 @@
 
 namespace meshplan {
 
+class BlockLinears;
+
 // Llama: 4*E*E + 3*E*F + 2*E for MHA (Q, K, V, O; up, gate, down; two RMSNorms);
 // with GQA K and V are E x (K*D); in general the matrices of planner/cost/block_linears.h
 // plus its vectors (norms, q/k norms, router bias). GPT: QKV and O with biases, E->F->E
@@ -34,6 +36,10 @@ int64_t RoutedExpertParamsPerRank(const ModelSpec& model, int64_t tp, int64_t ep
 // (moe_layer); the second form is StepWork's block, as BlockParamsPerTpRank(model, tp).
 int64_t BlockParamsPerRank(const ModelSpec& model, const ParallelPlan& plan, bool moe_layer);
 int64_t BlockParamsPerRank(const ModelSpec& model, const ParallelPlan& plan);
+// The same from the block's matrices already listed (BlockOps::linears(): BlockLinearsOf(model,
+// moe_layer)), with X/ep routed experts: each form above is this with ep = 1 or plan.ep.
+int64_t BlockParamsPerRank(const ModelSpec& model, int64_t tp, int64_t ep, bool moe_layer,
+                           const BlockLinears& linears);
 // V rounded up to a multiple of tp (vocabulary-parallel layers need equal shards).
 int64_t PaddedVocab(const ModelSpec& model, int64_t tp);
 // P = V*E + Ld*dense block + (L-Ld)*MoE block + final norm + [V*E if untied]

@@ -35,18 +35,13 @@ const StageShape& PlanShape::stage(int64_t index) const {
 void MakePlanShape(const ModelSpec& model, const TrainingSpec& training, const ParallelPlan& plan,
                    AttentionImpl attention, PlanShape* out) {
   PlanShape& p = *out;
-  p.rank = MakeRankShape(model, training, plan);
+  // Built in place, as the op lists below (a 280-byte copy otherwise).
+  static_assert(std::is_trivially_destructible_v<RankShape>);
+  ::new (&p.rank) RankShape(MakeRankShape(model, training, plan));
   p.groups = RankGroupsOf(plan);
   p.attention = ResolveAttentionImpl(attention, training.framework, training.precision);
   p.lowering = LoweringOf(p.rank, p.attention);
   p.layers = SplitLayers(model.layers, plan);
-  p.block_params = BlockParamsPerRank(model, plan);
-  // A dense model's block is the dense-FFN block.
-  p.dense_block_params =
-      model.moe_layers() > 0 ? BlockParamsPerTpRank(model, plan.tp, false) : p.block_params;
-  p.routed_expert_params = plan.ep > 1 && model.moe_layers() > 0
-                               ? RoutedExpertParamsPerRank(model, plan.tp, plan.ep)
-                               : 0;
   // Built in place: a BlockOps is several KiB that assignment would copy item by item.
   static_assert(std::is_trivially_destructible_v<BlockOps>);
   ::new (&p.ops) BlockOps(BuildBlockOps(model, p.rank, p.lowering));
@@ -57,6 +52,14 @@ void MakePlanShape(const ModelSpec& model, const TrainingSpec& training, const P
   } else if (p.dense_ops.size() > 0) {
     p.dense_ops = BlockOps();  // (a zeroed value: only when *out held a MoE shape)
   }
+  // The parameters of the matrices the op lists hold (BlockOps::linears()).
+  const bool moe = p.rank.experts > 0;
+  p.block_params = BlockParamsPerRank(model, plan.tp, plan.ep, moe, p.ops.linears());
+  // A dense model's block is the dense-FFN block.
+  p.dense_block_params =
+      moe ? BlockParamsPerRank(model, plan.tp, 1, false, p.dense_ops.linears()) : p.block_params;
+  p.routed_expert_params =
+      plan.ep > 1 && moe ? RoutedExpertParamsPerRank(model, plan.tp, plan.ep) : 0;
   const int64_t dense = p.dense_block_params;
   p.first = StageShapeOf(model, training, plan, p.layers, 0, dense);
   p.last = plan.pp == 1 ? p.first : StageShapeOf(model, training, plan, p.layers, plan.pp - 1, dense);

@@ -18,48 +18,55 @@ double KeptExpertRows(const MoeSpec& moe, int64_t tokens) {
 
 RankShape MakeRankShape(const ModelSpec& model, const TrainingSpec& training,
                         const ParallelPlan& plan) {
-  RankShape sh;
-  sh.b = plan.micro_batch;
-  sh.s = training.seq_len;
-  sh.s_local = training.seq_len / plan.cp;
-  sh.s_norm = plan.sequence_parallel ? sh.s_local / plan.tp : sh.s_local;
-  sh.tp = plan.tp;
-  sh.sequence_parallel = plan.sequence_parallel && plan.tp > 1;
-  sh.cp = plan.cp;
-  sh.T = static_cast<double>(plan.micro_batch * training.seq_len / plan.cp);
-  sh.Tn = plan.sequence_parallel ? sh.T / static_cast<double>(plan.tp) : sh.T;
-  sh.hidden = model.hidden;
-  sh.heads = model.heads / plan.tp;
-  sh.kv_heads = model.kv_heads / plan.tp;
-  sh.head_dim = model.head_dim();
-  sh.v_head_dim = model.v_head_dim();
-  sh.ffn = model.ffn_hidden / plan.tp;
-  sh.act_bytes = ActivationBytesPerElement(training.precision);
-  sh.fp8 = training.precision == Precision::kFp8;
-  sh.kernels = training.framework.kernels;
-  sh.fused_norm = training.framework.fused_norm;
-  sh.tp_backward_async =
-      training.framework.tp_backward_overlap == TpBackwardOverlap::kColumnGemms;
-  sh.attention_kernel = training.framework.attention_kernel;
-  sh.loss = training.framework.loss;
-  sh.linear_input_bytes = sh.fp8 ? kFp8Bytes : sh.act_bytes;
-  sh.expert_work = ExpertParallelOf(model, plan, sh.T, sh.act_bytes);
-  if (model.moe_layers() > 0) {
-    sh.experts = model.moe.experts;
-    sh.top_k = model.moe.top_k;
-    // R: the rows kept for the routed experts (no padding to the capacity: the executor's
-    // MoeStash), times the busiest ep rank's load imbalance u (expert_parallel.h: 1 with a
-    // capacity factor or ep == 1); Rs: the kept rows of this rank's own tokens.
-    sh.routed_rows = KeptExpertRows(model.moe, sh.b * sh.s_local);
-    sh.expert_rows = sh.routed_rows * sh.expert_work.imbalance;
-    sh.ep = plan.ep;
-    sh.expert_ffn = model.moe.expert_ffn_hidden / plan.tp;
-    sh.shared_ffn = model.moe.shared_experts * model.moe.expert_ffn_hidden / plan.tp;
-  }
-  sh.q_lora_rank = model.mla.q_lora_rank;
-  sh.kv_lora_rank = model.mla.kv_lora_rank;
-  sh.vocab = PaddedVocab(model, plan.tp) / plan.tp;
-  return sh;
+  const FrameworkSpec& framework = training.framework;
+  const int64_t s_local = training.seq_len / plan.cp;
+  const double T = static_cast<double>(plan.micro_batch * training.seq_len / plan.cp);
+  const double act_bytes = ActivationBytesPerElement(training.precision);
+  const bool fp8 = training.precision == Precision::kFp8;
+  const bool moe = model.moe_layers() > 0;
+  const ExpertParallelWork expert_work = ExpertParallelOf(model, plan, T, act_bytes);
+  // R: the rows kept for the routed experts (no padding to the capacity: the executor's
+  // MoeStash), times the busiest ep rank's load imbalance u (expert_parallel.h: 1 with a
+  // capacity factor or ep == 1); Rs: the kept rows of this rank's own tokens.
+  const double routed_rows = moe ? KeptExpertRows(model.moe, plan.micro_batch * s_local) : 0;
+  // Every field named once, in order: a designated initializer writes each, where a default-
+  // constructed value zero-filled first costs the search a `rep stos` per candidate.
+  return RankShape{
+      .b = plan.micro_batch,
+      .s = training.seq_len,
+      .s_local = s_local,
+      .s_norm = plan.sequence_parallel ? s_local / plan.tp : s_local,
+      .T = T,
+      .Tn = plan.sequence_parallel ? T / static_cast<double>(plan.tp) : T,
+      .hidden = model.hidden,
+      .heads = model.heads / plan.tp,
+      .kv_heads = model.kv_heads / plan.tp,
+      .head_dim = model.head_dim(),
+      .v_head_dim = model.v_head_dim(),
+      .ffn = model.ffn_hidden / plan.tp,
+      .experts = moe ? model.moe.experts : 0,
+      .top_k = moe ? model.moe.top_k : 0,
+      .expert_rows = routed_rows * expert_work.imbalance,
+      .routed_rows = routed_rows,
+      .ep = moe ? plan.ep : 1,
+      .expert_ffn = moe ? model.moe.expert_ffn_hidden / plan.tp : 0,
+      .shared_ffn = moe ? model.moe.shared_experts * model.moe.expert_ffn_hidden / plan.tp : 0,
+      .expert_work = expert_work,
+      .q_lora_rank = model.mla.q_lora_rank,
+      .kv_lora_rank = model.mla.kv_lora_rank,
+      .vocab = PaddedVocab(model, plan.tp) / plan.tp,
+      .tp = plan.tp,
+      .cp = plan.cp,
+      .sequence_parallel = plan.sequence_parallel && plan.tp > 1,
+      .act_bytes = act_bytes,
+      .linear_input_bytes = fp8 ? kFp8Bytes : act_bytes,
+      .fp8 = fp8,
+      .kernels = framework.kernels,
+      .fused_norm = framework.fused_norm,
+      .tp_backward_async = framework.tp_backward_overlap == TpBackwardOverlap::kColumnGemms,
+      .attention_kernel = framework.attention_kernel,
+      .loss = framework.loss,
+  };
 }
 
 }  // namespace meshplan
