@@ -13,12 +13,15 @@ namespace {
 // (in, rows) x (rows, out). FP8: the backward GEMMs accumulate split (fp8_convention.h).
 // A column-parallel linear's backward GEMMs count in column_matmul_flops too.
 void AddLinearGemms(const GemmOp& g, bool column, PartWork* part) {
-  part->forward.AddGemm(g);
-  part->backward_input.AddGemm({g.m, g.k, g.n, g.batch, false, g.fp8, /*split_accumulate=*/g.fp8});
-  part->backward_weight.AddGemm({g.k, g.n, g.m, g.batch, false, g.fp8, /*split_accumulate=*/g.fp8});
+  const double flops = g.flops();  // the same in each pass
+  part->forward.AddGemm(g, flops);
+  part->backward_input.AddGemm({g.m, g.k, g.n, g.batch, false, g.fp8, /*split_accumulate=*/g.fp8},
+                               flops);
+  part->backward_weight.AddGemm({g.k, g.n, g.m, g.batch, false, g.fp8, /*split_accumulate=*/g.fp8},
+                                flops);
   if (!column) return;
-  part->backward_input.column_matmul_flops += g.flops();
-  part->backward_weight.column_matmul_flops += g.flops();
+  part->backward_input.column_matmul_flops += flops;
+  part->backward_weight.column_matmul_flops += flops;
 }
 
 // FP8 casts (fp8_convention.h) of one linear over `rows` tokens: forward, its input (rows, in)

@@ -102,13 +102,17 @@ struct ComputeWork {
   // collectives a framework issues behind them (Collective::behind_gemms).
   double column_matmul_flops = 0;
   int64_t kernels = 0;         // launched kernels
-  FixedList<GemmOp, kMaxGemmsPerPass> gemms;  // the GEMMs that run (linear and attention core)
+  // (flash before gemms: a work's fields and its first items share cache lines, where a
+  // search touches only those)
   FixedList<FlashAttentionOp, 1> flash;       // the fused attention kernel, if any
+  FixedList<GemmOp, kMaxGemmsPerPass> gemms;  // the GEMMs that run (linear and attention core)
 
   // Adds a linear-layer GEMM (nominal matmul FLOPs) or an unfused attention GEMM.
-  void AddGemm(const GemmOp& gemm) {
+  void AddGemm(const GemmOp& gemm) { AddGemm(gemm, gemm.flops()); }
+  // The same with its flops() known (a linear's three passes share them).
+  void AddGemm(const GemmOp& gemm, double flops) {
     gemms.push_back(gemm);
-    if (!gemm.attention_core) matmul_flops += gemm.flops();
+    if (!gemm.attention_core) matmul_flops += flops;
   }
   // Adds another pass's work: FLOPs, bytes, kernels and their shapes.
   ComputeWork& operator+=(const ComputeWork& other);
