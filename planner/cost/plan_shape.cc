@@ -1,26 +1,39 @@
 #include "planner/cost/plan_shape.h"
 
 #include <cassert>
-#include <new>
+#include <memory>
 #include <type_traits>
 
 namespace meshplan {
 namespace {
 
-// `dense_block_params`: PlanShape::dense_block_params.
+// `dense_block_params`: PlanShape::dense_block_params. Every field named once (no zero-fill).
 StageShape StageShapeOf(const ModelSpec& model, const TrainingSpec& training,
                         const ParallelPlan& plan, const StageLayers& split, int64_t stage,
                         int64_t dense_block_params) {
-  StageShape s;
-  s.layers = split.Of(stage);
-  s.largest_chunk = split.LargestChunkOf(stage);
-  s.first_chunk = split.ChunkOf(stage, 0);
-  s.last_chunk = split.ChunkOf(stage, split.vpp - 1);
-  s.moe_layers = MoeLayersOfStage(model, plan, stage);
-  s.params = CountStageParams(model, plan, stage, s.layers, s.moe_layers, dense_block_params);
-  s.in_flight = CountMicrobatchesInFlight(plan, model.layers,
-                                          plan.num_microbatches(training.global_batch), stage);
-  return s;
+  const int64_t layers = split.Of(stage);
+  const int64_t moe_layers = MoeLayersOfStage(model, plan, stage);
+  return StageShape{
+      .layers = layers,
+      .largest_chunk = split.LargestChunkOf(stage),
+      .first_chunk = split.ChunkOf(stage, 0),
+      .last_chunk = split.ChunkOf(stage, split.vpp - 1),
+      .moe_layers = moe_layers,
+      .params = CountStageParams(model, plan, stage, layers, moe_layers, dense_block_params),
+      .in_flight = CountMicrobatchesInFlight(plan, model.layers,
+                                             plan.num_microbatches(training.global_batch), stage),
+  };
+}
+
+// A MoE rank's dense-FFN block (the FFN of width F/tp in place of its experts); else none.
+BlockOps DenseFfnOps(const ModelSpec& model, const RankShape& rank, const Lowering& lowering) {
+  if (rank.experts > 0) {
+    RankShape dense = rank;
+    dense.experts = 0;
+    return BuildBlockOps(model, dense, lowering);
+  }
+  BlockOps none;  // default-initialised: `BlockOps()` would zero-fill all its KiB
+  return none;
 }
 
 }  // namespace
@@ -32,45 +45,40 @@ const StageShape& PlanShape::stage(int64_t index) const {
   return middle;
 }
 
+PlanShape::PlanShape(const ModelSpec& model, const TrainingSpec& training,
+                     const ParallelPlan& plan, AttentionImpl requested)
+    : rank(MakeRankShape(model, training, plan)),
+      groups(RankGroupsOf(plan)),
+      attention(ResolveAttentionImpl(requested, training.framework, training.precision)),
+      lowering(LoweringOf(rank, attention)),
+      layers(SplitLayers(model.layers, plan)),
+      ops(BuildBlockOps(model, rank, lowering)),
+      dense_ops(DenseFfnOps(model, rank, lowering)),
+      block_params(BlockParamsPerRank(model, plan.tp, plan.ep, rank.experts > 0, ops.linears())),
+      // A dense model's block is the dense-FFN block.
+      dense_block_params(rank.experts > 0
+                             ? BlockParamsPerRank(model, plan.tp, 1, false, dense_ops.linears())
+                             : block_params),
+      routed_expert_params(plan.ep > 1 && rank.experts > 0
+                               ? RoutedExpertParamsPerRank(model, plan.tp, plan.ep)
+                               : 0),
+      first(StageShapeOf(model, training, plan, layers, 0, dense_block_params)),
+      last(plan.pp == 1 ? first
+                        : StageShapeOf(model, training, plan, layers, plan.pp - 1,
+                                       dense_block_params)),
+      middle(plan.pp > 2 ? StageShapeOf(model, training, plan, layers, 1, dense_block_params)
+                         : StageShape{}) {}
+
 void MakePlanShape(const ModelSpec& model, const TrainingSpec& training, const ParallelPlan& plan,
                    AttentionImpl attention, PlanShape* out) {
-  PlanShape& p = *out;
-  // Built in place, as the op lists below (a 280-byte copy otherwise).
-  static_assert(std::is_trivially_destructible_v<RankShape>);
-  ::new (&p.rank) RankShape(MakeRankShape(model, training, plan));
-  p.groups = RankGroupsOf(plan);
-  p.attention = ResolveAttentionImpl(attention, training.framework, training.precision);
-  p.lowering = LoweringOf(p.rank, p.attention);
-  p.layers = SplitLayers(model.layers, plan);
-  // Built in place: a BlockOps is several KiB that assignment would copy item by item.
-  static_assert(std::is_trivially_destructible_v<BlockOps>);
-  ::new (&p.ops) BlockOps(BuildBlockOps(model, p.rank, p.lowering));
-  if (p.rank.experts > 0) {
-    RankShape dense = p.rank;
-    dense.experts = 0;  // the dense FFN of width F/tp
-    p.dense_ops = BuildBlockOps(model, dense, p.lowering);
-  } else if (p.dense_ops.size() > 0) {
-    p.dense_ops = BlockOps();  // (a zeroed value: only when *out held a MoE shape)
-  }
-  // The parameters of the matrices the op lists hold (BlockOps::linears()).
-  const bool moe = p.rank.experts > 0;
-  p.block_params = BlockParamsPerRank(model, plan.tp, plan.ep, moe, p.ops.linears());
-  // A dense model's block is the dense-FFN block.
-  p.dense_block_params =
-      moe ? BlockParamsPerRank(model, plan.tp, 1, false, p.dense_ops.linears()) : p.block_params;
-  p.routed_expert_params =
-      plan.ep > 1 && moe ? RoutedExpertParamsPerRank(model, plan.tp, plan.ep) : 0;
-  const int64_t dense = p.dense_block_params;
-  p.first = StageShapeOf(model, training, plan, p.layers, 0, dense);
-  p.last = plan.pp == 1 ? p.first : StageShapeOf(model, training, plan, p.layers, plan.pp - 1, dense);
-  p.middle = plan.pp > 2 ? StageShapeOf(model, training, plan, p.layers, 1, dense) : StageShape{};
+  // Rebuilt in place: a PlanShape is tens of KiB that assignment would copy.
+  static_assert(std::is_trivially_destructible_v<PlanShape>);
+  std::construct_at(out, model, training, plan, attention);
 }
 
 PlanShape MakePlanShape(const ModelSpec& model, const TrainingSpec& training,
                         const ParallelPlan& plan, AttentionImpl attention) {
-  PlanShape p;
-  MakePlanShape(model, training, plan, attention, &p);
-  return p;
+  return PlanShape(model, training, plan, attention);
 }
 
 StageShape StageOf(const PlanShape& shape, const ModelSpec& model, const TrainingSpec& training,

@@ -37,16 +37,23 @@ struct StageShape {
 };
 
 struct PlanShape {
+  PlanShape() = default;
+  // `plan`'s shape (MakePlanShape), each member built once in place: default-constructing
+  // the members first and then assigning them costs the search a zero-fill per candidate.
+  PlanShape(const ModelSpec& model, const TrainingSpec& training, const ParallelPlan& plan,
+            AttentionImpl attention);
+
   RankShape rank;                // local sizes
   RankGroups groups;             // the groups it communicates in (collective_time.h)
   AttentionImpl attention = AttentionImpl::kFused;  // resolved (ResolveAttentionImpl)
   Lowering lowering;             // which kernels run the block's ops
   StageLayers layers;            // SplitLayers(model.layers, plan)
+  BlockOps ops;        // StepWork's block: BuildBlockOps(model, rank, lowering)
+  BlockOps dense_ops;  // MoE models: the dense-FFN block's ops (rank.experts = 0); else empty
+  // The parameters of ops' and dense_ops' matrices:
   int64_t block_params = 0;        // StepWork's block on this rank (BlockParamsPerRank)
   int64_t dense_block_params = 0;  // a dense-FFN block (BlockParamsPerTpRank(model, tp, false))
   int64_t routed_expert_params = 0;  // a MoE block's X/ep routed experts with ep > 1, else 0
-  BlockOps ops;        // StepWork's block: BuildBlockOps(model, rank, lowering)
-  BlockOps dense_ops;  // MoE models: the dense-FFN block's ops (rank.experts = 0); else empty
 
   // Stage 0, pp - 1 or (pp > 2) 1; any other middle stage is stage 1's equal in layers and
   // parameters, but not in MoE layers: ask for those three only.
