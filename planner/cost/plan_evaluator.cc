@@ -1,5 +1,8 @@
 #include "planner/cost/plan_evaluator.h"
 
+#include <memory>
+#include <type_traits>
+
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -107,7 +110,10 @@ PlanCost PlanEvaluator::EstimateBase(const ParallelPlan& plan) {
     MakePlanShape(model_, training_, plan, AttentionImpl::kAuto, &shape_);
     shape_plan_ = plan;
   }
-  work_ = StepWork{};  // BuildStepWork's contract: a fresh one
+  // BuildStepWork's contract: a fresh one, built in place (assigning a StepWork{} builds a
+  // temporary of tens of KiB and copies it).
+  static_assert(std::is_trivially_destructible_v<StepWork>);
+  std::construct_at(&work_);
   BuildStepWork(model_, training_, plan, shape_, &work_);
   if (new_shape) kernel_times_ = TimeKernels(work_, cluster_, training_.precision);
   // The distinct pipeline stages: first, last and (pp > 2) a middle one.
