@@ -1,6 +1,6 @@
 #include "planner/cost/plan_evaluator.h"
 
-#include <memory>
+#include <new>
 #include <type_traits>
 
 #include <fmt/format.h>
@@ -110,10 +110,11 @@ PlanCost PlanEvaluator::EstimateBase(const ParallelPlan& plan) {
     MakePlanShape(model_, training_, plan, AttentionImpl::kAuto, &shape_);
     shape_plan_ = plan;
   }
-  // BuildStepWork's contract: a fresh one, built in place (assigning a StepWork{} builds a
-  // temporary of tens of KiB and copies it).
+  // BuildStepWork's contract: a fresh one, default-initialised in place (assigning a StepWork{}
+  // builds a temporary of tens of KiB and copies it; `new StepWork()` or construct_at would
+  // value-initialise it, zero-filling all of it).
   static_assert(std::is_trivially_destructible_v<StepWork>);
-  std::construct_at(&work_);
+  ::new (&work_) StepWork;
   BuildStepWork(model_, training_, plan, shape_, &work_);
   if (new_shape) kernel_times_ = TimeKernels(work_, cluster_, training_.precision);
   // The distinct pipeline stages: first, last and (pp > 2) a middle one.
