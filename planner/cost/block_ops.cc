@@ -59,20 +59,18 @@ void BlockOpsBuilder::TpInputCollectives(const TpInputNames& names, CollectivePo
   if (sh_.tp <= 1) return;
   using K = CollectiveKind;
   const double bytes = sh_.T * E_ * a_;
-  const int first = out_.ops_.size;
-  if (sh_.sequence_parallel) {
-    Collective(names.sp_gather, MeshDim::kTp, bytes, {K::kAllGather, 1, before},
-               {K::kReduceScatter, 1, after});
-    Collective(names.sp_regather, MeshDim::kTp, bytes, {K::kAllGather, 0, before},
-               {K::kAllGather, 1, before});
-  } else {
-    Collective(names.tp_input, MeshDim::kTp, bytes, {K::kAllReduce, 0, before},
-               {K::kAllReduce, 1, after});
-  }
   // The input gradient's reduce-scatter (all-reduce) behind the weight-gradient GEMM and the
   // re-gather behind the input-gradient GEMM, where the framework issues them asynchronously.
-  for (BlockOp* op = out_.ops_.begin() + first; op != out_.ops_.end(); ++op)
-    op->comm.backward_behind_gemms = sh_.tp_backward_async;
+  const bool behind = sh_.tp_backward_async;
+  if (sh_.sequence_parallel) {
+    Collective(names.sp_gather, MeshDim::kTp, bytes, {K::kAllGather, 1, before},
+               {K::kReduceScatter, 1, after}, /*saved_by_op=*/false, behind);
+    Collective(names.sp_regather, MeshDim::kTp, bytes, {K::kAllGather, 0, before},
+               {K::kAllGather, 1, before}, /*saved_by_op=*/false, behind);
+  } else {
+    Collective(names.tp_input, MeshDim::kTp, bytes, {K::kAllReduce, 0, before},
+               {K::kAllReduce, 1, after}, /*saved_by_op=*/false, behind);
+  }
 }
 
 // Those entering a half (after its norm: TpInputCollectives) or leaving it (after its last

@@ -71,13 +71,15 @@ class BlockOpsBuilder {
                    int64_t bwd_kernels) {
     Memory(name, group, {fwd_bytes, fwd_kernels}, {2 * fwd_bytes, bwd_kernels});
   }
-  // A collective op here (BlockOp::comm); `saved_by_op`: the op policy saves its output.
+  // A collective op here (BlockOp::comm); `saved_by_op`: the op policy saves its output;
+  // `backward_behind_gemms`: OpCollective's.
   void Collective(const char* name, MeshDim dim, double bytes, CollectivePass fwd,
-                  CollectivePass bwd, bool saved_by_op = false) {
+                  CollectivePass bwd, bool saved_by_op = false,
+                  bool backward_behind_gemms = false) {
     if (out_.collective_ops_.size == 16) std::abort();
     out_.collective_ops_.push_back(static_cast<uint8_t>(out_.ops_.size));
     BlockOp& op = Add(name, OpKind::kCollective, G::kNone);
-    op.comm = {bytes, dim, fwd, bwd};
+    op.comm = {bytes, dim, fwd, bwd, backward_behind_gemms};
     op.output_saved_by_op = saved_by_op;
   }
   void TpHalfCollectives(bool entering);  // after a half's norm / before its residual
