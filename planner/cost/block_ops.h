@@ -181,13 +181,15 @@ enum class BlockHalf { kAttention, kMlp };
 class BlockOps {
  public:
   static constexpr int kCapacity = 48;
+  static constexpr int kMaxCollectiveOps = 16;
+  using OpIndices = FixedList<uint8_t, kMaxCollectiveOps>;
   const BlockOp* begin() const { return ops_.begin(); }
   const BlockOp* end() const { return ops_.end(); }
   int size() const { return ops_.size; }
   const BlockOp& operator[](int i) const { return ops_[i]; }
   // The indices of its kCollective ops, in op order (what part_collectives.h walks, three
   // times per candidate, among ops that are mostly not collectives).
-  const FixedList<uint8_t, 16>& collective_ops() const { return collective_ops_; }
+  const OpIndices& collective_ops() const { return collective_ops_; }
   // The block's matrices (BlockOp::linear indexes them) and its attention core's shape.
   const BlockLinears& linears() const { return linears_; }
   const AttentionCoreShape& core() const { return core_; }
@@ -209,7 +211,7 @@ class BlockOps {
  private:
   friend class BlockOpsBuilder;
   FixedList<BlockOp, kCapacity> ops_;
-  FixedList<uint8_t, 16> collective_ops_;
+  OpIndices collective_ops_;
   BlockLinears linears_;
   AttentionCoreShape core_;
   SavedTensorList saved_;

@@ -76,7 +76,7 @@ class BlockOpsBuilder {
   void Collective(const char* name, MeshDim dim, double bytes, CollectivePass fwd,
                   CollectivePass bwd, bool saved_by_op = false,
                   bool backward_behind_gemms = false) {
-    if (out_.collective_ops_.size == 16) std::abort();
+    if (out_.collective_ops_.size == BlockOps::kMaxCollectiveOps) std::abort();
     out_.collective_ops_.push_back(static_cast<uint8_t>(out_.ops_.size));
     BlockOp& op = Add(name, OpKind::kCollective, G::kNone);
     op.comm = {bytes, dim, fwd, bwd, backward_behind_gemms};

@@ -54,7 +54,7 @@ void AddPass(const StepShape& s, const BlockOp& op, const CollectivePass& pass, 
 }  // namespace
 
 void OpListCollectives(const StepShape& s, const BlockOps& ops, bool block, PartWork* part) {
-  const FixedList<uint8_t, 16>& collective_ops = ops.collective_ops();
+  const BlockOps::OpIndices& collective_ops = ops.collective_ops();
   int begin = part->collectives.size;
   for (const uint8_t i : collective_ops)
     AddPass(s, ops[i], ops[i].comm.forward, StepPhase::kForward, begin, part);
