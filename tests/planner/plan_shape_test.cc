@@ -5,7 +5,9 @@
 
 #include <vector>
 
+#include "planner/config/config_loader.h"
 #include "planner/cost/cost_model.h"
+#include "planner/cost/param_count.h"
 #include "planner/cost/plan_evaluator.h"
 #include "planner/cost/plan_shape.h"
 #include "tests/planner/cost_test_specs.h"
@@ -93,6 +95,36 @@ TEST_CASE("the evaluator's bases, walked as the search walks them, cost what Est
   }
   CHECK(fitting > 0);
   CHECK(fitting < static_cast<int>(2 * plans.size()));
+}
+
+// The shape counts a block's parameters from the matrices its op list holds; the count per
+// rank is the block's tp shard with X/ep of its routed experts, as param_count.h's own walks
+// of the block give it (a dense model, and a MoE one with and without expert parallelism).
+TEST_CASE("a shape's block parameters are param_count's, from its op list's matrices",
+          "[planner][cost][shape][moe]") {
+  const TrainingSpec training = Training(64, 4096);
+  const ModelSpec dense = SpecLlama(2048, 16, 8, 5632);
+  for (const char* text : {"dp=8", "dp=4,tp=2", "dp=2,tp=4,pp=2"}) {
+    const ParallelPlan plan = ParsePlanString(text);
+    INFO(text);
+    const PlanShape shape = MakePlanShape(dense, training, plan);
+    CHECK(shape.block_params == BlockParamsPerTpRank(dense, plan.tp));
+    CHECK(shape.dense_block_params == shape.block_params);
+    CHECK(shape.routed_expert_params == 0);
+  }
+  const ModelSpec moe = LoadModel("mixtral-8x7b");
+  for (const char* text : {"dp=8,tp=2", "dp=8,tp=2,ep=4", "dp=8,ep=8"}) {
+    const ParallelPlan plan = ParsePlanString(text);
+    INFO(text);
+    const PlanShape shape = MakePlanShape(moe, training, plan);
+    const int64_t routed_all = RoutedExpertParamsPerRank(moe, plan.tp, 1);
+    const int64_t routed_here = RoutedExpertParamsPerRank(moe, plan.tp, plan.ep);
+    CHECK(routed_here * plan.ep == routed_all);  // Mixtral: 8 experts split evenly
+    CHECK(shape.block_params ==
+          BlockParamsPerTpRank(moe, plan.tp, /*moe_layer=*/true) - routed_all + routed_here);
+    CHECK(shape.dense_block_params == BlockParamsPerTpRank(moe, plan.tp, /*moe_layer=*/false));
+    CHECK(shape.routed_expert_params == (plan.ep > 1 ? routed_here : 0));
+  }
 }
 
 }  // namespace
