@@ -8,6 +8,7 @@
 // Pure values, no allocation (the search builds these per candidate).
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 
 #include "planner/cost/compute_work.h"  // FixedList
@@ -39,6 +40,12 @@ struct BlockLinear {
   int64_t active_params() const { return in * out * active; }
   int64_t params_per_tp_rank(int64_t tp) const {
     return split == TpSplit::kReplicated ? params() : params() / tp;
+  }
+  // This rank's share with `ep` expert-parallel ranks: the tp shard, of X/ep copies for the
+  // routed experts (every other matrix is whole on each ep rank).
+  int64_t params_per_rank(int64_t tp, int64_t ep) const {
+    const int64_t shard = params_per_tp_rank(tp);
+    return role == LinearRole::kRoutedExpert ? shard / std::max<int64_t>(ep, 1) : shard;
   }
   // This rank's in / out width of one copy.
   int64_t in_per_rank(int64_t tp) const { return split == TpSplit::kRow ? in / tp : in; }

@@ -23,7 +23,7 @@ int64_t RoutedExpertParamsPerRank(const ModelSpec& m, int64_t tp, int64_t ep) {
   if (!m.moe.enabled() || m.block != BlockKind::kLlama) return 0;
   int64_t n = 0;
   for (const BlockLinear& l : LlamaBlockLinears(m, /*moe_layer=*/true))
-    if (l.role == LinearRole::kRoutedExpert) n += l.params_per_tp_rank(tp) / std::max<int64_t>(ep, 1);
+    if (l.role == LinearRole::kRoutedExpert) n += l.params_per_rank(tp, ep);
   return n;
 }
 
@@ -39,10 +39,7 @@ int64_t BlockParamsPerRank(const ModelSpec& m, int64_t tp, int64_t ep, bool moe_
                            const BlockLinears& linears) {
   int64_t n = m.block == BlockKind::kLlama ? LlamaBlockVectorParams(m, moe_layer)  // replicated
                                            : GptBlockVectorParamsPerTpRank(m, tp);
-  const int64_t routed_split = moe_layer ? std::max<int64_t>(ep, 1) : 1;
-  for (const BlockLinear& l : linears)
-    n += l.role == LinearRole::kRoutedExpert ? l.params_per_tp_rank(tp) / routed_split
-                                             : l.params_per_tp_rank(tp);
+  for (const BlockLinear& l : linears) n += l.params_per_rank(tp, ep);
   return n;
 }
 
